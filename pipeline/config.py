@@ -1,0 +1,411 @@
+"""The changefeed config: YAML loaded once into frozen, typed objects.
+
+This is the only module that reads a config file. Everything downstream receives a
+:class:`ChangefeedConfig` (or a section of it) and may trust it: unknown keys, wrong types and
+impossible combinations were refused here, before Spark starts, each with its key path. All
+problems in a file are reported together, so one ``highwater validate`` run shows them all.
+
+Sections follow the contract (``../shared/design/contract.md``); option names follow
+CockroachDB's changefeed options where one exists.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PositiveInt,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from schemas.errors import ConfigError
+from schemas.hlc import Hlc, parse_time
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_NAME = r"^[A-Za-z0-9._-]+$"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
+
+
+def parse_duration(value: object) -> object:
+    """Accept ``10s``, ``1h30m``, ``500ms`` or a number of seconds; leave the rest to pydantic."""
+    if isinstance(value, bool):
+        return value  # refused by the timedelta type with a clear message
+    if isinstance(value, int | float):
+        return timedelta(seconds=value)
+    if isinstance(value, str):
+        text = value.strip()
+        parts = _DURATION.findall(text)
+        if not parts or "".join(a + u for a, u in parts) != text:
+            raise PydanticCustomError(
+                "duration", "not a duration: {value!r} (use e.g. 500ms, 10s, 5m, 1h30m, 1d)",
+                {"value": value},
+            )
+        return timedelta(seconds=sum(float(a) * _DURATION_UNITS[u] for a, u in parts))
+    return value
+
+
+def _parse_hlc(value: object) -> object:
+    if isinstance(value, Hlc) or value is None:
+        return value
+    try:
+        return parse_time(str(value))
+    except ValueError as exc:
+        raise PydanticCustomError("time", "{reason}", {"reason": str(exc)}) from exc
+
+
+def _yaml_yes_no(value: object) -> object:
+    # YAML 1.1 reads a bare yes/no as a boolean; the option's values are the words.
+    if value is True:
+        return "yes"
+    if value is False:
+        return "no"
+    return value
+
+
+Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
+Time = Annotated[Hlc, BeforeValidator(_parse_hlc)]
+Name = Annotated[str, Field(min_length=1, pattern=_NAME)]
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.password", "credentials")
+
+
+def _combination(field: str, reason: str) -> PydanticCustomError:
+    """An impossible combination, reported at ``<section>.<field>``."""
+    return PydanticCustomError("combination", reason, {"field": field})
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, hide_input_in_errors=True)
+
+
+class KafkaOptions(_Section):
+    """Client settings for one Kafka cluster, shared by every client Highwater builds.
+
+    ``options`` are librdkafka/Java client properties (``security.protocol``, ``sasl.*`` …).
+    Values whose names look secret are never shown by ``repr``.
+    """
+
+    bootstrap_servers: Annotated[str, Field(min_length=1)]
+    options: dict[str, str] = Field(default_factory=dict, repr=False)
+
+    def __repr_args__(self) -> Any:
+        yield from super().__repr_args__()
+        yield "options", {
+            k: "**********" if any(w in k.lower() for w in _SECRET_WORDS) else v
+            for k, v in self.options.items()
+        }
+
+
+class SourceConfig(_Section):
+    """One source change topic and the table it carries."""
+
+    topic: Name
+    table: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
+    format: Literal["native"] = "native"
+    database: Annotated[str, Field(min_length=1)] = "defaultdb"
+    schema_name: Annotated[str, Field(min_length=1)] = "public"
+
+
+class SinkConfig(_Section):
+    """Where output topics go and how they are created."""
+
+    kafka: KafkaOptions | None = None
+    topic_prefix: str = ""
+    topic_name: Name | None = None
+    partitions: PositiveInt = 3
+    replication_factor: PositiveInt = 1
+    producer: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("producer")
+    @classmethod
+    def _no_unsafe_producer(cls, value: dict[str, str]) -> dict[str, str]:
+        if value.get("acks", "all") not in ("all", "-1"):
+            raise ValueError("acks must stay 'all': markers promise rows are durable")
+        if value.get("enable.idempotence", "true") != "true":
+            raise ValueError("enable.idempotence must stay true: retries must not reorder a key")
+        return value
+
+
+class SchemaRegistryConfig(_Section):
+    """A Confluent-compatible schema registry (Apicurio's ``/apis/ccompat/v7`` works)."""
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    basic_auth_user_info: SecretStr | None = None
+
+
+class EncoderConfig(_Section):
+    """The envelope and its options (contract §4)."""
+
+    format: Literal["json", "avro"] = "json"
+    envelope: Literal["wrapped", "bare", "key_only", "row"] = "wrapped"
+    updated: bool = False
+    mvcc_timestamp: bool = False
+    diff: bool = False
+    key_in_value: bool = False
+    topic_in_value: bool = False
+    full_table_name: bool = False
+    select: list[Annotated[str, Field(min_length=1)]] | None = None
+    where: Annotated[str, Field(min_length=1)] | None = None
+    schema_registry: SchemaRegistryConfig | None = None
+
+    @model_validator(mode="after")
+    def _combinations(self) -> EncoderConfig:
+        if self.envelope == "key_only":
+            for option in ("diff", "updated", "mvcc_timestamp", "key_in_value", "topic_in_value"):
+                if getattr(self, option):
+                    raise _combination(
+                        option,
+                        f"cannot be used with envelope 'key_only': a key-only message has "
+                        f"no value to carry it (envelope: key_only, {option}: true)",
+                    )
+            if self.select is not None:
+                raise _combination("select", "has no effect with envelope 'key_only'")
+        if self.envelope == "row" and self.diff:
+            raise _combination("diff", "cannot be used with envelope 'row' (no place for 'before')")
+        if self.schema_registry is not None and self.format != "avro":
+            raise _combination("schema_registry", "is only used with format: avro")
+        return self
+
+
+class ResolvedConfig(_Section):
+    """Resolved-timestamp markers to every partition of every output topic."""
+
+    enabled: bool = True
+    interval: Duration = timedelta(seconds=10)
+
+
+class CheckpointConfig(_Section):
+    """Progress kept in a compacted Kafka topic (contract §6)."""
+
+    topic: Name = "_highwater_checkpoints"
+    replication_factor: PositiveInt = 1
+    min_checkpoint_frequency: Duration = timedelta(seconds=30)
+    frontier_highwater_lag_checkpoint_threshold: Duration = timedelta(minutes=10)
+    frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+
+
+class InitialScanConfig(_Section):
+    """The snapshot before the stream (contract §7)."""
+
+    mode: Annotated[Literal["yes", "no", "only"] | None, BeforeValidator(_yaml_yes_no)] = None
+    rate_limit: Annotated[float, Field(gt=0)] | None = None
+    chunk_rows: PositiveInt = 100_000
+
+
+class SafepointsConfig(_Section):
+    """Safepoints that hold back trimming of the source topics (contract §8)."""
+
+    enabled: bool = True
+    topic: Name = "_highwater_safepoints"
+    cluster: Name = "default"
+    gc_ttl: Duration = timedelta(hours=24)
+
+
+class TriggerConfig(_Section):
+    """How often Spark runs a micro-batch; ``available_now`` drains what is there and stops."""
+
+    processing_time: Duration = timedelta(seconds=1)
+    available_now: bool = False
+
+
+class SparkConfig(_Section):
+    """The SparkSession and the streaming query."""
+
+    master: Annotated[str, Field(min_length=1)] = "local[2]"
+    app_name: str | None = None
+    checkpoint_location: str | None = None
+    trigger: TriggerConfig = TriggerConfig()
+    max_offsets_per_trigger: PositiveInt | None = None
+    conf: dict[str, str] = Field(default_factory=dict)
+
+
+class ChangefeedConfig(_Section):
+    """A whole changefeed, as validated from YAML."""
+
+    changefeed_id: Name
+    kafka: KafkaOptions
+    sources: Annotated[list[SourceConfig], Field(min_length=1)]
+    sink: SinkConfig = SinkConfig()
+    encoder: EncoderConfig = EncoderConfig()
+    resolved: ResolvedConfig = ResolvedConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    initial_scan: InitialScanConfig = InitialScanConfig()
+    cursor: Time | None = None
+    end_time: Time | None = None
+    on_error: Literal["fail", "pause", "dlq"] = "fail"
+    dlq_topic: Name | None = None
+    safepoints: SafepointsConfig = SafepointsConfig()
+    spark: SparkConfig = SparkConfig()
+
+    @model_validator(mode="after")
+    def _combinations(self) -> ChangefeedConfig:
+        problems: list[tuple[str, str]] = []
+        self._check_sources(problems)
+        if self.cursor is not None and self.initial_scan.mode == "only":
+            problems.append(
+                ("initial_scan.mode", "'only' scans at creation time; it cannot start from cursor")
+            )
+        if self.end_time is not None and self.initial_scan.mode == "only":
+            problems.append(("end_time", "cannot be used with initial_scan.mode: only"))
+        if self.cursor is not None and self.end_time is not None and self.end_time <= self.cursor:
+            problems.append(("end_time", f"must be after cursor ({self.cursor})"))
+        if self.dlq_topic is not None and self.on_error != "dlq":
+            problems.append(("dlq_topic", "is only used with on_error: dlq"))
+        if problems:
+            # Several cross-section problems at once: one message per key path.
+            raise PydanticCustomError(
+                "combinations", "{joined}", {"joined": "\n".join(f"{p}: {r}" for p, r in problems)}
+            )
+        return self
+
+    def _check_sources(self, problems: list[tuple[str, str]]) -> None:
+        seen_topics: set[str] = set()
+        seen_tables: set[str] = set()
+        for i, source in enumerate(self.sources):
+            if source.topic in seen_topics:
+                problems.append((f"sources[{i}].topic", f"topic {source.topic!r} listed twice"))
+            if source.table in seen_tables and self.sink.topic_name is None:
+                problems.append((f"sources[{i}].table", f"table {source.table!r} listed twice"))
+            seen_topics.add(source.topic)
+            seen_tables.add(source.table)
+
+    @property
+    def effective_dlq_topic(self) -> str:
+        """Dead-letter topic: the configured one, or one named after the changefeed."""
+        return self.dlq_topic or f"_highwater_dlq_{self.changefeed_id}"
+
+    @property
+    def sink_kafka(self) -> KafkaOptions:
+        """The cluster the output topics live on (the source cluster unless overridden)."""
+        return self.sink.kafka or self.kafka
+
+    def output_topic(self, source: SourceConfig) -> str:
+        """The output topic for a source table (contract §4)."""
+        if self.sink.topic_name is not None:
+            return self.sink.topic_name
+        table = (
+            f"{source.database}.{source.schema_name}.{source.table}"
+            if self.encoder.full_table_name
+            else source.table
+        )
+        return f"{self.sink.topic_prefix}{table}"
+
+
+def load_config(path: str | Path) -> ChangefeedConfig:
+    """Read and validate a YAML config file; raise :class:`ConfigError` listing every problem."""
+    file = Path(path)
+    try:
+        raw = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError([("", f"cannot read {file}: {exc.strerror}")]) from exc
+    except yaml.YAMLError as exc:
+        raise ConfigError([("", f"{file} is not valid YAML: {exc}")]) from exc
+    return parse_config(raw)
+
+
+def parse_config(raw: object, env: Mapping[str, str] | None = None) -> ChangefeedConfig:
+    """Validate an already-parsed YAML document, after ``${VAR}`` substitution from ``env``."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError([("", "the config must be a mapping of sections at the top level")])
+    problems: list[tuple[str, str]] = []
+    expanded = _expand(raw, os.environ if env is None else env, "", problems)
+    if problems:
+        raise ConfigError(problems)
+    try:
+        return ChangefeedConfig.model_validate(expanded)
+    except ValidationError as exc:
+        raise ConfigError(_problems(exc)) from exc
+
+
+def _expand(
+    node: object, env: Mapping[str, str], path: str, problems: list[tuple[str, str]]
+) -> object:
+    """Substitute ``${VAR}`` and ``${VAR:-default}`` in every string value.
+
+    Lets one config serve several clusters and keeps secrets out of the file.
+    """
+    if isinstance(node, Mapping):
+        return {k: _expand(v, env, _join([path, str(k)]) if path else str(k), problems)
+                for k, v in node.items()}
+    if isinstance(node, list):
+        return [_expand(v, env, f"{path}[{i}]", problems) for i, v in enumerate(node)]
+    if not isinstance(node, str) or "${" not in node:
+        return node
+
+    def substitute(match: re.Match[str]) -> str:
+        name, default = match.group(1), match.group(3)
+        if name in env:
+            return env[name]
+        if default is not None:
+            return default
+        problems.append((path, f"environment variable {name} is not set"))
+        return ""
+
+    return _ENV_REF.sub(substitute, node)
+
+
+def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    for error in exc.errors(include_url=False):
+        loc = [str(p) if isinstance(p, str) else f"[{p}]" for p in error["loc"]]
+        ctx = error.get("ctx") or {}
+        if error["type"] == "combinations":
+            problems.extend(_prefixed(loc, line) for line in str(ctx["joined"]).splitlines())
+            continue
+        if error["type"] == "combination":
+            loc.append(str(ctx["field"]))
+        message = error["msg"]
+        if error["type"] == "extra_forbidden":
+            message = _unknown_key(exc, error["loc"])
+        problems.append((_join(loc), message))
+    return problems
+
+
+def _prefixed(loc: list[str], line: str) -> tuple[str, str]:
+    path, _, reason = line.partition(": ")
+    return _join([*loc, path]), reason
+
+
+def _join(parts: list[str]) -> str:
+    return ".".join(parts).replace(".[", "[")
+
+
+def _unknown_key(exc: ValidationError, loc: tuple[int | str, ...]) -> str:
+    model: type[BaseModel] = ChangefeedConfig
+    for part in loc[:-1]:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[str(part)].annotation
+        nested = _model_in(annotation)
+        if nested is None:
+            return "unknown key"
+        model = nested
+    known = sorted(model.model_fields)
+    close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
+    return f"unknown key ({hint})"
+
+
+def _model_in(annotation: Any) -> type[BaseModel] | None:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None

@@ -1,0 +1,142 @@
+"""``highwater dev …``: the tools the demo, the tests and the benchmarks stand on."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from schemas.errors import BrokerError
+
+from . import jars
+from .broker import EmbeddedKafka
+from .generator import GeneratorSpec, write
+from .kafka_tools import TOOLS, tool_command
+
+
+def state_dir() -> Path:
+    """Where named embedded brokers keep their folders (``$HIGHWATER_STATE_DIR``)."""
+    return Path(os.environ.get("HIGHWATER_STATE_DIR", ".highwater"))
+
+
+def broker_for(args: argparse.Namespace) -> EmbeddedKafka:
+    """The embedded broker named by ``--name`` (or placed by ``--dir``)."""
+    directory = args.dir or state_dir() / "kafka" / args.name
+    return EmbeddedKafka(directory, owned=False)
+
+
+def bootstrap_for(args: argparse.Namespace) -> str:
+    """``--bootstrap-servers``, else the running embedded broker's address."""
+    if getattr(args, "bootstrap_servers", None):
+        return str(args.bootstrap_servers)
+    info = broker_for(args).status()
+    if info is None:
+        raise BrokerError(
+            f"no embedded broker named {args.name!r} is running: start one with "
+            f"'highwater dev kafka start --name {args.name}' or pass --bootstrap-servers"
+        )
+    return info.bootstrap_servers
+
+
+def _broker_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--name", default="default", help="embedded broker name")
+    parser.add_argument("--dir", type=Path, help="embedded broker folder (overrides --name)")
+
+
+def add_dev_commands(commands: Any) -> None:
+    """Attach ``dev`` and its subcommands to the top-level parser."""
+    dev = commands.add_parser("dev", help="development tools").add_subparsers(
+        dest="dev_command", required=True
+    )
+    dev.add_parser("fetch-jars", help="fetch the JVM jars (no-op when present)").set_defaults(
+        handler=_fetch_jars
+    )
+
+    kafka = dev.add_parser("kafka", help="the embedded Kafka broker")
+    kafka.add_argument("action", choices=("start", "stop", "status"))
+    _broker_args(kafka)
+    kafka.set_defaults(handler=_kafka)
+
+    cli = dev.add_parser(
+        "kafka-cli", help=f"run a Kafka CLI tool ({', '.join(sorted(TOOLS))})",
+        description="Runs a Kafka CLI tool from the fetched jars. Arguments after the tool "
+        "name go to the tool; --bootstrap-server defaults to the embedded broker.",
+    )
+    _broker_args(cli)
+    cli.add_argument("tool", choices=sorted(TOOLS))
+    cli.add_argument("tool_args", nargs=argparse.REMAINDER)
+    cli.set_defaults(handler=_kafka_cli)
+
+    gen = dev.add_parser("generate", help="write orders changes to a source topic")
+    _broker_args(gen)
+    gen.add_argument("--bootstrap-servers")
+    gen.add_argument("--topic", required=True)
+    gen.add_argument("--rows", type=int, default=10_000, help="row changes to write")
+    gen.add_argument("--partitions", type=int, default=4)
+    gen.add_argument("--update-ratio", type=float, default=0.3)
+    gen.add_argument("--delete-ratio", type=float, default=0.1)
+    gen.add_argument("--rate", type=float, help="row changes per second (default: flat out)")
+    gen.add_argument("--resolved-every", type=int, default=500,
+                     help="markers on every partition after this many changes")
+    gen.add_argument("--stall-partition", type=int, help="this partition stops getting markers")
+    gen.add_argument("--stall-after", type=int, default=0, help="... after this many changes")
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--first-order-id", type=int, default=1)
+    gen.set_defaults(handler=_generate)
+
+    demo = dev.add_parser("demo", help="broker + generated orders + the changefeed + output")
+    demo.add_argument("--rows", type=int, default=5_000)
+    demo.set_defaults(handler=_demo)
+
+
+def _fetch_jars(_args: argparse.Namespace) -> int:
+    for name, fetched in jars.fetch_all().items():
+        where = jars.jars_root() / name
+        print(f"{name} jars: {'fetched into' if fetched else 'already in'} {where}")
+    return 0
+
+
+def _kafka(args: argparse.Namespace) -> int:
+    broker = broker_for(args)
+    if args.action == "start":
+        info = broker.start()
+        print(f"Kafka broker {info.bootstrap_servers} (pid {info.pid}, dir {info.directory})")
+    elif args.action == "stop":
+        print("stopped" if broker.stop() else "not running")
+    else:
+        info = broker.status()
+        print(f"running at {info.bootstrap_servers} (pid {info.pid})" if info else "not running")
+        return 0 if info else 3
+    return 0
+
+
+def _kafka_cli(args: argparse.Namespace) -> int:
+    needs_bootstrap = "--bootstrap-server" not in args.tool_args and "--help" not in args.tool_args
+    bootstrap = bootstrap_for(args) if needs_bootstrap else None
+    command = tool_command(args.tool, args.tool_args, bootstrap)
+    return subprocess.run(command, check=False).returncode
+
+
+def _generate(args: argparse.Namespace) -> int:
+    spec = GeneratorSpec(
+        topic=args.topic, rows=args.rows, partitions=args.partitions,
+        update_ratio=args.update_ratio, delete_ratio=args.delete_ratio, rate=args.rate,
+        resolved_every=args.resolved_every, stall_partition=args.stall_partition,
+        stall_after=args.stall_after, seed=args.seed, first_order_id=args.first_order_id,
+    )
+    report = write(spec, {"bootstrap.servers": bootstrap_for(args)})
+    print(
+        f"{args.topic}: {report.total} changes ({report.inserts} inserts, {report.updates} "
+        f"updates, {report.deletes} deletes) and {report.markers} resolved markers",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo  # noqa: PLC0415
+
+    return run_demo(rows=args.rows, state=state_dir())

@@ -1,0 +1,155 @@
+"""JVM jars from Maven Central: the broker with its CLI tools, and Spark's Kafka connector.
+
+``fetch_all()`` is idempotent: each jar set lands in its own folder with a stamp naming the
+POM and versions it came from, and a second call with the same stamp does nothing (no Maven,
+no network). Maven writes into a scratch folder that is renamed into place only when the copy
+finished, so an interrupted fetch never leaves a half set behind.
+
+Where: ``$HIGHWATER_JARS_DIR``, else ``.jars/`` in the source checkout (ignored by git),
+else ``~/.cache/highwater/jars``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from schemas.errors import JarsError
+
+log = logging.getLogger(__name__)
+
+_JVM = Path(__file__).resolve().parent.parent / "jvm"
+SPARK_CONNECTOR_ARTIFACTS = (
+    "spark-sql-kafka-0-10_2.13",
+    "spark-token-provider-kafka-0-10_2.13",
+    "spark-avro_2.13",
+)
+_STAMP = ".highwater-stamp"
+
+
+def jars_root() -> Path:
+    """The folder holding every jar set."""
+    configured = os.environ.get("HIGHWATER_JARS_DIR")
+    if configured:
+        return Path(configured)
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file():
+        return checkout / ".jars"
+    return Path.home() / ".cache" / "highwater" / "jars"
+
+
+def pyspark_version() -> str:
+    """The installed pyspark version, which the connector jars must match exactly."""
+    import pyspark  # noqa: PLC0415 - keep Spark out of import time of the dev tools
+
+    return str(pyspark.__version__)
+
+
+@dataclass(frozen=True)
+class JarSet:
+    """One POM's dependencies, copied into ``root/<name>``."""
+
+    name: str
+    pom: Path
+    properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def directory(self) -> Path:
+        """Where this set's jars live once fetched."""
+        return jars_root() / self.name
+
+    def stamp(self) -> str:
+        """What the folder must have been fetched from to count as current."""
+        digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()[:16]
+        props = ",".join(f"{k}={v}" for k, v in sorted(self.properties.items()))
+        return f"{self.pom.parent.name} pom={digest} {props}".strip()
+
+    def is_current(self) -> bool:
+        """True when the folder holds a complete copy from this very POM and properties."""
+        stamp = self.directory / _STAMP
+        return stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == self.stamp()
+
+    def jars(self) -> list[Path]:
+        """The fetched jars, sorted; empty when not fetched."""
+        return sorted(self.directory.glob("*.jar"))
+
+    def fetch(self) -> bool:
+        """Copy the POM's jars from Maven Central unless already there; True if it fetched."""
+        if self.is_current():
+            return False
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise JarsError("Maven ('mvn') is not on PATH; it is needed once to fetch the jars")
+        scratch = self.directory.with_name(self.directory.name + ".partial")
+        shutil.rmtree(scratch, ignore_errors=True)
+        command = [
+            mvn, "-B", "-q", "-f", str(self.pom), "dependency:copy-dependencies",
+            f"-DoutputDirectory={scratch}",
+            *(f"-D{k}={v}" for k, v in sorted(self.properties.items())),
+        ]
+        log.info("fetching %s jars: %s", self.name, " ".join(command))
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0 or not any(scratch.glob("*.jar")):
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+            raise JarsError(f"fetching the {self.name} jars with Maven failed:\n{tail}")
+        (scratch / _STAMP).write_text(self.stamp() + "\n", encoding="utf-8")
+        shutil.rmtree(self.directory, ignore_errors=True)
+        scratch.rename(self.directory)
+        return True
+
+
+def broker_jars() -> JarSet:
+    """The Kafka broker (KRaft), kafka-tools and a log4j2 binding."""
+    return JarSet("broker", _JVM / "broker" / "pom.xml")
+
+
+def spark_jar_set(version: str | None = None) -> JarSet:
+    """Spark's Kafka connector, token provider and spark-avro at the pyspark version."""
+    return JarSet(
+        "spark", _JVM / "spark" / "pom.xml", {"spark.version": version or pyspark_version()}
+    )
+
+
+def fetch_all() -> dict[str, bool]:
+    """Fetch every jar set that is missing or stale; report which were fetched."""
+    return {s.name: s.fetch() for s in (broker_jars(), spark_jar_set())}
+
+
+def spark_jars() -> list[Path]:
+    """The connector jars for ``spark.jars``, checked against the installed pyspark.
+
+    Raises :class:`JarsError` when they are missing or were fetched for another Spark.
+    """
+    version = pyspark_version()
+    jar_set = spark_jar_set(version)
+    jars = jar_set.jars()
+    if not jars:
+        raise JarsError(
+            f"Spark's Kafka connector jars are not in {jar_set.directory}: "
+            "run 'highwater dev fetch-jars' (or 'make jars')"
+        )
+    for artifact in SPARK_CONNECTOR_ARTIFACTS:
+        found = [j.name for j in jars if j.name.startswith(artifact + "-")]
+        expected = f"{artifact}-{version}.jar"
+        if expected not in found:
+            have = ", ".join(found) or "none"
+            raise JarsError(
+                f"pyspark is {version} but the connector jar {artifact} is {have}: the "
+                "connector must match Spark exactly; run 'highwater dev fetch-jars' again"
+            )
+    return jars
+
+
+def broker_classpath() -> str:
+    """A Java classpath with the broker and the Kafka CLI tools."""
+    jar_set = broker_jars()
+    if not jar_set.jars():
+        raise JarsError(
+            f"Kafka broker jars are not in {jar_set.directory}: run 'highwater dev fetch-jars'"
+        )
+    return str(jar_set.directory / "*")

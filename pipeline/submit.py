@@ -1,0 +1,76 @@
+"""Building the ``spark-submit`` command for a changefeed (``highwater run``)."""
+
+from __future__ import annotations
+
+import sys
+import zipfile
+from pathlib import Path
+
+from pipeline.config import ChangefeedConfig
+from pipeline.dev.jars import spark_jars
+from pipeline.session import local_network_conf
+
+JOB = Path(__file__).resolve().parent / "job.py"
+SPARK_LOG4J2 = Path(__file__).resolve().parent / "jvm" / "spark-log4j2.properties"
+_PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
+
+
+def spark_submit_executable() -> str:
+    """pyspark's ``spark-submit``, installed beside this Python."""
+    beside = Path(sys.executable).parent / "spark-submit"
+    return str(beside) if beside.exists() else "spark-submit"
+
+
+def spark_submit_env(base: dict[str, str]) -> dict[str, str]:
+    """The environment ``spark-submit`` needs to find this Spark and this Python.
+
+    Without them it searches ``python3`` on PATH, which is not the virtualenv's unless the
+    user activated it.
+    """
+    import pyspark  # noqa: PLC0415
+
+    return {
+        **base,
+        "SPARK_HOME": str(Path(pyspark.__file__).resolve().parent),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
+
+
+def spark_submit_command(config_path: Path, config: ChangefeedConfig, work_dir: Path) -> list[str]:
+    """The full ``spark-submit`` command line that runs ``config``.
+
+    On a non-local master the executors need our code too: it is zipped into ``work_dir``
+    and shipped with ``--py-files``.
+    """
+    spark = config.spark
+    command = [
+        spark_submit_executable(),
+        "--master", spark.master,
+        "--name", spark.app_name or f"highwater-{config.changefeed_id}",
+        "--jars", ",".join(str(j) for j in spark_jars()),
+        "--conf", f"spark.pyspark.python={sys.executable}",
+        "--conf", f"spark.pyspark.driver.python={sys.executable}",
+    ]
+    conf = {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",
+        **local_network_conf(spark.master),
+        **spark.conf,
+    }
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    if not spark.master.startswith("local"):
+        command += ["--py-files", str(package_zip(work_dir))]
+    return [*command, str(JOB), "--config", str(config_path.resolve())]
+
+
+def package_zip(work_dir: Path) -> Path:
+    """Our Python packages as one zip for ``--py-files``."""
+    root = Path(__file__).resolve().parents[1]
+    work_dir.mkdir(parents=True, exist_ok=True)
+    target = work_dir / "highwater-py.zip"
+    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        for package in _PACKAGES:
+            for path in sorted((root / package).rglob("*.py")):
+                archive.write(path, path.relative_to(root))
+    return target

@@ -1,0 +1,90 @@
+"""The one error tree of Highwater.
+
+Every error Highwater raises on purpose is a :class:`HighwaterError`. Families sit under it so
+a caller can catch what it can handle (a bad config, an undecodable record) and let the rest
+stop the job. Structured fields (``topic``, ``partition``, ``offset``, ``key_path``) travel
+with the error so logs and dead-letter headers never have to parse a message.
+
+This module lives in ``schemas/`` because it is the lowest layer: ``encoders``, ``sinks`` and
+``pipeline`` all import it, and it imports nothing of ours.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+class HighwaterError(Exception):
+    """Root of every error Highwater raises on purpose."""
+
+
+class ConfigError(HighwaterError):
+    """The YAML config (or a CLI argument standing in for it) is not acceptable.
+
+    ``problems`` holds one ``(key_path, reason)`` pair per problem, so that one run of
+    ``highwater validate`` reports every mistake at once rather than the first.
+    """
+
+    def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
+        self.problems: tuple[tuple[str, str], ...] = tuple(problems)
+        lines = [f"{path}: {reason}" if path else reason for path, reason in self.problems]
+        noun = "problem" if len(lines) == 1 else "problems"
+        super().__init__(f"invalid config ({len(lines)} {noun}):\n  " + "\n  ".join(lines))
+
+
+class PlatformError(HighwaterError):
+    """The machinery around the job is missing or broken: jars, the broker, the JVM."""
+
+
+class JarsError(PlatformError):
+    """The JVM jars are missing, incomplete, or of a different version than pyspark."""
+
+
+class BrokerError(PlatformError):
+    """The embedded Kafka broker failed to format, start, answer or stop."""
+
+
+@dataclass(frozen=True)
+class RecordRef:
+    """Where a record came from: enough for an operator to find it with the Kafka CLI."""
+
+    topic: str
+    partition: int
+    offset: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition}@{self.offset}"
+
+
+class SourceDecodeError(HighwaterError):
+    """A source record could not be turned into a row; ``record`` says which one."""
+
+    def __init__(self, record: RecordRef, reason: str) -> None:
+        self.record = record
+        self.reason = reason
+        super().__init__(
+            f"undecodable source record at topic={record.topic} partition={record.partition} "
+            f"offset={record.offset}: {reason}"
+        )
+
+
+class EncodingError(HighwaterError):
+    """A row could not be encoded; ``side`` is ``"key"`` or ``"value"``."""
+
+    def __init__(self, side: str, reason: str) -> None:
+        self.side = side
+        self.reason = reason
+        super().__init__(f"cannot encode {side}: {reason}")
+
+
+class SinkError(HighwaterError):
+    """Writing to the output topics failed after retries."""
+
+
+class CheckpointError(HighwaterError):
+    """The checkpoint topic could not be read or written, or holds a record we cannot use."""
+
+
+class SafepointError(HighwaterError):
+    """A safepoint operation was refused, or data a changefeed needs is gone."""
