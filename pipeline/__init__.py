@@ -1,1 +1,1 @@
-"""placeholder."""
+"""The changefeed pipeline: config, Spark session, wiring, CLI."""

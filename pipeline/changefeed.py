@@ -20,7 +20,7 @@ from pipeline.kafka_clients import client_config, ensure_topics, spark_kafka_opt
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-    from pyspark.sql.streaming import StreamingQuery
+    from pyspark.sql.streaming.query import StreamingQuery
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def prepare_topics(config: ChangefeedConfig) -> None:
     """Create the output topics that are missing, with the configured partitions and RF."""
     ensure_topics(
         client_config(config.sink_kafka),
-        {topic: config.sink.partitions for topic in output_topics(config).values()},
+        dict.fromkeys(output_topics(config).values(), config.sink.partitions),
         replication_factor=config.sink.replication_factor,
     )
 
@@ -56,7 +56,7 @@ def read_sources(config: ChangefeedConfig, spark: SparkSession) -> DataFrame:
 
 def start(config: ChangefeedConfig, spark: SparkSession) -> StreamingQuery:
     """Create the output topics and start the streaming query."""
-    from pyspark.sql import functions as F  # noqa: N812, PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415
 
     prepare_topics(config)
     routes = output_topics(config)

@@ -53,7 +53,8 @@ def parse_duration(value: object) -> object:
         parts = _DURATION.findall(text)
         if not parts or "".join(a + u for a, u in parts) != text:
             raise PydanticCustomError(
-                "duration", "not a duration: {value!r} (use e.g. 500ms, 10s, 5m, 1h30m, 1d)",
+                "duration",
+                "not a duration: {value!r} (use e.g. 500ms, 10s, 5m, 1h30m, 1d)",
                 {"value": value},
             )
         return timedelta(seconds=sum(float(a) * _DURATION_UNITS[u] for a, u in parts))
@@ -105,10 +106,13 @@ class KafkaOptions(_Section):
 
     def __repr_args__(self) -> Any:
         yield from super().__repr_args__()
-        yield "options", {
-            k: "**********" if any(w in k.lower() for w in _SECRET_WORDS) else v
-            for k, v in self.options.items()
-        }
+        yield (
+            "options",
+            {
+                k: "**********" if any(w in k.lower() for w in _SECRET_WORDS) else v
+                for k, v in self.options.items()
+            },
+        )
 
 
 class SourceConfig(_Section):
@@ -340,8 +344,10 @@ def _expand(
     Lets one config serve several clusters and keeps secrets out of the file.
     """
     if isinstance(node, Mapping):
-        return {k: _expand(v, env, _join([path, str(k)]) if path else str(k), problems)
-                for k, v in node.items()}
+        return {
+            k: _expand(v, env, _join([path, str(k)]) if path else str(k), problems)
+            for k, v in node.items()
+        }
     if isinstance(node, list):
         return [_expand(v, env, f"{path}[{i}]", problems) for i, v in enumerate(node)]
     if not isinstance(node, str) or "${" not in node:

@@ -32,7 +32,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="pipeline/job.py")
     parser.add_argument("--config", required=True, help="the changefeed's YAML config")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     try:
         config = load_config(args.config)
         spark = build_session(config.spark, f"highwater-{config.changefeed_id}")

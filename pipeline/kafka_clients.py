@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
 
 from schemas.errors import SinkError
 
@@ -49,8 +49,12 @@ def ensure_topics(
     admin = AdminClient(dict(config))
     existing = set(admin.list_topics(timeout=timeout).topics)
     wanted = [
-        NewTopic(name, num_partitions=count, replication_factor=replication_factor,
-                 config=dict(topic_config or {}))
+        NewTopic(
+            name,
+            num_partitions=count,
+            replication_factor=replication_factor,
+            config=dict(topic_config or {}),
+        )
         for name, count in partitions.items()
         if name not in existing
     ]
@@ -68,8 +72,9 @@ def ensure_topics(
     return created
 
 
-def partition_counts(config: Mapping[str, Any], topics: list[str], timeout: float = 30.0
-                     ) -> dict[str, int]:
+def partition_counts(
+    config: Mapping[str, Any], topics: list[str], timeout: float = 30.0
+) -> dict[str, int]:
     """How many partitions each topic has; raises SinkError for a missing topic."""
     metadata = AdminClient(dict(config)).list_topics(timeout=timeout)
     counts = {}

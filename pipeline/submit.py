@@ -16,7 +16,7 @@ _PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
 
 
 def spark_submit_executable() -> str:
-    """pyspark's ``spark-submit``, installed beside this Python."""
+    """Pyspark's ``spark-submit``, installed beside this Python."""
     beside = Path(sys.executable).parent / "spark-submit"
     return str(beside) if beside.exists() else "spark-submit"
 
@@ -46,11 +46,16 @@ def spark_submit_command(config_path: Path, config: ChangefeedConfig, work_dir: 
     spark = config.spark
     command = [
         spark_submit_executable(),
-        "--master", spark.master,
-        "--name", spark.app_name or f"highwater-{config.changefeed_id}",
-        "--jars", ",".join(str(j) for j in spark_jars()),
-        "--conf", f"spark.pyspark.python={sys.executable}",
-        "--conf", f"spark.pyspark.driver.python={sys.executable}",
+        "--master",
+        spark.master,
+        "--name",
+        spark.app_name or f"highwater-{config.changefeed_id}",
+        "--jars",
+        ",".join(str(j) for j in spark_jars()),
+        "--conf",
+        f"spark.pyspark.python={sys.executable}",
+        "--conf",
+        f"spark.pyspark.driver.python={sys.executable}",
     ]
     conf = {
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={SPARK_LOG4J2}",

@@ -1,1 +1,1 @@
-"""placeholder."""
+"""Table schemas, timestamps and the error tree: the lowest layer, pure Python."""

@@ -22,6 +22,7 @@ import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from schemas.errors import BrokerError
 
@@ -121,8 +122,7 @@ class EmbeddedKafka:
                 last_error = exc
                 if "Address already in use" not in str(exc):
                     raise
-        assert last_error is not None
-        raise last_error
+        raise last_error or BrokerError("Kafka broker did not start")
 
     def _write_config(self, port: int, controller: int) -> None:
         data = self.directory / "data"
@@ -159,9 +159,17 @@ class EmbeddedKafka:
             return  # formatted by an earlier start: keep its topics
         cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         command = [
-            "java", "-cp", classpath, *self._jvm_flags("format.log"),
-            "kafka.tools.StorageTool", "format", "-t", cluster_id,
-            "-c", str(self._config_file), "--ignore-formatted",
+            "java",
+            "-cp",
+            classpath,
+            *self._jvm_flags("format.log"),
+            "kafka.tools.StorageTool",
+            "format",
+            "-t",
+            cluster_id,
+            "-c",
+            str(self._config_file),
+            "--ignore-formatted",
         ]
         result = subprocess.run(command, capture_output=True, text=True, check=False)
         if result.returncode != 0:
@@ -169,7 +177,10 @@ class EmbeddedKafka:
 
     def _jvm_flags(self, log_name: str) -> list[str]:
         return [
-            f"-Xms128m", f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+            "-Xms128m",
+            f"-Xmx{self.heap}",
+            "-XX:+UseG1GC",
+            "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={_LOG4J2}",
             f"-Dhighwater.log.file={self.directory / 'logs' / log_name}",
         ]
@@ -177,13 +188,21 @@ class EmbeddedKafka:
     def _launch(self, classpath: str, port: int, controller: int, timeout: float) -> BrokerInfo:
         log_file = self.directory / "logs" / "server.log"
         command = [
-            "java", "-cp", classpath, *self._jvm_flags("server.log"),
-            "kafka.Kafka", str(self._config_file),
+            "java",
+            "-cp",
+            classpath,
+            *self._jvm_flags("server.log"),
+            "kafka.Kafka",
+            str(self._config_file),
         ]
         with (self.directory / "broker.out").open("ab") as out:
             process = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                cwd=self.directory, start_new_session=not self.owned,
+                command,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                cwd=self.directory,
+                start_new_session=not self.owned,
                 preexec_fn=_kill_with_parent if self.owned else None,  # noqa: PLW1509
             )
         info = BrokerInfo(str(self.directory), process.pid, port, controller, str(log_file))
@@ -193,23 +212,30 @@ class EmbeddedKafka:
         except BrokerError:
             self._terminate(process.pid, 10)
             raise
-        log.info("Kafka broker ready at %s (pid %s, dir %s)", info.bootstrap_servers,
-                 info.pid, self.directory)
+        log.info(
+            "Kafka broker ready at %s (pid %s, dir %s)",
+            info.bootstrap_servers,
+            info.pid,
+            self.directory,
+        )
         return info
 
-    def _wait_ready(self, info: BrokerInfo, process: subprocess.Popen[bytes], timeout: float) -> None:
+    def _wait_ready(
+        self, info: BrokerInfo, process: subprocess.Popen[bytes], timeout: float
+    ) -> None:
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
-        admin = AdminClient({"bootstrap.servers": info.bootstrap_servers, "log_level": 0,
-                             "logger": logging.getLogger("highwater.broker.probe")})
+        probe_log: Any = logging.getLogger("highwater.broker.probe")
+        admin = AdminClient(
+            {"bootstrap.servers": info.bootstrap_servers, "log_level": 0, "logger": probe_log}
+        )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if process.poll() is not None:
-                raise BrokerError(f"Kafka broker exited with {process.returncode}:\n"
-                                  f"{self._tail()}")
+                raise BrokerError(f"Kafka broker exited with {process.returncode}:\n{self._tail()}")
             try:
                 metadata = admin.list_topics(timeout=2)
-            except Exception:  # noqa: BLE001 - not up yet; KafkaException or transport error
+            except Exception:
                 time.sleep(0.3)
                 continue
             if metadata.brokers:
@@ -264,7 +290,9 @@ class EmbeddedKafka:
         return self.start()
 
     def __exit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None,
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
         self.stop()

@@ -61,7 +61,8 @@ def add_dev_commands(commands: Any) -> None:
     kafka.set_defaults(handler=_kafka)
 
     cli = dev.add_parser(
-        "kafka-cli", help=f"run a Kafka CLI tool ({', '.join(sorted(TOOLS))})",
+        "kafka-cli",
+        help=f"run a Kafka CLI tool ({', '.join(sorted(TOOLS))})",
         description="Runs a Kafka CLI tool from the fetched jars. Arguments after the tool "
         "name go to the tool; --bootstrap-server defaults to the embedded broker.",
     )
@@ -79,8 +80,12 @@ def add_dev_commands(commands: Any) -> None:
     gen.add_argument("--update-ratio", type=float, default=0.3)
     gen.add_argument("--delete-ratio", type=float, default=0.1)
     gen.add_argument("--rate", type=float, help="row changes per second (default: flat out)")
-    gen.add_argument("--resolved-every", type=int, default=500,
-                     help="markers on every partition after this many changes")
+    gen.add_argument(
+        "--resolved-every",
+        type=int,
+        default=500,
+        help="markers on every partition after this many changes",
+    )
     gen.add_argument("--stall-partition", type=int, help="this partition stops getting markers")
     gen.add_argument("--stall-after", type=int, default=0, help="... after this many changes")
     gen.add_argument("--seed", type=int, default=0)
@@ -107,9 +112,13 @@ def _kafka(args: argparse.Namespace) -> int:
     elif args.action == "stop":
         print("stopped" if broker.stop() else "not running")
     else:
-        info = broker.status()
-        print(f"running at {info.bootstrap_servers} (pid {info.pid})" if info else "not running")
-        return 0 if info else 3
+        running = broker.status()
+        print(
+            f"running at {running.bootstrap_servers} (pid {running.pid})"
+            if running
+            else "not running"
+        )
+        return 0 if running else 3
     return 0
 
 
@@ -122,10 +131,17 @@ def _kafka_cli(args: argparse.Namespace) -> int:
 
 def _generate(args: argparse.Namespace) -> int:
     spec = GeneratorSpec(
-        topic=args.topic, rows=args.rows, partitions=args.partitions,
-        update_ratio=args.update_ratio, delete_ratio=args.delete_ratio, rate=args.rate,
-        resolved_every=args.resolved_every, stall_partition=args.stall_partition,
-        stall_after=args.stall_after, seed=args.seed, first_order_id=args.first_order_id,
+        topic=args.topic,
+        rows=args.rows,
+        partitions=args.partitions,
+        update_ratio=args.update_ratio,
+        delete_ratio=args.delete_ratio,
+        rate=args.rate,
+        resolved_every=args.resolved_every,
+        stall_partition=args.stall_partition,
+        stall_after=args.stall_after,
+        seed=args.seed,
+        first_order_id=args.first_order_id,
     )
     report = write(spec, {"bootstrap.servers": bootstrap_for(args)})
     print(

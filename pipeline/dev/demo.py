@@ -54,23 +54,34 @@ def run_demo(rows: int, state: Path) -> int:
     bootstrap = info.bootstrap_servers
     _say(f"Kafka broker at {bootstrap} (dir {info.directory})")
 
-    env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
-           "HIGHWATER_SOURCE_TOPIC": SOURCE_TOPIC}
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP_SERVERS": bootstrap,
+        "HIGHWATER_SOURCE_TOPIC": SOURCE_TOPIC,
+    }
     os.environ.update(env)
     config = load_config(EXAMPLE)
     output = config.output_topic(config.sources[0])
     _fresh_topics(bootstrap, [SOURCE_TOPIC, output, config.checkpoint.topic])
 
-    report = write(GeneratorSpec(topic=SOURCE_TOPIC, rows=rows, partitions=3,
-                                 resolved_every=max(1, rows // 5)),
-                   {"bootstrap.servers": bootstrap})
-    _say(f"wrote {report.total} orders changes ({report.inserts} inserts, {report.updates} "
-         f"updates, {report.deletes} deletes) and {report.markers} resolved markers "
-         f"to {SOURCE_TOPIC}")
+    report = write(
+        GeneratorSpec(
+            topic=SOURCE_TOPIC, rows=rows, partitions=3, resolved_every=max(1, rows // 5)
+        ),
+        {"bootstrap.servers": bootstrap},
+    )
+    _say(
+        f"wrote {report.total} orders changes ({report.inserts} inserts, {report.updates} "
+        f"updates, {report.deletes} deletes) and {report.markers} resolved markers "
+        f"to {SOURCE_TOPIC}"
+    )
 
     _say(f"running the changefeed: highwater run --config {EXAMPLE}")
-    job = subprocess.run([sys.executable, "-m", "pipeline.cli", "run", "--config", str(EXAMPLE)],
-                         env=env, check=False)
+    job = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "run", "--config", str(EXAMPLE)],
+        env=env,
+        check=False,
+    )
     if job.returncode != 0:
         _say(f"the changefeed failed with exit code {job.returncode}")
         return job.returncode
@@ -79,9 +90,11 @@ def run_demo(rows: int, state: Path) -> int:
     messages = read_topic(output, bootstrap)
     _show(messages)
     _say(f"done in {time.monotonic() - started:.0f}s. The broker keeps running; try:")
-    print(f"    highwater dev kafka-cli --name demo console-consumer --topic {output} "
-          "--from-beginning --timeout-ms 5000 --property print.partition=true "
-          "--property print.key=true")
+    print(
+        f"    highwater dev kafka-cli --name demo console-consumer --topic {output} "
+        "--from-beginning --timeout-ms 5000 --property print.partition=true "
+        "--property print.key=true"
+    )
     print("    highwater dev kafka --name demo stop")
     return 0
 

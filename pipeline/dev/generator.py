@@ -27,8 +27,16 @@ from sinks.partitioning import default_partition
 
 ORDERS_KEY = ("region", "order_id")
 ORDERS_COLUMNS = (
-    "region", "order_id", "customer_id", "status", "amount", "currency",
-    "items", "express", "note", "created_at",
+    "region",
+    "order_id",
+    "customer_id",
+    "status",
+    "amount",
+    "currency",
+    "items",
+    "express",
+    "note",
+    "created_at",
 )
 _REGIONS = ("eu", "us", "ap", "sa")
 _STATUSES = ("new", "paid", "packed", "shipped", "delivered", "returned")
@@ -226,14 +234,16 @@ def write(
         if err is not None:
             failures.append(str(err))
 
-    producer = Producer({
-        **producer_config,
-        "enable.idempotence": True,
-        "acks": "all",
-        "linger.ms": 20,
-        "compression.type": "lz4",
-        "on_delivery": on_delivery,
-    })
+    producer = Producer(
+        {
+            **producer_config,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 20,
+            "compression.type": "lz4",
+            "on_delivery": on_delivery,
+        }
+    )
     report = GeneratorReport()
     started = time.monotonic()
     for event in OrdersGenerator(spec, clock).events():
@@ -242,8 +252,13 @@ def write(
             report.markers += 1
             report.last_resolved[event.partition] = event.resolved
             continue
-        _produce(producer, spec.topic, event.partition, encode_key(event.key),
-                 encode_change(event, diff=spec.diff))
+        _produce(
+            producer,
+            spec.topic,
+            event.partition,
+            encode_key(event.key),
+            encode_change(event, diff=spec.diff),
+        )
         _count(report, event, keep_changes)
         if spec.rate:
             ahead = started + report.total / spec.rate - time.monotonic()

@@ -88,7 +88,12 @@ class JarSet:
         scratch = self.directory.with_name(self.directory.name + ".partial")
         shutil.rmtree(scratch, ignore_errors=True)
         command = [
-            mvn, "-B", "-q", "-f", str(self.pom), "dependency:copy-dependencies",
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(self.pom),
+            "dependency:copy-dependencies",
             f"-DoutputDirectory={scratch}",
             *(f"-D{k}={v}" for k, v in sorted(self.properties.items())),
         ]

@@ -27,10 +27,14 @@ _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
 
 # Print what an operator needs to check markers: partition, offset, key, then value.
 CONSOLE_CONSUMER_DISPLAY = (
-    "--property", "print.partition=true",
-    "--property", "print.offset=true",
-    "--property", "print.key=true",
-    "--property", "key.separator=\t",
+    "--property",
+    "print.partition=true",
+    "--property",
+    "print.offset=true",
+    "--property",
+    "print.key=true",
+    "--property",
+    "key.separator=\t",
 )
 
 
@@ -42,9 +46,15 @@ def tool_command(tool: str, args: Sequence[str], bootstrap_servers: str | None) 
     if bootstrap_servers and "--bootstrap-server" not in argv:
         argv = ["--bootstrap-server", bootstrap_servers, *argv]
     return [
-        "java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+        "java",
+        "-Xmx256m",
+        "-XX:+UseSerialGC",
+        "-XX:TieredStopAtLevel=1",
         f"-Dlog4j2.configurationFile={_LOG4J2}",
-        "-cp", broker_classpath(), TOOLS[tool], *argv,
+        "-cp",
+        broker_classpath(),
+        TOOLS[tool],
+        *argv,
     ]
 
 
@@ -54,7 +64,10 @@ def run_tool(
     """Run a Kafka CLI tool and capture its output (for tests and the demo)."""
     return subprocess.run(
         tool_command(tool, args, bootstrap_servers),
-        capture_output=True, text=True, timeout=timeout, check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -65,8 +78,14 @@ def read_topic(
 
     The console consumer prints ``Partition:N`` and ``Offset:N`` before the key.
     """
-    args = ["--topic", topic, "--from-beginning", "--timeout-ms", str(timeout_ms),
-            *CONSOLE_CONSUMER_DISPLAY]
+    args = [
+        "--topic",
+        topic,
+        "--from-beginning",
+        "--timeout-ms",
+        str(timeout_ms),
+        *CONSOLE_CONSUMER_DISPLAY,
+    ]
     if max_messages is not None:
         args += ["--max-messages", str(max_messages)]
     result = run_tool("console-consumer", args, bootstrap_servers)

@@ -1,0 +1,37 @@
+# Highwater's two commands; each does everything on a fresh machine:
+#   make demo   the changefeed on an embedded broker (broker, sample data, spark-submit, output)
+#   make test   the whole suite: lint, types, unit, Spark and integration tests
+# Everything they need is installed by the targets below: system packages (Java, Maven) when
+# missing, a virtualenv with the Python packages, and the JVM jars from Maven Central.
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+
+.PHONY: demo test check jars system clean
+
+demo: jars
+	$(BIN)/highwater dev demo
+
+test: check
+	$(BIN)/pytest
+
+check: jars
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+jars: $(INSTALLED)
+	$(BIN)/highwater dev fetch-jars
+
+$(INSTALLED): pyproject.toml | system
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(INSTALLED)
+
+system:
+	@scripts/ensure-system.sh
+
+clean:
+	rm -rf $(VENV) .jars .highwater .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Make sure the system tools Highwater needs are there: Java 17+ (Kafka, Spark) and Maven
+# (fetches the jars once). Installs them with apt-get when missing and we may; otherwise
+# says what is missing and stops.
+set -euo pipefail
+
+need=()
+java_major() { java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -n1; }
+if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+  need+=(openjdk-17-jdk-headless)
+fi
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
+
+[ ${#need[@]} -eq 0 ] && exit 0
+
+if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
+  echo "installing ${need[*]} with apt-get" >&2
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+else
+  echo "Highwater needs: ${need[*]} (Java 17+ and Maven). Install them and run again." >&2
+  exit 1
+fi

@@ -1,0 +1,86 @@
+"""Fixtures: a Kafka broker, unique topics, a local SparkSession; markers by folder.
+
+The broker is, in order of preference: ``KAFKA_BOOTSTRAP_SERVERS`` when set; testcontainers'
+Kafka when a Docker engine answers; otherwise the project's own embedded KRaft broker. It is
+session-scoped, so the suite pays for one start.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+_TIER_BY_FOLDER = {"unit": "unit", "integration": "integration", "spark": "spark"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests are marked by the folder they live in: tests/unit, tests/spark, tests/integration."""
+    for item in items:
+        folder = Path(str(item.fspath)).parent.name
+        tier = _TIER_BY_FOLDER.get(folder)
+        if tier and not any(item.iter_markers(tier)):
+            item.add_marker(getattr(pytest.mark, tier))
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker  # noqa: PLC0415
+
+        client = docker.from_env(timeout=3)
+        client.ping()
+        return True
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``bootstrap.servers`` of a real Kafka broker for the whole test session."""
+    external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS")
+    if external:
+        yield external
+        return
+    if _docker_answers():
+        from testcontainers.kafka import KafkaContainer  # noqa: PLC0415
+
+        with KafkaContainer().with_kraft() as container:
+            yield container.get_bootstrap_server()
+        return
+    from pipeline.dev.broker import EmbeddedKafka  # noqa: PLC0415
+
+    with EmbeddedKafka(tmp_path_factory.mktemp("kafka")) as info:
+        yield info.bootstrap_servers
+
+
+@pytest.fixture
+def unique_name(request: pytest.FixtureRequest) -> Any:
+    """A factory of topic names unique to this test: ``unique_name("src")``."""
+    base = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:60]
+
+    def make(role: str) -> str:
+        return f"{base}.{role}.{uuid.uuid4().hex[:8]}"
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """A local SparkSession built by the project's own session factory."""
+    from pipeline.config import SparkConfig  # noqa: PLC0415
+    from pipeline.session import build_session  # noqa: PLC0415
+
+    session = build_session(
+        SparkConfig(
+            master="local[2]",
+            conf={"spark.sql.shuffle.partitions": "2", "spark.ui.enabled": "false"},
+        ),
+        "highwater-tests",
+    )
+    yield session
+    session.stop()

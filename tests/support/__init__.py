@@ -1,0 +1,1 @@
+"""Helpers the tests share: reading topics back with real clients."""

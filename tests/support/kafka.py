@@ -1,0 +1,69 @@
+"""Reading what landed on a topic, with confluent-kafka, up to the end offsets at call time."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+from confluent_kafka import Consumer, TopicPartition
+
+
+@dataclass(frozen=True)
+class Message:
+    """One record as a consumer sees it."""
+
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes], ...]
+
+
+def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
+    """Every record of every partition of ``topic``, in offset order per partition.
+
+    Reads up to each partition's high watermark as of the call, so the result is exact (no
+    'wait until quiet' guessing).
+    """
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"test-{uuid.uuid4().hex}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+            "isolation.level": "read_committed",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout).topics[topic]
+        assert metadata.error is None, metadata.error
+        partitions = sorted(metadata.partitions)
+        ends = {}
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+            if high > low:
+                ends[p] = high
+        consumer.assign([TopicPartition(topic, p, 0) for p in ends])
+        out: list[Message] = []
+        remaining = dict(ends)
+        while remaining:
+            msg = consumer.poll(timeout)
+            assert msg is not None, f"timed out reading {topic}; still missing {remaining}"
+            assert msg.error() is None, msg.error()
+            p, offset = msg.partition(), msg.offset()
+            if p in remaining:
+                out.append(Message(p, offset, msg.key(), msg.value(), tuple(msg.headers() or ())))
+                if offset + 1 >= remaining[p]:
+                    del remaining[p]
+        return sorted(out, key=lambda m: (m.partition, m.offset))
+    finally:
+        consumer.close()
+
+
+def partition_count(bootstrap: str, topic: str) -> int:
+    """How many partitions ``topic`` has."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "meta"})
+    try:
+        return len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
+    finally:
+        consumer.close()

@@ -1,0 +1,48 @@
+from pathlib import Path
+
+import pytest
+
+from pipeline.cli import main
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_validate_prints_every_problem_by_key_and_exits_non_zero(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code = main(["validate", "--config", str(EXAMPLES / "invalid.yaml")])
+    err = capsys.readouterr().err
+    assert code == 2
+    lines = [line.strip() for line in err.splitlines()[1:]]
+    assert len(lines) == 3
+    assert any(line.startswith("sink.partitons: unknown key") for line in lines)
+    assert any(line.startswith("sink.replication_factor: ") for line in lines)
+    assert any(line.startswith("encoder.diff: cannot be used") for line in lines)
+
+
+def test_validate_accepts_the_example(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--config", str(EXAMPLES / "orders.yaml")]) == 0
+    assert "ok" in capsys.readouterr().out
+
+
+def test_run_dry_run_builds_the_spark_submit_command(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["run", "--config", str(EXAMPLES / "orders.yaml"), "--dry-run"]) == 0
+    command = capsys.readouterr().err.split()
+    assert command[0].endswith("spark-submit")
+    jars = command[command.index("--jars") + 1].split(",")
+    assert any("spark-sql-kafka-0-10_2.13-" in j for j in jars)
+    assert len(jars) == 5
+    assert command[-3].endswith("pipeline/job.py")
+    assert command[-2:] == ["--config", str((EXAMPLES / "orders.yaml").resolve())]
+
+
+def test_kafka_cli_without_a_broker_says_how_to_start_one(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    monkeypatch.setenv("HIGHWATER_STATE_DIR", str(tmp_path))
+    assert main(["dev", "kafka-cli", "--name", "nope", "topics", "--list"]) == 1
+    assert "highwater dev kafka start --name nope" in capsys.readouterr().err

@@ -1,0 +1,55 @@
+from pathlib import Path
+
+import pytest
+
+from pipeline.dev import jars
+from schemas.errors import JarsError
+
+
+def fake_spark_set(root: Path, version: str) -> None:
+    folder = root / "spark"
+    folder.mkdir(parents=True)
+    for artifact in jars.SPARK_CONNECTOR_ARTIFACTS:
+        (folder / f"{artifact}-{version}.jar").write_bytes(b"")
+    (folder / "kafka-clients-3.9.0.jar").write_bytes(b"")
+
+
+def test_missing_jars_say_how_to_fetch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
+    with pytest.raises(JarsError, match="highwater dev fetch-jars"):
+        jars.spark_jars()
+
+
+def test_connector_of_another_spark_version_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
+    fake_spark_set(tmp_path, "3.5.1")
+    with pytest.raises(JarsError) as caught:
+        jars.spark_jars()
+    message = str(caught.value)
+    assert f"pyspark is {jars.pyspark_version()}" in message
+    assert "spark-sql-kafka-0-10_2.13-3.5.1.jar" in message
+
+
+def test_matching_connector_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
+    fake_spark_set(tmp_path, jars.pyspark_version())
+    assert len(jars.spark_jars()) == 4
+
+
+def test_fetch_is_a_no_op_when_the_stamp_matches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
+    monkeypatch.setenv("PATH", "/nonexistent")  # no Maven: a fetch attempt would fail
+    jar_set = jars.broker_jars()
+    with pytest.raises(JarsError, match="Maven"):
+        jar_set.fetch()
+    jar_set.directory.mkdir(parents=True)
+    (jar_set.directory / ".highwater-stamp").write_text(jar_set.stamp(), encoding="utf-8")
+    assert jar_set.fetch() is False
+
+
+def test_stamp_changes_with_the_spark_version() -> None:
+    assert jars.spark_jar_set("4.0.0").stamp() != jars.spark_jar_set("4.0.1").stamp()
