@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 
 from pipeline.config import load_config
+from pipeline.dev.cli import state_dir
 from schemas.errors import ConfigError, HighwaterError
-
-STATE_DIR = Path(os.environ.get("HIGHWATER_STATE_DIR", ".highwater"))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -54,14 +53,14 @@ def _run(args: argparse.Namespace) -> int:
     from pipeline.submit import spark_submit_command, spark_submit_env  # noqa: PLC0415
 
     config = load_config(args.config)
-    command = spark_submit_command(args.config, config, STATE_DIR / "submit")
+    command = spark_submit_command(args.config, config, state_dir() / "submit")
     print(" ".join(command), file=sys.stderr)
     if args.dry_run:
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
     # Replace ourselves, so that signals (SIGTERM, Ctrl-C) reach Spark's driver directly.
-    os.execve(command[0], command, spark_submit_env(dict(os.environ)))  # noqa: S606
+    os.execve(command[0], command, spark_submit_env(dict(os.environ), config.spark.master))  # noqa: S606
 
 
 def main(argv: list[str] | None = None) -> int:

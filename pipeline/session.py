@@ -45,6 +45,8 @@ def build_session(config: SparkConfig, app_name: str) -> SparkSession:
 
     builder = SparkSession.builder.appName(config.app_name or app_name)
     if not under_spark_submit():
+        if config.master.startswith("local"):
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         jars = spark_jars()  # checks they match the installed pyspark
         builder = builder.master(config.master).config("spark.jars", ",".join(map(str, jars)))
     conf = {**DEFAULT_CONF, **local_network_conf(config.master), **config.conf}

@@ -21,7 +21,7 @@ def spark_submit_executable() -> str:
     return str(beside) if beside.exists() else "spark-submit"
 
 
-def spark_submit_env(base: dict[str, str]) -> dict[str, str]:
+def spark_submit_env(base: dict[str, str], master: str) -> dict[str, str]:
     """The environment ``spark-submit`` needs to find this Spark and this Python.
 
     Without them it searches ``python3`` on PATH, which is not the virtualenv's unless the
@@ -29,7 +29,9 @@ def spark_submit_env(base: dict[str, str]) -> dict[str, str]:
     """
     import pyspark  # noqa: PLC0415
 
+    local = {"SPARK_LOCAL_IP": "127.0.0.1"} if master.startswith("local") else {}
     return {
+        **local,
         **base,
         "SPARK_HOME": str(Path(pyspark.__file__).resolve().parent),
         "PYSPARK_PYTHON": sys.executable,

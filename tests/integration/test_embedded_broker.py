@@ -1,5 +1,7 @@
 """The embedded broker itself: two side by side, stop one, the other keeps serving."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -51,3 +53,27 @@ def test_restart_keeps_topics_and_data(tmp_path: Path) -> None:
         assert [m.value for m in consume_all(info.bootstrap_servers, "kept")] == [b"before restart"]
     finally:
         broker.stop()
+
+
+def test_cli_start_status_stop(tmp_path: Path) -> None:
+    def highwater(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pipeline.cli", "dev", "kafka", *args, "--dir", str(tmp_path)],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            check=False,
+        )
+
+    try:
+        started = highwater("start")
+        assert started.returncode == 0, started.stderr
+        assert started.stdout.startswith("Kafka broker 127.0.0.1:")
+        status = highwater("status")
+        assert status.returncode == 0
+        assert status.stdout.split()[2] == started.stdout.split()[2]
+    finally:
+        assert highwater("stop").stdout.strip() in ("stopped", "not running")
+    after = highwater("status")
+    assert after.returncode == 3
+    assert after.stdout.strip() == "not running"
