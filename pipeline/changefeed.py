@@ -16,7 +16,8 @@ import tempfile
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
-from pipeline.kafka_clients import client_config, ensure_topics, spark_kafka_options
+from pipeline.kafka_clients import client_config, spark_kafka_options
+from sinks.admin import ensure_topics
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

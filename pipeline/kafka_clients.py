@@ -8,18 +8,9 @@ of them.
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
-
-from schemas.errors import SinkError
-
 from .config import KafkaOptions
-
-log = logging.getLogger(__name__)
 
 
 def client_config(kafka: KafkaOptions, **extra: Any) -> dict[str, Any]:
@@ -32,55 +23,3 @@ def spark_kafka_options(kafka: KafkaOptions) -> dict[str, str]:
     options = {"kafka.bootstrap.servers": kafka.bootstrap_servers}
     options.update({f"kafka.{k}": v for k, v in kafka.options.items()})
     return options
-
-
-def ensure_topics(
-    config: Mapping[str, Any],
-    partitions: Mapping[str, int],
-    *,
-    replication_factor: int = 1,
-    topic_config: Mapping[str, str] | None = None,
-    timeout: float = 30.0,
-) -> list[str]:
-    """Create the topics that do not exist yet; return the names created.
-
-    Existing topics are left as they are (their partition count is the operator's choice).
-    """
-    admin = AdminClient(dict(config))
-    existing = set(admin.list_topics(timeout=timeout).topics)
-    wanted = [
-        NewTopic(
-            name,
-            num_partitions=count,
-            replication_factor=replication_factor,
-            config=dict(topic_config or {}),
-        )
-        for name, count in partitions.items()
-        if name not in existing
-    ]
-    if not wanted:
-        return []
-    created = []
-    for name, future in admin.create_topics(wanted, operation_timeout=timeout).items():
-        try:
-            future.result()
-            created.append(name)
-        except KafkaException as exc:
-            if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a concurrent creator won
-                raise SinkError(f"cannot create topic {name!r}: {exc.args[0].str()}") from exc
-    log.info("created topics %s", created)
-    return created
-
-
-def partition_counts(
-    config: Mapping[str, Any], topics: list[str], timeout: float = 30.0
-) -> dict[str, int]:
-    """How many partitions each topic has; raises SinkError for a missing topic."""
-    metadata = AdminClient(dict(config)).list_topics(timeout=timeout)
-    counts = {}
-    for topic in topics:
-        described = metadata.topics.get(topic)
-        if described is None or described.error is not None:
-            raise SinkError(f"topic {topic!r} does not exist")
-        counts[topic] = len(described.partitions)
-    return counts

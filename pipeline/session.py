@@ -21,9 +21,6 @@ DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
-    "spark.sql.streaming.stopGracefullyOnShutdown": "true",
-    # A Kafka source per query; no need for Spark to re-check offsets it already knows.
-    "spark.sql.streaming.kafka.useDeprecatedOffsetFetching": "false",
 }
 
 

@@ -225,7 +225,7 @@ def write(
     """Generate ``spec`` onto its topic (created if missing) and flush; return what was sent."""
     from confluent_kafka import Producer  # noqa: PLC0415
 
-    from pipeline.kafka_clients import ensure_topics  # noqa: PLC0415
+    from sinks.admin import ensure_topics  # noqa: PLC0415
 
     ensure_topics(producer_config, {spec.topic: spec.partitions})
     failures: list[str] = []

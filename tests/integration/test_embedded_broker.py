@@ -7,7 +7,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 
 from pipeline.dev.broker import EmbeddedKafka
-from pipeline.kafka_clients import ensure_topics
+from sinks.admin import ensure_topics
 from tests.support.kafka import consume_all
 
 

@@ -6,7 +6,7 @@ from confluent_kafka import Producer
 
 from pipeline.dev.generator import GeneratorSpec, encode_key, write
 from pipeline.dev.kafka_tools import read_topic
-from pipeline.kafka_clients import ensure_topics
+from sinks.admin import ensure_topics
 from sinks.partitioning import default_partition
 from tests.support.kafka import consume_all
 

@@ -1,0 +1,218 @@
+"""The checkpoint record: what a changefeed needs to resume from Kafka alone.
+
+One JSON record per changefeed in a compacted topic, keyed by changefeed id (contract §6):
+
+    {"format_version": 1, "changefeed_id": "orders", "high_water": "<hlc>",
+     "partitions": {"src.orders": {"offsets": [120, 98, null], "resolved": ["<hlc>", …]}},
+     "leading": {"resolved": "<hlc>", "partitions": {"src.orders": "0-1,5"}},
+     "last_marker": "<hlc>", "statement_time": null, "backfill": null,
+     "config_fingerprint": "…", "fallback": null, "written_at": "<RFC 3339>"}
+
+``offsets`` are the next offsets to read per partition number (``null``: from the start).
+The record must fit ``frontier_checkpoint_max_bytes``; when it does not, detail is given up
+in steps that are each safe, because on resume a partition's resolved time is only ever
+*lowered* (more re-emission, never a lost or misplaced row):
+
+1. ``full``: per-partition offsets and resolved times;
+2. ``leading``: per-partition offsets, and the leading partitions with their lowest time;
+3. ``offsets``: per-partition offsets, every partition resumes at the high-water mark;
+4. ``high_water``: no offsets: every partition is read from the start, and rows at or below
+   the high-water mark are dropped, which is exactly a replay from the high-water mark.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any
+
+from schemas.errors import CheckpointError
+from schemas.hlc import Hlc
+
+from .frontier import Frontier, Progress, SourcePartition
+
+FORMAT_VERSION = 1
+LEVELS = ("full", "leading", "offsets", "high_water")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A changefeed's durable progress."""
+
+    changefeed_id: str
+    high_water: Hlc
+    offsets: Mapping[SourcePartition, int | None]
+    resolved: Mapping[SourcePartition, Hlc] = field(default_factory=dict)
+    last_marker: Hlc | None = None
+    statement_time: Hlc | None = None
+    backfill: Mapping[str, Any] | None = None
+    config_fingerprint: str = ""
+    level: str = "full"
+
+    @classmethod
+    def of(
+        cls,
+        changefeed_id: str,
+        frontier: Frontier,
+        *,
+        last_marker: Hlc | None = None,
+        statement_time: Hlc | None = None,
+        backfill: Mapping[str, Any] | None = None,
+        config_fingerprint: str = "",
+    ) -> Checkpoint:
+        """The checkpoint of a frontier as it stands."""
+        progress = frontier.progress()
+        return cls(
+            changefeed_id=changefeed_id,
+            high_water=frontier.high_water(),
+            offsets={sp: p.offset for sp, p in progress.items()},
+            resolved=frontier.leading(),
+            last_marker=last_marker,
+            statement_time=statement_time,
+            backfill=backfill,
+            config_fingerprint=config_fingerprint,
+        )
+
+    def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
+        """Where each of ``partitions`` resumes: its offset and the time below which rows drop.
+
+        A partition the checkpoint does not know (new, or dropped by the byte budget) starts
+        from the beginning at the high-water mark.
+        """
+        return {
+            sp: Progress(
+                self.offsets.get(sp), max(self.high_water, self.resolved.get(sp, self.high_water))
+            )
+            for sp in partitions
+        }
+
+    def encode(self, max_bytes: int) -> bytes:
+        """The record's bytes, at the most detailed level that fits ``max_bytes``."""
+        for level in LEVELS[LEVELS.index(self.level) :]:
+            data = _dump(_record(self, level))
+            if len(data) <= max_bytes:
+                return data
+        raise CheckpointError(
+            f"checkpoint of {self.changefeed_id!r} does not fit {max_bytes} bytes even without "
+            "offsets; raise frontier_checkpoint_max_bytes"
+        )
+
+
+def decode(data: bytes) -> Checkpoint:
+    """Parse a checkpoint record; raise CheckpointError for one we cannot use."""
+    try:
+        raw = json.loads(data)
+        version = raw["format_version"]
+        if version != FORMAT_VERSION:
+            raise CheckpointError(f"checkpoint format {version} is not supported (expected 1)")
+        offsets: dict[SourcePartition, int | None] = {}
+        resolved: dict[SourcePartition, Hlc] = {}
+        for topic, parts in (raw.get("partitions") or {}).items():
+            for p, offset in enumerate(parts.get("offsets") or []):
+                offsets[SourcePartition(topic, p)] = offset
+            for p, ts in enumerate(parts.get("resolved") or []):
+                if ts is not None:
+                    resolved[SourcePartition(topic, p)] = Hlc.parse(ts)
+        leading = raw.get("leading")
+        if leading:
+            floor = Hlc.parse(leading["resolved"])
+            for topic, ranges in leading["partitions"].items():
+                for p in _expand_ranges(ranges):
+                    resolved.setdefault(SourcePartition(topic, p), floor)
+        return Checkpoint(
+            changefeed_id=raw["changefeed_id"],
+            high_water=Hlc.parse(raw["high_water"]),
+            offsets=offsets,
+            resolved=resolved,
+            last_marker=_hlc_or_none(raw.get("last_marker")),
+            statement_time=_hlc_or_none(raw.get("statement_time")),
+            backfill=raw.get("backfill"),
+            config_fingerprint=raw.get("config_fingerprint", ""),
+            level=raw.get("fallback") or "full",
+        )
+    except CheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise CheckpointError(f"unreadable checkpoint record: {exc}") from exc
+
+
+def _hlc_or_none(text: str | None) -> Hlc | None:
+    return None if text is None else Hlc.parse(text)
+
+
+def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
+    partitions: dict[str, dict[str, list[Any]]] = {}
+    if level != "high_water":
+        for topic, numbered in _by_topic(cp.offsets).items():
+            partitions[topic] = {"offsets": _dense(numbered)}
+    if level == "full":
+        for topic, numbered in _by_topic(cp.resolved).items():
+            entry = partitions.setdefault(topic, {"offsets": []})
+            entry["resolved"] = [None if ts is None else str(ts) for ts in _dense(numbered)]
+    leading = None
+    if level == "leading" and cp.resolved:
+        leading = {
+            "resolved": str(min(cp.resolved.values())),
+            "partitions": {t: _ranges(sorted(n)) for t, n in _by_topic(cp.resolved).items()},
+        }
+    return {
+        "format_version": FORMAT_VERSION,
+        "changefeed_id": cp.changefeed_id,
+        "high_water": str(cp.high_water),
+        "partitions": partitions,
+        "leading": leading,
+        "last_marker": None if cp.last_marker is None else str(cp.last_marker),
+        "statement_time": None if cp.statement_time is None else str(cp.statement_time),
+        "backfill": cp.backfill,
+        "config_fingerprint": cp.config_fingerprint,
+        "fallback": None if level == "full" else level,
+        "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    }
+
+
+def _dump(record: dict[str, Any]) -> bytes:
+    return json.dumps(record, separators=(",", ":")).encode()
+
+
+def _by_topic(values: Mapping[SourcePartition, Any]) -> dict[str, dict[int, Any]]:
+    out: dict[str, dict[int, Any]] = {}
+    for sp, value in values.items():
+        out.setdefault(sp.topic, {})[sp.partition] = value
+    return out
+
+
+def _dense(numbered: Mapping[int, Any]) -> list[Any]:
+    size = max(numbered) + 1 if numbered else 0
+    return [numbered.get(p) for p in range(size)]
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``[0, 1, 2, 5]`` → ``"0-2,5"``: adjacent partitions merged, as the seed merges spans."""
+    parts: list[str] = []
+    start = prev = None
+    for n in numbers:
+        if start is None:
+            start = prev = n
+        elif n == prev + 1:  # type: ignore[operator]
+            prev = n
+        else:
+            parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+            start = prev = n
+    if start is not None:
+        parts.append(f"{start}-{prev}" if start != prev else f"{start}")
+    return ",".join(parts)
+
+
+def _expand_ranges(text: str) -> list[int]:
+    out: list[int] = []
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        out.extend(range(int(low), int(high or low) + 1))
+    return out
+
+
+def with_level(cp: Checkpoint, level: str) -> Checkpoint:
+    """The same checkpoint, starting its budget ladder at ``level`` (for tests and tools)."""
+    return replace(cp, level=level)

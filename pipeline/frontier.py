@@ -1,0 +1,94 @@
+"""The frontier: how far each source partition has been read and resolved.
+
+For every partition of every source topic it keeps the highest resolved time seen and the
+next offset to read. The **high-water mark** is the lowest resolved time over all of them:
+every change at or below it has been emitted. Partitions above the high-water mark are the
+*leading* ones; when a partition stalls they pull ahead, and the checkpoint keeps their
+progress so a restart does not replay them (seed ``000_…``).
+
+Pure Python, owned by the Spark driver (the coordinator).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from schemas.hlc import ZERO, Hlc
+
+
+@dataclass(frozen=True, order=True)
+class SourcePartition:
+    """One partition of one source topic."""
+
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}/{self.partition}"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A partition's state: the next offset to read (None: from the start) and its resolved time."""
+
+    offset: int | None
+    resolved: Hlc
+
+
+class Frontier:
+    """Per-partition progress and the high-water mark over all of it."""
+
+    def __init__(self, partitions: Iterable[SourcePartition], start: Hlc = ZERO) -> None:
+        self._progress: dict[SourcePartition, Progress] = {
+            sp: Progress(None, start) for sp in partitions
+        }
+        if not self._progress:
+            raise ValueError("a frontier needs at least one source partition")
+
+    @classmethod
+    def restore(cls, progress: Mapping[SourcePartition, Progress]) -> Frontier:
+        """A frontier with the given per-partition progress."""
+        frontier = cls(progress)
+        frontier._progress.update(progress)
+        return frontier
+
+    def add(self, partitions: Iterable[SourcePartition], start: Hlc) -> None:
+        """Track partitions that appeared since (new topics, added partitions)."""
+        for sp in partitions:
+            self._progress.setdefault(sp, Progress(None, start))
+
+    def forward(self, sp: SourcePartition, *, resolved: Hlc | None, next_offset: int) -> None:
+        """Record that ``sp`` was read up to ``next_offset`` and resolved up to ``resolved``.
+
+        Neither ever moves backwards: an old marker seen again (an upstream replay) changes
+        nothing.
+        """
+        old = self._progress.get(sp, Progress(None, ZERO))
+        new_resolved = old.resolved if resolved is None else max(old.resolved, resolved)
+        new_offset = next_offset if old.offset is None else max(old.offset, next_offset)
+        self._progress[sp] = Progress(new_offset, new_resolved)
+
+    def high_water(self) -> Hlc:
+        """The lowest resolved time over every partition: all changes at or below it are done."""
+        return min(p.resolved for p in self._progress.values())
+
+    def leading(self) -> dict[SourcePartition, Hlc]:
+        """Partitions resolved above the high-water mark, with their resolved times."""
+        hw = self.high_water()
+        return {sp: p.resolved for sp, p in self._progress.items() if p.resolved > hw}
+
+    def lag_nanos(self) -> int:
+        """How far (wall nanoseconds) the leading partition is ahead of the high-water mark."""
+        top = max(p.resolved for p in self._progress.values())
+        return top.wall - self.high_water().wall
+
+    def progress(self) -> dict[SourcePartition, Progress]:
+        """A copy of every partition's progress."""
+        return dict(self._progress)
+
+    def __getitem__(self, sp: SourcePartition) -> Progress:
+        return self._progress[sp]
+
+    def __len__(self) -> int:
+        return len(self._progress)

@@ -1,0 +1,123 @@
+"""A compacted Kafka topic used as a small key-value store.
+
+Checkpoints, and later safepoints, job status and schemas, live in compacted topics: the latest
+record per key is the value, a null value (tombstone) deletes it. Writes wait for the broker's
+acknowledgement (``acks=all``, idempotent producer), so a value returned from :meth:`put` is
+durable. Reads scan the topic to its end offsets as of the call.
+
+Delivery guarantee: :meth:`put` is at-least-once per call; replaying a put is a no-op for
+readers because only the latest value per key counts.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from schemas.errors import SinkError
+
+log = logging.getLogger(__name__)
+
+COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
+
+
+class CompactedTopic:
+    """Latest-value-per-key over one compacted topic."""
+
+    def __init__(
+        self, client_config: Mapping[str, Any], topic: str, *, timeout: float = 30.0
+    ) -> None:
+        self.topic = topic
+        self._config = dict(client_config)
+        self._timeout = timeout
+        self._producer: Producer | None = None
+
+    def ensure(self, replication_factor: int = 1) -> None:
+        """Create the topic (one partition, compacted) if it is missing."""
+        from .admin import ensure_topics  # noqa: PLC0415
+
+        ensure_topics(
+            self._config,
+            {self.topic: 1},
+            replication_factor=replication_factor,
+            topic_config=COMPACTED,
+        )
+
+    def put(self, key: str, value: bytes | None) -> None:
+        """Write ``value`` for ``key`` (None deletes) and wait until the broker acknowledged it."""
+        if self._producer is None:
+            self._producer = Producer(
+                {
+                    **self._config,
+                    "enable.idempotence": True,
+                    "acks": "all",
+                    "linger.ms": 0,
+                    "delivery.timeout.ms": int(self._timeout * 1000),
+                }
+            )
+        failure: list[KafkaError] = []
+
+        def delivered(err: KafkaError | None, _msg: Any) -> None:
+            if err is not None:
+                failure.append(err)
+
+        self._producer.produce(self.topic, key=key.encode(), value=value, on_delivery=delivered)
+        remaining = self._producer.flush(self._timeout + 5)
+        if failure or remaining:
+            reason = failure[0].str() if failure else "no acknowledgement in time"
+            raise SinkError(f"writing {key!r} to {self.topic!r} failed: {reason}")
+
+    def get(self, key: str) -> bytes | None:
+        """The latest value of ``key``, or None when absent or deleted."""
+        return self.read_all().get(key)
+
+    def read_all(self) -> dict[str, bytes]:
+        """The latest value of every live key."""
+        consumer = Consumer(
+            {
+                **self._config,
+                "group.id": f"highwater-reader-{uuid.uuid4().hex}",
+                "enable.auto.commit": False,
+                "auto.offset.reset": "earliest",
+            }
+        )
+        try:
+            metadata = consumer.list_topics(self.topic, timeout=self._timeout).topics.get(
+                self.topic
+            )
+            if metadata is None or metadata.error is not None:
+                return {}
+            ends: dict[int, int] = {}
+            for p in metadata.partitions:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, p), timeout=self._timeout
+                )
+                if high > low:
+                    ends[p] = high
+            latest: dict[str, bytes | None] = {}
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in ends])
+            while ends:
+                msg = consumer.poll(self._timeout)
+                if msg is None:
+                    raise SinkError(f"reading {self.topic!r} timed out")
+                error, key = msg.error(), msg.key()
+                if error is not None:
+                    raise SinkError(f"reading {self.topic!r} failed: {error.str()}")
+                if key is not None:
+                    latest[key.decode()] = msg.value()
+                partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
+                if offset + 1 >= ends.get(partition, 0):
+                    ends.pop(partition, None)
+            return {k: v for k, v in latest.items() if v is not None}
+        finally:
+            consumer.close()
+
+    def close(self) -> None:
+        """Flush and drop the producer."""
+        if self._producer is not None:
+            self._producer.flush(self._timeout)
+            self._producer = None
