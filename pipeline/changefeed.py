@@ -1,23 +1,49 @@
-"""The changefeed job: source change topics in, output topics out.
+"""The changefeed: the coordinator on the Spark driver.
 
-Stage one (platform issue): a streaming query that carries every source record to its
-table's output topic, keyed as it came, so broker, jars and Spark are proven to work
-together. The core issue replaces the body with decoding, the frontier, encoders, resolved
-markers and Kafka checkpoints; the shape (config in, one query, runs until the trigger ends
-it) stays.
+Spark Structured Streaming reads the source topics; each micro-batch goes through
+``pipeline.batch`` on the executors (decode, drop what is resolved, encode, write). Here, on
+the driver, the :class:`Changefeed` owns what must be decided in one place:
 
-Runs on the driver; the per-record work is Spark column expressions on the executors.
+* the **frontier** (per source partition: next offset, highest resolved time), forwarded
+  after each batch's records are acknowledged by Kafka;
+* the **checkpoint** record in the compacted checkpoint topic: after acknowledged batches, at
+  most every ``min_checkpoint_frequency`` when the high-water mark moved, when the high-water
+  mark lags the leading partitions by more than the threshold, before every marker, and at
+  stop;
+* the **resolved broadcaster**: a marker to every output partition at most every
+  ``resolved.interval`` when the high-water mark advanced, only after a durable checkpoint
+  covers it;
+* **resume** from the checkpoint record alone (Spark's checkpoint directory is scratch,
+  cleared at every start), ``end_time``, and a graceful stop between batches.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import shutil
 import tempfile
-from typing import TYPE_CHECKING
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from pipeline.config import ChangefeedConfig
-from pipeline.kafka_clients import client_config, spark_kafka_options
-from sinks.admin import ensure_topics
+from encoders.base import Context
+from encoders.json import JsonEncoder
+from schemas.errors import CheckpointError, SourceDecodeError, SourceError
+from schemas.hlc import ZERO, Hlc
+from sinks.admin import ensure_topics, partition_counts
+from sinks.compacted import CompactedTopic
+from sinks.resolved import ResolvedBroadcaster
+
+from .batch import BatchPlan, plan_records, read_result
+from .checkpoint import Checkpoint, decode
+from .config import ChangefeedConfig
+from .frontier import Frontier, SourcePartition
+from .kafka_clients import client_config, spark_kafka_options
+from .sources import decode_native
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -26,71 +52,352 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-def output_topics(config: ChangefeedConfig) -> dict[str, str]:
-    """Source topic → output topic."""
-    return {s.topic: config.output_topic(s) for s in config.sources}
+def config_fingerprint(config: ChangefeedConfig) -> str:
+    """A hash of what shapes the output: sources, encoder and topic naming."""
+    shape = config.model_dump(mode="json", include={"sources", "encoder", "sink"})
+    shape["sink"] = {k: shape["sink"][k] for k in ("topic_prefix", "topic_name")}
+    return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def prepare_topics(config: ChangefeedConfig) -> None:
-    """Create the output topics that are missing, with the configured partitions and RF."""
-    ensure_topics(
-        client_config(config.sink_kafka),
-        dict.fromkeys(output_topics(config).values(), config.sink.partitions),
-        replication_factor=config.sink.replication_factor,
-    )
+class StopRequest:
+    """A request to stop after the current batch (set by SIGTERM, or a stop file)."""
+
+    def __init__(self, stop_file: Path | None = None) -> None:
+        self._event = threading.Event()
+        self._file = stop_file
+
+    def set(self) -> None:
+        """Ask the changefeed to stop."""
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """True once a stop was asked for."""
+        if self._file is not None and self._file.exists():
+            self._event.set()
+        return self._event.is_set()
 
 
-def read_sources(config: ChangefeedConfig, spark: SparkSession) -> DataFrame:
-    """The source topics as a streaming DataFrame of raw Kafka records."""
-    reader = (
-        spark.readStream.format("kafka")
-        .options(**spark_kafka_options(config.kafka))
-        .option("subscribe", ",".join(s.topic for s in config.sources))
-        .option("startingOffsets", "earliest")
-        .option("failOnDataLoss", "true")
-        .option("includeHeaders", "true")
-    )
-    if config.spark.max_offsets_per_trigger:
-        reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
-    return reader.load()
+class Changefeed:
+    """One changefeed run, from its config to a stop, an ``end_time`` or an error."""
+
+    def __init__(
+        self,
+        config: ChangefeedConfig,
+        spark: SparkSession,
+        *,
+        stop: StopRequest | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.spark = spark
+        self.stop_request = stop or StopRequest()
+        self._clock = clock
+        self._routes = {s.topic: config.output_topic(s) for s in config.sources}
+        self._tables = {s.topic: s.table for s in config.sources}
+        self._encoder = JsonEncoder(config.encoder)
+        self._fingerprint = config_fingerprint(config)
+        self._lock = threading.Lock()
+        self._closing = False
+        self._finished = False
+        self._error: BaseException | None = None
+        self.frontier: Frontier
+        self.last_marker: Hlc | None = None
+        self._checkpointed_hw = ZERO
+        self._last_checkpoint_at = float("-inf")
+        self._last_marker_at = float("-inf")
+        self._dirty = False  # progress since the last checkpoint
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def prepare(self) -> None:
+        """Create missing topics, restore the frontier from the checkpoint record."""
+        config = self.config
+        sink = client_config(config.sink_kafka)
+        ensure_topics(
+            sink,
+            dict.fromkeys(self._routes.values(), config.sink.partitions),
+            replication_factor=config.sink.replication_factor,
+        )
+        if config.on_error == "dlq":
+            ensure_topics(
+                sink,
+                {config.effective_dlq_topic: 1},
+                replication_factor=config.sink.replication_factor,
+            )
+        self.checkpoints = CompactedTopic(sink, config.checkpoint.topic)
+        self.checkpoints.ensure(config.checkpoint.replication_factor)
+        self.broadcaster = ResolvedBroadcaster(
+            sink,
+            list(dict.fromkeys(self._routes.values())),
+            lambda ts, topic: self._encoder.resolved(ts, Context(topic)),
+        )
+        source = client_config(config.kafka)
+        try:
+            counts = partition_counts(source, list(self._routes))
+        except Exception as exc:
+            raise SourceError(f"cannot describe the source topics: {exc}") from exc
+        partitions = [SourcePartition(t, p) for t, n in counts.items() for p in range(n)]
+        restored = self.load_checkpoint()
+        start = config.cursor or ZERO
+        if restored is None:
+            self.frontier = Frontier(partitions, start=start)
+            log.info("changefeed %s: new, starting at %s", config.changefeed_id, start)
+            return
+        if restored.config_fingerprint and restored.config_fingerprint != self._fingerprint:
+            log.warning(
+                "changefeed %s: config changed since the checkpoint (%s -> %s)",
+                config.changefeed_id,
+                restored.config_fingerprint,
+                self._fingerprint,
+            )
+        self.frontier = Frontier.restore(restored.progress(partitions))
+        self.last_marker = restored.last_marker
+        self._checkpointed_hw = restored.high_water
+        log.info(
+            "changefeed %s: resuming at high-water %s (checkpoint level %s)",
+            config.changefeed_id,
+            restored.high_water,
+            restored.level,
+        )
+        self._check_offsets_exist(source)
+
+    def load_checkpoint(self) -> Checkpoint | None:
+        """The changefeed's checkpoint record, or None for a new changefeed."""
+        data = self.checkpoints.get(self.config.changefeed_id)
+        if data is None:
+            return None
+        checkpoint = decode(data)
+        if checkpoint.changefeed_id != self.config.changefeed_id:
+            raise CheckpointError(
+                f"checkpoint keyed {self.config.changefeed_id!r} names {checkpoint.changefeed_id!r}"
+            )
+        return checkpoint
+
+    def _check_offsets_exist(self, source: dict[str, Any]) -> None:
+        """Refuse to resume when records after a checkpointed offset were deleted."""
+        from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+        consumer = Consumer({**source, "group.id": "highwater-offset-check"})
+        gone = []
+        try:
+            for sp, progress in self.frontier.progress().items():
+                if progress.offset is None:
+                    continue
+                low, _high = consumer.get_watermark_offsets(
+                    TopicPartition(sp.topic, sp.partition), timeout=30
+                )
+                if low > progress.offset:
+                    gone.append(
+                        f"{sp} offsets {progress.offset}..{low - 1} "
+                        f"(after resolved time {progress.resolved})"
+                    )
+        finally:
+            consumer.close()
+        if gone:
+            raise SourceError(
+                "source data this changefeed still needs was deleted from Kafka, so it cannot "
+                "resume without losing changes: " + "; ".join(gone)
+            )
+
+    def starting_offsets(self) -> str:
+        """Spark's ``startingOffsets``: each partition where the frontier left it."""
+        offsets: dict[str, dict[str, int]] = {}
+        for sp, progress in sorted(self.frontier.progress().items()):
+            offsets.setdefault(sp.topic, {})[str(sp.partition)] = (
+                -2 if progress.offset is None else progress.offset
+            )
+        return json.dumps(offsets)
+
+    # -- the streaming query --------------------------------------------------------------
+
+    def start(self) -> StreamingQuery:
+        """Prepare, then start the streaming query (returns at once)."""
+        self.prepare()
+        config = self.config
+        reader = (
+            self.spark.readStream.format("kafka")
+            .options(**spark_kafka_options(config.kafka))
+            .option("subscribe", ",".join(self._routes))
+            .option("startingOffsets", self.starting_offsets())
+            .option("failOnDataLoss", "true")
+            .option("includeHeaders", "true")
+        )
+        if config.spark.max_offsets_per_trigger:
+            reader = reader.option(
+                "maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger)
+            )
+        base = config.spark.checkpoint_location
+        self._scratch = Path(
+            tempfile.mkdtemp(prefix=f"highwater-{config.changefeed_id}-", dir=base)
+        )
+        writer = (
+            reader.load()
+            .writeStream.foreachBatch(self._on_batch)
+            .option("checkpointLocation", str(self._scratch))
+            .queryName(f"highwater-{config.changefeed_id}")
+        )
+        trigger = config.spark.trigger
+        if trigger.available_now:
+            writer = writer.trigger(availableNow=True)
+        else:
+            writer = writer.trigger(
+                processingTime=f"{trigger.processing_time.total_seconds()} seconds"
+            )
+        log.info("changefeed %s: %s", config.changefeed_id, self._routes)
+        return writer.start()
+
+    def run(self) -> None:
+        """Run until ``end_time``, a stop, the end of an ``available_now`` drain, or an error."""
+        query = self.start()
+        try:
+            while query.isActive:
+                if self._finished or self.stop_request.is_set() or self._error is not None:
+                    self._close(query)
+                    break
+                query.awaitTermination(1)
+            if self._error is not None:
+                raise self._error
+            exception = query.exception()
+            if exception is not None:
+                first = str(exception).strip().splitlines()[0]
+                raise SourceError(f"the streaming query failed: {first}") from None
+            if not self._closing:  # an available_now drain ended by itself
+                with self._lock:
+                    self._after_batch(final=True)
+        finally:
+            self.checkpoints.close()
+            shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _close(self, query: StreamingQuery) -> None:
+        self._closing = True  # batches that start from now on do nothing
+        with self._lock:  # wait for the batch in flight
+            if self._error is None:
+                self._after_batch(final=True)
+        query.stop()
+        log.info(
+            "changefeed %s: stopped at high-water %s",
+            self.config.changefeed_id,
+            self.frontier.high_water(),
+        )
+
+    # -- one batch ------------------------------------------------------------------------
+
+    def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
+        if self._closing or self._error is not None:
+            return  # not checkpointed: the next run reads these offsets again
+        with self._lock:
+            try:
+                self._process(batch, batch_id)
+            except BaseException as exc:
+                self._error = exc
+                raise
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        from pyspark.sql import Observation  # noqa: PLC0415
+
+        config = self.config
+        plan = BatchPlan(
+            thresholds={sp: p.resolved for sp, p in self.frontier.progress().items()},
+            routes=self._routes,
+            envelope=config.encoder,
+            dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
+            end_time=config.end_time,
+        )
+        observation = Observation(f"batch-{batch_id}")
+        records = plan_records(self.spark, decode_native(batch, self._tables), plan, observation)
+        (
+            records.write.mode("append")
+            .format("kafka")
+            .options(**spark_kafka_options(config.sink_kafka))
+            .option("kafka.acks", "all")
+            .option("kafka.enable.idempotence", "true")
+            .options(**{f"kafka.{k}": v for k, v in config.sink.producer.items()})
+            .option("includeHeaders", "true")
+            .save()
+        )
+        result = read_result(observation)
+        if result.first_bad is not None and plan.dlq_topic is None:
+            ref, reason = result.first_bad
+            action = "paused" if config.on_error == "pause" else "stopped"
+            raise SourceDecodeError(ref, reason, action=action)
+        for seen in result.partitions:
+            self.frontier.forward(
+                seen.partition, resolved=seen.resolved, next_offset=seen.next_offset
+            )
+        self._dirty = self._dirty or bool(result.partitions)
+        log.info(
+            "batch %d: %d rows emitted, %d duplicates dropped, %d bad; high-water %s",
+            batch_id,
+            result.emitted,
+            result.duplicates,
+            result.bad,
+            self.frontier.high_water(),
+        )
+        self._after_batch()
+
+    # -- checkpoints and markers ----------------------------------------------------------
+
+    def _after_batch(self, *, final: bool = False) -> None:
+        """Checkpoint and emit a marker if due; notice ``end_time``."""
+        config = self.config
+        now = self._clock()
+        hw = self.frontier.high_water()
+        end = config.end_time
+        reached_end = end is not None and hw >= end
+        marker = min(hw, end) if end is not None else hw
+        marker_due = (
+            config.resolved.enabled
+            and marker > (self.last_marker or ZERO)
+            and (
+                reached_end
+                or final
+                or now - self._last_marker_at >= config.resolved.interval.total_seconds()
+            )
+        )
+        since_checkpoint = now - self._last_checkpoint_at
+        frequency = config.checkpoint.min_checkpoint_frequency.total_seconds()
+        lag = config.checkpoint.frontier_highwater_lag_checkpoint_threshold.total_seconds()
+        checkpoint_due = (marker_due and self._checkpointed_hw < marker) or (
+            self._dirty
+            and (
+                final
+                or marker_due
+                or reached_end
+                or (hw > self._checkpointed_hw and since_checkpoint >= frequency)
+                or (self.frontier.lag_nanos() / 1e9 > lag and since_checkpoint >= frequency)
+            )
+        )
+        if checkpoint_due:
+            self._write_checkpoint(last_marker=marker if marker_due else self.last_marker)
+        if marker_due:
+            self.broadcaster.emit(marker)
+            self.last_marker = marker
+            self._last_marker_at = now
+        if reached_end:
+            self._finished = True
+
+    def _write_checkpoint(self, *, last_marker: Hlc | None) -> None:
+        config = self.config
+        checkpoint = Checkpoint.of(
+            config.changefeed_id,
+            self.frontier,
+            last_marker=last_marker,
+            config_fingerprint=self._fingerprint,
+        )
+        started = time.perf_counter()
+        data = checkpoint.encode(config.checkpoint.frontier_checkpoint_max_bytes)
+        self.checkpoints.put(config.changefeed_id, data)
+        self._checkpointed_hw = checkpoint.high_water
+        self._last_checkpoint_at = self._clock()
+        self._dirty = False
+        log.info(
+            "checkpoint at high-water %s (%d bytes, %.1f ms)",
+            checkpoint.high_water,
+            len(data),
+            (time.perf_counter() - started) * 1000,
+        )
 
 
-def start(config: ChangefeedConfig, spark: SparkSession) -> StreamingQuery:
-    """Create the output topics and start the streaming query."""
-    from pyspark.sql import functions as F  # noqa: PLC0415
-
-    prepare_topics(config)
-    routes = output_topics(config)
-    target = F.lit(None).cast("string")
-    for source_topic, out_topic in routes.items():
-        target = F.when(F.col("topic") == source_topic, F.lit(out_topic)).otherwise(target)
-    records = read_sources(config, spark).select(
-        target.alias("topic"), F.col("key"), F.col("value"), F.col("headers")
-    )
-    checkpoint = config.spark.checkpoint_location or tempfile.mkdtemp(
-        prefix=f"highwater-{config.changefeed_id}-"
-    )
-    writer = (
-        records.writeStream.format("kafka")
-        .options(**spark_kafka_options(config.sink_kafka))
-        .option("kafka.acks", "all")
-        .option("kafka.enable.idempotence", "true")
-        .option("includeHeaders", "true")
-        .option("checkpointLocation", checkpoint)
-        .queryName(f"highwater-{config.changefeed_id}")
-    )
-    for key, value in config.sink.producer.items():
-        writer = writer.option(f"kafka.{key}", value)
-    trigger = config.spark.trigger
-    if trigger.available_now:
-        writer = writer.trigger(availableNow=True)
-    else:
-        writer = writer.trigger(processingTime=f"{trigger.processing_time.total_seconds()} seconds")
-    log.info("changefeed %s: %s", config.changefeed_id, routes)
-    return writer.start()
-
-
-def run(config: ChangefeedConfig, spark: SparkSession) -> None:
-    """Run the changefeed until its trigger ends it (or the process is stopped)."""
-    query = start(config, spark)
-    query.awaitTermination()
+def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:
+    """Run the changefeed described by ``config``."""
+    Changefeed(config, spark, stop=stop).run()

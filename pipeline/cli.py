@@ -50,7 +50,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.submit import spark_submit_command, spark_submit_env  # noqa: PLC0415
+    from pipeline.submit import spark_submit_command, spark_submit_env, supervise  # noqa: PLC0415
 
     config = load_config(args.config)
     command = spark_submit_command(args.config, config, state_dir() / "submit")
@@ -59,8 +59,7 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     sys.stdout.flush()
     sys.stderr.flush()
-    # Replace ourselves, so that signals (SIGTERM, Ctrl-C) reach Spark's driver directly.
-    os.execve(command[0], command, spark_submit_env(dict(os.environ), config.spark.master))  # noqa: S606
+    return supervise(command, spark_submit_env(dict(os.environ), config.spark.master))
 
 
 def main(argv: list[str] | None = None) -> int:

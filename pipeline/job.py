@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     """Load the config, build the session, run the changefeed; the exit code says how it went."""
     import argparse  # noqa: PLC0415
     import logging  # noqa: PLC0415
+    import signal  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
 
     from pipeline import changefeed  # noqa: PLC0415
     from pipeline.config import load_config  # noqa: PLC0415
@@ -35,10 +37,15 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    stop = changefeed.StopRequest(
+        Path(os.environ["HIGHWATER_STOP_FILE"]) if os.environ.get("HIGHWATER_STOP_FILE") else None
+    )
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop.set())
     try:
         config = load_config(args.config)
         spark = build_session(config.spark, f"highwater-{config.changefeed_id}")
-        changefeed.run(config, spark)
+        changefeed.run(config, spark, stop)
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -21,6 +21,9 @@ DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.shuffle.partitions": "4",
     "spark.ui.showConsoleProgress": "false",
+    # Write to Kafka through the DataSource V2 path: only there does Spark report a batch's
+    # observed metrics (Dataset.observe), which the changefeed reads after every write.
+    "spark.sql.sources.useV1SourceList": "avro,csv,json,orc,parquet,text",
 }
 
 

@@ -81,3 +81,33 @@ def package_zip(work_dir: Path) -> Path:
             for path in sorted((root / package).rglob("*.py")):
                 archive.write(path, path.relative_to(root))
     return target
+
+
+def supervise(command: list[str], env: dict[str, str]) -> int:
+    """Run ``spark-submit`` and turn SIGTERM/SIGINT into a graceful stop of the changefeed.
+
+    A signal to the JVM would kill the job mid-batch; instead the job watches a stop file
+    (``HIGHWATER_STOP_FILE``): on a signal we create it, the job finishes its batch,
+    checkpoints and exits, and we exit with its code. spark-submit runs in its own session so
+    a terminal's Ctrl-C reaches only us.
+    """
+    import signal  # noqa: PLC0415
+    import subprocess  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory(prefix="highwater-run-") as scratch:
+        stop_file = Path(scratch) / "stop"
+        child = subprocess.Popen(
+            command, env={**env, "HIGHWATER_STOP_FILE": str(stop_file)}, start_new_session=True
+        )
+
+        def request_stop(signum: int, _frame: object) -> None:
+            print(f"highwater: signal {signum}: stopping after the current batch", file=sys.stderr)
+            stop_file.touch()
+
+        previous = {s: signal.signal(s, request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
+        try:
+            return child.wait()
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)

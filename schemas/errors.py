@@ -57,15 +57,20 @@ class RecordRef:
         return f"{self.topic}/{self.partition}@{self.offset}"
 
 
-class SourceDecodeError(HighwaterError):
+class SourceError(HighwaterError):
+    """A source topic is missing, or data the changefeed needs from it is gone."""
+
+
+class SourceDecodeError(SourceError):
     """A source record could not be turned into a row; ``record`` says which one."""
 
-    def __init__(self, record: RecordRef, reason: str) -> None:
+    def __init__(self, record: RecordRef, reason: str, *, action: str = "stopped") -> None:
         self.record = record
         self.reason = reason
         super().__init__(
             f"undecodable source record at topic={record.topic} partition={record.partition} "
-            f"offset={record.offset}: {reason}"
+            f"offset={record.offset}: {reason} (on_error: changefeed {action} at this record; "
+            "use on_error: dlq to divert such records to a dead-letter topic)"
         )
 
 

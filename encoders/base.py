@@ -1,0 +1,83 @@
+"""The encoder contract: a change row in, bytes out, per side.
+
+Following confluent-kafka's serializers, an encoder is a small object with one method per side
+of a Kafka record, each given a :class:`Context` naming the output topic; ``None`` for a value
+means a tombstone. Encoders are pure Python (no Spark): the Spark-column variant of the same
+format lives in ``pipeline/`` and is held to these encoders byte for byte by tests.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from schemas.hlc import Hlc
+
+Envelope = Literal["wrapped", "bare", "key_only", "row"]
+
+
+class EnvelopeOptions(Protocol):
+    """The envelope options an encoder needs (``pipeline.config.EncoderConfig`` has them)."""
+
+    @property
+    def envelope(self) -> Envelope:
+        """``wrapped``, ``bare``, ``key_only`` or ``row``."""
+
+    @property
+    def updated(self) -> bool:
+        """Include the change's time."""
+
+    @property
+    def mvcc_timestamp(self) -> bool:
+        """Include the row's own commit time."""
+
+    @property
+    def diff(self) -> bool:
+        """Include the previous version as ``before``."""
+
+    @property
+    def key_in_value(self) -> bool:
+        """Repeat the key in the value."""
+
+    @property
+    def topic_in_value(self) -> bool:
+        """Include the output topic's name."""
+
+
+@dataclass(frozen=True)
+class ChangeRow:
+    """One version of one row, as the pipeline hands it to an encoder.
+
+    ``updated`` is the time the changefeed reports (the statement time during an initial
+    scan); ``mvcc_timestamp`` is the row's own commit time.
+    """
+
+    table: str
+    key: list[Any]
+    after: dict[str, Any] | None
+    before: dict[str, Any] | None
+    updated: Hlc
+    mvcc_timestamp: Hlc
+
+
+@dataclass(frozen=True)
+class Context:
+    """Where the encoded bytes go."""
+
+    topic: str
+
+
+class Encoder(Protocol):
+    """Turns change rows and resolved markers into record bytes."""
+
+    def key(self, row: ChangeRow, ctx: Context) -> bytes:
+        """The record key."""
+        ...
+
+    def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
+        """The record value; None is a tombstone."""
+        ...
+
+    def resolved(self, ts: Hlc, ctx: Context) -> bytes:
+        """The value of a resolved marker (its key is null)."""
+        ...

@@ -1,0 +1,94 @@
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.checkpoint import Checkpoint, decode
+from pipeline.frontier import Frontier, SourcePartition
+from schemas.errors import CheckpointError
+from schemas.hlc import Hlc
+
+
+def frontier_with(
+    times: dict[SourcePartition, int], offsets: dict[SourcePartition, int]
+) -> Frontier:
+    frontier = Frontier(times)
+    for sp, ts in times.items():
+        frontier.forward(sp, resolved=Hlc(ts), next_offset=offsets[sp])
+    return frontier
+
+
+def test_full_record_round_trips_and_is_readable_json() -> None:
+    parts = [SourcePartition("src", p) for p in range(4)]
+    frontier = frontier_with(
+        dict(zip(parts, [10, 30, 10, 20], strict=True)), dict(zip(parts, [5, 6, 7, 8], strict=True))
+    )
+    cp = Checkpoint.of("cf", frontier, last_marker=Hlc(9), config_fingerprint="abc")
+    data = cp.encode(1 << 20)
+    record = json.loads(data)
+    assert record["high_water"] == str(Hlc(10))
+    assert record["partitions"]["src"]["offsets"] == [5, 6, 7, 8]
+    assert record["partitions"]["src"]["resolved"] == [None, str(Hlc(30)), None, str(Hlc(20))]
+    assert record["fallback"] is None
+    back = decode(data)
+    assert back.progress(parts) == frontier.progress()
+    assert back.last_marker == Hlc(9)
+    assert back.config_fingerprint == "abc"
+
+
+def test_budget_ladder_only_ever_lowers_resolved_times() -> None:
+    parts = [SourcePartition("src", p) for p in range(300)]
+    times = {sp: 1_000 + (sp.partition % 7) * 100 for sp in parts}
+    frontier = frontier_with(times, {sp: 10_000 + sp.partition for sp in parts})
+    cp = Checkpoint.of("cf", frontier)
+    sizes = {}
+    for budget in (1 << 20, 4_000, 2_200, 600):
+        data = cp.encode(budget)
+        assert len(data) <= budget
+        record = json.loads(data)
+        sizes[budget] = record["fallback"]
+        resumed = decode(data).progress(parts)
+        for sp in parts:
+            real = frontier[sp]
+            assert resumed[sp].resolved <= real.resolved  # never skips a row
+            assert resumed[sp].resolved >= frontier.high_water()
+            assert resumed[sp].offset in (real.offset, None)  # None: from the start
+    assert sizes == {1 << 20: None, 4_000: "leading", 2_200: "offsets", 600: "high_water"}
+
+
+def test_leading_partitions_are_merged_into_ranges() -> None:
+    parts = [SourcePartition("src", p) for p in range(8)]
+    times = dict(zip(parts, [5, 9, 9, 9, 5, 8, 5, 9], strict=True))
+    cp = Checkpoint.of("cf", frontier_with(times, dict.fromkeys(parts, 1)))
+    full = len(cp.encode(1 << 20))
+    record = json.loads(cp.encode(full - 1))
+    assert record["leading"] == {"resolved": str(Hlc(8)), "partitions": {"src": "1-3,5,7"}}
+
+
+def test_too_small_a_budget_is_an_error() -> None:
+    cp = Checkpoint.of("cf", Frontier([SourcePartition("src", 0)]))
+    with pytest.raises(CheckpointError, match="frontier_checkpoint_max_bytes"):
+        cp.encode(50)
+
+
+@pytest.mark.parametrize("data", [b"{", b'{"format_version": 9}', b'{"format_version": 1}'])
+def test_unreadable_records_are_checkpoint_errors(data: bytes) -> None:
+    with pytest.raises(CheckpointError):
+        decode(data)
+
+
+@given(
+    st.dictionaries(st.integers(0, 50), st.integers(1, 10**6), min_size=1), st.integers(200, 5000)
+)
+def test_any_budget_that_fits_resumes_safely(times: dict[int, int], budget: int) -> None:
+    parts = {SourcePartition("t", p): ts for p, ts in times.items()}
+    frontier = frontier_with(parts, {sp: sp.partition * 3 for sp in parts})
+    cp = Checkpoint.of("cf", frontier)
+    try:
+        data = cp.encode(budget)
+    except CheckpointError:
+        return
+    resumed = decode(data).progress(parts)
+    for sp in parts:
+        assert frontier.high_water() <= resumed[sp].resolved <= frontier[sp].resolved
