@@ -254,7 +254,10 @@ class Changefeed:
                 if self._finished or self.stop_request.is_set() or self._error is not None:
                     self._close(query)
                     break
-                query.awaitTermination(1)
+                try:
+                    query.awaitTermination(1)
+                except Exception:
+                    break
             if self._error is not None:
                 raise self._error
             exception = query.exception()
@@ -266,6 +269,7 @@ class Changefeed:
                     self._after_batch(final=True)
         finally:
             self.checkpoints.close()
+            self.broadcaster.close()
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _close(self, query: StreamingQuery) -> None:

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 HLC_PATTERN = r"^([0-9]{1,19})(\.([0-9]{1,10}))?$"
-_NATIVE_SCHEMA = "after STRING, before STRING, updated STRING, resolved STRING"
+_NATIVE_SCHEMA = "after STRING, before STRING, updated STRING, resolved STRING, _corrupt STRING"
+_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
 
 
 def hlc_struct(text: Column) -> Column:
@@ -65,7 +66,7 @@ def decode_native(raw: DataFrame, tables: Mapping[str, str]) -> DataFrame:
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     text = F.col("value").cast("string")
-    parsed = F.from_json(text, _NATIVE_SCHEMA)
+    parsed = F.from_json(text, _NATIVE_SCHEMA, _JSON_OPTIONS)
     key_text = F.col("key").cast("string")
     key_array = F.from_json(key_text, "array<string>")
     ts = hlc_struct(F.col("_p.updated"))
@@ -77,7 +78,10 @@ def decode_native(raw: DataFrame, tables: Mapping[str, str]) -> DataFrame:
 
     error = (
         F.when(F.col("value").isNull(), F.lit("null value"))
-        .when(F.col("_p").isNull(), F.lit("value is not a JSON object"))
+        .when(
+            F.col("_p").isNull() | F.col("_p._corrupt").isNotNull(),
+            F.lit("value is not a JSON object"),
+        )
         .when(
             F.col("key").isNull(),
             F.when(F.col("_p.resolved").isNull(), F.lit("null key but no 'resolved' field")).when(

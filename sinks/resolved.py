@@ -75,3 +75,7 @@ class ResolvedBroadcaster:
             raise SinkError(f"resolved marker {ts} not acknowledged: {reason}")
         log.info("resolved %s sent to %d partitions", ts, sent)
         return sent
+
+    def close(self) -> None:
+        """Flush what is pending; the producer is released with this object."""
+        self._producer.flush(self._timeout)

@@ -1,55 +1,41 @@
-"""Broker, jars and Spark together: a streaming query carries every source record across."""
+"""Broker, jars and Spark together: the changefeed carries every source change across."""
 
+import json
 import os
 import subprocess
 import sys
-from collections import Counter
 from pathlib import Path
 
 import yaml
 
-from pipeline import changefeed
-from pipeline.config import parse_config
 from pipeline.dev.generator import GeneratorSpec, write
-from tests.support.kafka import consume_all, partition_count
+from tests.support.changefeed import changefeed_config, read_output, run_to_end
+from tests.support.kafka import partition_count
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def config_for(bootstrap: str, source: str, prefix: str, tmp_path: Path) -> dict[str, object]:
-    return {
-        "changefeed_id": "e2e",
-        "kafka": {"bootstrap_servers": bootstrap},
-        "sources": [{"topic": source, "table": "orders"}],
-        "sink": {"topic_prefix": prefix, "partitions": 3},
-        "spark": {
-            "trigger": {"available_now": True},
-            "checkpoint_location": str(tmp_path / "spark-checkpoint"),
-        },
-    }
-
-
-def test_streaming_query_copies_every_record(
-    kafka_bootstrap: str, unique_name, spark, tmp_path: Path
-) -> None:
+def test_streaming_query_carries_every_change(kafka_bootstrap: str, unique_name, spark) -> None:
     source = unique_name("src")
-    write(
+    report = write(
         GeneratorSpec(topic=source, rows=4000, partitions=4, resolved_every=1000),
         {"bootstrap.servers": kafka_bootstrap},
+        keep_changes=True,
     )
-    prefix = unique_name("out") + "."
-    config = parse_config(config_for(kafka_bootstrap, source, prefix, tmp_path), env={})
+    config = changefeed_config(
+        kafka_bootstrap, unique_name("cf"), [(source, "orders")], encoder={"updated": True}
+    )
+    run_to_end(config, spark)
 
-    query = changefeed.start(config, spark)
-    query.awaitTermination(300)
-    assert query.exception() is None
-
-    out_topic = prefix + "orders"
+    out_topic = config.output_topic(config.sources[0])
     assert partition_count(kafka_bootstrap, out_topic) == 3
-    sent = Counter((m.key, m.value) for m in consume_all(kafka_bootstrap, source))
-    received = Counter((m.key, m.value) for m in consume_all(kafka_bootstrap, out_topic))
-    assert received == sent
-    assert sum(sent.values()) == 4000 + 4 * 4
+    out = read_output(kafka_bootstrap, out_topic)
+    got = sorted((m.key, json.loads(m.value)["updated"]) for m in out.rows)
+    expected = sorted(
+        (json.dumps(list(c.key), separators=(",", ":")).encode(), str(c.updated))
+        for c in report.changes
+    )
+    assert got == expected
 
 
 def test_highwater_run_submits_the_job_with_spark_submit(
@@ -60,10 +46,19 @@ def test_highwater_run_submits_the_job_with_spark_submit(
         GeneratorSpec(topic=source, rows=500, partitions=2, resolved_every=250),
         {"bootstrap.servers": kafka_bootstrap},
     )
-    prefix = unique_name("out") + "."
+    changefeed_id = unique_name("cf")
     config_file = tmp_path / "cf.yaml"
     config_file.write_text(
-        yaml.safe_dump(config_for(kafka_bootstrap, source, prefix, tmp_path)), encoding="utf-8"
+        yaml.safe_dump(
+            {
+                "changefeed_id": changefeed_id,
+                "kafka": {"bootstrap_servers": kafka_bootstrap},
+                "sources": [{"topic": source, "table": "orders"}],
+                "sink": {"topic_prefix": changefeed_id + "."},
+                "spark": {"trigger": {"available_now": True}},
+            }
+        ),
+        encoding="utf-8",
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
     result = subprocess.run(
@@ -77,5 +72,6 @@ def test_highwater_run_submits_the_job_with_spark_submit(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "spark-submit" in result.stderr.splitlines()[0]
-    received = consume_all(kafka_bootstrap, prefix + "orders")
-    assert len(received) == 500 + 2 * 2
+    out = read_output(kafka_bootstrap, changefeed_id + ".orders")
+    assert len(out.rows) == 500
+    assert len(out.markers) == 3  # the final marker on each of the 3 output partitions

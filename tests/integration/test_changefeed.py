@@ -1,0 +1,229 @@
+"""The changefeed core on a real broker and real Spark, checked with confluent-kafka."""
+
+import json
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from pipeline.changefeed import Changefeed
+from pipeline.dev.generator import GeneratorSpec, write
+from schemas.errors import ConfigError, SourceDecodeError
+from schemas.hlc import Hlc
+from sinks.admin import ensure_topics
+from tests.support.changefeed import changefeed_config, read_checkpoint, read_output, run_to_end
+from tests.support.kafka import consume_all
+
+T1, T2, T3 = (
+    "1700000000000000001.0000000000",
+    "1700000000000000002.0000000000",
+    "1700000000000000003.0000000000",
+)
+V1 = {"region": "eu", "order_id": 7, "amount": 9.5, "note": None}
+V2 = {"region": "eu", "order_id": 7, "amount": 12.0, "note": "gift"}
+
+
+def produce(
+    bootstrap: str, topic: str, records: list[tuple[int, Any, Any]], partitions: int = 1
+) -> None:
+    """Write (partition, key, value) records; dict/list values are JSON-encoded."""
+    ensure_topics({"bootstrap.servers": bootstrap}, {topic: partitions})
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for partition, key, value in records:
+        encode = lambda v: v if isinstance(v, bytes | None) else json.dumps(v).encode()  # noqa: E731
+        producer.produce(topic, key=encode(key), value=encode(value), partition=partition)
+    assert producer.flush(30) == 0
+
+
+HISTORY = [
+    (0, ["eu", 7], {"after": V1, "before": None, "updated": T1}),
+    (0, ["eu", 7], {"after": V2, "before": V1, "updated": T2}),
+    (0, ["eu", 7], {"after": None, "before": V2, "updated": T3}),
+    (0, None, {"resolved": T3}),
+]
+
+ALL_ON = {
+    "updated": True,
+    "mvcc_timestamp": True,
+    "diff": True,
+    "key_in_value": True,
+    "topic_in_value": True,
+}
+KEY = ["eu", 7]
+
+
+def expected(envelope: str, options: dict[str, bool], topic: str) -> list[Any]:
+    on = bool(options)
+    meta = lambda before, ts: {  # noqa: E731
+        **({"before": before} if on else {}),
+        **({"key": KEY, "topic": topic, "updated": ts, "mvcc_timestamp": ts} if on else {}),
+    }
+    if envelope == "wrapped":
+        return [
+            {"after": V1, **meta(None, T1)},
+            {"after": V2, **meta(V1, T2)},
+            {"after": None, **meta(V2, T3)},
+        ]
+    if envelope == "bare":
+        extra = (lambda b, t: {"__hw__": meta(b, t)}) if on else (lambda b, t: {})
+        return [{**V1, **extra(None, T1)}, {**V2, **extra(V1, T2)}, None]
+    if envelope == "row":
+        return [V1, V2, None]
+    return [None, None, None]  # key_only
+
+
+@pytest.mark.parametrize(
+    ("envelope", "options"),
+    [
+        ("wrapped", {}),
+        ("wrapped", ALL_ON),
+        ("bare", {}),
+        ("bare", ALL_ON),
+        ("row", {}),
+        ("key_only", {}),
+    ],
+)
+def test_exact_envelopes_for_insert_update_delete(
+    kafka_bootstrap: str, unique_name, spark, envelope: str, options: dict[str, bool]
+) -> None:
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, HISTORY)
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        encoder={"envelope": envelope, **options},
+    )
+    run_to_end(config, spark)
+    topic = config.output_topic(config.sources[0])
+    out = read_output(kafka_bootstrap, topic)
+    assert [m.key for m in out.rows] == [b'["eu", 7]'] * 3  # the source key, as it came
+    assert out.values() == expected(envelope, options, topic)
+    assert {m.partition for m in out.rows} == {out.rows[0].partition}
+    assert sorted(m.partition for m in out.markers) == [0, 1, 2]
+    assert all(json.loads(m.value) == {"resolved": T3} for m in out.markers)
+
+
+def test_refused_combination_names_the_key(kafka_bootstrap: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        changefeed_config(
+            kafka_bootstrap, "x", [("s", "orders")], encoder={"envelope": "key_only", "diff": True}
+        )
+    assert [p for p, _ in caught.value.problems] == ["encoder.diff"]
+
+
+def test_markers_reach_every_partition_and_never_precede_a_row_they_cover(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    report = write(
+        GeneratorSpec(topic=source, rows=3000, partitions=4, resolved_every=300),
+        {"bootstrap.servers": kafka_bootstrap},
+        keep_changes=True,
+    )
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        encoder={"updated": True},
+        spark={"trigger": {"available_now": True}, "max_offsets_per_trigger": 500},
+    )
+    run_to_end(config, spark)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert len(out.rows) == report.total
+    for partition in range(3):
+        markers = [
+            (m.offset, Hlc.parse(json.loads(m.value)["resolved"]))
+            for m in out.markers
+            if m.partition == partition
+        ]
+        assert len(markers) >= 3, "several batches, several markers"
+        times = [t for _, t in markers]
+        assert times == sorted(times), "markers never go backwards"
+        assert times[-1] == max(report.last_resolved.values())
+        rows = [
+            (m.offset, Hlc.parse(json.loads(m.value)["updated"]))
+            for m in out.rows
+            if m.partition == partition
+        ]
+        for marker_offset, resolved in markers:
+            late = [ts for offset, ts in rows if offset > marker_offset and ts <= resolved]
+            assert not late, f"rows at or below {resolved} after its marker"
+
+
+def test_upstream_duplicates_are_dropped_within_and_across_batches(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    dup = (0, ["eu", 7], {"after": V1, "before": None, "updated": T1})
+    fresh = (
+        0,
+        ["eu", 8],
+        {"after": V2, "before": None, "updated": "1700000000000000009.0000000000"},
+    )
+    produce(kafka_bootstrap, source, [*HISTORY, dup])  # duplicate after the marker, same batch
+    config = changefeed_config(
+        kafka_bootstrap, unique_name("cf"), [(source, "orders")], encoder={"updated": True}
+    )
+    run_to_end(config, spark)
+    produce(kafka_bootstrap, source, [dup, fresh, (0, None, {"resolved": "1700000000000000009"})])
+    run_to_end(config, spark)  # resumes from the checkpoint: the replayed T1 is old news
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert [v["updated"] for v in out.values()] == [T1, T2, T3, "1700000000000000009.0000000000"]
+
+
+def test_undecodable_record_stops_the_job_naming_topic_partition_offset(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, [HISTORY[0], (0, ["eu", 9], b"{not json"), HISTORY[3]])
+    config = changefeed_config(kafka_bootstrap, unique_name("cf"), [(source, "orders")])
+    with pytest.raises(SourceDecodeError) as caught:
+        Changefeed(config, spark).run()
+    assert (
+        caught.value.record.topic,
+        caught.value.record.partition,
+        caught.value.record.offset,
+    ) == (source, 0, 1)
+    assert f"topic={source} partition=0 offset=1" in str(caught.value)
+    assert not [
+        m
+        for m in consume_all(kafka_bootstrap, config.checkpoint.topic)
+        if m.key == config.changefeed_id.encode()
+    ], "nothing checkpointed past it"
+
+
+def test_dead_letter_topic_keeps_the_raw_record_and_the_reason(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    produce(
+        kafka_bootstrap,
+        source,
+        [
+            HISTORY[0],
+            (0, ["eu", 9], b"{not json"),
+            (0, ["eu", 9], {"after": "x", "updated": T2}),
+            HISTORY[3],
+        ],
+    )
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        on_error="dlq",
+        dlq_topic=unique_name("dlq"),
+    )
+    run_to_end(config, spark)
+    dead = consume_all(kafka_bootstrap, config.effective_dlq_topic)
+    assert [(m.key, m.value) for m in dead] == [
+        (b'["eu", 9]', b"{not json"),
+        (b'["eu", 9]', json.dumps({"after": "x", "updated": T2}).encode()),
+    ]
+    headers = [dict(m.headers) for m in dead]
+    assert headers[0]["highwater.error"] == b"value is not a JSON object"
+    assert headers[0]["highwater.source"] == f"{source}/0@1".encode()
+    assert headers[1]["highwater.error"] == b"'after' is not an object or null"
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert len(out.rows) == 1
+    assert read_checkpoint(kafka_bootstrap, config)["high_water"] == T3

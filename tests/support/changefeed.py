@@ -1,0 +1,70 @@
+"""Running a changefeed in-process against the test broker, and reading what it wrote."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.changefeed import Changefeed
+from pipeline.config import ChangefeedConfig, parse_config
+from tests.support.kafka import Message, consume_all
+
+
+def changefeed_config(
+    bootstrap: str, changefeed_id: str, sources: list[tuple[str, str]], **sections: Any
+) -> ChangefeedConfig:
+    """A config for tests: drain the sources and stop (available_now), markers at once."""
+    raw: dict[str, Any] = {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": [{"topic": t, "table": table} for t, table in sources],
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+        "resolved": {"interval": "0s"},
+        "checkpoint": {"min_checkpoint_frequency": "0s", "topic": f"{changefeed_id}.checkpoints"},
+        "spark": {"trigger": {"available_now": True}},
+    }
+    for name, value in sections.items():
+        if isinstance(value, dict) and isinstance(raw.get(name), dict):
+            raw[name] = {**raw[name], **value}
+        else:
+            raw[name] = value
+    return parse_config(raw, env={})
+
+
+@dataclass
+class Output:
+    """What a changefeed wrote to one output topic."""
+
+    rows: list[Message]
+    markers: list[Message]
+
+    def values(self) -> list[Any]:
+        return [None if m.value is None else json.loads(m.value) for m in self.rows]
+
+    def marker_times(self, partition: int) -> list[str]:
+        return [json.loads(m.value)["resolved"] for m in self.markers if m.partition == partition]
+
+
+def run_to_end(config: ChangefeedConfig, spark: Any) -> Changefeed:
+    changefeed = Changefeed(config, spark)
+    changefeed.run()
+    return changefeed
+
+
+def read_output(bootstrap: str, topic: str) -> Output:
+    messages = consume_all(bootstrap, topic)
+    return Output(
+        [m for m in messages if m.key is not None], [m for m in messages if m.key is None]
+    )
+
+
+def read_checkpoint(bootstrap: str, config: ChangefeedConfig) -> dict[str, Any]:
+    records = [
+        m
+        for m in consume_all(bootstrap, config.checkpoint.topic)
+        if m.key == config.changefeed_id.encode()
+    ]
+    assert records, "no checkpoint record"
+    assert records[-1].value is not None
+    return json.loads(records[-1].value)
