@@ -38,6 +38,7 @@ from sinks.admin import ensure_topics, partition_counts
 from sinks.compacted import CompactedTopic
 from sinks.resolved import ResolvedBroadcaster
 
+from . import faults
 from .batch import BatchPlan, plan_records, read_result
 from .checkpoint import Checkpoint, decode
 from .config import ChangefeedConfig
@@ -216,7 +217,7 @@ class Changefeed:
         config = self.config
         reader = (
             self.spark.readStream.format("kafka")
-            .options(**spark_kafka_options(config.kafka))
+            .options(**spark_kafka_options(config.kafka, source=True))
             .option("subscribe", ",".join(self._routes))
             .option("startingOffsets", self.starting_offsets())
             .option("failOnDataLoss", "true")
@@ -309,6 +310,7 @@ class Changefeed:
         )
         observation = Observation(f"batch-{batch_id}")
         records = plan_records(self.spark, decode_native(batch, self._tables), plan, observation)
+        faults.reached("during_write")
         (
             records.write.mode("append")
             .format("kafka")
@@ -320,6 +322,7 @@ class Changefeed:
             .save()
         )
         result = read_result(observation)
+        faults.reached("after_write")
         if result.first_bad is not None and plan.dlq_topic is None:
             ref, reason = result.first_bad
             action = "paused" if config.on_error == "pause" else "stopped"
@@ -377,6 +380,7 @@ class Changefeed:
             self.broadcaster.emit(marker)
             self.last_marker = marker
             self._last_marker_at = now
+            faults.reached("after_marker")
         if reached_end:
             self._finished = True
 

@@ -165,8 +165,8 @@ class EmbeddedKafka:
             *self._jvm_flags("format.log"),
             "kafka.tools.StorageTool",
             "format",
-            "-t",
-            cluster_id,
+            # "=" form: a base64 id may start with "-", which argparse would take for a flag
+            f"--cluster-id={cluster_id}",
             "-c",
             str(self._config_file),
             "--ignore-formatted",

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from pyspark.sql import functions as F
 
 from encoders.base import ChangeRow, Context
 from encoders.json import JsonEncoder
@@ -85,8 +86,6 @@ def rows_df(spark):
 
 
 def test_spark_envelopes_equal_the_reference_encoder(rows_df) -> None:
-    from pyspark.sql import functions as F
-
     columns = []
     combos = combinations()
     for i, opts in enumerate(combos):

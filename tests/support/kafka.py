@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Messa
     )
     try:
         metadata = consumer.list_topics(topic, timeout=timeout).topics[topic]
+        if metadata.error is not None and metadata.error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+            return []  # a topic nobody created yet holds nothing
         assert metadata.error is None, metadata.error
         partitions = sorted(metadata.partitions)
         ends = {}

@@ -1,0 +1,47 @@
+"""Crash points for the crash-safety tests (a testing knob, off unless asked for).
+
+``HIGHWATER_CRASH_AT=<point>:<n>`` makes the job kill its own process group with SIGKILL (the
+spark-submit JVM and this driver: what ``kill -9`` of the job does) the n-th time it reaches
+``point``:
+
+* ``during_write``: a moment after a batch's write to Kafka has started;
+* ``after_write``: the batch's records are acknowledged, its checkpoint not yet written;
+* ``after_marker``: right after a resolved marker was broadcast.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+_COUNTS: dict[str, int] = {}
+POINTS = ("during_write", "after_write", "after_marker")
+
+
+def _target() -> tuple[str, int] | None:
+    spec = os.environ.get("HIGHWATER_CRASH_AT")
+    if not spec:
+        return None
+    point, _, nth = spec.partition(":")
+    if point not in POINTS:
+        raise ValueError(f"HIGHWATER_CRASH_AT: unknown point {point!r} (known: {POINTS})")
+    return point, int(nth or 1)
+
+
+def _die() -> None:
+    os.killpg(os.getpgid(0), signal.SIGKILL)
+
+
+def reached(point: str) -> None:
+    """Crash here if the environment asks for it."""
+    target = _target()
+    if target is None or target[0] != point:
+        return
+    _COUNTS[point] = _COUNTS.get(point, 0) + 1
+    if _COUNTS[point] != target[1]:
+        return
+    if point == "during_write":
+        threading.Timer(0.3, _die).start()  # while the executors are writing
+    else:
+        _die()
