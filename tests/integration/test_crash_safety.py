@@ -76,21 +76,28 @@ def test_kill_9_at_three_points_then_resume_keeps_every_guarantee(
 
     output = consume_all(kafka_bootstrap, out_topic)
     rows = [m for m in output if m.key is not None]
+    assert {row_id(m) for m in rows} == set(source_offset), "a source change was lost"
+    assert_first_emissions_in_key_order(rows)
+    assert_markers_never_precede_unseen_rows(output)
+    checkpoints = [cp for cp, _ in segments[1:]] + [final_checkpoint]
+    assert_replays_start_at_the_checkpoint(rows, segments, checkpoints, source, source_offset)
+    duplicates = len(rows) - len(set(map(row_id, rows)))
+    assert duplicates < len(rows) // 2
 
-    # 1. No loss: every source change was emitted.
-    assert {row_id(m) for m in rows} == set(source_offset)
 
-    # 2. Per-key order of first emissions.
-    first_seen: dict[tuple[bytes, str], int] = {}
+def assert_first_emissions_in_key_order(rows: list[Message]) -> None:
+    first_seen: set[tuple[bytes, str]] = set()
     by_key: dict[bytes, list[Hlc]] = defaultdict(list)
     for m in rows:
         if row_id(m) not in first_seen:
-            first_seen[row_id(m)] = m.offset
+            first_seen.add(row_id(m))
             by_key[m.key].append(Hlc.parse(row_id(m)[1]))
     for key, versions in by_key.items():
         assert versions == sorted(versions), f"{key!r} first emissions out of order"
 
-    # 3. After a marker R on a partition, no row <= R appears that was not emitted before it.
+
+def assert_markers_never_precede_unseen_rows(output: list[Message]) -> None:
+    """After a marker R on a partition, no row <= R appears that was not emitted before it."""
     for partition in {m.partition for m in output}:
         seen: set[tuple[bytes, str]] = set()
         resolved = None
@@ -105,10 +112,17 @@ def test_kill_9_at_three_points_then_resume_keeps_every_guarantee(
                 assert rid in seen, f"unseen row {rid} at or below marker {resolved}"
             seen.add(rid)
 
-    # 4. Re-emitted rows come only from what was read after the checkpoint resumed from.
+
+def assert_replays_start_at_the_checkpoint(
+    rows: list[Message],
+    segments: list[tuple[dict[str, Any] | None, dict[int, int]]],
+    checkpoints: list[dict[str, Any] | None],
+    source: str,
+    source_offset: dict[tuple[bytes, str], tuple[int, int]],
+) -> None:
+    """A row emitted again after a restart was read at or after the checkpoint resumed from."""
     emitted_before: set[tuple[bytes, str]] = set()
     starts = [0] * 3
-    checkpoints = [cp for cp, _ in segments[1:]] + [final_checkpoint]
     for (_, ends), checkpoint in zip(segments, checkpoints, strict=True):
         segment = [m for m in rows if starts[m.partition] <= m.offset < ends.get(m.partition, 0)]
         emitted_before |= {row_id(m) for m in segment}
@@ -116,12 +130,7 @@ def test_kill_9_at_three_points_then_resume_keeps_every_guarantee(
         if checkpoint is None:
             continue
         offsets = checkpoint["partitions"][source]["offsets"]
-        later = [m for m in rows if m.offset >= starts[m.partition]]
-        for m in later:
-            if row_id(m) in emitted_before:
+        for m in rows:
+            if m.offset >= starts[m.partition] and row_id(m) in emitted_before:
                 partition, offset = source_offset[row_id(m)]
-                assert offset >= offsets[partition], (
-                    f"{row_id(m)} re-emitted from before the checkpoint it resumed from"
-                )
-    duplicates = len(rows) - len(set(map(row_id, rows)))
-    assert duplicates < len(rows) // 2
+                assert offset >= offsets[partition], f"{row_id(m)} re-emitted from before it"

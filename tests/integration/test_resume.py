@@ -1,4 +1,4 @@
-"""Resuming from the checkpoint topic alone: stalled partitions, many partitions, end_time, SIGTERM."""
+"""Resuming from the checkpoint topic alone: stalled and many partitions, end_time, SIGTERM."""
 
 import json
 import signal
