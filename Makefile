@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test check jars system clean
+.PHONY: demo test check jars system clean bench
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -35,3 +35,7 @@ system:
 
 clean:
 	rm -rf $(VENV) .jars .highwater .pytest_cache .mypy_cache .ruff_cache
+
+# The changefeed benchmark (not part of `make test`): prints the numbers docs/benchmarks.md records.
+bench: jars
+	$(BIN)/python -m pipeline.dev.bench

@@ -27,6 +27,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -58,6 +59,18 @@ def config_fingerprint(config: ChangefeedConfig) -> str:
     shape = config.model_dump(mode="json", include={"sources", "encoder", "sink"})
     shape["sink"] = {k: shape["sink"][k] for k in ("topic_prefix", "topic_name")}
     return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class ChangefeedStats:
+    """What a run did, for logs, the job status and benchmarks."""
+
+    batches: int = 0
+    rows: int = 0
+    duplicates: int = 0
+    bad: int = 0
+    checkpoint_seconds: list[float] = field(default_factory=list)
+    markers: list[tuple[float, Hlc]] = field(default_factory=list)  # (wall seconds, marker)
 
 
 class StopRequest:
@@ -107,6 +120,7 @@ class Changefeed:
         self._last_checkpoint_at = float("-inf")
         self._last_marker_at = float("-inf")
         self._dirty = False  # progress since the last checkpoint
+        self.stats = ChangefeedStats()
 
     # -- set-up ---------------------------------------------------------------------------
 
@@ -332,6 +346,10 @@ class Changefeed:
                 seen.partition, resolved=seen.resolved, next_offset=seen.next_offset
             )
         self._dirty = self._dirty or bool(result.partitions)
+        self.stats.batches += 1
+        self.stats.rows += result.emitted
+        self.stats.duplicates += result.duplicates
+        self.stats.bad += result.bad
         log.info(
             "batch %d: %d rows emitted, %d duplicates dropped, %d bad; high-water %s",
             batch_id,
@@ -378,6 +396,7 @@ class Changefeed:
             self._write_checkpoint(last_marker=marker if marker_due else self.last_marker)
         if marker_due:
             self.broadcaster.emit(marker)
+            self.stats.markers.append((time.time(), marker))
             self.last_marker = marker
             self._last_marker_at = now
             faults.reached("after_marker")
@@ -395,6 +414,7 @@ class Changefeed:
         started = time.perf_counter()
         data = checkpoint.encode(config.checkpoint.frontier_checkpoint_max_bytes)
         self.checkpoints.put(config.changefeed_id, data)
+        self.stats.checkpoint_seconds.append(time.perf_counter() - started)
         self._checkpointed_hw = checkpoint.high_water
         self._last_checkpoint_at = self._clock()
         self._dirty = False

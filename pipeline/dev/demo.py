@@ -107,7 +107,7 @@ def _show(messages: list[tuple[int, int, str, str]]) -> None:
         print(f"  partition {partition}: {per_partition[partition]} rows")
     print("  first rows (partition, offset, key, value):")
     for partition, offset, key, value in sorted(rows)[:6]:
-        print(f"    {partition}\t{offset}\t{key}\t{value[:160]}")
+        print(f"    {partition}\t{offset}\t{key}\t{value[:300]}")
     print("  resolved markers (partition, offset, value):")
     for partition, offset, _key, value in sorted(markers, key=lambda m: (m[0], m[1]))[-12:]:
         print(f"    {partition}\t{offset}\t{value}")

@@ -1,0 +1,213 @@
+"""The changefeed benchmark behind ``make bench`` (numbers for ``docs/benchmarks.md``).
+
+1. **Throughput.** The generator writes N source changes on 12 partitions. Then, in one
+   SparkSession, a plain Spark Kafka-to-Kafka copy of that topic and the changefeed (wrapped
+   JSON with ``updated`` and ``diff``) each drain it with the same trigger
+   (``available_now``, same ``maxOffsetsPerTrigger``), alternately, ``rounds`` times. It
+   prints rows/s for both and the ratio (target: the changefeed reaches 0.7 of the copy).
+2. **Resolved lag.** A generator process writes at a steady rate with markers every
+   ``marker_every`` changes while the changefeed runs with a 1 s trigger; for every marker
+   the changefeed emits, lag = wall time at emission minus the marker's HLC wall time.
+   It prints p50/p99, and the checkpoint write time p50/p99.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeline.changefeed import Changefeed
+from pipeline.config import SparkConfig, parse_config
+from pipeline.session import build_session
+
+from .broker import EmbeddedKafka
+from .generator import GeneratorSpec, write
+
+
+def _copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int) -> float:
+    """A plain Spark Structured Streaming copy of ``source`` to ``target``; seconds taken."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    from sinks.admin import ensure_topics  # noqa: PLC0415
+
+    ensure_topics({"bootstrap.servers": bootstrap}, {target: 3})
+    with tempfile.TemporaryDirectory() as scratch:
+        started = time.perf_counter()
+        query = (
+            spark.readStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.fetch.max.wait.ms", "20")
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", str(max_offsets))
+            .load()
+            .select(F.lit(target).alias("topic"), "key", "value")
+            .writeStream.format("kafka")
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("kafka.acks", "all")
+            .option("checkpointLocation", scratch)
+            .trigger(availableNow=True)
+            .start()
+        )
+        query.awaitTermination()
+        return time.perf_counter() - started
+
+
+def _config(bootstrap: str, changefeed_id: str, source: str, **spark: Any) -> Any:
+    return parse_config(
+        {
+            "changefeed_id": changefeed_id,
+            "kafka": {"bootstrap_servers": bootstrap},
+            "sources": [{"topic": source, "table": "orders"}],
+            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+            "encoder": {"updated": True, "diff": True},
+            "resolved": {"interval": "1s"},
+            "checkpoint": {"min_checkpoint_frequency": "1s"},
+            "spark": spark,
+        },
+        env={},
+    )
+
+
+def _changefeed(spark: Any, bootstrap: str, name: str, source: str, max_offsets: int) -> float:
+    config = _config(
+        bootstrap,
+        name,
+        source,
+        trigger={"available_now": True},
+        max_offsets_per_trigger=max_offsets,
+    )
+    started = time.perf_counter()
+    Changefeed(config, spark).run()
+    return time.perf_counter() - started
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def throughput(spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: int) -> None:
+    """Part 1: rows/s of the plain copy and of the changefeed, side by side."""
+    source = "bench.orders"
+    started = time.perf_counter()
+    report = write(
+        GeneratorSpec(topic=source, rows=rows, partitions=12, resolved_every=10_000, seed=1),
+        {"bootstrap.servers": bootstrap},
+    )
+    records = report.total + report.markers
+    print(
+        f"generated {report.total} changes + {report.markers} markers on 12 partitions "
+        f"in {time.perf_counter() - started:.0f}s",
+        flush=True,
+    )
+    _copy(spark, bootstrap, source, "bench.warmup", max_offsets)  # JIT, consumer pools
+    copies, feeds = [], []
+    for n in range(rounds):
+        copies.append(_copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets))
+        feeds.append(_changefeed(spark, bootstrap, f"bench-cf{n}", source, max_offsets))
+        print(
+            f"round {n}: copy {records / copies[-1]:,.0f} records/s, changefeed "
+            f"{report.total / feeds[-1]:,.0f} rows/s",
+            flush=True,
+        )
+    copy_rate = records / statistics.median(copies)
+    feed_rate = report.total / statistics.median(feeds)
+    print(
+        f"THROUGHPUT plain copy {copy_rate:,.0f} records/s | changefeed {feed_rate:,.0f} rows/s "
+        f"| ratio {feed_rate / copy_rate:.2f} (median of {rounds}, {rows} changes, "
+        f"maxOffsetsPerTrigger {max_offsets})",
+        flush=True,
+    )
+
+
+def resolved_lag(spark: Any, bootstrap: str, rate: int, seconds: int, marker_every: int) -> None:
+    """Part 2: resolved lag and checkpoint write time under a steady produce rate."""
+    source = "bench.steady"
+    write(GeneratorSpec(topic=source, rows=1, partitions=12), {"bootstrap.servers": bootstrap})
+    config = _config(bootstrap, "bench-lag", source, trigger={"processing_time": "1s"})
+    changefeed = Changefeed(config, spark)
+    runner = threading.Thread(target=changefeed.run, daemon=True)
+    runner.start()
+    time.sleep(15)  # let the query start before the load does
+    generator = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pipeline.cli",
+            "dev",
+            "generate",
+            "--bootstrap-servers",
+            bootstrap,
+            "--topic",
+            source,
+            "--rows",
+            str(rate * seconds),
+            "--partitions",
+            "12",
+            "--rate",
+            str(rate),
+            "--resolved-every",
+            str(marker_every),
+            "--first-order-id",
+            "1000000",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    time.sleep(5)
+    changefeed.stop_request.set()
+    runner.join(120)
+    lags = [emitted - ts.wall / 1e9 for emitted, ts in changefeed.stats.markers[1:]]
+    writes = [s * 1000 for s in changefeed.stats.checkpoint_seconds]
+    print(generator.stderr.strip(), flush=True)
+    print(
+        f"RESOLVED LAG at {rate} changes/s, a marker every {marker_every} changes, "
+        f"1s trigger: p50 {_percentile(lags, 0.5):.2f}s p99 {_percentile(lags, 0.99):.2f}s "
+        f"over {len(lags)} markers",
+        flush=True,
+    )
+    print(
+        f"CHECKPOINT WRITE p50 {_percentile(writes, 0.5):.1f} ms p99 "
+        f"{_percentile(writes, 0.99):.1f} ms over {len(writes)} checkpoints",
+        flush=True,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark on a fresh embedded broker."""
+    parser = argparse.ArgumentParser(prog="highwater dev bench")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
+    parser.add_argument("--rate", type=int, default=5_000)
+    parser.add_argument("--seconds", type=int, default=40)
+    parser.add_argument("--marker-every", type=int, default=2_500)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="highwater-bench-") as scratch:
+        broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
+        info = broker.start()
+        try:
+            spark = build_session(
+                SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench"
+            )
+            throughput(
+                spark, info.bootstrap_servers, args.rows, args.rounds, args.max_offsets_per_trigger
+            )
+            resolved_lag(spark, info.bootstrap_servers, args.rate, args.seconds, args.marker_every)
+            spark.stop()
+        finally:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
