@@ -1,20 +1,20 @@
 """One micro-batch on the executors: drop what is already resolved, encode, route.
 
-Given the decoded batch (``pipeline.sources``) and, per source partition, the resolved time
-the driver's frontier had when the batch started, this builds the records to write and the
-metrics the driver needs afterwards, all in one Spark job:
+A batch takes two passes over its source records, neither of which shuffles them:
 
-* A row is news only if its time is above its partition's resolved time *at that point of
-  the partition*: the frontier's time, raised by every marker earlier in the same batch.
-  Anything else is an upstream duplicate or a replay and is dropped.
-* Rows keep their source partition's offset order (the window sorts by offset within a
-  source partition, and every version of a key lives on one source partition), so each key's
-  versions reach the output topic in commit order.
-* Undecodable records go to the dead-letter topic (``on_error: dlq``) with the reason in
-  headers, or are reported to the driver, which stops the job (``fail``, ``pause``).
+1. :func:`scan` reads only offsets and the markers (null keys): per source partition, the
+   last offset and the markers with their offsets. This is small and goes to the driver.
+2. :func:`plan_records` decodes every record and keeps a row only if its time is above its
+   partition's resolved time *at that point of the partition*: the frontier's time, raised by
+   each marker earlier in the same batch (from pass 1, broadcast with the frontier). The rest
+   are upstream duplicates or replays and are dropped. It then encodes and routes the rows.
 
-Metrics come back through a Spark ``Observation`` of the same job: per source partition the
-last offset read and the highest resolved time, and counts.
+Rows stay in the order Spark's Kafka source reads them, one task per source partition in
+offset order, and every version of a key lives on one source partition, so each key's
+versions reach the output topic in commit order. Undecodable records go to the dead-letter
+topic (``on_error: dlq``) with the reason in headers, or are reported to the driver, which
+stops the job (``fail``, ``pause``). Counts come back through a Spark ``Observation`` of the
+write itself.
 """
 
 from __future__ import annotations
@@ -22,14 +22,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from encoders.base import EnvelopeOptions
 from schemas.errors import RecordRef
 from schemas.hlc import Hlc
 
 from .frontier import SourcePartition
-from .sources import hlc_text
+from .sources import hlc_struct, hlc_text
 from .spark_encoding import json_value
 
 if TYPE_CHECKING:
@@ -43,7 +43,8 @@ SOURCE_HEADER = "highwater.source"
 class BatchPlan:
     """What the driver decided before the batch: thresholds, routes, options."""
 
-    thresholds: Mapping[SourcePartition, Hlc]
+    thresholds: Mapping[SourcePartition, Hlc]  # the frontier when the batch started
+    markers: Mapping[SourcePartition, list[tuple[int, Hlc]]]  # pass 1: (offset, resolved)
     routes: Mapping[str, str]  # source topic -> output topic
     envelope: EnvelopeOptions
     dlq_topic: str | None  # None: bad records are reported, not written
@@ -63,15 +64,10 @@ class PartitionSeen:
 class BatchResult:
     """The metrics the driver reads after the write."""
 
-    partitions: list[PartitionSeen]
     emitted: int
     duplicates: int
     bad: int
     first_bad: tuple[RecordRef, str] | None
-
-
-def _struct_to_hlc(value: Any) -> Hlc | None:
-    return None if value is None else Hlc(int(value["wall"]), int(value["logical"]))
 
 
 def _ts_lit(ts: Hlc) -> Column:
@@ -83,37 +79,76 @@ def _ts_lit(ts: Hlc) -> Column:
     )
 
 
+def scan(raw: DataFrame) -> list[tuple[PartitionSeen, list[tuple[int, Hlc]]]]:
+    """Pass 1: per source partition, where the batch ends and which markers it holds."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    resolved = hlc_struct(F.get_json_object(F.col("value").cast("string"), "$.resolved"))
+    marker = F.when(F.col("key").isNull(), resolved)
+    summary = (
+        raw.select("topic", "partition", "offset", marker.alias("resolved"))
+        .groupBy("topic", "partition")
+        .agg(
+            F.max("offset").alias("last"),
+            F.to_json(
+                F.collect_list(
+                    F.when(F.col("resolved").isNotNull(), F.struct("offset", "resolved"))
+                )
+            ).alias("markers"),
+        )
+        .collect()
+    )
+    out = []
+    for row in summary:
+        markers = sorted(
+            (int(m["offset"]), Hlc(int(m["resolved"]["wall"]), int(m["resolved"]["logical"])))
+            for m in json.loads(row["markers"])
+        )
+        top = max((ts for _, ts in markers), default=None)
+        sp = SourcePartition(str(row["topic"]), int(row["partition"]))
+        out.append((PartitionSeen(sp, int(row["last"]) + 1, top), markers))
+    return out
+
+
+def _floors(spark: SparkSession, plan: BatchPlan) -> DataFrame:
+    """Per source partition: the frontier's time and the in-batch markers as running maxima."""
+    rows = []
+    for sp, start in plan.thresholds.items():
+        steps, top = [], start
+        for offset, ts in plan.markers.get(sp, []):
+            top = max(top, ts)
+            steps.append((offset, (top.wall, top.logical)))
+        rows.append((sp.topic, sp.partition, (start.wall, start.logical), steps))
+    return spark.createDataFrame(
+        rows,
+        "f_topic string, f_partition int, start struct<wall:bigint,logical:bigint>, "
+        "steps array<struct<offset:bigint,resolved:struct<wall:bigint,logical:bigint>>>",
+    )
+
+
 def plan_records(
     spark: SparkSession, decoded: DataFrame, plan: BatchPlan, observation: Observation
 ) -> DataFrame:
-    """The records to write (``topic``, ``key``, ``value``, ``headers``), observed."""
-    from pyspark.sql import Window  # noqa: PLC0415
+    """Pass 2: the records to write (``topic``, ``key``, ``value``, ``headers``), observed."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
-    thresholds = spark.createDataFrame(
-        [(sp.topic, sp.partition, ts.wall, ts.logical) for sp, ts in plan.thresholds.items()],
-        "t_topic string, t_partition int, t_wall bigint, t_logical bigint",
-    )
     joined = decoded.join(
-        F.broadcast(thresholds),
-        (F.col("src_topic") == F.col("t_topic")) & (F.col("src_partition") == F.col("t_partition")),
+        F.broadcast(_floors(spark, plan)),
+        (F.col("src_topic") == F.col("f_topic")) & (F.col("src_partition") == F.col("f_partition")),
         "left",
-    ).withColumn(
-        "start",
-        F.when(
-            F.col("t_wall").isNotNull(),
-            F.struct(F.col("t_wall").alias("wall"), F.col("t_logical").alias("logical")),
-        ),
     )
-    by_offset = Window.partitionBy("src_topic", "src_partition").orderBy("src_offset")
-    before_me = by_offset.rowsBetween(Window.unboundedPreceding, -1)
-    up_to_me = by_offset.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    floor = F.greatest(F.col("start"), F.max("resolved").over(before_me))
-    windowed = joined.select(
-        "*",
-        floor.alias("floor"),
-        F.greatest(F.col("start"), F.max("resolved").over(up_to_me)).alias("resolved_so_far"),
-        F.lead("src_offset").over(by_offset).isNull().alias("is_last"),
+    # The highest marker before this record in its partition, or the frontier's time.
+    floor = F.aggregate(
+        F.coalesce(
+            F.col("steps"),
+            F.array().cast(
+                "array<struct<offset:bigint,resolved:struct<wall:bigint,logical:bigint>>>"
+            ),
+        ),
+        F.col("start"),
+        lambda acc, step: F.when(step["offset"] < F.col("src_offset"), step["resolved"]).otherwise(
+            acc
+        ),
     )
     is_row = F.col("kind") == "row"
     duplicate = is_row & F.col("floor").isNotNull() & (F.col("ts") <= F.col("floor"))
@@ -121,23 +156,19 @@ def plan_records(
     if plan.end_time is not None:
         emit = emit & (F.col("ts") <= _ts_lit(plan.end_time))
     bad = F.col("kind") == "bad"
-    observed = windowed.withColumn("emit", emit).observe(
-        observation,
-        # Nested values come back to Python as JSON text (py4j would hand over Java objects).
-        F.to_json(
-            F.collect_list(
-                F.when(
-                    F.col("is_last"),
-                    F.struct("src_topic", "src_partition", "src_offset", "resolved_so_far"),
-                )
-            )
-        ).alias("partitions"),
-        F.count(F.when(F.col("emit"), 1)).alias("emitted"),
-        F.count(F.when(duplicate, 1)).alias("duplicates"),
-        F.count(F.when(bad, 1)).alias("bad"),
-        F.to_json(
-            F.min(F.when(bad, F.struct("src_topic", "src_partition", "src_offset", "error")))
-        ).alias("first_bad"),
+    observed = (
+        joined.withColumn("floor", floor)
+        .withColumn("emit", emit)
+        .observe(
+            observation,
+            F.count(F.when(F.col("emit"), 1)).alias("emitted"),
+            F.count(F.when(duplicate, 1)).alias("duplicates"),
+            F.count(F.when(bad, 1)).alias("bad"),
+            # A struct would come back to Python as a Java object; JSON text travels well.
+            F.to_json(
+                F.min(F.when(bad, F.struct("src_topic", "src_partition", "src_offset", "error")))
+            ).alias("first_bad"),
+        )
     )
     records = _rows(observed.where(F.col("emit")), plan)
     if plan.dlq_topic is not None:
@@ -186,17 +217,8 @@ def _dead_letters(bad: DataFrame, dlq_topic: str) -> DataFrame:
 
 
 def read_result(observation: Observation) -> BatchResult:
-    """The observed metrics of a finished batch."""
+    """The observed counts of a finished write."""
     metrics = observation.get
-    seen = json.loads(metrics.get("partitions") or "[]")
-    partitions = [
-        PartitionSeen(
-            SourcePartition(str(p["src_topic"]), int(p["src_partition"])),
-            int(p["src_offset"]) + 1,
-            _struct_to_hlc(p["resolved_so_far"]),
-        )
-        for p in seen
-    ]
     first = json.loads(metrics["first_bad"]) if metrics.get("first_bad") else None
     first_bad = None
     if first is not None:
@@ -205,7 +227,6 @@ def read_result(observation: Observation) -> BatchResult:
         )
         first_bad = (ref, str(first["error"]))
     return BatchResult(
-        partitions=partitions,
         emitted=int(metrics.get("emitted") or 0),
         duplicates=int(metrics.get("duplicates") or 0),
         bad=int(metrics.get("bad") or 0),

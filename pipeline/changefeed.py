@@ -40,7 +40,7 @@ from sinks.compacted import CompactedTopic
 from sinks.resolved import ResolvedBroadcaster
 
 from . import faults
-from .batch import BatchPlan, plan_records, read_result
+from .batch import BatchPlan, plan_records, read_result, scan
 from .checkpoint import Checkpoint, decode
 from .config import ChangefeedConfig
 from .frontier import Frontier, SourcePartition
@@ -315,8 +315,10 @@ class Changefeed:
         from pyspark.sql import Observation  # noqa: PLC0415
 
         config = self.config
+        scanned = scan(batch)
         plan = BatchPlan(
             thresholds={sp: p.resolved for sp, p in self.frontier.progress().items()},
+            markers={seen.partition: markers for seen, markers in scanned},
             routes=self._routes,
             envelope=config.encoder,
             dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
@@ -341,11 +343,11 @@ class Changefeed:
             ref, reason = result.first_bad
             action = "paused" if config.on_error == "pause" else "stopped"
             raise SourceDecodeError(ref, reason, action=action)
-        for seen in result.partitions:
+        for seen, _markers in scanned:
             self.frontier.forward(
                 seen.partition, resolved=seen.resolved, next_offset=seen.next_offset
             )
-        self._dirty = self._dirty or bool(result.partitions)
+        self._dirty = self._dirty or bool(scanned)
         self.stats.batches += 1
         self.stats.rows += result.emitted
         self.stats.duplicates += result.duplicates
