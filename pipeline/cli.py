@@ -14,6 +14,7 @@ import argparse
 import logging
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pipeline.config import load_config
@@ -69,8 +70,13 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.INFO if args.verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    return reporting_errors(lambda: int(args.handler(args)))
+
+
+def reporting_errors(action: Callable[[], int]) -> int:
+    """Run ``action``; our errors become one clear line on stderr and an exit code."""
     try:
-        return int(args.handler(args))
+        return action()
     except ConfigError as exc:
         print(exc, file=sys.stderr)
         return 2

@@ -27,9 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path  # noqa: PLC0415
 
     from pipeline import changefeed  # noqa: PLC0415
+    from pipeline.cli import reporting_errors  # noqa: PLC0415
     from pipeline.config import load_config  # noqa: PLC0415
     from pipeline.session import build_session  # noqa: PLC0415
-    from schemas.errors import ConfigError, HighwaterError  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="pipeline/job.py")
     parser.add_argument("--config", required=True, help="the changefeed's YAML config")
@@ -42,17 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    try:
+
+    def run() -> int:
         config = load_config(args.config)
         spark = build_session(config.spark, f"highwater-{config.changefeed_id}")
         changefeed.run(config, spark, stop)
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    except HighwaterError as exc:
-        print(f"highwater: {exc}", file=sys.stderr)
-        return 1
-    return 0
+        return 0
+
+    return reporting_errors(run)
 
 
 if __name__ == "__main__":
