@@ -30,7 +30,7 @@ def test_example_config_loads_with_defaults_filled_in() -> None:
     config = load_config(EXAMPLES / "orders.yaml")
     assert config.changefeed_id == "orders-demo"
     assert config.output_topic(config.sources[0]) == "hw.orders"
-    assert config.resolved.interval == timedelta(seconds=5)
+    assert config.resolved.interval == timedelta(0)
     assert config.checkpoint.topic == "_highwater_checkpoints"
     assert config.checkpoint.frontier_checkpoint_max_bytes == 1 << 20
     assert config.spark.trigger.available_now is True
