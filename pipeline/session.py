@@ -8,10 +8,13 @@ the command line (``highwater run`` builds it), and only the remaining settings 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.config import SparkConfig
 from pipeline.dev.jars import spark_jars
+
+SPARK_LOG4J2 = Path(__file__).resolve().parent / "jvm" / "spark-log4j2.properties"
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -48,6 +51,10 @@ def build_session(config: SparkConfig, app_name: str) -> SparkSession:
         if config.master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         jars = spark_jars()  # checks they match the installed pyspark
+        # The same driver logging as under spark-submit (pipeline/submit.py).
+        builder = builder.config(
+            "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"
+        )
         builder = builder.master(config.master).config("spark.jars", ",".join(map(str, jars)))
     conf = {**DEFAULT_CONF, **local_network_conf(config.master), **config.conf}
     for key, value in conf.items():

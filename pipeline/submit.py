@@ -8,10 +8,9 @@ from pathlib import Path
 
 from pipeline.config import ChangefeedConfig
 from pipeline.dev.jars import spark_jars
-from pipeline.session import local_network_conf
+from pipeline.session import SPARK_LOG4J2, local_network_conf
 
 JOB = Path(__file__).resolve().parent / "job.py"
-SPARK_LOG4J2 = Path(__file__).resolve().parent / "jvm" / "spark-log4j2.properties"
 _PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
 
 

@@ -36,15 +36,20 @@ class ResolvedBroadcaster:
         self.topics = list(topics)
         self._encode = encode
         self._timeout = timeout
-        self._producer = Producer(
-            {
-                **client_config,
-                "enable.idempotence": True,
-                "acks": "all",
-                "linger.ms": 5,
-                "delivery.timeout.ms": int(timeout * 1000),
-            }
-        )
+        self._config = {
+            **client_config,
+            "enable.idempotence": True,
+            "acks": "all",
+            "linger.ms": 5,
+            "delivery.timeout.ms": int(timeout * 1000),
+        }
+        self._live: Producer | None = None
+
+    @property
+    def _producer(self) -> Producer:
+        if self._live is None:
+            self._live = Producer(self._config)
+        return self._live
 
     def partitions(self, topic: str) -> list[int]:
         """The topic's partitions as the broker reports them now (added ones included)."""
@@ -77,5 +82,7 @@ class ResolvedBroadcaster:
         return sent
 
     def close(self) -> None:
-        """Flush what is pending; the producer is released with this object."""
-        self._producer.flush(self._timeout)
+        """Flush what is pending and release the producer (a later emit makes a new one)."""
+        if self._live is not None:
+            self._live.flush(self._timeout)
+            self._live = None
