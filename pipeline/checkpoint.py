@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -211,8 +211,3 @@ def _expand_ranges(text: str) -> list[int]:
         low, _, high = part.partition("-")
         out.extend(range(int(low), int(high or low) + 1))
     return out
-
-
-def with_level(cp: Checkpoint, level: str) -> Checkpoint:
-    """The same checkpoint, starting its budget ladder at ``level`` (for tests and tools)."""
-    return replace(cp, level=level)

@@ -53,11 +53,6 @@ class Frontier:
         frontier._progress.update(progress)
         return frontier
 
-    def add(self, partitions: Iterable[SourcePartition], start: Hlc) -> None:
-        """Track partitions that appeared since (new topics, added partitions)."""
-        for sp in partitions:
-            self._progress.setdefault(sp, Progress(None, start))
-
     def forward(self, sp: SourcePartition, *, resolved: Hlc | None, next_offset: int) -> None:
         """Record that ``sp`` was read up to ``next_offset`` and resolved up to ``resolved``.
 
