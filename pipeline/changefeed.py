@@ -33,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from encoders.base import Context
 from encoders.json import JsonEncoder
-from schemas.errors import CheckpointError, SourceDecodeError, SourceError
+from schemas.errors import (
+    CheckpointError,
+    HighwaterError,
+    SinkError,
+    SourceDecodeError,
+    SourceError,
+)
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import ensure_topics, partition_counts
 from sinks.compacted import CompactedTopic
@@ -307,9 +313,15 @@ class Changefeed:
         with self._lock:
             try:
                 self._process(batch, batch_id)
-            except BaseException as exc:
+            except HighwaterError as exc:
                 self._error = exc
                 raise
+            except Exception as exc:
+                # Spark or Kafka gave up (the clients retry with back-off first): one clear
+                # error; nothing of this batch was checkpointed.
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                self._error = SinkError(f"batch {batch_id} failed, not checkpointed: {first}")
+                raise self._error from exc
 
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         from pyspark.sql import Observation  # noqa: PLC0415

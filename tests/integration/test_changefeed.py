@@ -8,7 +8,7 @@ from confluent_kafka import Producer
 
 from pipeline.changefeed import Changefeed
 from pipeline.dev.generator import GeneratorSpec, write
-from schemas.errors import ConfigError, SourceDecodeError
+from schemas.errors import ConfigError, SinkError, SourceDecodeError
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from tests.support.changefeed import changefeed_config, read_checkpoint, read_output, run_to_end
@@ -227,3 +227,23 @@ def test_dead_letter_topic_keeps_the_raw_record_and_the_reason(
     out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
     assert len(out.rows) == 1
     assert read_checkpoint(kafka_bootstrap, config)["high_water"] == T3
+
+
+def test_a_failed_write_is_one_clear_error_and_nothing_is_checkpointed(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, HISTORY)
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        sink={"producer": {"max.request.size": "64"}},  # every record is too large
+    )
+    with pytest.raises(SinkError, match="batch 0 failed, not checkpointed"):
+        Changefeed(config, spark).run()
+    assert not [
+        m
+        for m in consume_all(kafka_bootstrap, config.checkpoint.topic)
+        if m.key == config.changefeed_id.encode()
+    ]
