@@ -16,9 +16,11 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 from schemas.errors import SinkError
+
+from .producer import AcknowledgedProducer
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,7 @@ class CompactedTopic:
         self.topic = topic
         self._config = dict(client_config)
         self._timeout = timeout
-        self._producer: Producer | None = None
+        self._producer = AcknowledgedProducer(self._config, timeout=timeout)
 
     def ensure(self, replication_factor: int = 1) -> None:
         """Create the topic (one partition, compacted) if it is missing."""
@@ -49,27 +51,8 @@ class CompactedTopic:
 
     def put(self, key: str, value: bytes | None) -> None:
         """Write ``value`` for ``key`` (None deletes) and wait until the broker acknowledged it."""
-        if self._producer is None:
-            self._producer = Producer(
-                {
-                    **self._config,
-                    "enable.idempotence": True,
-                    "acks": "all",
-                    "linger.ms": 0,
-                    "delivery.timeout.ms": int(self._timeout * 1000),
-                }
-            )
-        failure: list[KafkaError] = []
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                failure.append(err)
-
-        self._producer.produce(self.topic, key=key.encode(), value=value, on_delivery=delivered)
-        remaining = self._producer.flush(self._timeout + 5)
-        if failure or remaining:
-            reason = failure[0].str() if failure else "no acknowledgement in time"
-            raise SinkError(f"writing {key!r} to {self.topic!r} failed: {reason}")
+        self._producer.produce(self.topic, value, key=key.encode())
+        self._producer.wait(f"writing {key!r} to {self.topic!r}")
 
     def get(self, key: str) -> bytes | None:
         """The latest value of ``key``, or None when absent or deleted."""
@@ -117,7 +100,5 @@ class CompactedTopic:
             consumer.close()
 
     def close(self) -> None:
-        """Flush and drop the producer."""
-        if self._producer is not None:
-            self._producer.flush(self._timeout)
-            self._producer = None
+        """Flush and release the producer."""
+        self._producer.close()

@@ -11,7 +11,13 @@ from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import ConfigError, SinkError, SourceDecodeError
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
-from tests.support.changefeed import changefeed_config, read_checkpoint, read_output, run_to_end
+from tests.support.changefeed import (
+    changefeed_config,
+    checkpoint_records,
+    read_checkpoint,
+    read_output,
+    run_to_end,
+)
 from tests.support.kafka import consume_all
 
 T1, T2, T3 = (
@@ -186,11 +192,9 @@ def test_undecodable_record_stops_the_job_naming_topic_partition_offset(
         caught.value.record.offset,
     ) == (source, 0, 1)
     assert f"topic={source} partition=0 offset=1" in str(caught.value)
-    assert not [
-        m
-        for m in consume_all(kafka_bootstrap, config.checkpoint.topic)
-        if m.key == config.changefeed_id.encode()
-    ], "nothing checkpointed past it"
+    assert not checkpoint_records(kafka_bootstrap, config.changefeed_id, config.checkpoint.topic), (
+        "nothing checkpointed past it"
+    )
 
 
 def test_dead_letter_topic_keeps_the_raw_record_and_the_reason(
@@ -242,8 +246,4 @@ def test_a_failed_write_is_one_clear_error_and_nothing_is_checkpointed(
     )
     with pytest.raises(SinkError, match="batch 0 failed, not checkpointed"):
         Changefeed(config, spark).run()
-    assert not [
-        m
-        for m in consume_all(kafka_bootstrap, config.checkpoint.topic)
-        if m.key == config.changefeed_id.encode()
-    ]
+    assert not checkpoint_records(kafka_bootstrap, config.changefeed_id, config.checkpoint.topic)

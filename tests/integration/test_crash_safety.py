@@ -7,6 +7,7 @@ from typing import Any
 
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.hlc import Hlc
+from tests.support.changefeed import checkpoint_records
 from tests.support.kafka import Message, consume_all
 from tests.support.process import run, write_config
 
@@ -29,12 +30,8 @@ def base_config(bootstrap: str, changefeed_id: str, source: str) -> dict[str, An
 
 
 def latest_checkpoint(bootstrap: str, changefeed_id: str) -> dict[str, Any] | None:
-    records = [
-        m
-        for m in consume_all(bootstrap, "_highwater_checkpoints")
-        if m.key == changefeed_id.encode()
-    ]
-    return json.loads(records[-1].value) if records else None
+    records = checkpoint_records(bootstrap, changefeed_id)
+    return records[-1] if records else None
 
 
 def row_id(m: Message) -> tuple[bytes, str]:

@@ -7,7 +7,13 @@ from pathlib import Path
 
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.hlc import Hlc, HlcClock
-from tests.support.changefeed import changefeed_config, read_checkpoint, read_output, run_to_end
+from tests.support.changefeed import (
+    changefeed_config,
+    checkpoint_records,
+    read_checkpoint,
+    read_output,
+    run_to_end,
+)
 from tests.support.kafka import consume_all
 from tests.support.process import run, start_run, write_config
 
@@ -56,13 +62,7 @@ def test_stalled_partition_does_not_make_the_leading_ones_replay(
     log = tmp_path / "runs.log"
     code = run(write_config(tmp_path / "a.yaml", raw), log, HIGHWATER_CRASH_AT="after_write:7")
     assert code != 0, log.read_text()[-2000:]
-    checkpoint = json.loads(
-        [
-            m
-            for m in consume_all(kafka_bootstrap, "_highwater_checkpoints")
-            if m.key == changefeed_id.encode()
-        ][-1].value
-    )
+    checkpoint = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
     # The high-water mark is stuck at partition 0's last marker, yet the leading partitions'
     # progress was checkpointed.
     assert checkpoint["partitions"][source]["offsets"][1] > 300
@@ -184,13 +184,10 @@ def test_sigterm_finishes_the_batch_checkpoints_and_exits_0(
         time.sleep(0.5)
     process.send_signal(signal.SIGTERM)
     assert process.wait(120) == 0, log.read_text()[-3000:]
-    records = [
-        m
-        for m in consume_all(kafka_bootstrap, "_highwater_checkpoints")
-        if m.key == changefeed_id.encode()
-    ]
     assert "stopped at high-water" in log.read_text()
-    offsets = json.loads(records[-1].value)["partitions"][source]["offsets"]
+    offsets = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]["partitions"][source][
+        "offsets"
+    ]
     emitted = len(
         [m for m in consume_all(kafka_bootstrap, f"{changefeed_id}.orders") if m.key is not None]
     )

@@ -59,12 +59,18 @@ def read_output(bootstrap: str, topic: str) -> Output:
     )
 
 
-def read_checkpoint(bootstrap: str, config: ChangefeedConfig) -> dict[str, Any]:
-    records = [
-        m
-        for m in consume_all(bootstrap, config.checkpoint.topic)
-        if m.key == config.changefeed_id.encode()
+def checkpoint_records(
+    bootstrap: str, changefeed_id: str, topic: str = "_highwater_checkpoints"
+) -> list[dict[str, Any]]:
+    """Every checkpoint record written for ``changefeed_id``, oldest first, parsed."""
+    return [
+        json.loads(m.value)
+        for m in consume_all(bootstrap, topic)
+        if m.key == changefeed_id.encode() and m.value is not None
     ]
+
+
+def read_checkpoint(bootstrap: str, config: ChangefeedConfig) -> dict[str, Any]:
+    records = checkpoint_records(bootstrap, config.changefeed_id, config.checkpoint.topic)
     assert records, "no checkpoint record"
-    assert records[-1].value is not None
-    return json.loads(records[-1].value)
+    return records[-1]
