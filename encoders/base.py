@@ -2,14 +2,15 @@
 
 Following confluent-kafka's serializers, an encoder is a small object with one method per side
 of a Kafka record, each given a :class:`Context` naming the output topic; ``None`` for a value
-means a tombstone. Encoders are pure Python (no Spark): the Spark-column variant of the same
-format lives in ``pipeline/`` and is held to these encoders byte for byte by tests.
+means a tombstone. Encoders are pure Python (no Spark): the changefeed calls them on the
+executors, once per row, inside its Arrow loop (``pipeline/batch.py``), so they are written
+for speed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from schemas.hlc import Hlc
 
@@ -44,8 +45,7 @@ class EnvelopeOptions(Protocol):
         """Include the output topic's name."""
 
 
-@dataclass(frozen=True)
-class ChangeRow:
+class ChangeRow(NamedTuple):
     """One version of one row, as the pipeline hands it to an encoder.
 
     ``updated`` is the time the changefeed reports (the statement time during an initial

@@ -18,6 +18,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import orjson
+
 from schemas.hlc import Hlc
 
 from .base import ChangeRow, Context, EnvelopeOptions
@@ -26,11 +28,15 @@ META_FIELD = "__hw__"
 
 
 def _dumps(obj: Any) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    """Compact UTF-8 JSON; orjson, or the standard library for what orjson refuses (big ints)."""
+    try:
+        return orjson.dumps(obj)
+    except TypeError:
+        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 class JsonEncoder:
-    """The reference JSON encoder, one row at a time."""
+    """The JSON encoder, one row at a time."""
 
     def __init__(self, options: EnvelopeOptions) -> None:
         self.options = options

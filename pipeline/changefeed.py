@@ -46,12 +46,12 @@ from sinks.compacted import CompactedTopic
 from sinks.resolved import ResolvedBroadcaster
 
 from . import faults
-from .batch import BatchPlan, plan_records, read_result, scan
+from .batch import BatchPlan, kafka_records, read_result
 from .checkpoint import Checkpoint, decode
 from .config import ChangefeedConfig
 from .frontier import Frontier, SourcePartition
 from .kafka_clients import client_config, spark_kafka_options
-from .sources import decode_native
+from .queries import apply_query, check_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -114,6 +114,11 @@ class Changefeed:
         self._clock = clock
         self._routes = {s.topic: config.output_topic(s) for s in config.sources}
         self._tables = {s.topic: s.table for s in config.sources}
+        self._formats = {s.topic: s.format for s in config.sources}
+        first = config.sources[0]
+        has_query = config.encoder.select is not None or config.encoder.where is not None
+        schema = first.declared_schema
+        self._query = (first.table, schema) if has_query and schema is not None else None
         self._encoder = JsonEncoder(config.encoder)
         self._fingerprint = config_fingerprint(config)
         self._lock = threading.Lock()
@@ -233,8 +238,10 @@ class Changefeed:
 
     def start(self) -> StreamingQuery:
         """Prepare, then start the streaming query (returns at once)."""
-        self.prepare()
         config = self.config
+        if self._query is not None:
+            check_query(self.spark, *self._query, config.encoder)
+        self.prepare()
         reader = (
             self.spark.readStream.format("kafka")
             .options(**spark_kafka_options(config.kafka, source=True))
@@ -327,17 +334,21 @@ class Changefeed:
         from pyspark.sql import Observation  # noqa: PLC0415
 
         config = self.config
-        scanned = scan(batch)
         plan = BatchPlan(
-            thresholds={sp: p.resolved for sp, p in self.frontier.progress().items()},
-            markers={seen.partition: markers for seen, markers in scanned},
+            thresholds={
+                (sp.topic, sp.partition): p.resolved for sp, p in self.frontier.progress().items()
+            },
+            tables=self._tables,
+            formats=self._formats,
             routes=self._routes,
             envelope=config.encoder,
             dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
             end_time=config.end_time,
         )
         observation = Observation(f"batch-{batch_id}")
-        records = plan_records(self.spark, decode_native(batch, self._tables), plan, observation)
+        if self._query is not None:
+            batch = apply_query(batch, *self._query, config.encoder)
+        records = kafka_records(batch, plan, observation)
         faults.reached("during_write")
         (
             records.write.mode("append")
@@ -355,11 +366,11 @@ class Changefeed:
             ref, reason = result.first_bad
             action = "paused" if config.on_error == "pause" else "stopped"
             raise SourceDecodeError(ref, reason, action=action)
-        for seen, _markers in scanned:
+        for seen in result.partitions:
             self.frontier.forward(
                 seen.partition, resolved=seen.resolved, next_offset=seen.next_offset
             )
-        self._dirty = self._dirty or bool(scanned)
+        self._dirty = self._dirty or bool(result.partitions)
         self.stats.batches += 1
         self.stats.rows += result.emitted
         self.stats.duplicates += result.duplicates

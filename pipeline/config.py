@@ -28,6 +28,7 @@ from pydantic import (
     PositiveInt,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -35,6 +36,7 @@ from pydantic_core import PydanticCustomError
 
 from schemas.errors import ConfigError
 from schemas.hlc import Hlc, parse_time
+from schemas.tables import TableSchema
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h|d)")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -123,6 +125,45 @@ class SourceConfig(_Section):
     format: Literal["native"] = "native"
     database: Annotated[str, Field(min_length=1)] = "defaultdb"
     schema_name: Annotated[str, Field(min_length=1)] = "public"
+    # The table's columns as an Avro record schema: inline, or the path of an .avsc file
+    # (relative to the config file). Needed by CDC queries and Avro output.
+    table_schema: dict[str, Any] | None = None
+    primary_key: list[Annotated[str, Field(min_length=1)]] | None = None
+
+    @field_validator("table_schema", mode="before")
+    @classmethod
+    def _load_schema_file(cls, value: object, info: ValidationInfo) -> object:
+        if not isinstance(value, str):
+            return value
+        base = (info.context or {}).get("base_dir") or Path.cwd()
+        path = Path(value) if Path(value).is_absolute() else Path(base) / value
+        try:
+            return yaml.safe_load(path.read_text(encoding="utf-8"))  # JSON is YAML
+        except OSError as exc:
+            raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path} is not valid JSON: {exc}") from None
+
+    @model_validator(mode="after")
+    def _schema_and_key(self) -> SourceConfig:
+        if self.table_schema is None:
+            if self.primary_key is not None:
+                raise _combination("primary_key", "needs table_schema")
+            return self
+        if self.primary_key is None:
+            raise _combination("primary_key", "is required with table_schema")
+        try:
+            TableSchema.of(self.table_schema, self.primary_key)
+        except ValueError as exc:
+            raise _combination("table_schema", str(exc)) from None
+        return self
+
+    @property
+    def declared_schema(self) -> TableSchema | None:
+        """The declared table schema, if any."""
+        if self.table_schema is None or self.primary_key is None:
+            return None
+        return TableSchema.of(self.table_schema, self.primary_key)
 
 
 class SinkConfig(_Section):
@@ -287,6 +328,20 @@ class ChangefeedConfig(_Section):
                 problems.append((f"sources[{i}].table", f"table {source.table!r} listed twice"))
             seen_topics.add(source.topic)
             seen_tables.add(source.table)
+        for option in ("select", "where"):
+            if getattr(self.encoder, option) is None:
+                continue
+            if len(self.sources) != 1:
+                problems.append(
+                    (f"encoder.{option}", "a CDC query works on one table; list one source")
+                )
+            elif self.sources[0].table_schema is None:
+                problems.append(
+                    (
+                        f"encoder.{option}",
+                        "a CDC query needs the table's columns: declare sources[0].table_schema",
+                    )
+                )
 
     @property
     def effective_dlq_topic(self) -> str:
@@ -319,11 +374,17 @@ def load_config(path: str | Path) -> ChangefeedConfig:
         raise ConfigError([("", f"cannot read {file}: {exc.strerror}")]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([("", f"{file} is not valid YAML: {exc}")]) from exc
-    return parse_config(raw)
+    return parse_config(raw, base_dir=file.parent)
 
 
-def parse_config(raw: object, env: Mapping[str, str] | None = None) -> ChangefeedConfig:
-    """Validate an already-parsed YAML document, after ``${VAR}`` substitution from ``env``."""
+def parse_config(
+    raw: object, env: Mapping[str, str] | None = None, base_dir: Path | None = None
+) -> ChangefeedConfig:
+    """Validate an already-parsed YAML document, after ``${VAR}`` substitution from ``env``.
+
+    Relative file paths in it (table schemas) are taken from ``base_dir`` (default: the
+    working directory).
+    """
     if not isinstance(raw, Mapping):
         raise ConfigError([("", "the config must be a mapping of sections at the top level")])
     problems: list[tuple[str, str]] = []
@@ -331,7 +392,7 @@ def parse_config(raw: object, env: Mapping[str, str] | None = None) -> Changefee
     if problems:
         raise ConfigError(problems)
     try:
-        return ChangefeedConfig.model_validate(expanded)
+        return ChangefeedConfig.model_validate(expanded, context={"base_dir": base_dir})
     except ValidationError as exc:
         raise ConfigError(_problems(exc)) from exc
 
@@ -376,6 +437,8 @@ def _problems(exc: ValidationError) -> list[tuple[str, str]]:
         if error["type"] == "combination":
             loc.append(str(ctx["field"]))
         message = error["msg"]
+        if error["type"] == "value_error":
+            message = message.removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             message = _unknown_key(exc, error["loc"])
         problems.append((_join(loc), message))

@@ -8,6 +8,7 @@ the command line (``highwater run`` builds it), and only the remaining settings 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -50,6 +51,9 @@ def build_session(config: SparkConfig, app_name: str) -> SparkSession:
     if not under_spark_submit():
         if config.master.startswith("local"):
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python workers (the changefeed's Arrow loop) run this interpreter, with our
+        # dependencies, not whatever python3 is first on PATH.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         jars = spark_jars()  # checks they match the installed pyspark
         # The same driver logging as under spark-submit (pipeline/submit.py).
         builder = builder.config(

@@ -1,141 +1,123 @@
-"""Source adapters: raw Kafka records to Highwater's internal row shape, as Spark columns.
+"""Source adapters: one raw Kafka record in, one internal change (or marker) out.
 
-Every adapter produces the same columns, so everything after decoding is format-blind:
+Every adapter turns a source record into the same shape, so everything after decoding is
+format-blind: a :class:`Change` (table, key, before, after, op, time; the source position
+travels beside it) or a :class:`Marker` (a resolved time for the record's partition). A
+record that cannot be decoded raises :class:`BadRecord` with the reason, and the caller
+applies ``on_error``.
 
-=============  ===============================================================
-``kind``       ``row``, ``marker`` or ``bad``
-``table``      the table the source topic carries
-``key``        the record key as it came (bytes; a JSON array for ``native``)
-``after``      the row's columns as JSON text, null for a delete
-``before``     the previous version as JSON text, when the source sends it
-``op``         ``insert``, ``update``, ``delete`` (``upsert`` without ``before``)
-``ts``         the change's HLC time as ``struct<wall: bigint, logical: bigint>``
-``ts_text``    the same, as sent
-``resolved``   a marker's HLC time (struct), null for rows
-``error``      why a ``bad`` record could not be decoded
-``src_topic``, ``src_partition``, ``src_offset``, ``value``, ``headers``: where it came
-from, and the raw value and headers for the dead-letter topic
-=============  ===============================================================
-
-All of it is Spark SQL expressions evaluated on the executors; no Python runs per record.
+Pure Python, no Spark: it runs on the executors inside ``pipeline.batch``'s Arrow loop, once
+per record, so it is written for speed (orjson, tuples, no regular expressions).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING
+import json
+from typing import Any, Literal, NamedTuple
 
-if TYPE_CHECKING:
-    from pyspark.sql import Column, DataFrame
+import orjson
 
-_NATIVE_SCHEMA = "after STRING, before STRING, updated STRING, resolved STRING, _corrupt STRING"
-_JSON_OPTIONS = {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}
+from schemas.hlc import Hlc
+
+Op = Literal["insert", "update", "delete", "upsert"]
 
 
-def hlc_struct(text: Column) -> Column:
-    """Parse an HLC string column into ``struct<wall, logical>`` (null if it is not one).
+class Change(NamedTuple):
+    """One version of one row, as the source sent it."""
 
-    Plain string functions and ``try_cast`` rather than a regular expression: this runs for
-    every record and a regex costs several times more.
+    key: list[Any]
+    after: dict[str, Any] | None
+    before: dict[str, Any] | None
+    op: Op
+    ts: Hlc
+
+
+class Marker(NamedTuple):
+    """A resolved marker: no new row at or below ``resolved`` follows on this partition."""
+
+    resolved: Hlc
+
+
+class BadRecord(Exception):
+    """A source record that cannot be decoded; the message is the reason."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads(data: bytes) -> Any:
+    """Parse JSON; orjson first, the standard library for what orjson refuses (big integers).
+
+    Raises ``ValueError`` on anything that is not JSON (NaN and Infinity included).
     """
-    from pyspark.sql import functions as F  # noqa: PLC0415
-
-    wall = F.substring_index(text, ".", 1).try_cast("bigint")
-    has_dot = F.instr(text, ".") > 0
-    fraction = F.substring_index(text, ".", -1)
-    logical = F.when(has_dot, fraction.try_cast("bigint")).otherwise(F.lit(0).cast("bigint"))
-    valid = (
-        wall.isNotNull()
-        & (wall >= 0)
-        & logical.isNotNull()
-        & (logical >= 0)
-        & (~has_dot | (F.length(fraction).between(1, 10)))
-    )
-    return F.when(valid, F.struct(wall.alias("wall"), logical.alias("logical")))
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return json.loads(data, parse_constant=_reject_constant)
 
 
-def hlc_text(ts: Column) -> Column:
-    """Format a ``struct<wall, logical>`` back to the wire form ``<wall>.<10 digits>``."""
-    from pyspark.sql import functions as F  # noqa: PLC0415
+def parse_hlc(text: Any, field: str) -> Hlc:
+    """The HLC in a JSON string field, or :class:`BadRecord` naming the field."""
+    if not isinstance(text, str):
+        raise BadRecord(f"{field!r} is not an HLC timestamp")
+    wall, dot, logical = text.partition(".")
+    if (
+        not wall.isdigit()
+        or len(wall) > 20
+        or (dot and not (logical.isdigit() and len(logical) <= 10))
+        or not wall.isascii()
+        or not logical.isascii()
+    ):
+        raise BadRecord(f"{field!r} is not an HLC timestamp")
+    return Hlc(int(wall), int(logical) if logical else 0)
 
-    return F.concat(
-        ts["wall"].cast("string"), F.lit("."), F.lpad(ts["logical"].cast("string"), 10, "0")
-    )
 
+class NativeAdapter:
+    """Format ``native``: CockroachDB's wrapped JSON envelope (contract §3).
 
-def _object_or_null(text: Column) -> Column:
-    return text.isNull() | text.startswith("{")
-
-
-def decode_native(raw: DataFrame, tables: Mapping[str, str]) -> DataFrame:
-    """Decode CockroachDB-style wrapped JSON records (format ``native``).
-
-    ``tables`` maps each source topic to its table name. Two projections: the first parses
-    (one ``from_json`` per record), the second classifies from the parsed columns, so no
-    parse is evaluated twice.
+    * key: a JSON array of primary-key values;
+    * value: ``{"after": {…}|null, "before": {…}|null, "updated": "<hlc>"}``, ``before``
+      optional, ``after: null`` a delete;
+    * marker: a null key and ``{"resolved": "<hlc>"}``.
     """
-    from pyspark.sql import functions as F  # noqa: PLC0415
 
-    key_text = F.col("key").cast("string")
-    parsed = raw.select(
-        "key",
-        "value",
-        "headers",
-        "topic",
-        "partition",
-        "offset",
-        F.from_json(F.col("value").cast("string"), _NATIVE_SCHEMA, _JSON_OPTIONS).alias("_p"),
-    ).select(
-        "*",
-        hlc_struct(F.col("_p.updated")).alias("ts"),
-        hlc_struct(F.col("_p.resolved")).alias("resolved"),
-    )
-    table = F.lit(None).cast("string")
-    for topic, name in tables.items():
-        table = F.when(F.col("topic") == topic, F.lit(name)).otherwise(table)
-    key_is_array = F.trim(key_text).startswith("[") & F.trim(key_text).endswith("]")
-    error = (
-        F.when(F.col("value").isNull(), F.lit("null value"))
-        .when(
-            F.col("_p").isNull() | F.col("_p._corrupt").isNotNull(),
-            F.lit("value is not a JSON object"),
-        )
-        .when(
-            F.col("key").isNull(),
-            F.when(F.col("_p.resolved").isNull(), F.lit("null key but no 'resolved' field")).when(
-                F.col("resolved").isNull(), F.lit("'resolved' is not an HLC timestamp")
-            ),
-        )
-        .when(~key_is_array, F.lit("key is not a JSON array"))
-        .when(F.col("_p.updated").isNull(), F.lit("no 'updated' field"))
-        .when(F.col("ts").isNull(), F.lit("'updated' is not an HLC timestamp"))
-        .when(~_object_or_null(F.col("_p.after")), F.lit("'after' is not an object or null"))
-        .when(~_object_or_null(F.col("_p.before")), F.lit("'before' is not an object or null"))
-    )
-    kind = (
-        F.when(error.isNotNull(), F.lit("bad"))
-        .when(F.col("key").isNull(), F.lit("marker"))
-        .otherwise(F.lit("row"))
-    )
-    op = (
-        F.when(F.col("_p.after").isNull(), F.lit("delete"))
-        .when(F.col("_p.before").isNotNull(), F.lit("update"))
-        .otherwise(F.lit("upsert"))
-    )
-    return parsed.select(
-        kind.alias("kind"),
-        table.alias("table"),
-        F.col("key"),
-        F.col("_p.after").alias("after"),
-        F.col("_p.before").alias("before"),
-        op.alias("op"),
-        F.col("ts"),
-        F.col("_p.updated").alias("ts_text"),
-        F.col("resolved"),
-        error.alias("error"),
-        F.col("topic").alias("src_topic"),
-        F.col("partition").alias("src_partition"),
-        F.col("offset").alias("src_offset"),
-        F.col("value"),
-        F.col("headers"),
-    )
+    def decode(self, key: bytes | None, value: bytes | None) -> Change | Marker:
+        """Decode one record."""
+        if value is None:
+            raise BadRecord("null value")
+        try:
+            body = loads(value)
+        except ValueError:
+            raise BadRecord("value is not a JSON object") from None
+        if not isinstance(body, dict):
+            raise BadRecord("value is not a JSON object")
+        if key is None:
+            if "resolved" not in body:
+                raise BadRecord("null key but no 'resolved' field")
+            return Marker(parse_hlc(body["resolved"], "resolved"))
+        try:
+            key_values = loads(key)
+        except ValueError:
+            key_values = None
+        if not isinstance(key_values, list):
+            raise BadRecord("key is not a JSON array")
+        if "updated" not in body:
+            raise BadRecord("no 'updated' field")
+        ts = parse_hlc(body["updated"], "updated")
+        after = body.get("after")
+        before = body.get("before")
+        if after is not None and not isinstance(after, dict):
+            raise BadRecord("'after' is not an object or null")
+        if before is not None and not isinstance(before, dict):
+            raise BadRecord("'before' is not an object or null")
+        op: Op = "delete" if after is None else "update" if before is not None else "upsert"
+        return Change(key_values, after, before, op, ts)
+
+
+ADAPTERS = {"native": NativeAdapter}
+
+
+def adapter(source_format: str) -> NativeAdapter:
+    """The adapter for a source's ``format``."""
+    return ADAPTERS[source_format]()

@@ -103,7 +103,7 @@ def test_exact_envelopes_for_insert_update_delete(
     run_to_end(config, spark)
     topic = config.output_topic(config.sources[0])
     out = read_output(kafka_bootstrap, topic)
-    assert [m.key for m in out.rows] == [b'["eu", 7]'] * 3  # the source key, as it came
+    assert [m.key for m in out.rows] == [b'["eu",7]'] * 3  # the key, as compact JSON
     assert out.values() == expected(envelope, options, topic)
     assert {m.partition for m in out.rows} == {out.rows[0].partition}
     assert sorted(m.partition for m in out.markers) == [0, 1, 2]

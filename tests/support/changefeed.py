@@ -12,13 +12,19 @@ from tests.support.kafka import Message, consume_all
 
 
 def changefeed_config(
-    bootstrap: str, changefeed_id: str, sources: list[tuple[str, str]], **sections: Any
+    bootstrap: str,
+    changefeed_id: str,
+    sources: list[tuple[str, str]] | list[dict[str, Any]],
+    **sections: Any,
 ) -> ChangefeedConfig:
-    """A config for tests: drain the sources and stop (available_now), markers at once."""
+    """A config for tests: drain the sources and stop (available_now), markers at once.
+
+    ``sources`` are ``(topic, table)`` pairs, or whole source sections.
+    """
     raw: dict[str, Any] = {
         "changefeed_id": changefeed_id,
         "kafka": {"bootstrap_servers": bootstrap},
-        "sources": [{"topic": t, "table": table} for t, table in sources],
+        "sources": [s if isinstance(s, dict) else {"topic": s[0], "table": s[1]} for s in sources],
         "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
         "resolved": {"interval": "0s"},
         "checkpoint": {"min_checkpoint_frequency": "0s", "topic": f"{changefeed_id}.checkpoints"},

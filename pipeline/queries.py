@@ -1,0 +1,174 @@
+"""CDC queries: ``select`` and ``where`` as Spark SQL expressions over a table's row.
+
+Like CockroachDB's CDC queries, a query works on one table, whose columns are declared
+(``sources[0].table_schema``). When one is configured, a projection runs in Spark before the
+changefeed's per-record loop (``pipeline/batch.py``):
+
+* the value is parsed with the declared column types, and the row's columns are put at the
+  top level, once for ``after`` and once for ``before``, so expressions name columns plainly
+  (``amount > 100``, ``order_id``, ``amount * 2 AS doubled``);
+* ``where`` keeps a change when it holds for the new version (``after``); a delete is judged
+  by the version it deletes (``before``) when the source sends it, and kept otherwise, so a
+  consumer never misses the delete of a row it may hold;
+* ``select`` replaces ``after`` and ``before`` by the selected expressions (the key stays the
+  primary key);
+* a value that does not fit the declared types is marked, and the loop treats it as an
+  undecodable record (``on_error``), naming topic, partition and offset.
+
+Markers and records that are not rows pass through untouched, in order: the projection is
+narrow, so nothing is reordered.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from schemas.errors import ConfigError
+from schemas.tables import TableSchema
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+    from .config import EncoderConfig
+
+_PRIMITIVES = {
+    "null": "string",
+    "boolean": "boolean",
+    "int": "int",
+    "long": "bigint",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "bytes": "string",
+}
+_LOGICAL = {
+    "date": "date",
+    "timestamp-millis": "timestamp",
+    "timestamp-micros": "timestamp",
+    "local-timestamp-millis": "timestamp_ntz",
+    "local-timestamp-micros": "timestamp_ntz",
+}
+
+
+def spark_type(avro: Any) -> str:
+    """The Spark SQL type (DDL) that reads a JSON value of Avro type ``avro``."""
+    if isinstance(avro, str):
+        return _PRIMITIVES.get(avro, "string")  # named types (enums, fixed) read as text
+    if isinstance(avro, list):
+        rest = [t for t in avro if t != "null"]
+        return spark_type(rest[0]) if len(rest) == 1 else "string"  # a real union: JSON text
+    logical, kind = avro.get("logicalType"), avro.get("type")
+    complex_types = {
+        "array": lambda: f"array<{spark_type(avro['items'])}>",
+        "map": lambda: f"map<string,{spark_type(avro['values'])}>",
+        "record": lambda: row_type(avro["fields"]),
+    }
+    if logical == "decimal":
+        found = f"decimal({avro['precision']},{avro.get('scale', 0)})"
+    elif logical in _LOGICAL:
+        found = _LOGICAL[logical]
+    elif kind in complex_types:
+        found = complex_types[kind]()
+    else:
+        found = spark_type(kind) if isinstance(kind, str | list) else "string"
+    return found
+
+
+def row_type(fields: list[dict[str, Any]]) -> str:
+    """``struct<…>`` of Avro record fields."""
+    inner = ", ".join(f"`{f['name']}`: {spark_type(f['type'])}" for f in fields)
+    return f"struct<{inner}>"
+
+
+def apply_query(
+    raw: DataFrame, table: str, schema: TableSchema, encoder: EncoderConfig
+) -> DataFrame:
+    """The source records with ``where`` applied and ``select`` projected into the values.
+
+    Columns out: ``key, value, topic, partition, offset, headers, error``.
+    """
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    record = row_type(list(schema.record["fields"]))
+    parsed = F.from_json(
+        F.col("value").cast("string"),
+        f"after {record}, before {record}, updated string, _corrupt string",
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"},
+    )
+    frame = raw.select(
+        F.struct("key", "value", "topic", "partition", "offset", "headers").alias("__hw_r"),
+        parsed.alias("__hw_p"),
+    )
+    for image in ("after", "before"):
+        frame = _evaluate(frame, image, encoder)
+    p = F.col("__hw_p")
+    is_row = F.col("__hw_r.key").isNotNull() & p.isNotNull() & p["updated"].isNotNull()
+    fits = p["_corrupt"].isNull()
+    columns = {
+        "key": F.col("__hw_r.key"),
+        "value": F.col("__hw_r.value"),
+        "topic": F.col("__hw_r.topic"),
+        "partition": F.col("__hw_r.partition"),
+        "offset": F.col("__hw_r.offset"),
+        "headers": F.col("__hw_r.headers"),
+        "error": F.when(
+            F.col("__hw_r.key").isNotNull() & ~fits,
+            F.lit(f"value does not fit the declared schema of table {table!r}"),
+        ),
+    }
+    if encoder.select is not None:
+        envelope = F.struct(
+            F.when(p["after"].isNotNull(), F.col("__hw_sel_after")).alias("after"),
+            F.when(p["before"].isNotNull(), F.col("__hw_sel_before")).alias("before"),
+            p["updated"].alias("updated"),
+        )
+        projected = F.to_json(envelope, {"ignoreNullFields": "false"}).cast("binary")
+        columns["value"] = F.when(is_row & fits, projected).otherwise(F.col("__hw_r.value"))
+    out = frame.select(*(column.alias(name) for name, column in columns.items()))
+    if encoder.where is None:
+        return out
+    keep = (
+        F.when(~(is_row & fits), F.lit(True))
+        .when(p["after"].isNotNull(), F.coalesce(F.col("__hw_keep_after"), F.lit(False)))
+        .when(p["before"].isNotNull(), F.coalesce(F.col("__hw_keep_before"), F.lit(False)))
+        .otherwise(F.lit(True))
+    )
+    return frame.where(keep).select(*(column.alias(name) for name, column in columns.items()))
+
+
+def _evaluate(frame: DataFrame, image: str, encoder: EncoderConfig) -> DataFrame:
+    """Evaluate the query over one image (``after`` or ``before``) with its columns on top."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    computed: list[Column] = []
+    if encoder.where is not None:
+        computed.append(F.expr(encoder.where).cast("boolean").alias(f"__hw_keep_{image}"))
+    if encoder.select is not None:
+        fields = [F.expr(expression) for expression in encoder.select]
+        computed.append(F.struct(*fields).alias(f"__hw_sel_{image}"))
+    keep = [c for c in frame.columns if c.startswith("__hw_")]
+    return frame.select("*", f"__hw_p.{image}.*").select(*keep, *computed)
+
+
+def check_query(
+    spark: SparkSession, table: str, schema: TableSchema, encoder: EncoderConfig
+) -> None:
+    """Analyse the query against the declared columns; a bad expression is a config error."""
+    from pyspark.errors import AnalysisException, ParseException  # noqa: PLC0415
+
+    empty = spark.createDataFrame(
+        [],
+        "key binary, value binary, topic string, partition int, offset bigint, "
+        "headers array<struct<key: string, value: binary>>",
+    )
+    for option in ("where", "select"):
+        if getattr(encoder, option) is None:
+            continue
+        only = encoder.model_copy(
+            update={"where": None, "select": None, option: getattr(encoder, option)}
+        )
+        try:
+            apply_query(empty, table, schema, only).schema  # noqa: B018 - forces analysis
+        except (AnalysisException, ParseException) as exc:
+            first = str(exc).strip().splitlines()[0]
+            raise ConfigError([(f"encoder.{option}", first)]) from None

@@ -1,0 +1,105 @@
+"""CDC queries (``select``/``where`` as Spark SQL over the row) on a real broker and Spark."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pipeline.changefeed import Changefeed
+from pipeline.config import ChangefeedConfig
+from schemas.errors import ConfigError
+from tests.integration.test_changefeed import produce
+from tests.support.changefeed import changefeed_config, read_output, run_to_end
+from tests.support.kafka import consume_all
+
+SCHEMA = str(Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orders.avsc")
+T = [f"17000000000000000{n:02d}.0000000000" for n in range(10)]
+
+
+def order(order_id: int, amount: float, status: str = "new") -> dict:
+    return {"region": "eu", "order_id": order_id, "amount": amount, "status": status}
+
+
+HISTORY = [
+    (0, ["eu", 1], {"after": order(1, 50.0), "updated": T[1]}),  # filtered out
+    (0, ["eu", 2], {"after": order(2, 500.0), "updated": T[2]}),  # kept
+    (0, ["eu", 1], {"after": order(1, 150.0), "before": order(1, 50.0), "updated": T[3]}),
+    (0, ["eu", 2], {"after": order(2, 80.0), "before": order(2, 500.0), "updated": T[4]}),
+    (0, ["eu", 2], {"after": None, "before": order(2, 80.0), "updated": T[5]}),  # judged on before
+    (0, ["eu", 1], {"after": None, "before": order(1, 150.0), "updated": T[6]}),  # kept
+    (0, ["eu", 3], {"after": None, "updated": T[7]}),  # a delete without before: kept
+    (0, None, {"resolved": T[7]}),
+]
+
+
+def config_with(bootstrap: str, unique_name, **encoder) -> ChangefeedConfig:
+    return changefeed_config(
+        bootstrap,
+        unique_name("cf"),
+        [
+            {
+                "topic": unique_name("src"),
+                "table": "orders",
+                "table_schema": SCHEMA,
+                "primary_key": ["region", "order_id"],
+            }
+        ],
+        encoder={"updated": True, "diff": True, **encoder},
+    )
+
+
+def test_where_and_select_shape_the_output(kafka_bootstrap: str, unique_name, spark) -> None:
+    config = config_with(
+        kafka_bootstrap,
+        unique_name,
+        where="amount > 100",
+        select=["order_id", "amount * 2 AS doubled", "upper(status) AS status"],
+    )
+    produce(kafka_bootstrap, config.sources[0].topic, HISTORY)
+    run_to_end(config, spark)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    shaped = lambda oid, amount: {"order_id": oid, "doubled": amount * 2, "status": "NEW"}  # noqa: E731
+    by_time = sorted(out.values(), key=lambda v: v["updated"])  # keys sit on different partitions
+    assert by_time == [
+        {"after": shaped(2, 500.0), "before": None, "updated": T[2]},
+        {"after": shaped(1, 150.0), "before": shaped(1, 50.0), "updated": T[3]},
+        {"after": None, "before": shaped(1, 150.0), "updated": T[6]},
+        {"after": None, "before": None, "updated": T[7]},
+    ]
+    keys = sorted((json.loads(m.value)["updated"], json.loads(m.key)) for m in out.rows)
+    assert [k for _, k in keys] == [["eu", 2], ["eu", 1], ["eu", 1], ["eu", 3]]
+    assert {json.loads(m.value)["resolved"] for m in out.markers} == {T[7]}
+
+
+def test_values_that_do_not_fit_the_declared_types_follow_on_error(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    config = config_with(kafka_bootstrap, unique_name, where="amount > 100")
+    config = config.model_copy(update={"on_error": "dlq"})
+    bad_value = {"after": {**order(9, 1.0), "amount": "lots"}, "updated": T[2]}
+    produce(
+        kafka_bootstrap,
+        config.sources[0].topic,
+        [HISTORY[1], (0, ["eu", 9], bad_value), (0, None, {"resolved": T[3]})],
+    )
+    run_to_end(config, spark)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert [v["after"]["order_id"] for v in out.values()] == [2]
+    (dead,) = consume_all(kafka_bootstrap, config.effective_dlq_topic)
+    assert json.loads(dead.value) == bad_value
+    assert dict(dead.headers)["highwater.error"] == (
+        b"value does not fit the declared schema of table 'orders'"
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("where", "no_such_column > 1"), ("select", ["order_id", "nope(1)"]), ("where", "a >")],
+)
+def test_a_bad_query_is_a_config_error_naming_the_option(
+    kafka_bootstrap: str, unique_name, spark, option: str, value
+) -> None:
+    config = config_with(kafka_bootstrap, unique_name, **{option: value})
+    with pytest.raises(ConfigError) as caught:
+        Changefeed(config, spark).run()
+    assert [p for p, _ in caught.value.problems] == [f"encoder.{option}"]

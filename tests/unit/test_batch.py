@@ -1,0 +1,159 @@
+"""The per-task loop of a micro-batch, fed Arrow batches as Spark would, without Spark."""
+
+import json
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from pipeline.batch import ERROR_HEADER, SOURCE_HEADER, BatchPlan, BatchResult, PartitionSeen
+from pipeline.batch import process as run_task
+from pipeline.config import EncoderConfig
+from pipeline.frontier import SourcePartition
+from schemas.hlc import Hlc
+
+SRC = "src.orders"
+T = [f"17000000000000000{n:02d}.0000000000" for n in range(20)]
+
+
+def rec(key: Any, value: Any) -> tuple[bytes | None, bytes | None]:
+    enc = lambda v: v if isinstance(v, bytes | None) else json.dumps(v).encode()  # noqa: E731
+    return enc(key), enc(value)
+
+
+def row(order_id: int, t: int, before: bool = False) -> tuple[bytes | None, bytes | None]:
+    after = {"order_id": order_id, "v": t}
+    return rec([order_id], {"after": after, "before": after if before else None, "updated": T[t]})
+
+
+def marker(t: int) -> tuple[bytes | None, bytes | None]:
+    return rec(None, {"resolved": T[t]})
+
+
+def plan(threshold: int | None = None, *, dlq: bool = False, end: int | None = None) -> BatchPlan:
+    thresholds = {} if threshold is None else {(SRC, 0): Hlc.parse(T[threshold])}
+    return BatchPlan(
+        thresholds=thresholds,
+        tables={SRC: "orders"},
+        formats={SRC: "native"},
+        routes={SRC: "out.orders"},
+        envelope=EncoderConfig(updated=True),
+        dlq_topic="dlq" if dlq else None,
+        end_time=None if end is None else Hlc.parse(T[end]),
+    )
+
+
+def arrow(records: list[tuple[bytes | None, bytes | None]], start: int = 0, partition: int = 0):
+    headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    n = len(records)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([k for k, _ in records], pa.binary()),
+            pa.array([v for _, v in records], pa.binary()),
+            pa.array([SRC] * n, pa.string()),
+            pa.array([partition] * n, pa.int32()),
+            pa.array(range(start, start + n), pa.int64()),
+            pa.array([[{"key": "h", "value": b"x"}]] * n, headers_type),
+        ],
+        names=["key", "value", "topic", "partition", "offset", "headers"],
+    )
+
+
+def run(p: BatchPlan, *batches: pa.RecordBatch) -> tuple[list[dict[str, Any]], BatchResult]:
+    out = pa.Table.from_batches(list(run_task(p, iter(batches)))).to_pylist()
+    records = [r for r in out if r["summary"] is None]
+    summaries = [PartitionSeen.from_json(r["summary"]) for r in out if r["summary"] is not None]
+    return records, BatchResult.of(summaries)
+
+
+def test_rows_are_encoded_routed_and_summarised() -> None:
+    records, result = run(plan(), arrow([row(1, 1), row(2, 2), marker(2), row(1, 3, True)]))
+    assert [(r["topic"], r["key"], json.loads(r["value"])) for r in records] == [
+        ("out.orders", b"[1]", {"after": {"order_id": 1, "v": 1}, "updated": T[1]}),
+        ("out.orders", b"[2]", {"after": {"order_id": 2, "v": 2}, "updated": T[2]}),
+        ("out.orders", b"[1]", {"after": {"order_id": 1, "v": 3}, "updated": T[3]}),
+    ]
+    assert result.partitions == [
+        PartitionSeen(SourcePartition(SRC, 0), 4, Hlc.parse(T[2]), emitted=3)
+    ]
+
+
+def test_rows_at_or_below_the_floor_are_dropped_within_and_across_arrow_batches() -> None:
+    # frontier at T3; a marker at T6 in the first Arrow batch raises the floor for the second
+    first = arrow([row(1, 3), row(1, 4), marker(6), row(2, 5)])
+    second = arrow([row(2, 6), row(2, 7), marker(5), row(3, 6)], start=4)
+    records, result = run(plan(threshold=3), first, second)
+    assert [json.loads(r["value"])["updated"] for r in records] == [T[4], T[7]]
+    (seen,) = result.partitions
+    assert (seen.next_offset, seen.resolved, seen.emitted, seen.duplicates) == (
+        8,
+        Hlc.parse(T[6]),  # the older marker (T5) seen later changes nothing
+        2,
+        4,
+    )
+
+
+def test_end_time_keeps_later_rows_out() -> None:
+    records, _ = run(plan(end=2), arrow([row(1, 1), row(1, 2), row(1, 3)]))
+    assert [json.loads(r["value"])["updated"] for r in records] == [T[1], T[2]]
+
+
+BAD = [
+    (rec([1], None), "null value"),
+    (rec([1], b"{not json"), "value is not a JSON object"),
+    (rec([1], [1, 2]), "value is not a JSON object"),
+    (rec(None, {"after": {}}), "null key but no 'resolved' field"),
+    (rec(None, {"resolved": "soon"}), "'resolved' is not an HLC timestamp"),
+    (rec(b"7", {"after": {}, "updated": T[1]}), "key is not a JSON array"),
+    (rec([1], {"after": {}}), "no 'updated' field"),
+    (rec([1], {"after": {}, "updated": "1.2.3"}), "'updated' is not an HLC timestamp"),
+    (rec([1], {"after": 5, "updated": T[1]}), "'after' is not an object or null"),
+    (rec([1], {"after": {}, "before": [], "updated": T[1]}), "'before' is not an object or null"),
+    (rec([1], b'{"after": {"x": NaN}, "updated": "1.0"}'), "value is not a JSON object"),
+]
+
+
+@pytest.mark.parametrize(("record", "reason"), BAD, ids=[reason for _, reason in BAD])
+def test_bad_records_are_reported_with_their_position(record, reason) -> None:
+    records, result = run(plan(), arrow([row(1, 1), record, row(2, 2)], start=40))
+    assert len(records) == 2  # the good rows still go out; the driver decides what to do
+    assert result.bad == 1
+    assert result.first_bad is not None
+    ref, why = result.first_bad
+    assert (ref.topic, ref.partition, ref.offset, why) == (SRC, 0, 41, reason)
+
+
+def test_bad_records_go_to_the_dead_letter_topic_with_headers() -> None:
+    bad_key, bad_value = rec([1], b"{not json")
+    records, result = run(plan(dlq=True), arrow([row(1, 1), (bad_key, bad_value)], start=9))
+    dead = [r for r in records if r["topic"] == "dlq"]
+    assert dead == [
+        {
+            "topic": "dlq",
+            "key": bad_key,
+            "value": bad_value,
+            "headers": [
+                {"key": "h", "value": b"x"},  # the source's own headers are kept
+                {"key": ERROR_HEADER, "value": b"value is not a JSON object"},
+                {"key": SOURCE_HEADER, "value": f"{SRC}/0@10".encode()},
+            ],
+            "summary": None,
+        }
+    ]
+    assert result.bad == 1
+
+
+def test_big_integers_survive() -> None:
+    big = 2**70
+    records, _ = run(plan(), arrow([rec([big], {"after": {"n": big}, "updated": T[1]})]))
+    assert json.loads(records[0]["key"]) == [big]
+    assert json.loads(records[0]["value"])["after"] == {"n": big}
+
+
+def test_summaries_of_one_partition_merge() -> None:
+    sp = SourcePartition(SRC, 0)
+    a = PartitionSeen(sp, 10, Hlc(5), emitted=3, bad=1, first_bad=(7, "x"))
+    b = PartitionSeen(sp, 20, Hlc(4), emitted=2, duplicates=1, bad=1, first_bad=(12, "y"))
+    result = BatchResult.of([b, a])
+    assert result.partitions == [PartitionSeen(sp, 20, Hlc(5), 5, 1, 2, (7, "x"))]
+    assert (result.emitted, result.duplicates, result.bad) == (5, 1, 2)
