@@ -40,6 +40,14 @@ class JsonEncoder:
 
     def __init__(self, options: EnvelopeOptions) -> None:
         self.options = options
+        # Read once: value() runs for every row.
+        self._envelope = options.envelope
+        self._diff = options.diff
+        self._key = options.key_in_value
+        self._topic = options.topic_in_value
+        self._updated = options.updated
+        self._mvcc = options.mvcc_timestamp
+        self._has_meta = any((self._diff, self._key, self._topic, self._updated, self._mvcc))
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The JSON array of primary-key values."""
@@ -47,32 +55,34 @@ class JsonEncoder:
 
     def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
         """The envelope, or None (a tombstone) where the envelope has no value."""
-        envelope = self.options.envelope
-        if envelope == "key_only" or (envelope in ("bare", "row") and row.after is None):
-            return None
-        if envelope == "row":
+        envelope = self._envelope
+        if envelope == "wrapped":
+            return _dumps(self._metadata(row, ctx, {"after": row.after}))
+        if envelope == "key_only" or row.after is None:
+            return None  # bare and row: a delete is a tombstone
+        if envelope == "row" or not self._has_meta:
             return _dumps(row.after)
-        meta = self.metadata(row, ctx)
-        if envelope == "bare":
-            assert row.after is not None  # noqa: S101 - tombstone handled above
-            return _dumps({**row.after, **({META_FIELD: meta} if meta else {})})
-        return _dumps({"after": row.after, **meta})
+        return _dumps({**row.after, META_FIELD: self._metadata(row, ctx, {})})
 
     def metadata(self, row: ChangeRow, ctx: Context) -> dict[str, Any]:
         """The optional fields, in envelope order."""
-        opts = self.options
-        meta: dict[str, Any] = {}
-        if opts.diff:
-            meta["before"] = row.before
-        if opts.key_in_value:
-            meta["key"] = row.key
-        if opts.topic_in_value:
-            meta["topic"] = ctx.topic
-        if opts.updated:
-            meta["updated"] = str(row.updated)
-        if opts.mvcc_timestamp:
-            meta["mvcc_timestamp"] = str(row.mvcc_timestamp)
-        return meta
+        return self._metadata(row, ctx, {})
+
+    def _metadata(self, row: ChangeRow, ctx: Context, into: dict[str, Any]) -> dict[str, Any]:
+        if self._diff:
+            into["before"] = row.before
+        if self._key:
+            into["key"] = row.key
+        if self._topic:
+            into["topic"] = ctx.topic
+        if self._updated:
+            into["updated"] = str(row.updated)
+        if self._mvcc:
+            mvcc = row.mvcc_timestamp
+            into["mvcc_timestamp"] = (
+                into["updated"] if self._updated and mvcc is row.updated else str(mvcc)
+            )
+        return into
 
     def resolved(self, ts: Hlc, ctx: Context) -> bytes:
         """``{"resolved": "<hlc>"}``."""

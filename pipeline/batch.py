@@ -1,8 +1,8 @@
 """One micro-batch on the executors: decode, drop what is already resolved, encode, route.
 
-Spark's Kafka source gives every source partition's offset range of a batch to one task, in
-offset order. Each task runs :func:`process` over its records as Arrow batches
-(``mapInArrow``), in one pass:
+Spark's Kafka source reads every source partition's offset range of a batch in offset order;
+the ranges are coalesced into one task per core. Each task runs :func:`process` over its
+records as Arrow batches (``mapInArrow``), in one pass, keeping a state per source partition:
 
 * the source adapter decodes the record (``pipeline/sources.py``);
 * a marker raises the partition's *floor*, which starts at the frontier's resolved time for
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -154,41 +154,41 @@ class BatchResult:
         )
 
 
-@dataclass
 class _Out:
-    """Columns of the Arrow batch being built."""
+    """Columns of the Arrow batch being built (plain lists: appending is the hot path).
 
-    topic: list[str | None] = field(default_factory=list)
-    key: list[bytes | None] = field(default_factory=list)
-    value: list[bytes | None] = field(default_factory=list)
-    headers: list[list[dict[str, Any]] | None] = field(default_factory=list)
-    summary: list[str | None] = field(default_factory=list)
+    Topics are kept as runs (topic, count): consecutive records mostly go to one topic.
+    """
 
-    def add(
-        self,
-        topic: str | None,
-        key: bytes | None,
-        value: bytes | None,
-        headers: list[dict[str, Any]] | None = None,
-        summary: str | None = None,
-    ) -> None:
-        self.topic.append(topic)
-        self.key.append(key)
-        self.value.append(value)
-        self.headers.append(headers)
-        self.summary.append(summary)
+    def __init__(self) -> None:
+        self.topics: list[tuple[str | None, int]] = []
+        self.key: list[bytes | None] = []
+        self.value: list[bytes | None] = []
+        self.headers: list[list[dict[str, Any]] | None] = []
+        self.summary: list[str | None] = []
+
+    def topic_run(self, topic: str | None, count: int) -> None:
+        """The next ``count`` records appended go to ``topic``."""
+        if count:
+            self.topics.append((topic, count))
 
     def arrow(self) -> pa.RecordBatch:
         import pyarrow as pa  # noqa: PLC0415
 
         header = pa.struct([("key", pa.string()), ("value", pa.binary())])
+        n = len(self.key)
+        topics = [pa.repeat(pa.scalar(t, pa.string()), count) for t, count in self.topics]
+        if self.headers:
+            self.headers.extend([None] * (n - len(self.headers)))
         return pa.RecordBatch.from_arrays(
             [
-                pa.array(self.topic, pa.string()),
+                pa.concat_arrays(topics) if topics else pa.array([], pa.string()),
                 pa.array(self.key, pa.binary()),
                 pa.array(self.value, pa.binary()),
-                pa.array(self.headers, pa.list_(header)),
-                pa.array(self.summary, pa.string()),
+                pa.array(self.headers, pa.list_(header))
+                if self.headers
+                else pa.nulls(n, pa.list_(header)),
+                pa.array(self.summary, pa.string()) if self.summary else pa.nulls(n, pa.string()),
             ],
             names=["topic", "key", "value", "headers", "summary"],
         )
@@ -204,7 +204,25 @@ def process(plan: BatchPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     return _Task(plan).run(batches)
 
 
+def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
+    """``(start, stop)`` of each stretch of records from one source partition."""
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    n = batch.num_rows
+    if n < 2:
+        return [(0, n)] if n else []
+    topic, partition = batch.column("topic"), batch.column("partition")
+    changed = pc.or_(
+        pc.not_equal(partition.slice(1), partition.slice(0, n - 1)),
+        pc.not_equal(topic.slice(1), topic.slice(0, n - 1)),
+    )
+    starts = [0, *(i + 1 for i in pc.indices_nonzero(changed).to_pylist())]
+    return list(zip(starts, [*starts[1:], n], strict=True))
+
+
 class _Task:
+    """One task's walk over its records; the state of each source partition it meets."""
+
     def __init__(self, plan: BatchPlan) -> None:
         self.plan = plan
         self.encoder = JsonEncoder(plan.envelope)
@@ -216,75 +234,99 @@ class _Task:
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             out = _Out()
-            columns = batch.to_pydict()
-            keys = columns["key"]
-            for record in zip(
-                keys,
-                columns["value"],
-                columns["topic"],
-                columns["partition"],
-                columns["offset"],
-                columns.get("headers") or [None] * len(keys),
-                columns.get("error") or [None] * len(keys),
-                strict=True,
-            ):
-                self.record(out, *record)
-            if out.topic:
+            for start, stop in _runs(batch):
+                self.records(batch.slice(start, stop - start), out)
+            if out.key:
                 yield out.arrow()
         if self.seen:
             out = _Out()
             for state in self.seen.values():
-                out.add(None, None, None, None, state.to_json())
+                out.key.append(None)
+                out.value.append(None)
+                out.summary.append(state.to_json())
+            out.topic_run(None, len(self.seen))
             yield out.arrow()
 
-    def record(  # noqa: PLR0917 - one source record, as its columns
-        self,
-        out: _Out,
-        key: bytes | None,
-        value: bytes | None,
-        topic: str,
-        partition: int,
-        offset: int,
-        headers: list[dict[str, Any]] | None,
-        error: str | None,
-    ) -> None:
+    def records(self, run: pa.RecordBatch, out: _Out) -> None:
+        """Decode, filter and encode a stretch of one source partition's records into ``out``.
+
+        The hot loop of the changefeed: Python objects only for keys and values, appends
+        through bound methods, the partition's floor in a local.
+        """
+        topic = run.column("topic")[0].as_py()
+        partition = run.column("partition")[0].as_py()
+        offsets = run.column("offset")
         sp = (topic, partition)
         state = self.seen.get(sp)
         if state is None:
-            state = self.seen[sp] = PartitionSeen(SourcePartition(topic, partition), offset, None)
+            state = PartitionSeen(SourcePartition(topic, partition), offsets[0].as_py(), None)
+            self.seen[sp] = state
             self.floors[sp] = self.plan.thresholds.get(sp, ZERO)
-        state.next_offset = offset + 1
-        try:
-            item = self.decoders[topic](key, value)
-            if error is not None:
-                raise BadRecord(error)
-        except BadRecord as exc:
-            state.bad += 1
-            if state.first_bad is None:
-                state.first_bad = (offset, str(exc))
-            if self.plan.dlq_topic is not None:
-                where = f"{topic}/{partition}@{offset}".encode()
-                ours = [
-                    {"key": ERROR_HEADER, "value": str(exc).encode()},
-                    {"key": SOURCE_HEADER, "value": where},
-                ]
-                out.add(self.plan.dlq_topic, key, value, [*(headers or []), *ours])
+        floor, end_time = self.floors[sp], self.plan.end_time
+        decode, ctx, table = self.decoders[topic], self.contexts[topic], self.plan.tables[topic]
+        encode_key, encode_value = self.encoder.key, self.encoder.value
+        add_key, add_value = out.key.append, out.value.append
+        errors = run.column("error").to_pylist() if "error" in run.schema.names else None
+        emitted = 0  # rows appended since the last topic run was recorded
+        kept = 0  # rows emitted in this stretch
+        for i, (key, value) in enumerate(
+            zip(run.column("key").to_pylist(), run.column("value").to_pylist(), strict=True)
+        ):
+            try:
+                item = decode(key, value)
+                if errors is not None and errors[i] is not None:
+                    raise BadRecord(errors[i])
+            except BadRecord as exc:
+                out.topic_run(ctx.topic, emitted)
+                emitted = 0
+                self.bad(out, state, offsets[i].as_py(), str(exc), run, i)
+                continue
+            if isinstance(item, Marker):
+                floor = max(floor, item.resolved)
+                state.resolved = max(state.resolved or ZERO, item.resolved)
+                continue
+            ts = item.ts
+            if ts <= floor:
+                state.duplicates += 1
+                continue
+            if end_time is not None and ts > end_time:
+                continue
+            row = ChangeRow(table, item.key, item.after, item.before, ts, ts)
+            add_key(encode_key(row, ctx))
+            add_value(encode_value(row, ctx))
+            emitted += 1
+            kept += 1
+        out.topic_run(ctx.topic, emitted)
+        state.emitted += kept
+        self.floors[sp] = floor
+        state.next_offset = offsets[-1].as_py() + 1
+
+    def bad(  # noqa: PLR0917 - the record, where it sits in its stretch
+        self,
+        out: _Out,
+        state: PartitionSeen,
+        offset: int,
+        reason: str,
+        run: pa.RecordBatch,
+        index: int,
+    ) -> None:
+        """Count an undecodable record; with a dead-letter topic, write it there as it came."""
+        state.bad += 1
+        if state.first_bad is None:
+            state.first_bad = (offset, reason)
+        if self.plan.dlq_topic is None:
             return
-        if isinstance(item, Marker):
-            self.floors[sp] = max(self.floors[sp], item.resolved)
-            state.resolved = max(state.resolved or ZERO, item.resolved)
-            return
-        ts = item.ts
-        if ts <= self.floors[sp]:
-            state.duplicates += 1
-            return
-        end_time = self.plan.end_time
-        if end_time is not None and ts > end_time:
-            return
-        row = ChangeRow(self.plan.tables[topic], item.key, item.after, item.before, ts, ts)
-        ctx = self.contexts[topic]
-        out.add(ctx.topic, self.encoder.key(row, ctx), self.encoder.value(row, ctx))
-        state.emitted += 1
+        sp = state.partition
+        headers = run.column("headers")[index].as_py() if "headers" in run.schema.names else None
+        ours = [
+            {"key": ERROR_HEADER, "value": reason.encode()},
+            {"key": SOURCE_HEADER, "value": f"{sp.topic}/{sp.partition}@{offset}".encode()},
+        ]
+        out.headers.extend([None] * (len(out.key) - len(out.headers)))  # rows before it
+        out.key.append(run.column("key")[index].as_py())
+        out.value.append(run.column("value")[index].as_py())
+        out.headers.append([*(headers or []), *ours])
+        out.topic_run(self.plan.dlq_topic, 1)
 
 
 def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -> DataFrame:
@@ -296,7 +338,12 @@ def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -
         columns.append("headers")
     if "error" in batch.columns:  # a CDC query found values that do not fit their table
         columns.append("error")
-    processed = batch.select(*columns).mapInArrow(partial(process, plan), OUTPUT_SCHEMA)
+    source = batch.select(*columns)
+    # A Python task costs ~0.2 s to set up, whatever its size: at most one task per core,
+    # each walking several source partitions one after the other (coalesce keeps the order
+    # within each, and never adds tasks).
+    source = source.coalesce(source.sparkSession.sparkContext.defaultParallelism)
+    processed = source.mapInArrow(partial(process, plan), OUTPUT_SCHEMA)
     # As JSON text: an array would come back to Python as a Java object.
     summaries = F.to_json(F.collect_list("summary")).alias("summaries")
     observed = processed.observe(observation, summaries)

@@ -350,6 +350,7 @@ class Changefeed:
             batch = apply_query(batch, *self._query, config.encoder)
         records = kafka_records(batch, plan, observation)
         faults.reached("during_write")
+        started = time.perf_counter()
         (
             records.write.mode("append")
             .format("kafka")
@@ -361,6 +362,7 @@ class Changefeed:
             .save()
         )
         result = read_result(observation)
+        wrote = time.perf_counter() - started
         faults.reached("after_write")
         if result.first_bad is not None and plan.dlq_topic is None:
             ref, reason = result.first_bad
@@ -376,11 +378,12 @@ class Changefeed:
         self.stats.duplicates += result.duplicates
         self.stats.bad += result.bad
         log.info(
-            "batch %d: %d rows emitted, %d duplicates dropped, %d bad; high-water %s",
+            "batch %d: %d rows emitted, %d duplicates dropped, %d bad in %.2fs; high-water %s",
             batch_id,
             result.emitted,
             result.duplicates,
             result.bad,
+            wrote,
             self.frontier.high_water(),
         )
         self._after_batch()
@@ -420,7 +423,9 @@ class Changefeed:
         if checkpoint_due:
             self._write_checkpoint(last_marker=marker if marker_due else self.last_marker)
         if marker_due:
+            started = time.perf_counter()
             self.broadcaster.emit(marker)
+            log.info("marker %s sent in %.1f ms", marker, (time.perf_counter() - started) * 1000)
             self.stats.markers.append((time.time(), marker))
             self.last_marker = marker
             self._last_marker_at = now

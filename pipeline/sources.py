@@ -58,19 +58,19 @@ def loads(data: bytes) -> Any:
 
 
 def parse_hlc(text: Any, field: str) -> Hlc:
-    """The HLC in a JSON string field, or :class:`BadRecord` naming the field."""
-    if not isinstance(text, str):
-        raise BadRecord(f"{field!r} is not an HLC timestamp")
-    wall, dot, logical = text.partition(".")
-    if (
-        not wall.isdigit()
-        or len(wall) > 20
-        or (dot and not (logical.isdigit() and len(logical) <= 10))
-        or not wall.isascii()
-        or not logical.isascii()
-    ):
-        raise BadRecord(f"{field!r} is not an HLC timestamp")
-    return Hlc(int(wall), int(logical) if logical else 0)
+    """The HLC in a JSON string field, or :class:`BadRecord` naming the field.
+
+    The wire form is ``<wall>[.<logical, up to 10 digits>]``, ASCII digits only.
+    """
+    if isinstance(text, str) and text.isascii():
+        wall, _, logical = text.partition(".")
+        if wall.isdigit() and len(wall) <= 20:
+            if not logical:
+                if "." not in text:
+                    return tuple.__new__(Hlc, (int(wall), 0))
+            elif logical.isdigit() and len(logical) <= 10:
+                return tuple.__new__(Hlc, (int(wall), int(logical)))
+    raise BadRecord(f"{field!r} is not an HLC timestamp")
 
 
 class NativeAdapter:
@@ -90,7 +90,7 @@ class NativeAdapter:
             body = loads(value)
         except ValueError:
             raise BadRecord("value is not a JSON object") from None
-        if not isinstance(body, dict):
+        if type(body) is not dict:
             raise BadRecord("value is not a JSON object")
         if key is None:
             if "resolved" not in body:
@@ -100,18 +100,22 @@ class NativeAdapter:
             key_values = loads(key)
         except ValueError:
             key_values = None
-        if not isinstance(key_values, list):
+        if type(key_values) is not list:
             raise BadRecord("key is not a JSON array")
-        if "updated" not in body:
+        updated = body.get("updated")
+        if updated is None:
             raise BadRecord("no 'updated' field")
-        ts = parse_hlc(body["updated"], "updated")
+        ts = parse_hlc(updated, "updated")
         after = body.get("after")
         before = body.get("before")
-        if after is not None and not isinstance(after, dict):
+        if after is None:
+            op: Op = "delete"
+        elif type(after) is dict:
+            op = "upsert" if before is None else "update"
+        else:
             raise BadRecord("'after' is not an object or null")
-        if before is not None and not isinstance(before, dict):
+        if before is not None and type(before) is not dict:
             raise BadRecord("'before' is not an object or null")
-        op: Op = "delete" if after is None else "update" if before is not None else "upsert"
         return Change(key_values, after, before, op, ts)
 
 

@@ -55,7 +55,7 @@ class Hlc(_HlcFields):
         return cls(int(wall), int(logical) if logical else 0)
 
     def __str__(self) -> str:
-        return f"{self.wall}.{self.logical:010d}"
+        return f"{self[0]}.{self[1]:010d}"
 
     def next(self) -> Hlc:
         """The smallest timestamp strictly above this one."""

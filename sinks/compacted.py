@@ -48,6 +48,7 @@ class CompactedTopic:
             replication_factor=replication_factor,
             topic_config=COMPACTED,
         )
+        self._producer.connect()
 
     def put(self, key: str, value: bytes | None) -> None:
         """Write ``value`` for ``key`` (None deletes) and wait until the broker acknowledged it."""

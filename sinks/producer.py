@@ -40,6 +40,14 @@ class AcknowledgedProducer:
             self._live = Producer(self._config)
         return self._live
 
+    def connect(self) -> None:
+        """Create the producer now.
+
+        Its idempotence handshake (a producer id from the broker, ~0.5 s) then overlaps with
+        start-up instead of delaying the first write.
+        """
+        _ = self.producer
+
     def _delivered(self, err: KafkaError | None, _msg: Any) -> None:
         if err is not None:
             self._failures.append(err)

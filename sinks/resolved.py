@@ -37,6 +37,7 @@ class ResolvedBroadcaster:
         self._encode = encode
         self._timeout = timeout
         self._producer = AcknowledgedProducer(client_config, timeout=timeout, linger_ms=5)
+        self._producer.connect()
 
     def partitions(self, topic: str) -> list[int]:
         """The topic's partitions as the broker reports them now (added ones included)."""

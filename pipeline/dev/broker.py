@@ -1,38 +1,28 @@
 """An embedded Kafka broker: one KRaft node (broker and controller) the project starts itself.
 
-Each broker lives in a directory of its own (storage, config, logs and a ``broker.json``
-state file), binds only to 127.0.0.1 on free ports, and so several can run side by side: a
-demo and a test run, or two tests. It counts as ready when an AdminClient answers. The state
-file lets another process (``highwater dev kafka stop``) find and stop it.
+A :class:`~pipeline.dev.service.LocalService`: a directory of its own (storage, config, logs
+and a ``broker.json`` state file), free ports on 127.0.0.1, several side by side. It counts as
+ready when an AdminClient answers.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
-import ctypes
-import json
 import logging
-import os
-import signal
-import socket
 import subprocess
-import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
-from types import TracebackType
 from typing import Any
 
 from schemas.errors import BrokerError
 
 from .jars import broker_classpath
+from .service import LocalService, free_port
 
 log = logging.getLogger(__name__)
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
-_STATE = "broker.json"
-_PR_SET_PDEATHSIG = 1
 
 
 @dataclass(frozen=True)
@@ -51,53 +41,21 @@ class BrokerInfo:
         return f"127.0.0.1:{self.port}"
 
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+class EmbeddedKafka(LocalService[BrokerInfo]):
+    """A single-node KRaft Kafka in ``directory``."""
 
-
-def _kill_with_parent() -> None:  # pragma: no cover - runs in the child before exec
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
-
-
-class EmbeddedKafka:
-    """A single-node KRaft Kafka in ``directory``.
-
-    ``owned=True`` ties the broker's life to this Python process (tests): if the process
-    dies, the kernel sends the broker SIGTERM. ``owned=False`` detaches it (the CLI).
-    """
+    name = "Kafka broker"
+    state_file_name = "broker.json"
+    error = BrokerError
+    info_type = BrokerInfo
 
     def __init__(self, directory: str | Path, *, heap: str = "768m", owned: bool = True) -> None:
-        self.directory = Path(directory).resolve()
+        super().__init__(directory, owned=owned)
         self.heap = heap
-        self.owned = owned
-
-    # -- state ---------------------------------------------------------------------------
-
-    @property
-    def _state_file(self) -> Path:
-        return self.directory / _STATE
 
     @property
     def _config_file(self) -> Path:
         return self.directory / "server.properties"
-
-    def status(self) -> BrokerInfo | None:
-        """The running broker of this directory, or None."""
-        if not self._state_file.is_file():
-            return None
-        info = BrokerInfo(**json.loads(self._state_file.read_text(encoding="utf-8")))
-        return info if self._is_ours(info.pid) else None
-
-    def _is_ours(self, pid: int) -> bool:
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            return False
-        return str(self._config_file).encode() in cmdline
 
     # -- start ---------------------------------------------------------------------------
 
@@ -195,23 +153,10 @@ class EmbeddedKafka:
             "kafka.Kafka",
             str(self._config_file),
         ]
-        with (self.directory / "broker.out").open("ab") as out:
-            process = subprocess.Popen(
-                command,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                cwd=self.directory,
-                start_new_session=not self.owned,
-                preexec_fn=_kill_with_parent if self.owned else None,  # noqa: PLW1509
-            )
+        process = self.spawn(command, "broker.out")
         info = BrokerInfo(str(self.directory), process.pid, port, controller, str(log_file))
-        self._state_file.write_text(json.dumps(asdict(info)), encoding="utf-8")
-        try:
-            self._wait_ready(info, process, timeout)
-        except BrokerError:
-            self._terminate(process.pid, 10)
-            raise
+        self.record(info)
+        self.wait_ready(process, lambda: self._answers(info), timeout)
         log.info(
             "Kafka broker ready at %s (pid %s, dir %s)",
             info.bootstrap_servers,
@@ -220,79 +165,18 @@ class EmbeddedKafka:
         )
         return info
 
-    def _wait_ready(
-        self, info: BrokerInfo, process: subprocess.Popen[bytes], timeout: float
-    ) -> None:
+    def _answers(self, info: BrokerInfo) -> bool:
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
         probe_log: Any = logging.getLogger("highwater.broker.probe")
         admin = AdminClient(
             {"bootstrap.servers": info.bootstrap_servers, "log_level": 0, "logger": probe_log}
         )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise BrokerError(f"Kafka broker exited with {process.returncode}:\n{self._tail()}")
-            try:
-                metadata = admin.list_topics(timeout=2)
-            except Exception:
-                time.sleep(0.3)
-                continue
-            if metadata.brokers:
-                return
-        raise BrokerError(f"Kafka broker not ready after {timeout:.0f}s:\n{self._tail()}")
+        return bool(admin.list_topics(timeout=2).brokers)
 
-    def _tail(self, lines: int = 30) -> str:
-        texts = []
-        for name in ("broker.out", "logs/server.log"):
-            path = self.directory / name
-            if path.is_file():
-                texts.extend(path.read_text(encoding="utf-8", errors="replace").splitlines())
-        return "\n".join(texts[-lines:])
-
-    # -- stop ----------------------------------------------------------------------------
-
-    def stop(self, timeout: float = 30.0) -> bool:
-        """Stop the broker cleanly (SIGTERM, then SIGKILL after ``timeout``); True if it ran."""
-        info = self.status()
-        if info is None:
-            return False
-        self._terminate(info.pid, timeout)
-        log.info("Kafka broker %s stopped", self.directory)
-        return True
-
-    def _terminate(self, pid: int, timeout: float) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and self._alive(pid):
-            time.sleep(0.2)
-        if self._alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            while self._alive(pid):
-                time.sleep(0.1)
-
-    @staticmethod
-    def _alive(pid: int) -> bool:
-        # Reap our own child if it is one, so that it does not linger as a zombie.
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(pid, os.WNOHANG)
-        try:
-            stat = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8")
-        except OSError:
-            return False
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-    # -- context manager -----------------------------------------------------------------
+    def log_files(self) -> list[str]:
+        """The launcher's output and the broker's log."""
+        return ["broker.out", "logs/server.log"]
 
     def __enter__(self) -> BrokerInfo:
         return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()

@@ -93,6 +93,40 @@ def test_rows_at_or_below_the_floor_are_dropped_within_and_across_arrow_batches(
     )
 
 
+def test_a_task_walks_several_partitions_each_with_its_own_floor() -> None:
+    # coalesced tasks see several partitions; Arrow batches may hold the end of one and the
+    # start of the next
+    p0 = arrow([row(1, 3), marker(5), row(1, 4), row(1, 6)], partition=0)
+    p1 = arrow([row(2, 4), row(2, 5), marker(4), row(2, 4), row(2, 6)], start=100, partition=1)
+    mixed = pa.concat_batches([p0.slice(2), p1.slice(0, 3)])
+    records, result = run(plan(), p0.slice(0, 2), mixed, p1.slice(3))
+    times = [(r["key"], json.loads(r["value"])["updated"]) for r in records]
+    assert times == [(b"[1]", T[3]), (b"[1]", T[6]), (b"[2]", T[4]), (b"[2]", T[5]), (b"[2]", T[6])]
+    assert {(s.partition.partition, s.next_offset, s.duplicates) for s in result.partitions} == {
+        (0, 4, 1),
+        (1, 105, 1),
+    }
+
+
+def test_dead_letters_and_rows_keep_their_topics_in_order() -> None:
+    bad = rec([9], b"nope")
+    records, result = run(
+        plan(dlq=True), arrow([row(1, 1), bad, row(2, 2), row(3, 3), bad, bad, row(4, 4)])
+    )
+    assert [r["topic"] for r in records] == [
+        "out.orders",
+        "dlq",
+        "out.orders",
+        "out.orders",
+        "dlq",
+        "dlq",
+        "out.orders",
+    ]
+    assert [r["headers"] is None for r in records] == [True, False, True, True, False, False, True]
+    assert result.emitted == 4
+    assert result.bad == 3
+
+
 def test_end_time_keeps_later_rows_out() -> None:
     records, _ = run(plan(end=2), arrow([row(1, 1), row(1, 2), row(1, 3)]))
     assert [json.loads(r["value"])["updated"] for r in records] == [T[1], T[2]]
