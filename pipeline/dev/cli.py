@@ -15,6 +15,8 @@ from . import jars
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
 from .kafka_tools import TOOLS, tool_command
+from .registry import EmbeddedRegistry
+from .service import LocalService
 
 
 def state_dir() -> Path:
@@ -60,6 +62,12 @@ def add_dev_commands(commands: Any) -> None:
     _broker_args(kafka)
     kafka.set_defaults(handler=_kafka)
 
+    registry = dev.add_parser("registry", help="the embedded schema registry (Apicurio)")
+    registry.add_argument("action", choices=("start", "stop", "status"))
+    registry.add_argument("--name", default="default", help="embedded registry name")
+    registry.add_argument("--dir", type=Path, help="embedded registry folder (overrides --name)")
+    registry.set_defaults(handler=_registry)
+
     cli = dev.add_parser(
         "kafka-cli",
         help=f"run a Kafka CLI tool ({', '.join(sorted(TOOLS))})",
@@ -104,20 +112,29 @@ def _fetch_jars(_args: argparse.Namespace) -> int:
     return 0
 
 
+def registry_for(args: argparse.Namespace) -> EmbeddedRegistry:
+    """The embedded registry named by ``--name`` (or placed by ``--dir``)."""
+    return EmbeddedRegistry(args.dir or state_dir() / "registry" / args.name, owned=False)
+
+
 def _kafka(args: argparse.Namespace) -> int:
-    broker = broker_for(args)
-    if args.action == "start":
-        info = broker.start()
-        print(f"Kafka broker {info.bootstrap_servers} (pid {info.pid}, dir {info.directory})")
-    elif args.action == "stop":
-        print("stopped" if broker.stop() else "not running")
+    return _service(args.action, broker_for(args), lambda i: i.bootstrap_servers)
+
+
+def _registry(args: argparse.Namespace) -> int:
+    return _service(args.action, registry_for(args), lambda i: i.url)
+
+
+def _service(action: str, service: LocalService[Any], where: Any) -> int:
+    """Start, stop or report a local service; status exits 3 when it is not running."""
+    if action == "start":
+        info = service.start()
+        print(f"{service.name} {where(info)} (pid {info.pid}, dir {info.directory})")
+    elif action == "stop":
+        print("stopped" if service.stop() else "not running")
     else:
-        running = broker.status()
-        print(
-            f"running at {running.bootstrap_servers} (pid {running.pid})"
-            if running
-            else "not running"
-        )
+        running = service.status()
+        print(f"running at {where(running)} (pid {running.pid})" if running else "not running")
         return 0 if running else 3
     return 0
 

@@ -1,4 +1,6 @@
-"""JVM jars from Maven Central: the broker with its CLI tools, and Spark's Kafka connector.
+"""JVM artifacts from Maven Central: broker and CLI tools, Spark's connector, the registry.
+
+The schema registry (Apicurio) comes as an application archive, unpacked in place.
 
 ``fetch_all()`` is idempotent: each jar set lands in its own folder with a stamp naming the
 POM and versions it came from, and a second call with the same stamp does nothing (no Maven,
@@ -16,6 +18,7 @@ import logging
 import os
 import shutil
 import subprocess
+import tarfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +33,7 @@ SPARK_CONNECTOR_ARTIFACTS = (
     "spark-avro_2.13",
 )
 _STAMP = ".highwater-stamp"
+REGISTRY_VERSION = "3.0.9"
 
 
 def jars_root() -> Path:
@@ -57,6 +61,9 @@ class JarSet:
     name: str
     pom: Path
     properties: dict[str, str] = field(default_factory=dict)
+    # One artifact to copy (``group:artifact:version:type:classifier``) instead of the POM's
+    # dependencies; a .tar.gz is unpacked in place.
+    artifact: str | None = None
 
     @property
     def directory(self) -> Path:
@@ -67,7 +74,8 @@ class JarSet:
         """What the folder must have been fetched from to count as current."""
         digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()[:16]
         props = ",".join(f"{k}={v}" for k, v in sorted(self.properties.items()))
-        return f"{self.pom.parent.name} pom={digest} {props}".strip()
+        artifact = f"artifact={self.artifact}" if self.artifact else ""
+        return " ".join(p for p in (self.pom.parent.name, f"pom={digest}", props, artifact) if p)
 
     def is_current(self) -> bool:
         """True when the folder holds a complete copy from this very POM and properties."""
@@ -87,18 +95,23 @@ class JarSet:
             raise JarsError("Maven ('mvn') is not on PATH; it is needed once to fetch the jars")
         scratch = self.directory.with_name(self.directory.name + ".partial")
         shutil.rmtree(scratch, ignore_errors=True)
+        goal = ["dependency:copy", f"-Dartifact={self.artifact}"] if self.artifact else []
         command = [
             mvn,
             "-B",
             "-q",
             "-f",
             str(self.pom),
-            "dependency:copy-dependencies",
+            *(goal or ["dependency:copy-dependencies"]),
             f"-DoutputDirectory={scratch}",
             *(f"-D{k}={v}" for k, v in sorted(self.properties.items())),
         ]
         log.info("fetching %s jars: %s", self.name, " ".join(command))
         result = subprocess.run(command, capture_output=True, text=True, check=False)
+        for archive in scratch.glob("*.tar.gz"):
+            with tarfile.open(archive) as tar:
+                tar.extractall(scratch, filter="data")
+            archive.unlink()
         if result.returncode != 0 or not any(scratch.glob("*.jar")):
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
             raise JarsError(f"fetching the {self.name} jars with Maven failed:\n{tail}")
@@ -120,9 +133,29 @@ def spark_jar_set(version: str | None = None) -> JarSet:
     )
 
 
+def registry_app() -> JarSet:
+    """Apicurio Registry's runnable application (``*-runner.jar`` and its ``lib/``)."""
+    return JarSet(
+        "registry",
+        _JVM / "registry" / "pom.xml",
+        artifact=f"io.apicurio:apicurio-registry-app:{REGISTRY_VERSION}:tar.gz:all",
+    )
+
+
 def fetch_all() -> dict[str, bool]:
     """Fetch every jar set that is missing or stale; report which were fetched."""
-    return {s.name: s.fetch() for s in (broker_jars(), spark_jar_set())}
+    return {s.name: s.fetch() for s in (broker_jars(), spark_jar_set(), registry_app())}
+
+
+def registry_runner() -> Path:
+    """The registry's runner jar; a clear error when it was not fetched."""
+    jar_set = registry_app()
+    runners = sorted(jar_set.directory.glob("*-runner.jar"))
+    if not jar_set.is_current() or not runners:
+        raise JarsError(
+            f"the schema registry is not in {jar_set.directory}: run 'highwater dev fetch-jars'"
+        )
+    return runners[0]
 
 
 def spark_jars() -> list[Path]:

@@ -115,6 +115,10 @@ class LocalService(Generic[Info]):
 
     # -- running ---------------------------------------------------------------------------
 
+    def start(self, timeout: float = 120.0) -> Info:
+        """Start the service (or return the running one) once it answers."""
+        raise NotImplementedError
+
     def spawn(self, command: list[str], output: str) -> subprocess.Popen[bytes]:
         """Start ``command`` in the directory, its output appended to ``output``."""
         with (self.directory / output).open("ab") as out:
