@@ -30,9 +30,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from encoders.base import ChangeRow, Context, EnvelopeOptions
-from encoders.json import JsonEncoder
-from schemas.errors import RecordRef
+from encoders.base import ChangeRow, Context, Encoder
+from schemas.errors import EncodingError, RecordRef
 from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
@@ -61,7 +60,7 @@ class BatchPlan:
     tables: Mapping[str, str]  # source topic -> table
     formats: Mapping[str, str]  # source topic -> source format
     routes: Mapping[str, str]  # source topic -> output topic
-    envelope: EnvelopeOptions
+    encoders: Mapping[str, Encoder]  # source topic -> its output topic's encoder
     dlq_topic: str | None  # None: bad records are reported, not written
     end_time: Hlc | None = None
 
@@ -225,7 +224,6 @@ class _Task:
 
     def __init__(self, plan: BatchPlan) -> None:
         self.plan = plan
-        self.encoder = JsonEncoder(plan.envelope)
         self.decoders = {topic: adapter(fmt).decode for topic, fmt in plan.formats.items()}
         self.contexts = {topic: Context(output) for topic, output in plan.routes.items()}
         self.seen: dict[tuple[str, int], PartitionSeen] = {}
@@ -247,24 +245,34 @@ class _Task:
             out.topic_run(None, len(self.seen))
             yield out.arrow()
 
+    def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:
+        """The stretch's source partition and its summary so far.
+
+        A partition met for the first time starts at the frontier's resolved time.
+        """
+        topic = run.column("topic")[0].as_py()
+        partition = run.column("partition")[0].as_py()
+        sp = (topic, partition)
+        state = self.seen.get(sp)
+        if state is None:
+            first = run.column("offset")[0].as_py()
+            state = self.seen[sp] = PartitionSeen(SourcePartition(topic, partition), first, None)
+            self.floors[sp] = self.plan.thresholds.get(sp, ZERO)
+        return sp, state
+
     def records(self, run: pa.RecordBatch, out: _Out) -> None:
         """Decode, filter and encode a stretch of one source partition's records into ``out``.
 
         The hot loop of the changefeed: Python objects only for keys and values, appends
         through bound methods, the partition's floor in a local.
         """
-        topic = run.column("topic")[0].as_py()
-        partition = run.column("partition")[0].as_py()
         offsets = run.column("offset")
-        sp = (topic, partition)
-        state = self.seen.get(sp)
-        if state is None:
-            state = PartitionSeen(SourcePartition(topic, partition), offsets[0].as_py(), None)
-            self.seen[sp] = state
-            self.floors[sp] = self.plan.thresholds.get(sp, ZERO)
+        sp, state = self.partition(run)
+        topic = sp[0]
         floor, end_time = self.floors[sp], self.plan.end_time
         decode, ctx, table = self.decoders[topic], self.contexts[topic], self.plan.tables[topic]
-        encode_key, encode_value = self.encoder.key, self.encoder.value
+        encoder = self.plan.encoders[topic]
+        encode_key, encode_value = encoder.key, encoder.value
         add_key, add_value = out.key.append, out.value.append
         errors = run.column("error").to_pylist() if "error" in run.schema.names else None
         emitted = 0  # rows appended since the last topic run was recorded
@@ -292,8 +300,15 @@ class _Task:
             if end_time is not None and ts > end_time:
                 continue
             row = ChangeRow(table, item.key, item.after, item.before, ts, ts)
-            add_key(encode_key(row, ctx))
-            add_value(encode_value(row, ctx))
+            try:
+                key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
+            except EncodingError as exc:  # e.g. a value that does not fit its Avro type
+                out.topic_run(ctx.topic, emitted)
+                emitted = 0
+                self.bad(out, state, offsets[i].as_py(), exc.reason, run, i)
+                continue
+            add_key(key_bytes)
+            add_value(value_bytes)
             emitted += 1
             kept += 1
         out.topic_run(ctx.topic, emitted)

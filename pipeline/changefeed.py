@@ -31,8 +31,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from encoders.base import Context
+from encoders.avro import AvroEncoder
+from encoders.base import Context, Encoder
 from encoders.json import JsonEncoder
+from schemas.avro import OutputSchemas
 from schemas.errors import (
     CheckpointError,
     HighwaterError,
@@ -44,6 +46,7 @@ from schemas.hlc import ZERO, Hlc
 from sinks.admin import ensure_topics, partition_counts
 from sinks.compacted import CompactedTopic
 from sinks.resolved import ResolvedBroadcaster
+from sinks.schemas import publish, register
 
 from . import faults
 from .batch import BatchPlan, kafka_records, read_result
@@ -119,7 +122,7 @@ class Changefeed:
         has_query = config.encoder.select is not None or config.encoder.where is not None
         schema = first.declared_schema
         self._query = (first.table, schema) if has_query and schema is not None else None
-        self._encoder = JsonEncoder(config.encoder)
+        self._encoders: dict[str, Encoder] = {}  # source topic -> encoder (prepare())
         self._fingerprint = config_fingerprint(config)
         self._lock = threading.Lock()
         self._closing = False
@@ -152,10 +155,12 @@ class Changefeed:
             )
         self.checkpoints = CompactedTopic(sink, config.checkpoint.topic)
         self.checkpoints.ensure(config.checkpoint.replication_factor)
+        self._encoders = self._make_encoders(sink)
+        by_output = {self._routes[t]: e for t, e in self._encoders.items()}
         self.broadcaster = ResolvedBroadcaster(
             sink,
-            list(dict.fromkeys(self._routes.values())),
-            lambda ts, topic: self._encoder.resolved(ts, Context(topic)),
+            list(by_output),
+            lambda ts, topic: by_output[topic].resolved(ts, Context(topic)),
         )
         source = client_config(config.kafka)
         try:
@@ -186,6 +191,33 @@ class Changefeed:
             restored.level,
         )
         self._check_offsets_exist(source)
+
+    def _make_encoders(self, sink: dict[str, Any]) -> dict[str, Encoder]:
+        """One encoder per source topic; Avro schemas are registered or published first."""
+        config = self.config
+        if config.encoder.format == "json":
+            encoder = JsonEncoder(config.encoder)
+            return dict.fromkeys(self._routes, encoder)
+        registry = config.encoder.schema_registry
+        schema_topic = None
+        if registry is None:
+            schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
+            schema_topic.ensure(config.sink.replication_factor)
+        encoders: dict[str, Encoder] = {}
+        for source in config.sources:
+            table = source.declared_schema
+            assert table is not None  # noqa: S101 - the config requires it for Avro
+            schemas = OutputSchemas.of(table, config.encoder)
+            output = self._routes[source.topic]
+            if registry is not None:
+                framing = register(registry.client_config(), output, schemas)
+            else:
+                assert schema_topic is not None  # noqa: S101
+                framing = publish(schema_topic, schemas)
+            encoders[source.topic] = AvroEncoder(schemas, framing, config.encoder, source.table)
+        if schema_topic is not None:
+            schema_topic.close()
+        return encoders
 
     def load_checkpoint(self) -> Checkpoint | None:
         """The changefeed's checkpoint record, or None for a new changefeed."""
@@ -276,8 +308,8 @@ class Changefeed:
 
     def run(self) -> None:
         """Run until ``end_time``, a stop, the end of an ``available_now`` drain, or an error."""
-        query = self.start()
         try:
+            query = self.start()
             while query.isActive:
                 if self._finished or self.stop_request.is_set() or self._error is not None:
                     self._close(query)
@@ -296,8 +328,14 @@ class Changefeed:
                 with self._lock:
                     self._after_batch(final=True)
         finally:
-            self.checkpoints.close()
-            self.broadcaster.close()
+            self._release()
+
+    def _release(self) -> None:
+        """Close the producers and remove the scratch folder, whatever got created."""
+        for resource in ("checkpoints", "broadcaster"):
+            if hasattr(self, resource):
+                getattr(self, resource).close()
+        if hasattr(self, "_scratch"):
             shutil.rmtree(self._scratch, ignore_errors=True)
 
     def _close(self, query: StreamingQuery) -> None:
@@ -341,7 +379,7 @@ class Changefeed:
             tables=self._tables,
             formats=self._formats,
             routes=self._routes,
-            envelope=config.encoder,
+            encoders=self._encoders,
             dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
             end_time=config.end_time,
         )

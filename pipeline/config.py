@@ -192,6 +192,13 @@ class SchemaRegistryConfig(_Section):
     url: Annotated[str, Field(pattern=r"^https?://")]
     basic_auth_user_info: SecretStr | None = None
 
+    def client_config(self) -> dict[str, str]:
+        """The configuration of confluent-kafka's ``SchemaRegistryClient``."""
+        out = {"url": self.url}
+        if self.basic_auth_user_info is not None:
+            out["basic.auth.user.info"] = self.basic_auth_user_info.get_secret_value()
+        return out
+
 
 class EncoderConfig(_Section):
     """The envelope and its options (contract §4)."""
@@ -207,6 +214,8 @@ class EncoderConfig(_Section):
     select: list[Annotated[str, Field(min_length=1)]] | None = None
     where: Annotated[str, Field(min_length=1)] | None = None
     schema_registry: SchemaRegistryConfig | None = None
+    # Registry-free Avro: where the schemas are published, keyed by fingerprint.
+    schema_topic: Name = "_highwater_schemas"
 
     @model_validator(mode="after")
     def _combinations(self) -> EncoderConfig:
@@ -224,6 +233,10 @@ class EncoderConfig(_Section):
             raise _combination("diff", "cannot be used with envelope 'row' (no place for 'before')")
         if self.schema_registry is not None and self.format != "avro":
             raise _combination("schema_registry", "is only used with format: avro")
+        if self.format == "avro" and self.envelope not in ("wrapped", "key_only"):
+            raise _combination(
+                "envelope", f"'{self.envelope}' has no Avro form (use wrapped or key_only)"
+            )
         return self
 
 
@@ -328,6 +341,23 @@ class ChangefeedConfig(_Section):
                 problems.append((f"sources[{i}].table", f"table {source.table!r} listed twice"))
             seen_topics.add(source.topic)
             seen_tables.add(source.table)
+        if self.encoder.format == "avro":
+            for i, source in enumerate(self.sources):
+                if source.table_schema is None:
+                    problems.append(
+                        (
+                            f"sources[{i}].table_schema",
+                            "is required with encoder.format: avro (the columns and their types)",
+                        )
+                    )
+            if self.sink.topic_name is not None and len(self.sources) > 1:
+                problems.append(
+                    (
+                        "sink.topic_name",
+                        "cannot hold several tables in Avro: each table's envelope needs its "
+                        "own <topic>-value subject",
+                    )
+                )
         for option in ("select", "where"):
             if getattr(self.encoder, option) is None:
                 continue

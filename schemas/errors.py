@@ -83,6 +83,10 @@ class EncodingError(HighwaterError):
         super().__init__(f"cannot encode {side}: {reason}")
 
 
+class SchemaError(HighwaterError):
+    """An output schema could not be registered (the registry refused it) or published."""
+
+
 class SinkError(HighwaterError):
     """Writing to the output topics failed after retries."""
 

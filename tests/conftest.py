@@ -1,4 +1,4 @@
-"""Fixtures: a Kafka broker, unique topics, a local SparkSession; markers by folder.
+"""Fixtures: a Kafka broker, a schema registry, unique topics, a local SparkSession.
 
 The broker is, in order of preference: ``KAFKA_BOOTSTRAP_SERVERS`` when set; testcontainers'
 Kafka when a Docker engine answers; otherwise the project's own embedded KRaft broker. It is
@@ -56,6 +56,20 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     with EmbeddedKafka(tmp_path_factory.mktemp("kafka")) as info:
         yield info.bootstrap_servers
+
+
+@pytest.fixture(scope="session")
+def schema_registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A Confluent-compatible schema registry: ``SCHEMA_REGISTRY_URL``, else the project's
+    embedded Apicurio (global compatibility BACKWARD)."""
+    external = os.environ.get("SCHEMA_REGISTRY_URL")
+    if external:
+        yield external
+        return
+    from pipeline.dev.registry import EmbeddedRegistry  # noqa: PLC0415
+
+    with EmbeddedRegistry(tmp_path_factory.mktemp("registry")) as info:
+        yield info.url
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from encoders.json import JsonEncoder
 from pipeline.batch import ERROR_HEADER, SOURCE_HEADER, BatchPlan, BatchResult, PartitionSeen
 from pipeline.batch import process as run_task
 from pipeline.config import EncoderConfig
@@ -37,7 +38,7 @@ def plan(threshold: int | None = None, *, dlq: bool = False, end: int | None = N
         tables={SRC: "orders"},
         formats={SRC: "native"},
         routes={SRC: "out.orders"},
-        envelope=EncoderConfig(updated=True),
+        encoders={SRC: JsonEncoder(EncoderConfig(updated=True))},
         dlq_topic="dlq" if dlq else None,
         end_time=None if end is None else Hlc.parse(T[end]),
     )

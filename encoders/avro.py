@@ -1,0 +1,175 @@
+"""Avro change envelopes (contract §4), in two framings.
+
+* **Confluent wire format** (a schema registry is configured): byte ``0``, the schema id as a
+  4-byte big-endian integer, the Avro binary body. Ids come from registering the schemas of
+  ``schemas/avro.py`` under ``<topic>-key`` / ``<topic>-value`` at start.
+* **Single-object encoding** (no registry): ``C3 01``, the schema's 8-byte CRC-64-AVRO
+  fingerprint, the body. The schemas are published to a compacted topic keyed by
+  fingerprint, so any consumer can find them.
+
+Only the ``wrapped`` and ``key_only`` envelopes exist in Avro. The encoder is built on the
+driver (with ids or fingerprints) and pickled to the executors, where it runs once per row.
+A value that does not fit the declared types raises :class:`EncodingError` naming the table.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import io
+import struct
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastavro import parse_schema, schemaless_writer
+
+from schemas.avro import OutputSchemas, single_object_fingerprint
+from schemas.errors import EncodingError
+from schemas.hlc import Hlc
+
+from .base import ChangeRow, Context, EnvelopeOptions
+
+CONFLUENT_MAGIC = b"\x00"
+SINGLE_OBJECT_MAGIC = b"\xc3\x01"
+
+
+@dataclass(frozen=True)
+class Framing:
+    """The header before each body: one per schema (key, value, resolved)."""
+
+    key: bytes
+    value: bytes
+    resolved: bytes
+
+    @classmethod
+    def confluent(cls, key_id: int, value_id: int, resolved_id: int) -> Framing:
+        """Byte 0 and the registry's schema id, big-endian."""
+
+        def header(schema_id: int) -> bytes:
+            return CONFLUENT_MAGIC + struct.pack(">I", schema_id)
+
+        return cls(header(key_id), header(value_id), header(resolved_id))
+
+    @classmethod
+    def single_object(cls, schemas: OutputSchemas) -> Framing:
+        """``C3 01`` and the schema's fingerprint."""
+
+        def header(schema: dict[str, Any]) -> bytes:
+            return SINGLE_OBJECT_MAGIC + single_object_fingerprint(schema)
+
+        return cls(header(schemas.key), header(schemas.value), header(schemas.resolved))
+
+
+def _from_json(logical: str | None) -> Callable[[Any], Any] | None:
+    """How a JSON value becomes the Python value fastavro wants for a logical type."""
+    converters: dict[str, Callable[[Any], Any]] = {
+        "decimal": lambda v: decimal.Decimal(str(v)),
+        "uuid": lambda v: uuid.UUID(str(v)),
+        "date": lambda v: dt.date.fromisoformat(v) if isinstance(v, str) else v,
+        "timestamp-millis": _timestamp,
+        "timestamp-micros": _timestamp,
+    }
+    return converters.get(logical) if logical else None
+
+
+def _timestamp(value: Any) -> Any:
+    if isinstance(value, str):
+        return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return value
+
+
+def _converters(row_schema: dict[str, Any]) -> dict[str, Callable[[Any], Any]]:
+    """Per column, a converter for columns whose Avro type has a logical type."""
+    out = {}
+    for field in row_schema["fields"]:
+        for branch in field["type"] if isinstance(field["type"], list) else [field["type"]]:
+            convert = _from_json(branch.get("logicalType")) if isinstance(branch, dict) else None
+            if convert is not None:
+                out[field["name"]] = convert
+    return out
+
+
+class AvroEncoder:
+    """Avro envelopes for one output topic's table."""
+
+    def __init__(
+        self, schemas: OutputSchemas, framing: Framing, options: EnvelopeOptions, table: str
+    ) -> None:
+        self.schemas = schemas
+        self.framing = framing
+        self.table = table
+        self._key_only = options.envelope == "key_only"
+        self._diff, self._key = options.diff, options.key_in_value
+        self._topic, self._updated = options.topic_in_value, options.updated
+        self._mvcc = options.mvcc_timestamp
+        self._key_names = [f["name"] for f in schemas.key["fields"]]
+        after = schemas.value["fields"][0]["type"][1]
+        self._convert = _converters(after)
+        self._parsed: tuple[Any, Any, Any] | None = None
+
+    def _schemas(self) -> tuple[Any, Any, Any]:
+        if self._parsed is None:  # parsed on first use: the encoder travels pickled
+            s = self.schemas
+            self._parsed = (parse_schema(s.key), parse_schema(s.value), parse_schema(s.resolved))
+        return self._parsed
+
+    def _misfit(self, side: str, exc: Exception) -> EncodingError:
+        return EncodingError(
+            side, f"{side} does not fit the declared schema of table {self.table!r}: {exc}"
+        )
+
+    def _write(self, side: str, header: bytes, schema: Any, datum: dict[str, Any]) -> bytes:
+        out = io.BytesIO()
+        out.write(header)
+        try:
+            schemaless_writer(out, schema, datum)
+        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            raise self._misfit(side, exc) from None
+        return out.getvalue()
+
+    def _row(self, side: str, values: dict[str, Any] | None) -> dict[str, Any] | None:
+        if values is None or not self._convert:
+            return values
+        try:
+            return {
+                k: (self._convert[k](v) if k in self._convert and v is not None else v)
+                for k, v in values.items()
+            }
+        except (ValueError, TypeError, ArithmeticError) as exc:
+            raise self._misfit(side, exc) from None
+
+    def key(self, row: ChangeRow, ctx: Context) -> bytes:
+        """The key record (the key columns) after its header."""
+        if len(row.key) != len(self._key_names):
+            raise EncodingError(
+                "key",
+                f"key {row.key!r} does not match the primary key {self._key_names} of table "
+                f"{self.table!r}",
+            )
+        datum = self._row("key", dict(zip(self._key_names, row.key, strict=True)))
+        return self._write("key", self.framing.key, self._schemas()[0], datum or {})
+
+    def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
+        """The envelope after its header; None (a tombstone) under ``key_only``."""
+        if self._key_only:
+            return None
+        datum: dict[str, Any] = {"after": self._row("value", row.after)}
+        if self._diff:
+            datum["before"] = self._row("value", row.before)
+        if self._key:
+            datum["key"] = self._row("value", dict(zip(self._key_names, row.key, strict=True)))
+        if self._topic:
+            datum["topic"] = ctx.topic
+        if self._updated:
+            datum["updated"] = str(row.updated)
+        if self._mvcc:
+            datum["mvcc_timestamp"] = str(row.mvcc_timestamp)
+        return self._write("value", self.framing.value, self._schemas()[1], datum)
+
+    def resolved(self, ts: Hlc, ctx: Context) -> bytes:
+        """The resolved record after its header."""
+        return self._write(
+            "value", self.framing.resolved, self._schemas()[2], {"resolved": str(ts)}
+        )

@@ -1,0 +1,108 @@
+"""The Avro schemas of a changefeed's output, derived from a declared table schema.
+
+For a table ``orders`` with primary key ``(region, order_id)``:
+
+* **key**: record ``orders_key`` of the key columns, in key order, with their declared types;
+* **value**: record ``orders_envelope`` with ``after`` and (under ``diff``) ``before`` of
+  record ``orders`` (every column a nullable union with a null default), then ``key``
+  (``key_in_value``), ``topic`` (``topic_in_value``), ``updated`` and ``mvcc_timestamp`` as
+  nullable strings, all with null defaults;
+* **resolved marker**: a record of the *same name* ``orders_envelope`` with one field,
+  ``resolved`` (a nullable string, null default), as CockroachDB does.
+
+Every top-level field and every column being optional with a null default makes adjacent
+versions (a column added, a marker, a row) backward and forward compatible, so they live
+under one subject ``<topic>-value``. Consumers tell a marker by its null key and its
+non-null ``resolved``.
+
+Spark-free: the encoders and the driver (registration) both use it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from fastavro.schema import fingerprint, to_parsing_canonical_form
+
+from .tables import TableSchema
+
+Schema = dict[str, Any]
+
+
+def _nullable(avro_type: Any) -> Any:
+    if isinstance(avro_type, list):
+        rest = [t for t in avro_type if t != "null"]
+        return ["null", *rest]
+    return ["null", avro_type]
+
+
+def row_schema(table: TableSchema) -> Schema:
+    """The row record: every column nullable with a null default."""
+    record = copy.deepcopy(dict(table.record))
+    record["name"] = table.name
+    record["fields"] = [
+        {**f, "type": _nullable(f["type"]), "default": None} for f in record["fields"]
+    ]
+    return record
+
+
+def key_schema(table: TableSchema) -> Schema:
+    """The key record: the key columns, in key order, as declared."""
+    fields = {f["name"]: f for f in table.record["fields"]}
+    return {
+        "type": "record",
+        "name": f"{table.name}_key",
+        "fields": [
+            {k: v for k, v in fields[name].items() if k != "default"}
+            for name in table.primary_key
+        ],
+    }
+
+
+def envelope_schema(table: TableSchema, options: Any) -> Schema:
+    """The value record ``<table>_envelope`` for these envelope options."""
+    row = row_schema(table)
+    fields: list[dict[str, Any]] = [{"name": "after", "type": ["null", row], "default": None}]
+    if options.diff:
+        fields.append({"name": "before", "type": ["null", table.name], "default": None})
+    if options.key_in_value:
+        fields.append({"name": "key", "type": ["null", key_schema(table)], "default": None})
+    for flag, name in (
+        ("topic_in_value", "topic"),
+        ("updated", "updated"),
+        ("mvcc_timestamp", "mvcc_timestamp"),
+    ):
+        if getattr(options, flag):
+            fields.append({"name": name, "type": ["null", "string"], "default": None})
+    return {"type": "record", "name": f"{table.name}_envelope", "fields": fields}
+
+
+def resolved_schema(table: TableSchema) -> Schema:
+    """The resolved marker: ``<table>_envelope`` with one field, ``resolved``."""
+    return {
+        "type": "record",
+        "name": f"{table.name}_envelope",
+        "fields": [{"name": "resolved", "type": ["null", "string"], "default": None}],
+    }
+
+
+def single_object_fingerprint(schema: Mapping[str, Any]) -> bytes:
+    """The 8-byte CRC-64-AVRO fingerprint of the schema's canonical form (little-endian)."""
+    return bytes.fromhex(fingerprint(to_parsing_canonical_form(dict(schema)), "CRC-64-AVRO"))
+
+
+@dataclass(frozen=True)
+class OutputSchemas:
+    """The three schemas of one output topic."""
+
+    key: Schema
+    value: Schema
+    resolved: Schema
+
+    @classmethod
+    def of(cls, table: TableSchema, options: Any) -> OutputSchemas:
+        """Derive them from the declared table."""
+        return cls(key_schema(table), envelope_schema(table, options), resolved_schema(table))

@@ -1,0 +1,191 @@
+"""Avro output on a real broker, Spark and schema registry, read back by real clients."""
+
+import copy
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import DeserializingConsumer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from fastavro import parse_schema, schemaless_reader
+
+from pipeline.changefeed import Changefeed
+from pipeline.config import ChangefeedConfig
+from pipeline.dev.generator import GeneratorSpec, write
+from schemas.errors import SchemaError
+from tests.support.changefeed import changefeed_config, read_output, run_to_end
+from tests.support.kafka import consume_all
+
+ORDERS = json.loads(
+    (Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orders.avsc").read_text()
+)
+KEY = ["region", "order_id"]
+ENCODER = {"updated": True, "diff": True}
+
+
+def config_for(
+    bootstrap: str, name: str, source: str, schema: dict | None = None, **encoder: Any
+) -> ChangefeedConfig:
+    return changefeed_config(
+        bootstrap,
+        name,
+        [
+            {
+                "topic": source,
+                "table": "orders",
+                "table_schema": schema or ORDERS,
+                "primary_key": KEY,
+            }
+        ],
+        encoder={**ENCODER, **encoder},
+    )
+
+
+def json_rows(bootstrap: str, config: ChangefeedConfig) -> list[tuple]:
+    out = read_output(bootstrap, config.output_topic(config.sources[0]))
+    return sorted(
+        (
+            tuple(json.loads(m.key)),
+            v["updated"],
+            json.dumps(v["after"], sort_keys=True),
+            json.dumps(v["before"], sort_keys=True),
+        )
+        for m, v in zip(out.rows, out.values(), strict=True)
+    )
+
+
+def as_row(key: dict, value: dict) -> tuple:
+    return (
+        (key["region"], key["order_id"]),
+        value["updated"],
+        json.dumps(value["after"], sort_keys=True),
+        json.dumps(value["before"], sort_keys=True),
+    )
+
+
+def consume_avro(bootstrap: str, topic: str, registry_url: str) -> list[Any]:
+    """Every record of ``topic`` through confluent-kafka's AvroDeserializer."""
+    client = SchemaRegistryClient({"url": registry_url})
+    consumer = DeserializingConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"avro-check-{topic}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "key.deserializer": AvroDeserializer(client),
+            "value.deserializer": AvroDeserializer(client),
+        }
+    )
+    expected = len(consume_all(bootstrap, topic))
+    consumer.subscribe([topic])
+    messages = []
+    try:
+        while len(messages) < expected:
+            message = consumer.poll(10)
+            assert message is not None, f"only {len(messages)} of {expected} records"
+            assert message.error() is None
+            messages.append(message)
+    finally:
+        consumer.close()
+    return messages
+
+
+@pytest.fixture
+def history(kafka_bootstrap: str, unique_name) -> str:
+    source = unique_name("src")
+    write(
+        GeneratorSpec(topic=source, rows=600, partitions=2, resolved_every=100, seed=4),
+        {"bootstrap.servers": kafka_bootstrap},
+    )
+    return source
+
+
+def test_registry_avro_decodes_with_confluent_and_equals_the_json_rows(
+    kafka_bootstrap: str, schema_registry_url: str, unique_name, spark, history: str
+) -> None:
+    as_json = config_for(kafka_bootstrap, unique_name("json"), history)
+    as_avro = config_for(
+        kafka_bootstrap,
+        unique_name("avro"),
+        history,
+        format="avro",
+        schema_registry={"url": schema_registry_url},
+    )
+    run_to_end(as_json, spark)
+    run_to_end(as_avro, spark)
+    topic = as_avro.output_topic(as_avro.sources[0])
+    messages = consume_avro(kafka_bootstrap, topic, schema_registry_url)
+    rows = [m for m in messages if m.key() is not None]
+    markers = [m for m in messages if m.key() is None]
+    assert sorted(as_row(m.key(), m.value()) for m in rows) == json_rows(kafka_bootstrap, as_json)
+    assert {m.partition() for m in markers} == {0, 1, 2}, "markers on every partition"
+    assert all(m.value().keys() == {"resolved"} and m.value()["resolved"] for m in markers)
+    assert all(m.value()["updated"] for m in rows)
+    subjects = SchemaRegistryClient({"url": schema_registry_url}).get_subjects()
+    assert {f"{topic}-key", f"{topic}-value"} <= set(subjects)
+
+
+def test_registry_free_avro_decodes_with_fastavro_and_the_schema_topic(
+    kafka_bootstrap: str, unique_name, spark, history: str
+) -> None:
+    as_json = config_for(kafka_bootstrap, unique_name("json"), history)
+    as_avro = config_for(
+        kafka_bootstrap, unique_name("avro"), history, format="avro", schema_topic=unique_name("s")
+    )
+    run_to_end(as_json, spark)
+    run_to_end(as_avro, spark)
+    schemas = {
+        bytes.fromhex(m.key.decode()): parse_schema(json.loads(m.value))
+        for m in consume_all(kafka_bootstrap, as_avro.encoder.schema_topic)
+    }
+
+    def decode(data: bytes) -> dict:
+        assert data[:2] == b"\xc3\x01", "single-object encoding"
+        return schemaless_reader(io.BytesIO(data[10:]), schemas[data[2:10]], None)
+
+    records = consume_all(kafka_bootstrap, as_avro.output_topic(as_avro.sources[0]))
+    rows = [(decode(m.key), decode(m.value)) for m in records if m.key is not None]
+    markers = [decode(m.value) for m in records if m.key is None]
+    assert sorted(as_row(k, v) for k, v in rows) == json_rows(kafka_bootstrap, as_json)
+    assert markers and all(set(m) == {"resolved"} for m in markers)
+
+
+def test_schema_change_registers_a_version_or_is_refused_naming_the_subject(
+    kafka_bootstrap: str, schema_registry_url: str, unique_name, spark, history: str
+) -> None:
+    name = unique_name("avro")
+    registry = {"url": schema_registry_url}
+    first = config_for(kafka_bootstrap, name, history, format="avro", schema_registry=registry)
+    run_to_end(first, spark)
+    topic = first.output_topic(first.sources[0])
+    client = SchemaRegistryClient(registry)
+    before = client.get_versions(f"{topic}-value")
+
+    grown = copy.deepcopy(ORDERS)
+    grown["fields"].append({"name": "channel", "type": ["null", "string"], "default": None})
+    write(  # new changes carry the new column
+        GeneratorSpec(topic=history, rows=50, partitions=2, resolved_every=25, first_order_id=9000),
+        {"bootstrap.servers": kafka_bootstrap},
+    )
+    second = config_for(
+        kafka_bootstrap, name, history, grown, format="avro", schema_registry=registry
+    )
+    run_to_end(second, spark)  # resumes from the checkpoint with the added column
+    after = client.get_versions(f"{topic}-value")
+    assert len(after) == len(before) + 1, "one new compatible version of the envelope"
+    newest = [m for m in consume_avro(kafka_bootstrap, topic, schema_registry_url) if m.key()]
+    assert "channel" in newest[-1].value()["after"]
+
+    incompatible = copy.deepcopy(ORDERS)
+    key_field = next(f for f in incompatible["fields"] if f["name"] == "order_id")
+    key_field["type"] = "string"  # old keys (longs) could not be read any more
+    third = config_for(
+        kafka_bootstrap, name, history, incompatible, format="avro", schema_registry=registry
+    )
+    with pytest.raises(SchemaError) as refused:
+        Changefeed(third, spark).run()
+    assert f"subject '{topic}-key'" in str(refused.value)
+    assert "ncompatible" in str(refused.value)  # the registry's own reason
