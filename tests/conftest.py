@@ -60,8 +60,11 @@ def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def schema_registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """A Confluent-compatible schema registry: ``SCHEMA_REGISTRY_URL``, else the project's
-    embedded Apicurio (global compatibility BACKWARD)."""
+    """A Confluent-compatible schema registry for the whole test session.
+
+    ``SCHEMA_REGISTRY_URL`` when set, else the project's embedded Apicurio (global
+    compatibility BACKWARD).
+    """
     external = os.environ.get("SCHEMA_REGISTRY_URL")
     if external:
         yield external

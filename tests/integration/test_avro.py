@@ -150,7 +150,8 @@ def test_registry_free_avro_decodes_with_fastavro_and_the_schema_topic(
     rows = [(decode(m.key), decode(m.value)) for m in records if m.key is not None]
     markers = [decode(m.value) for m in records if m.key is None]
     assert sorted(as_row(k, v) for k, v in rows) == json_rows(kafka_bootstrap, as_json)
-    assert markers and all(set(m) == {"resolved"} for m in markers)
+    assert markers
+    assert all(set(m) == {"resolved"} for m in markers)
 
 
 def test_schema_change_registers_a_version_or_is_refused_naming_the_subject(
