@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -30,6 +31,7 @@ from pipeline.session import build_session
 
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
+from .registry import EmbeddedRegistry
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -96,14 +98,33 @@ def _copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int
         return time.perf_counter() - started
 
 
-def _config(bootstrap: str, changefeed_id: str, source: str, **spark: Any) -> Any:
+ORDERS_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orders.avsc"
+
+
+def _config(
+    bootstrap: str, changefeed_id: str, source: str, avro: str | None = None, **spark: Any
+) -> Any:
+    """The benchmark's changefeed: wrapped JSON with updated and diff.
+
+    With ``avro`` (a registry URL), the same envelope in Avro against that registry.
+    """
+    encoder: dict[str, Any] = {"updated": True, "diff": True}
+    if avro is not None:
+        encoder |= {"format": "avro", "schema_registry": {"url": avro}}
     return parse_config(
         {
             "changefeed_id": changefeed_id,
             "kafka": {"bootstrap_servers": bootstrap},
-            "sources": [{"topic": source, "table": "orders"}],
+            "sources": [
+                {
+                    "topic": source,
+                    "table": "orders",
+                    "table_schema": str(ORDERS_SCHEMA),
+                    "primary_key": ["region", "order_id"],
+                }
+            ],
             "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
-            "encoder": {"updated": True, "diff": True},
+            "encoder": encoder,
             "resolved": {"interval": "1s"},
             "checkpoint": {"min_checkpoint_frequency": "1s"},
             "spark": spark,
@@ -112,11 +133,14 @@ def _config(bootstrap: str, changefeed_id: str, source: str, **spark: Any) -> An
     )
 
 
-def _changefeed(spark: Any, bootstrap: str, name: str, source: str, max_offsets: int) -> float:
+def _changefeed(
+    spark: Any, bootstrap: str, name: str, source: str, max_offsets: int, *, avro: str | None = None
+) -> float:
     config = _config(
         bootstrap,
         name,
         source,
+        avro,
         trigger={"available_now": True},
         max_offsets_per_trigger=max_offsets,
     )
@@ -130,8 +154,13 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
 
 
-def throughput(spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: int) -> None:
-    """Part 1: rows/s of the plain copy and of the changefeed, side by side."""
+def throughput(
+    spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: int, *, registry: str
+) -> str:
+    """Part 1: rows/s of the plain copy, the JSON changefeed and the Avro one, side by side.
+
+    Returns the source topic.
+    """
     source = "bench.orders"
     started = time.perf_counter()
     report = write(
@@ -145,7 +174,7 @@ def throughput(spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: 
         flush=True,
     )
     _copy(spark, bootstrap, source, "bench.warmup", max_offsets)  # JIT, consumer pools
-    copies, feeds = [], []
+    copies, feeds, avros = [], [], []
     for n in range(rounds):
         before = cpu_seconds()
         copies.append(_copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets))
@@ -153,19 +182,97 @@ def throughput(spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: 
         before = cpu_seconds()
         feeds.append(_changefeed(spark, bootstrap, f"bench-cf{n}", source, max_offsets))
         feed_cpu = _cpu_since(before)
+        before = cpu_seconds()
+        avros.append(
+            _changefeed(spark, bootstrap, f"bench-avro{n}", source, max_offsets, avro=registry)
+        )
+        avro_cpu = _cpu_since(before)
         print(
             f"round {n}: copy {records / copies[-1]:,.0f} records/s, changefeed "
-            f"{report.total / feeds[-1]:,.0f} rows/s\n"
+            f"{report.total / feeds[-1]:,.0f} rows/s, avro {report.total / avros[-1]:,.0f} rows/s\n"
             f"  cpu seconds, copy:       {copy_cpu}\n"
-            f"  cpu seconds, changefeed: {feed_cpu}",
+            f"  cpu seconds, changefeed: {feed_cpu}\n"
+            f"  cpu seconds, avro:       {avro_cpu}",
             flush=True,
         )
     copy_rate = records / statistics.median(copies)
     feed_rate = report.total / statistics.median(feeds)
+    avro_rate = report.total / statistics.median(avros)
     print(
         f"THROUGHPUT plain copy {copy_rate:,.0f} records/s | changefeed {feed_rate:,.0f} rows/s "
         f"| ratio {feed_rate / copy_rate:.2f} (median of {rounds}, {rows} changes, "
-        f"maxOffsetsPerTrigger {max_offsets})",
+        f"maxOffsetsPerTrigger {max_offsets})\n"
+        f"AVRO changefeed {avro_rate:,.0f} rows/s | avro/json ratio {avro_rate / feed_rate:.2f}",
+        flush=True,
+    )
+    return source
+
+
+def avro_encoders(spark: Any, bootstrap: str, source: str) -> None:
+    """Part 3: the two ways to encode Avro, side by side on the same records (``noop`` sink).
+
+    JVM: ``from_json`` with the declared types, spark-avro's ``to_avro`` of the envelope and
+    key structs, the 5-byte header concatenated. Python: the changefeed's Arrow loop with the
+    fastavro encoder (decode, floor, encode).
+    """
+    from pyspark.sql import Observation  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.avro.functions import to_avro  # noqa: PLC0415
+
+    from encoders.avro import AvroEncoder, Framing  # noqa: PLC0415
+    from pipeline.batch import BatchPlan, kafka_records  # noqa: PLC0415
+    from pipeline.queries import row_type  # noqa: PLC0415
+    from schemas.avro import OutputSchemas  # noqa: PLC0415
+
+    config = _config(bootstrap, "bench-encoders", source, "http://unused")
+    table = config.sources[0].declared_schema
+    schemas = OutputSchemas.of(table, config.encoder)
+    framing = Framing.confluent(1, 2, 3)
+    raw = (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+
+    def jvm() -> None:
+        record = row_type(list(table.record["fields"]))
+        p = F.from_json(
+            F.col("value").cast("string"), f"after {record}, before {record}, updated string"
+        )
+        image = F.coalesce(p["after"], p["before"])
+        key = F.struct(image["region"].alias("region"), image["order_id"].alias("order_id"))
+        envelope = F.struct(
+            p["after"].alias("after"), p["before"].alias("before"), p["updated"].alias("updated")
+        )
+        out = raw.where(F.col("key").isNotNull()).select(
+            F.concat(F.lit(framing.key), to_avro(key, json.dumps(schemas.key))).alias("key"),
+            F.concat(F.lit(framing.value), to_avro(envelope, json.dumps(schemas.value))).alias(
+                "value"
+            ),
+        )
+        out.write.format("noop").mode("overwrite").save()
+
+    def python() -> None:
+        encoder = AvroEncoder(schemas, framing, config.encoder, "orders")
+        plan = BatchPlan(
+            {}, {source: "orders"}, {source: "native"}, {source: "x"}, {source: encoder}, None
+        )
+        observation = Observation("encoders")
+        kafka_records(raw, plan, observation).write.format("noop").mode("overwrite").save()
+        _ = observation.get
+
+    timings: dict[str, list[float]] = {"jvm to_avro": [], "python fastavro": []}
+    for _ in range(2):
+        for name, run in (("jvm to_avro", jvm), ("python fastavro", python)):
+            started = time.perf_counter()
+            run()
+            timings[name].append(time.perf_counter() - started)
+    print(
+        "AVRO ENCODING (noop sink, best of 2): "
+        + " | ".join(f"{name} {min(t):.1f}s" for name, t in timings.items()),
         flush=True,
     )
 
@@ -236,17 +343,26 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="highwater-bench-") as scratch:
         broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
+        registry_service = EmbeddedRegistry(Path(scratch) / "registry")
         info = broker.start()
         try:
             spark = build_session(
                 SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench"
             )
-            throughput(
-                spark, info.bootstrap_servers, args.rows, args.rounds, args.max_offsets_per_trigger
+            registry = registry_service.start()
+            source = throughput(
+                spark,
+                info.bootstrap_servers,
+                args.rows,
+                args.rounds,
+                args.max_offsets_per_trigger,
+                registry=registry.url,
             )
+            avro_encoders(spark, info.bootstrap_servers, source)
             resolved_lag(spark, info.bootstrap_servers, args.rate, args.seconds, args.marker_every)
             spark.stop()
         finally:
+            registry_service.stop()
             broker.stop()
     return 0
 
