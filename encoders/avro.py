@@ -29,6 +29,7 @@ from schemas.avro import OutputSchemas, single_object_fingerprint
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 
+from .avro_writer import NotCompiled, Write, compile_writer
 from .base import ChangeRow, Context, EnvelopeOptions
 
 CONFLUENT_MAGIC = b"\x00"
@@ -74,6 +75,17 @@ def _from_json(logical: str | None) -> Callable[[Any], Any] | None:
     return converters.get(logical) if logical else None
 
 
+def _fastavro_writer(schema: dict[str, Any]) -> Write:
+    parsed = parse_schema(schema)
+
+    def write(out: bytearray, datum: Any) -> None:
+        buffer = io.BytesIO()
+        schemaless_writer(buffer, parsed, datum)
+        out += buffer.getvalue()
+
+    return write
+
+
 def _timestamp(value: Any) -> Any:
     if isinstance(value, str):
         return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -107,27 +119,37 @@ class AvroEncoder:
         self._key_names = [f["name"] for f in schemas.key["fields"]]
         after = schemas.value["fields"][0]["type"][1]
         self._convert = _converters(after)
-        self._parsed: tuple[Any, Any, Any] | None = None
+        self._row_name, self._key_name = after["name"], schemas.key["name"]
+        self._writers: tuple[Write, Write, Write] | None = None
+        # With fastavro, tuple notation names a union's branch: without it, fastavro validates
+        # a row against the record branch to choose it, which costs more than writing it.
+        self._tuples = False
 
-    def _schemas(self) -> tuple[Any, Any, Any]:
-        if self._parsed is None:  # parsed on first use: the encoder travels pickled
-            s = self.schemas
-            self._parsed = (parse_schema(s.key), parse_schema(s.value), parse_schema(s.resolved))
-        return self._parsed
+    def _schemas(self) -> tuple[Write, Write, Write]:
+        """The three writers, made on first use (the encoder travels pickled)."""
+        if self._writers is None:
+            writers = []
+            for schema in (self.schemas.key, self.schemas.value, self.schemas.resolved):
+                try:
+                    writers.append(compile_writer(schema))
+                except NotCompiled:  # logical types and the like: fastavro writes them
+                    writers.append(_fastavro_writer(schema))
+                    self._tuples = True
+            self._writers = (writers[0], writers[1], writers[2])
+        return self._writers
 
     def _misfit(self, side: str, exc: Exception) -> EncodingError:
         return EncodingError(
             side, f"{side} does not fit the declared schema of table {self.table!r}: {exc}"
         )
 
-    def _write(self, side: str, header: bytes, schema: Any, datum: dict[str, Any]) -> bytes:
-        out = io.BytesIO()
-        out.write(header)
+    def _write(self, side: str, header: bytes, write: Write, datum: dict[str, Any]) -> bytes:
+        out = bytearray(header)
         try:
-            schemaless_writer(out, schema, datum)
-        except (ValueError, TypeError, KeyError, AttributeError) as exc:
+            write(out, datum)
+        except (ValueError, TypeError, KeyError, AttributeError, struct.error) as exc:
             raise self._misfit(side, exc) from None
-        return out.getvalue()
+        return bytes(out)
 
     def _row(self, side: str, values: dict[str, Any] | None) -> dict[str, Any] | None:
         if values is None or not self._convert:
@@ -139,6 +161,10 @@ class AvroEncoder:
             }
         except (ValueError, TypeError, ArithmeticError) as exc:
             raise self._misfit(side, exc) from None
+
+    def _branch(self, name: str, values: dict[str, Any] | None) -> Any:
+        row = self._row("value", values)
+        return (name, row) if self._tuples and row is not None else row
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The key record (the key columns) after its header."""
@@ -155,18 +181,20 @@ class AvroEncoder:
         """The envelope after its header; None (a tombstone) under ``key_only``."""
         if self._key_only:
             return None
-        datum: dict[str, Any] = {"after": self._row("value", row.after)}
+        write = self._schemas()[1]  # first: it decides whether branches are named
+        datum: dict[str, Any] = {"after": self._branch(self._row_name, row.after)}
         if self._diff:
-            datum["before"] = self._row("value", row.before)
+            datum["before"] = self._branch(self._row_name, row.before)
         if self._key:
-            datum["key"] = self._row("value", dict(zip(self._key_names, row.key, strict=True)))
+            key = dict(zip(self._key_names, row.key, strict=True))
+            datum["key"] = self._branch(self._key_name, key)
         if self._topic:
             datum["topic"] = ctx.topic
         if self._updated:
             datum["updated"] = str(row.updated)
         if self._mvcc:
             datum["mvcc_timestamp"] = str(row.mvcc_timestamp)
-        return self._write("value", self.framing.value, self._schemas()[1], datum)
+        return self._write("value", self.framing.value, write, datum)
 
     def resolved(self, ts: Hlc, ctx: Context) -> bytes:
         """The resolved record after its header."""

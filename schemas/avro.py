@@ -56,8 +56,7 @@ def key_schema(table: TableSchema) -> Schema:
         "type": "record",
         "name": f"{table.name}_key",
         "fields": [
-            {k: v for k, v in fields[name].items() if k != "default"}
-            for name in table.primary_key
+            {k: v for k, v in fields[name].items() if k != "default"} for name in table.primary_key
         ],
     }
 

@@ -102,6 +102,12 @@ def add_dev_commands(commands: Any) -> None:
 
     demo = dev.add_parser("demo", help="broker + generated orders + the changefeed + output")
     demo.add_argument("--rows", type=int, default=5_000)
+    demo.add_argument(
+        "--config",
+        type=Path,
+        help="the changefeed config (default examples/orders.yaml; "
+        "examples/orders-avro.yaml writes Avro against the embedded registry)",
+    )
     demo.set_defaults(handler=_demo)
 
 
@@ -172,4 +178,4 @@ def _generate(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from .demo import run_demo  # noqa: PLC0415
 
-    return run_demo(rows=args.rows, state=state_dir())
+    return run_demo(rows=args.rows, state=state_dir(), config_file=args.config)

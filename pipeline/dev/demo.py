@@ -3,7 +3,10 @@
 Starts (or reuses) an embedded broker named ``demo``, writes generated ``orders`` changes to a
 source topic, runs the changefeed with ``spark-submit`` through ``highwater run``, and prints
 what landed on the output topic per partition, read back with the Kafka console consumer.
-The broker is left running so the output can be explored; the closing lines say how.
+When the config asks for Avro with a registry (``examples/orders-avro.yaml``), the embedded
+schema registry ``demo`` is started too and the output is read with confluent-kafka's
+Avro deserializer. Broker and registry are left running so the output can be explored; the
+closing lines say how.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from . import jars
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
 from .kafka_tools import read_topic
+from .registry import EmbeddedRegistry
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders.yaml"
 SOURCE_TOPIC = "demo.orders.changes"
@@ -45,8 +49,9 @@ def _fresh_topics(bootstrap: str, topics: list[str]) -> None:
         time.sleep(0.2)
 
 
-def run_demo(rows: int, state: Path) -> int:
+def run_demo(rows: int, state: Path, config_file: Path | None = None) -> int:
     """Run the whole demo; return the changefeed's exit code."""
+    config_file = (config_file or EXAMPLE).resolve()
     started = time.monotonic()
     for name, fetched in jars.fetch_all().items():
         _say(f"{name} jars {'fetched' if fetched else 'present'}")
@@ -60,7 +65,14 @@ def run_demo(rows: int, state: Path) -> int:
         "HIGHWATER_SOURCE_TOPIC": SOURCE_TOPIC,
     }
     os.environ.update(env)
-    config = load_config(EXAMPLE)
+    config = load_config(config_file)
+    registry_url = None
+    if config.encoder.format == "avro" and config.encoder.schema_registry is not None:
+        registry = EmbeddedRegistry(state / "registry" / "demo", owned=False).start()
+        registry_url = env["SCHEMA_REGISTRY_URL"] = registry.url
+        os.environ.update(env)
+        config = load_config(config_file)
+        _say(f"schema registry at {registry.url} (dir {registry.directory})")
     output = config.output_topic(config.sources[0])
     _fresh_topics(bootstrap, [SOURCE_TOPIC, output, config.checkpoint.topic])
 
@@ -76,9 +88,9 @@ def run_demo(rows: int, state: Path) -> int:
         f"to {SOURCE_TOPIC}"
     )
 
-    _say(f"running the changefeed: highwater run --config {EXAMPLE}")
+    _say(f"running the changefeed: highwater run --config {config_file}")
     job = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "run", "--config", str(EXAMPLE)],
+        [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file)],
         env=env,
         check=False,
     )
@@ -86,9 +98,13 @@ def run_demo(rows: int, state: Path) -> int:
         _say(f"the changefeed failed with exit code {job.returncode}")
         return job.returncode
 
-    _say(f"output topic {output}, read back with the Kafka console consumer:")
-    messages = read_topic(output, bootstrap)
-    _show(messages)
+    if registry_url is not None:
+        _say(f"output topic {output}, read back with confluent-kafka's AvroDeserializer:")
+        _show(avro_messages(output, bootstrap, registry_url))
+        _say(f"subjects in the registry: {', '.join(subjects(registry_url))}")
+    else:
+        _say(f"output topic {output}, read back with the Kafka console consumer:")
+        _show(read_topic(output, bootstrap))
     _say(f"done in {time.monotonic() - started:.0f}s. The broker keeps running; try:")
     print(
         f"    highwater dev kafka-cli --name demo console-consumer --topic {output} "
@@ -96,7 +112,55 @@ def run_demo(rows: int, state: Path) -> int:
         "--property print.key=true"
     )
     print("    highwater dev kafka --name demo stop")
+    if registry_url is not None:
+        print("    highwater dev registry --name demo stop")
     return 0
+
+
+def subjects(registry_url: str) -> list[str]:
+    """The registry's subjects."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+
+    return sorted(SchemaRegistryClient({"url": registry_url}).get_subjects())
+
+
+def avro_messages(topic: str, bootstrap: str, registry_url: str) -> list[tuple[int, int, str, str]]:
+    """Every message of an Avro topic, decoded as a consumer would.
+
+    ``(partition, offset, key, value)``, key and value shown as JSON.
+    """
+    import json  # noqa: PLC0415
+
+    from confluent_kafka import DeserializingConsumer  # noqa: PLC0415
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+    from confluent_kafka.schema_registry.avro import AvroDeserializer  # noqa: PLC0415
+
+    client = SchemaRegistryClient({"url": registry_url})
+    consumer = DeserializingConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"highwater-demo-{time.time_ns()}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "key.deserializer": AvroDeserializer(client),
+            "value.deserializer": AvroDeserializer(client),
+        }
+    )
+    consumer.subscribe([topic])
+    out = []
+    idle_until = time.monotonic() + 15
+    try:
+        while time.monotonic() < idle_until:
+            message = consumer.poll(1)
+            if message is None or message.error() is not None:
+                continue
+            idle_until = time.monotonic() + 3
+            key = "null" if message.key() is None else json.dumps(message.key())
+            place = (int(message.partition() or 0), int(message.offset() or 0))
+            out.append((*place, key, json.dumps(message.value())))
+    finally:
+        consumer.close()
+    return out
 
 
 def _show(messages: list[tuple[int, int, str, str]]) -> None:

@@ -16,6 +16,7 @@ from pipeline.changefeed import Changefeed
 from pipeline.config import ChangefeedConfig
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import SchemaError
+from tests.integration.test_changefeed import produce
 from tests.support.changefeed import changefeed_config, read_output, run_to_end
 from tests.support.kafka import consume_all
 
@@ -190,3 +191,33 @@ def test_schema_change_registers_a_version_or_is_refused_naming_the_subject(
         Changefeed(third, spark).run()
     assert f"subject '{topic}-key'" in str(refused.value)
     assert "ncompatible" in str(refused.value)  # the registry's own reason
+
+
+def test_values_that_do_not_fit_the_avro_types_go_where_on_error_says(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    good = {"region": "eu", "order_id": 1, "amount": 5.0}
+    misfit = {"region": "eu", "order_id": 2, "amount": "lots"}
+    produce(
+        kafka_bootstrap,
+        source,
+        [
+            (0, ["eu", 1], {"after": good, "updated": "1700000000000000001.0000000000"}),
+            (0, ["eu", 2], {"after": misfit, "updated": "1700000000000000002.0000000000"}),
+            (0, None, {"resolved": "1700000000000000002.0000000000"}),
+        ],
+    )
+    config = config_for(
+        kafka_bootstrap, unique_name("avro"), source, format="avro", schema_topic=unique_name("s")
+    ).model_copy(update={"on_error": "dlq"})
+    run_to_end(config, spark)
+    rows = [
+        m for m in consume_all(kafka_bootstrap, config.output_topic(config.sources[0])) if m.key
+    ]
+    assert len(rows) == 1
+    (dead,) = consume_all(kafka_bootstrap, config.effective_dlq_topic)
+    assert json.loads(dead.value)["after"] == misfit
+    reason = dict(dead.headers)["highwater.error"].decode()
+    assert reason.startswith("value does not fit the declared schema of table 'orders'")
+    assert dict(dead.headers)["highwater.source"] == f"{source}/0@1".encode()

@@ -1,5 +1,6 @@
 """Avro schemas derived from a declared table, and the Avro encoder's bytes."""
 
+import copy
 import io
 import json
 import struct
@@ -8,8 +9,11 @@ from pathlib import Path
 import pytest
 from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import fingerprint, to_parsing_canonical_form
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from encoders.avro import AvroEncoder, Framing
+from encoders.avro_writer import NotCompiled, compile_writer
 from encoders.base import ChangeRow, Context
 from pipeline.config import EncoderConfig
 from schemas.avro import OutputSchemas, envelope_schema, resolved_schema
@@ -103,3 +107,72 @@ def test_key_only_values_are_tombstones() -> None:
     options = EncoderConfig(format="avro", envelope="key_only")
     encoder = AvroEncoder(OutputSchemas.of(ORDERS, options), Framing(b"", b"", b""), options, "t")
     assert encoder.value(ROW, CTX) is None
+
+
+COLUMN_TYPES = {
+    "boolean": st.booleans(),
+    "int": st.integers(-(2**31), 2**31 - 1),
+    "long": st.integers(-(2**63), 2**63 - 1),
+    "double": st.floats(allow_nan=False),
+    "string": st.text(),
+    "bytes": st.binary(),
+}
+WIDE = {
+    "type": "record",
+    "name": "wide",
+    "fields": [{"name": f"c_{t}", "type": ["null", t], "default": None} for t in COLUMN_TYPES]
+    + [{"name": "req", "type": "long"}],
+}
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    row=st.fixed_dictionaries(
+        {"req": st.integers(-(2**63), 2**63 - 1)},
+        optional={f"c_{t}": st.none() | s for t, s in COLUMN_TYPES.items()},
+    )
+)
+def test_compiled_writer_writes_what_fastavro_reads(row: dict) -> None:
+    out = bytearray()
+    compile_writer(WIDE)(out, row)
+    read = schemaless_reader(io.BytesIO(bytes(out)), parse_schema(WIDE), None)
+    assert read == {**{f["name"]: None for f in WIDE["fields"]}, **row}
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("c_long", "7"),
+        ("c_long", 2**64),
+        ("c_int", 1.5),
+        ("c_boolean", 1),
+        ("c_string", 5),
+        ("c_double", "x"),
+        ("req", None),
+    ],
+)
+def test_compiled_writer_refuses_values_of_the_wrong_type(field: str, value: object) -> None:
+    with pytest.raises((TypeError, ValueError, AttributeError, struct.error)):
+        compile_writer(WIDE)(bytearray(), {"req": 1, field: value})
+
+
+def test_logical_types_are_written_by_fastavro() -> None:
+    record = copy.deepcopy(ORDERS.record)
+    record["fields"].append(
+        {
+            "name": "price",
+            "type": [
+                "null",
+                {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+            ],
+            "default": None,
+        }
+    )
+    table = TableSchema.of(record, ["region", "order_id"])
+    with pytest.raises(NotCompiled):
+        compile_writer(envelope_schema(table, OPTIONS))
+    schemas = OutputSchemas.of(table, OPTIONS)
+    encoder = AvroEncoder(schemas, Framing(b"", b"", b""), OPTIONS, "orders")
+    value = encoder.value(ROW._replace(after={**AFTER, "price": "12.50"}), CTX)
+    assert value is not None
+    assert str(decode(value, 0, schemas.value)["after"]["price"]) == "12.50"
