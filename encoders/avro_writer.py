@@ -132,25 +132,80 @@ def _nullable(union: list[Any], named: dict[str, Write]) -> Write:
     return write
 
 
+_VARINT = ["while n > 127:", "    out.append((n & 127) | 128)", "    n >>= 7", "out.append(n)"]
+_LONG_CHECK = [
+    "if type(v) is not int:",
+    "    raise TypeError(f'{v!r} is not an integer')",
+    f"if not {_LONG_MIN} <= v <= {_LONG_MAX}:",
+    "    raise ValueError(f'{v} does not fit an Avro long')",
+    "n = (v << 1) ^ (v >> 63)",
+    *_VARINT,
+]
+# Source lines that write the value ``v`` of a primitive type into ``out``.
+_INLINE: dict[str, list[str]] = {
+    "string": ["b = v.encode()", "n = len(b) << 1", *_VARINT, "out += b"],  # zig-zag length
+    "bytes": [
+        "if not isinstance(v, (bytes, bytearray)):",
+        "    raise TypeError(f'{type(v).__name__} is not bytes')",
+        "n = len(v) << 1",
+        *_VARINT,
+        "out += v",
+    ],
+    "long": _LONG_CHECK,
+    "int": _LONG_CHECK,
+    "double": [
+        "if type(v) is bool:",
+        "    raise TypeError('a boolean is not a double')",
+        "out += _DOUBLE(v)",
+    ],
+    "float": [
+        "if type(v) is bool:",
+        "    raise TypeError('a boolean is not a float')",
+        "out += _FLOAT(v)",
+    ],
+    "boolean": [
+        "if v is True:",
+        "    out.append(1)",
+        "elif v is False:",
+        "    out.append(0)",
+        "else:",
+        "    raise TypeError(f'{v!r} is not a boolean')",
+    ],
+    "null": ["if v is not None:", "    raise TypeError(f'{v!r} is not null')"],
+}
+
+
 def _record(schema: dict[str, Any], named: dict[str, Write]) -> Write:
-    fields: list[tuple[str, bool, Write]] = []
+    """A record's writer, as one generated function.
 
-    def write(out: bytearray, datum: dict[str, Any]) -> None:
-        get = datum.get
-        for name, nullable, inner in fields:
-            value = get(name)
-            if nullable:
-                if value is None:
-                    out.append(0)
-                    continue
-                out.append(2)
-            inner(out, value)
+    A field of a primitive type is written inline (no call per field); other fields call
+    their own writers. A field referring to the record itself goes through ``cell``.
+    """
+    cell: list[Write] = []
 
-    named[schema["name"]] = write  # before the fields: a field may refer to the record
-    for field in schema["fields"]:
+    def until_compiled(out: bytearray, datum: Any) -> None:
+        cell[0](out, datum)
+
+    named[schema["name"]] = until_compiled
+    namespace: dict[str, Any] = {"_DOUBLE": _DOUBLE, "_FLOAT": _FLOAT}
+    lines = ["def write(out, d):", "    get = d.get"]
+    for i, field in enumerate(schema["fields"]):
         kind = field["type"]
-        if isinstance(kind, list) and len(kind) == 2 and kind[0] == "null":
-            fields.append((field["name"], True, compile_writer(kind[1], named)))
+        nullable = isinstance(kind, list) and len(kind) == 2 and kind[0] == "null"
+        inner = kind[1] if nullable else kind
+        if isinstance(inner, str) and inner in _INLINE:
+            body = _INLINE[inner]
         else:
-            fields.append((field["name"], False, compile_writer(kind, named)))
+            namespace[f"_w{i}"] = compile_writer(inner, named)
+            body = [f"_w{i}(out, v)"]
+        lines.append(f"    v = get({field['name']!r})")
+        if nullable:
+            lines += ["    if v is None:", "        out.append(0)", "    else:"]
+            lines += ["        out.append(2)", *(f"        {line}" for line in body)]
+        else:
+            lines += [f"    {line}" for line in body]
+    exec(compile("\n".join(lines), f"<avro writer {schema['name']}>", "exec"), namespace)  # noqa: S102 - source built above from our own templates
+    write: Write = namespace["write"]
+    cell.append(write)
+    named[schema["name"]] = write
     return write
