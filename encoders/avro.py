@@ -125,6 +125,10 @@ class AvroEncoder:
         # a row against the record branch to choose it, which costs more than writing it.
         self._tuples = False
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its writers (generated functions); the executors make their own."""
+        return {**self.__dict__, "_writers": None, "_tuples": False}
+
     def _schemas(self) -> tuple[Write, Write, Write]:
         """The three writers, made on first use (the encoder travels pickled)."""
         if self._writers is None:

@@ -42,6 +42,8 @@ def config_for(
             }
         ],
         encoder={**ENCODER, **encoder},
+        # several batches: the encoder goes to the executors again after markers used it
+        spark={"trigger": {"available_now": True}, "max_offsets_per_trigger": 250},
     )
 
 

@@ -11,6 +11,7 @@ from fastavro import parse_schema, schemaless_reader
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pyspark import cloudpickle
 
 from encoders.avro import AvroEncoder, Framing
 from encoders.avro_writer import NotCompiled, compile_writer
@@ -176,3 +177,13 @@ def test_logical_types_are_written_by_fastavro() -> None:
     value = encoder.value(ROW._replace(after={**AFTER, "price": "12.50"}), CTX)
     assert value is not None
     assert str(decode(value, 0, schemas.value)["after"]["price"]) == "12.50"
+
+
+def test_an_encoder_travels_pickled_after_use() -> None:
+    """The driver uses the encoder for markers, then ships it to the executors each batch."""
+    schemas = OutputSchemas.of(ORDERS, OPTIONS)
+    encoder = AvroEncoder(schemas, Framing.confluent(1, 2, 3), OPTIONS, "orders")
+    marker = encoder.resolved(TS, CTX)
+    copy_ = cloudpickle.loads(cloudpickle.dumps(encoder))
+    assert copy_.resolved(TS, CTX) == marker
+    assert copy_.value(ROW, CTX) == encoder.value(ROW, CTX)
