@@ -264,9 +264,9 @@ def avro_encoders(spark: Any, bootstrap: str, source: str) -> None:
         kafka_records(raw, plan, observation).write.format("noop").mode("overwrite").save()
         _ = observation.get
 
-    timings: dict[str, list[float]] = {"jvm to_avro": [], "python fastavro": []}
+    timings: dict[str, list[float]] = {"jvm to_avro": [], "python loop + avro encoder": []}
     for _ in range(2):
-        for name, run in (("jvm to_avro", jvm), ("python fastavro", python)):
+        for name, run in (("jvm to_avro", jvm), ("python loop + avro encoder", python)):
             started = time.perf_counter()
             run()
             timings[name].append(time.perf_counter() - started)

@@ -17,6 +17,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 from confluent_kafka.admin import AdminClient
 
@@ -124,6 +125,29 @@ def subjects(registry_url: str) -> list[str]:
     return sorted(SchemaRegistryClient({"url": registry_url}).get_subjects())
 
 
+def avro_consumer(bootstrap: str, registry_url: str, group: str) -> Any:
+    """A consumer as an Avro user has one.
+
+    confluent-kafka's ``AvroDeserializer`` for key and value, against the registry, from the
+    earliest offset.
+    """
+    from confluent_kafka import DeserializingConsumer  # noqa: PLC0415
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+    from confluent_kafka.schema_registry.avro import AvroDeserializer  # noqa: PLC0415
+
+    client = SchemaRegistryClient({"url": registry_url})
+    return DeserializingConsumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": group,
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "key.deserializer": AvroDeserializer(client),
+            "value.deserializer": AvroDeserializer(client),
+        }
+    )
+
+
 def avro_messages(topic: str, bootstrap: str, registry_url: str) -> list[tuple[int, int, str, str]]:
     """Every message of an Avro topic, decoded as a consumer would.
 
@@ -131,21 +155,7 @@ def avro_messages(topic: str, bootstrap: str, registry_url: str) -> list[tuple[i
     """
     import json  # noqa: PLC0415
 
-    from confluent_kafka import DeserializingConsumer  # noqa: PLC0415
-    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
-    from confluent_kafka.schema_registry.avro import AvroDeserializer  # noqa: PLC0415
-
-    client = SchemaRegistryClient({"url": registry_url})
-    consumer = DeserializingConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"highwater-demo-{time.time_ns()}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "key.deserializer": AvroDeserializer(client),
-            "value.deserializer": AvroDeserializer(client),
-        }
-    )
+    consumer = avro_consumer(bootstrap, registry_url, f"highwater-demo-{time.time_ns()}")
     consumer.subscribe([topic])
     out = []
     idle_until = time.monotonic() + 15

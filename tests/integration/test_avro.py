@@ -3,17 +3,17 @@
 import copy
 import io
 import json
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import DeserializingConsumer
 from confluent_kafka.schema_registry import SchemaRegistryClient
-from confluent_kafka.schema_registry.avro import AvroDeserializer
 from fastavro import parse_schema, schemaless_reader
 
 from pipeline.changefeed import Changefeed
 from pipeline.config import ChangefeedConfig
+from pipeline.dev.demo import avro_consumer
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import SchemaError
 from tests.integration.test_changefeed import produce
@@ -71,17 +71,7 @@ def as_row(key: dict, value: dict) -> tuple:
 
 def consume_avro(bootstrap: str, topic: str, registry_url: str) -> list[Any]:
     """Every record of ``topic`` through confluent-kafka's AvroDeserializer."""
-    client = SchemaRegistryClient({"url": registry_url})
-    consumer = DeserializingConsumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"avro-check-{topic}",
-            "auto.offset.reset": "earliest",
-            "enable.auto.commit": False,
-            "key.deserializer": AvroDeserializer(client),
-            "value.deserializer": AvroDeserializer(client),
-        }
-    )
+    consumer = avro_consumer(bootstrap, registry_url, f"avro-check-{topic}-{uuid.uuid4()}")
     expected = len(consume_all(bootstrap, topic))
     consumer.subscribe([topic])
     messages = []
