@@ -3,9 +3,11 @@
 fastavro's ``schemaless_writer`` is general: for every union it looks for the branch that
 fits the value, and for a union holding a record it validates the whole record first. Our
 schemas are records whose fields are ``["null", T]`` unions, so that search costs more than
-the writing (37 µs for an orders envelope against 12 µs here, docs/benchmarks.md).
+the writing (37 µs for an orders envelope against 8 µs here, docs/benchmarks.md).
 :func:`compile_writer` turns a schema into a function ``write(out: bytearray, datum)`` that
-knows each branch in advance: null-first unions, records, and the primitive types. Anything
+knows each branch in advance: null-first unions, records, and the primitive types. Each
+primitive encoding is written once, as a source template (``_INLINE``); a record becomes one
+generated function with its primitive fields inlined, so no call is made per field. Anything
 else (logical types, enums, arrays, maps, fixed, other unions) is not compiled: the caller
 then uses fastavro for that schema, so every schema is written one way or the other.
 
@@ -28,108 +30,6 @@ _LONG_MIN, _LONG_MAX = -(2**63), 2**63 - 1
 
 class NotCompiled(Exception):
     """The schema uses a type this module does not compile."""
-
-
-def _long(out: bytearray, n: int) -> None:
-    if not _LONG_MIN <= n <= _LONG_MAX:
-        raise ValueError(f"{n} does not fit an Avro long")
-    n = (n << 1) ^ (n >> 63)  # zig-zag, then base-128 varint
-    while n > 0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-
-
-def _int(out: bytearray, n: int) -> None:
-    if type(n) is not int:
-        raise TypeError(f"{n!r} is not an integer")
-    _long(out, n)
-
-
-def _string(out: bytearray, s: str) -> None:
-    data = s.encode()
-    _long(out, len(data))
-    out += data
-
-
-def _bytes(out: bytearray, b: bytes) -> None:
-    if not isinstance(b, bytes | bytearray):
-        raise TypeError(f"{type(b).__name__} is not bytes")
-    _long(out, len(b))
-    out += b
-
-
-def _double(out: bytearray, v: float) -> None:
-    if type(v) is bool:
-        raise TypeError("a boolean is not a double")
-    out += _DOUBLE(v)
-
-
-def _float(out: bytearray, v: float) -> None:
-    if type(v) is bool:
-        raise TypeError("a boolean is not a float")
-    out += _FLOAT(v)
-
-
-def _boolean(out: bytearray, v: bool) -> None:
-    if v is True:
-        out.append(1)
-    elif v is False:
-        out.append(0)
-    else:
-        raise TypeError(f"{v!r} is not a boolean")
-
-
-def _null(_out: bytearray, v: None) -> None:
-    if v is not None:
-        raise TypeError(f"{v!r} is not null")
-
-
-_PRIMITIVES: dict[str, Write] = {
-    "null": _null,
-    "boolean": _boolean,
-    "int": _int,
-    "long": _int,
-    "float": _float,
-    "double": _double,
-    "string": _string,
-    "bytes": _bytes,
-}
-
-
-def compile_writer(schema: Any, named: dict[str, Write] | None = None) -> Write:
-    """A writer for ``schema``; :class:`NotCompiled` if it holds a type we do not compile."""
-    named = {} if named is None else named
-    if isinstance(schema, str):
-        if schema in _PRIMITIVES:
-            return _PRIMITIVES[schema]
-        if schema in named:  # a record named earlier (records register before their fields)
-            return named[schema]
-        raise NotCompiled(schema)
-    if isinstance(schema, list):
-        return _nullable(schema, named)
-    if schema.get("logicalType") is not None:
-        raise NotCompiled(schema["logicalType"])
-    if schema.get("type") == "record":
-        return _record(schema, named)
-    if isinstance(schema.get("type"), str) and schema["type"] in _PRIMITIVES:
-        return _PRIMITIVES[schema["type"]]
-    raise NotCompiled(str(schema.get("type")))
-
-
-def _nullable(union: list[Any], named: dict[str, Write]) -> Write:
-    if len(union) != 2 or union[0] != "null":
-        raise NotCompiled("a union other than [null, T]")
-    inner = compile_writer(union[1], named)
-
-    def write(out: bytearray, datum: Any) -> None:
-        if datum is None:
-            out.append(0)
-        else:
-            out.append(2)  # branch 1, zig-zag encoded
-            inner(out, datum)
-
-    return write
 
 
 _VARINT = ["while n > 127:", "    out.append((n & 127) | 128)", "    n >>= 7", "out.append(n)"]
@@ -175,6 +75,57 @@ _INLINE: dict[str, list[str]] = {
 }
 
 
+def _generated(name: str, lines: list[str], namespace: dict[str, Any]) -> Write:
+    """Compile ``def write(out, v)`` (or ``d``) from source lines built from the templates."""
+    namespace = {"_DOUBLE": _DOUBLE, "_FLOAT": _FLOAT, **namespace}
+    source = "\n".join(lines)
+    exec(compile(source, f"<avro writer {name}>", "exec"), namespace)  # noqa: S102 - our templates
+    write: Write = namespace["write"]
+    return write
+
+
+# One writer per primitive type, from the same templates the records inline.
+_PRIMITIVES: dict[str, Write] = {
+    kind: _generated(kind, ["def write(out, v):", *(f"    {line}" for line in body)], {})
+    for kind, body in _INLINE.items()
+}
+
+
+def compile_writer(schema: Any, named: dict[str, Write] | None = None) -> Write:
+    """A writer for ``schema``; :class:`NotCompiled` if it holds a type we do not compile."""
+    named = {} if named is None else named
+    if isinstance(schema, str):
+        if schema in _PRIMITIVES:
+            return _PRIMITIVES[schema]
+        if schema in named:  # a record named earlier (records register before their fields)
+            return named[schema]
+        raise NotCompiled(schema)
+    if isinstance(schema, list):
+        return _nullable(schema, named)
+    if schema.get("logicalType") is not None:
+        raise NotCompiled(schema["logicalType"])
+    if schema.get("type") == "record":
+        return _record(schema, named)
+    if isinstance(schema.get("type"), str) and schema["type"] in _PRIMITIVES:
+        return _PRIMITIVES[schema["type"]]
+    raise NotCompiled(str(schema.get("type")))
+
+
+def _nullable(union: list[Any], named: dict[str, Write]) -> Write:
+    if len(union) != 2 or union[0] != "null":
+        raise NotCompiled("a union other than [null, T]")
+    inner = compile_writer(union[1], named)
+
+    def write(out: bytearray, datum: Any) -> None:
+        if datum is None:
+            out.append(0)
+        else:
+            out.append(2)  # branch 1, zig-zag encoded
+            inner(out, datum)
+
+    return write
+
+
 def _record(schema: dict[str, Any], named: dict[str, Write]) -> Write:
     """A record's writer, as one generated function.
 
@@ -187,7 +138,7 @@ def _record(schema: dict[str, Any], named: dict[str, Write]) -> Write:
         cell[0](out, datum)
 
     named[schema["name"]] = until_compiled
-    namespace: dict[str, Any] = {"_DOUBLE": _DOUBLE, "_FLOAT": _FLOAT}
+    namespace: dict[str, Any] = {}
     lines = ["def write(out, d):", "    get = d.get"]
     for i, field in enumerate(schema["fields"]):
         kind = field["type"]
@@ -204,8 +155,7 @@ def _record(schema: dict[str, Any], named: dict[str, Write]) -> Write:
             lines += ["        out.append(2)", *(f"        {line}" for line in body)]
         else:
             lines += [f"    {line}" for line in body]
-    exec(compile("\n".join(lines), f"<avro writer {schema['name']}>", "exec"), namespace)  # noqa: S102 - source built above from our own templates
-    write: Write = namespace["write"]
+    write = _generated(schema["name"], lines, namespace)
     cell.append(write)
     named[schema["name"]] = write
     return write

@@ -64,10 +64,6 @@ class JsonEncoder:
             return _dumps(row.after)
         return _dumps({**row.after, META_FIELD: self._metadata(row, ctx, {})})
 
-    def metadata(self, row: ChangeRow, ctx: Context) -> dict[str, Any]:
-        """The optional fields, in envelope order."""
-        return self._metadata(row, ctx, {})
-
     def _metadata(self, row: ChangeRow, ctx: Context, into: dict[str, Any]) -> dict[str, Any]:
         if self._diff:
             into["before"] = row.before
