@@ -1,0 +1,94 @@
+"""The statement time of a new changefeed: the sources' high-water mark when it is created.
+
+Every change at or below it is already on the source topics (each partition's latest marker
+promises so), which makes it the time of a consistent snapshot (initial scan, contract §7).
+It is the lowest, over every source partition, of that partition's latest marker. The latest
+marker sits near the end of a partition, so each partition is read backwards in growing
+windows from its end offset (the offsets recorded with the time) until a marker turns up,
+never the whole history.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from schemas.errors import SourceError
+from schemas.hlc import Hlc
+
+from .frontier import SourcePartition
+from .sources import BadRecord, Marker, adapter
+
+
+@dataclass(frozen=True)
+class StatementTime:
+    """The statement time and, per partition, the end offset it was read up to."""
+
+    time: Hlc
+    end_offsets: Mapping[SourcePartition, int]
+
+
+def latest_marker(
+    consumer: Any, sp: SourcePartition, low: int, high: int, source_format: str
+) -> Hlc | None:
+    """The highest marker among the last records of ``sp`` before ``high`` (None: none yet).
+
+    Reads windows of 1,000, 10,000, … records back from ``high`` until a window holds a
+    marker or the window reaches ``low``.
+    """
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+    decode = adapter(source_format).decode
+    window = 1_000
+    while True:
+        start = max(low, high - window)
+        consumer.assign([TopicPartition(sp.topic, sp.partition, start)])
+        found: Hlc | None = None
+        position = start
+        while position < high:
+            message = consumer.poll(10)
+            if message is None:
+                raise SourceError(f"{sp}: no record at offset {position} (end {high}) in 10 s")
+            if message.error() is not None:
+                raise SourceError(f"{sp}: reading offset {position}: {message.error()}")
+            position = message.offset() + 1
+            if message.key() is None:
+                try:
+                    item = decode(None, message.value())
+                except BadRecord:
+                    continue  # on_error applies when the stream reads it
+                if isinstance(item, Marker) and (found is None or item.resolved > found):
+                    found = item.resolved
+        if found is not None or start == low:
+            return found
+        window *= 10
+
+
+def statement_time(
+    client: Mapping[str, Any], formats: Mapping[str, str], partitions: list[SourcePartition]
+) -> StatementTime:
+    """The sources' high-water mark now; a partition without any marker yet is an error."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer(
+        {**client, "group.id": "highwater-statement-time", "enable.auto.commit": False}
+    )
+    try:
+        ends: dict[SourcePartition, int] = {}
+        times: dict[SourcePartition, Hlc | None] = {}
+        for sp in partitions:
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(sp.topic, sp.partition), timeout=30
+            )
+            ends[sp] = high
+            times[sp] = latest_marker(consumer, sp, low, high, formats[sp.topic])
+    finally:
+        consumer.close()
+    missing = sorted(str(sp) for sp, t in times.items() if t is None)
+    if missing:
+        raise SourceError(
+            "no resolved marker yet on " + ", ".join(missing) + ": the statement time (the "
+            "sources' high-water mark) is not known; wait for the upstream's first markers"
+        )
+    return StatementTime(min(t for t in times.values() if t is not None), ends)
