@@ -34,19 +34,19 @@ def latest_marker(
 ) -> Hlc | None:
     """The highest marker among the last records of ``sp`` before ``high`` (None: none yet).
 
-    Reads windows of 1,000, 10,000, … records back from ``high`` until a window holds a
-    marker or the window reaches ``low``.
+    Reads back from ``high`` in windows of 1,000, 10,000, … records, each only the part
+    before the previous one, until a window holds a marker or reaches ``low``.
     """
     from confluent_kafka import TopicPartition  # noqa: PLC0415
 
     decode = adapter(source_format).decode
-    window = 1_000
+    window, stop = 1_000, high
     while True:
         start = max(low, high - window)
         consumer.assign([TopicPartition(sp.topic, sp.partition, start)])
         found: Hlc | None = None
         position = start
-        while position < high:
+        while position < stop:
             message = consumer.poll(10)
             if message is None:
                 raise SourceError(f"{sp}: no record at offset {position} (end {high}) in 10 s")
@@ -62,7 +62,7 @@ def latest_marker(
                     found = item.resolved
         if found is not None or start == low:
             return found
-        window *= 10
+        window, stop = window * 10, start
 
 
 def statement_time(

@@ -1,6 +1,6 @@
 """Declared table schemas: a source table's columns (an Avro record schema) and its key.
 
-A source may declare its table's schema in the config (``sources[].schema``: inline, or a
+A source may declare its table's schema in the config (``sources[].table_schema``: inline, or a
 path to an ``.avsc`` file) with ``primary_key``. Spark-free: the Avro encoders derive their
 key and envelope schemas from it, and CDC queries (``select``/``where``) type the row's
 columns with it.
@@ -14,15 +14,6 @@ from typing import Any
 
 import fastavro
 from fastavro.schema import SchemaParseException
-
-
-@dataclass(frozen=True)
-class Column:
-    """One column: its name, its Avro type without the null branch, and nullability."""
-
-    name: str
-    type: Any
-    nullable: bool
 
 
 @dataclass(frozen=True)
@@ -56,16 +47,3 @@ class TableSchema:
     def name(self) -> str:
         """The record's name."""
         return str(self.record["name"])
-
-    @property
-    def columns(self) -> list[Column]:
-        """The columns in declared order."""
-        out = []
-        for f in self.record["fields"]:
-            kind = f["type"]
-            if isinstance(kind, list) and "null" in kind:
-                rest = [t for t in kind if t != "null"]
-                out.append(Column(f["name"], rest[0] if len(rest) == 1 else rest, True))
-            else:
-                out.append(Column(f["name"], kind, kind == "null"))
-        return out
