@@ -25,6 +25,7 @@ measured against the plain Spark copy in ``docs/benchmarks.md``.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -153,7 +154,7 @@ class BatchResult:
         )
 
 
-class _Out:
+class Output:
     """Columns of the Arrow batch being built (plain lists: appending is the hot path).
 
     Topics are kept as runs (topic, count): consecutive records mostly go to one topic.
@@ -168,10 +169,14 @@ class _Out:
 
     def topic_run(self, topic: str | None, count: int) -> None:
         """The next ``count`` records appended go to ``topic``."""
-        if count:
-            self.topics.append((topic, count))
+        if not count:
+            return
+        if self.topics and self.topics[-1][0] == topic:
+            count += self.topics.pop()[1]
+        self.topics.append((topic, count))
 
     def arrow(self) -> pa.RecordBatch:
+        """The records as one Arrow batch of ``OUTPUT_SCHEMA``."""
         import pyarrow as pa  # noqa: PLC0415
 
         header = pa.struct([("key", pa.string()), ("value", pa.binary())])
@@ -200,7 +205,7 @@ def process(plan: BatchPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
     dead-letter topic; ``error`` from a CDC query). Out: Kafka records, then one summary per
     source partition.
     """
-    return _Task(plan).run(batches)
+    return Task(plan).run(batches)
 
 
 def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
@@ -219,8 +224,10 @@ def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
     return list(zip(starts, [*starts[1:], n], strict=True))
 
 
-class _Task:
+class Task:
     """One task's walk over its records; the state of each source partition it meets."""
+
+    flush_rows = sys.maxsize  # records out before an Arrow batch is handed on mid-batch
 
     def __init__(self, plan: BatchPlan) -> None:
         self.plan = plan
@@ -230,20 +237,39 @@ class _Task:
         self.floors: dict[tuple[str, int], Hlc] = {}
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Records out for each input batch, then the summaries."""
         for batch in batches:
-            out = _Out()
-            for start, stop in _runs(batch):
-                self.records(batch.slice(start, stop - start), out)
+            out = Output()
+            for piece in self.pieces(batch):
+                self.records(piece, out)
+                if len(out.key) >= self.flush_rows:
+                    yield out.arrow()
+                    self.wrote(len(out.key))
+                    out = Output()
             if out.key:
                 yield out.arrow()
-        if self.seen:
-            out = _Out()
-            for state in self.seen.values():
-                out.key.append(None)
-                out.value.append(None)
-                out.summary.append(state.to_json())
-            out.topic_run(None, len(self.seen))
+                self.wrote(len(out.key))
+        out = Output()
+        self.finish(out)
+        out.summary.extend([None] * len(out.key))  # the rows finish() added have none
+        for state in self.seen.values():
+            out.key.append(None)
+            out.value.append(None)
+            out.summary.append(state.to_json())
+        out.topic_run(None, len(self.seen))
+        if out.key:
             yield out.arrow()
+
+    def pieces(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """The stretches of one source partition each that :meth:`records` walks."""
+        for start, stop in _runs(batch):
+            yield batch.slice(start, stop - start)
+
+    def wrote(self, count: int) -> None:
+        """Called after ``count`` records went out (a hook: the initial scan paces here)."""
+
+    def finish(self, out: Output) -> None:
+        """Called once after the last batch (a hook: the initial scan ends its last key)."""
 
     def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:
         """The stretch's source partition and its summary so far.
@@ -260,7 +286,7 @@ class _Task:
             self.floors[sp] = self.plan.thresholds.get(sp, ZERO)
         return sp, state
 
-    def records(self, run: pa.RecordBatch, out: _Out) -> None:
+    def records(self, run: pa.RecordBatch, out: Output) -> None:
         """Decode, filter and encode a stretch of one source partition's records into ``out``.
 
         The hot loop of the changefeed: Python objects only for keys and values, appends
@@ -318,7 +344,7 @@ class _Task:
 
     def bad(  # noqa: PLR0917 - the record, where it sits in its stretch
         self,
-        out: _Out,
+        out: Output,
         state: PartitionSeen,
         offset: int,
         reason: str,
@@ -346,19 +372,28 @@ class _Task:
 
 def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -> DataFrame:
     """The batch's Kafka records (``topic, key, value, headers``); summaries are observed."""
-    from pyspark.sql import functions as F  # noqa: PLC0415
-
-    columns = ["key", "value", "topic", "partition", "offset"]
-    if plan.dlq_topic is not None:
-        columns.append("headers")
-    if "error" in batch.columns:  # a CDC query found values that do not fit their table
-        columns.append("error")
-    source = batch.select(*columns)
+    source = batch.select(*source_columns(batch, plan))
     # A Python task costs ~0.2 s to set up, whatever its size: at most one task per core,
     # each walking several source partitions one after the other (coalesce keeps the order
     # within each, and never adds tasks).
     source = source.coalesce(source.sparkSession.sparkContext.defaultParallelism)
-    processed = source.mapInArrow(partial(process, plan), OUTPUT_SCHEMA)
+    return records_observed(source.mapInArrow(partial(process, plan), OUTPUT_SCHEMA), observation)
+
+
+def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
+    """The source columns a task reads (headers only for the dead-letter topic)."""
+    columns = ["key", "value", "topic", "partition", "offset"]
+    if plan.dlq_topic is not None:
+        columns.append("headers")
+    # error: a CDC query found values that do not fit their table; keep: its where clause
+    columns.extend(c for c in ("error", "keep") if c in batch.columns)
+    return columns
+
+
+def records_observed(processed: DataFrame, observation: Observation) -> DataFrame:
+    """The Kafka records of ``process``-shaped output; the summaries go to ``observation``."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
     # As JSON text: an array would come back to Python as a Java object.
     summaries = F.to_json(F.collect_list("summary")).alias("summaries")
     observed = processed.observe(observation, summaries)

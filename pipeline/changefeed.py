@@ -49,12 +49,15 @@ from sinks.resolved import ResolvedBroadcaster
 from sinks.schemas import publish, register
 
 from . import faults
-from .batch import BatchPlan, kafka_records, read_result
+from .batch import BatchPlan, BatchResult, kafka_records, read_result
 from .checkpoint import Checkpoint, decode
 from .config import ChangefeedConfig
-from .frontier import Frontier, SourcePartition
-from .kafka_clients import client_config, spark_kafka_options
+from .frontier import Frontier, Progress, SourcePartition
+from .kafka_clients import client_config, spark_kafka_options, write_records
 from .queries import apply_query, check_query
+from .scan import Backfill, Chunk, InitialScan, ScanPlan, ScanProgress, chunk_job, progress_line
+from .statement import statement_time
+from .status import JobStatus
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,6 +81,7 @@ class ChangefeedStats:
     rows: int = 0
     duplicates: int = 0
     bad: int = 0
+    scan_rows: int = 0
     checkpoint_seconds: list[float] = field(default_factory=list)
     markers: list[tuple[float, Hlc]] = field(default_factory=list)  # (wall seconds, marker)
 
@@ -129,11 +133,16 @@ class Changefeed:
         self._finished = False
         self._error: BaseException | None = None
         self.frontier: Frontier
+        self.statement_time: Hlc | None = None
+        self.backfill: Backfill | None = None  # an initial scan still to run (or finish)
+        self._nothing_to_do = False  # an ``only`` changefeed whose scan is done
         self.last_marker: Hlc | None = None
         self._checkpointed_hw = ZERO
         self._last_checkpoint_at = float("-inf")
         self._last_marker_at = float("-inf")
         self._dirty = False  # progress since the last checkpoint
+        self._state = "scanning"  # the job status: scanning, running, stopped, finished, failed
+        self._progress: ScanProgress | None = None
         self.stats = ChangefeedStats()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -169,10 +178,10 @@ class Changefeed:
             raise SourceError(f"cannot describe the source topics: {exc}") from exc
         partitions = [SourcePartition(t, p) for t, n in counts.items() for p in range(n)]
         restored = self.load_checkpoint()
-        start = config.cursor or ZERO
+        self.jobs = CompactedTopic(sink, config.jobs.topic)
+        self.jobs.ensure(config.checkpoint.replication_factor)
         if restored is None:
-            self.frontier = Frontier(partitions, start=start)
-            log.info("changefeed %s: new, starting at %s", config.changefeed_id, start)
+            self._create(source, partitions)
             return
         if restored.config_fingerprint and restored.config_fingerprint != self._fingerprint:
             log.warning(
@@ -183,14 +192,61 @@ class Changefeed:
             )
         self.frontier = Frontier.restore(restored.progress(partitions))
         self.last_marker = restored.last_marker
+        self.statement_time = restored.statement_time
         self._checkpointed_hw = restored.high_water
+        if restored.backfill is not None:
+            self.backfill = Backfill.from_record(restored.backfill)
+        self._nothing_to_do = config.scan_mode == "only" and self.backfill is None
         log.info(
-            "changefeed %s: resuming at high-water %s (checkpoint level %s)",
+            "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
             config.changefeed_id,
             restored.high_water,
             restored.level,
+            "" if self.backfill is None else ", initial scan unfinished",
         )
         self._check_offsets_exist(source)
+
+    def _create(self, source: dict[str, Any], partitions: list[SourcePartition]) -> None:
+        """A new changefeed: its statement time and start, durable before anything is emitted.
+
+        * ``cursor`` without a scan: every change after the cursor, from the first offsets;
+        * no scan: every change after the statement time, from the first offsets (the floor
+          mechanism drops what is at or below it);
+        * a scan: the snapshot at the statement time (the cursor, or the sources' high-water
+          mark), then the stream from the offsets the statement time was read at, each
+          partition's floor at its latest marker there (the scan emitted everything before).
+        """
+        config = self.config
+        cursor, mode = config.cursor, config.scan_mode
+        if cursor is not None and mode == "no":
+            self.statement_time = cursor
+            self.frontier = Frontier(partitions, start=cursor)
+        else:
+            found = statement_time(source, self._formats, partitions)
+            if cursor is not None and cursor > found.time:
+                raise SourceError(
+                    f"cursor {cursor} is above the sources' high-water mark {found.time}: a "
+                    "snapshot there would not be consistent yet"
+                )
+            statement = cursor or found.time
+            self.statement_time = statement
+            if mode == "no":
+                self.frontier = Frontier(partitions, start=statement)
+            else:
+                self.frontier = Frontier.restore(
+                    {
+                        sp: Progress(found.end_offsets[sp], max(statement, found.markers[sp]))
+                        for sp in partitions
+                    }
+                )
+                self.backfill = Backfill.of(found.start_offsets, found.end_offsets)
+        log.info(
+            "changefeed %s: new, statement time %s, initial scan %s",
+            config.changefeed_id,
+            self.statement_time,
+            mode,
+        )
+        self._write_checkpoint(last_marker=None)
 
     def _make_encoders(self, sink: dict[str, Any]) -> dict[str, Encoder]:
         """One encoder per source topic; Avro schemas are registered or published first."""
@@ -232,23 +288,28 @@ class Changefeed:
         return checkpoint
 
     def _check_offsets_exist(self, source: dict[str, Any]) -> None:
-        """Refuse to resume when records after a checkpointed offset were deleted."""
+        """Refuse to resume when records the changefeed still needs were deleted.
+
+        That is every record from a partition's checkpointed offset on, and, while the
+        initial scan is unfinished, the ranges of its pending chunks.
+        """
         from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
 
+        needed: dict[SourcePartition, tuple[int, str]] = {}
+        for sp, progress in self.frontier.progress().items():
+            if progress.offset is not None:
+                needed[sp] = (progress.offset, f"after resolved time {progress.resolved}")
+        for chunk in [] if self.backfill is None else self.backfill.pending():
+            needed[chunk.partition] = (chunk.start, "of the unfinished initial scan")
         consumer = Consumer({**source, "group.id": "highwater-offset-check"})
         gone = []
         try:
-            for sp, progress in self.frontier.progress().items():
-                if progress.offset is None:
-                    continue
+            for sp, (offset, what) in sorted(needed.items()):
                 low, _high = consumer.get_watermark_offsets(
                     TopicPartition(sp.topic, sp.partition), timeout=30
                 )
-                if low > progress.offset:
-                    gone.append(
-                        f"{sp} offsets {progress.offset}..{low - 1} "
-                        f"(after resolved time {progress.resolved})"
-                    )
+                if low > offset:
+                    gone.append(f"{sp} offsets {offset}..{low - 1} ({what})")
         finally:
             consumer.close()
         if gone:
@@ -268,12 +329,9 @@ class Changefeed:
 
     # -- the streaming query --------------------------------------------------------------
 
-    def start(self) -> StreamingQuery:
-        """Prepare, then start the streaming query (returns at once)."""
+    def start_stream(self) -> StreamingQuery:
+        """Start the streaming query where the frontier stands (returns at once)."""
         config = self.config
-        if self._query is not None:
-            check_query(self.spark, *self._query, config.encoder)
-        self.prepare()
         reader = (
             self.spark.readStream.format("kafka")
             .options(**spark_kafka_options(config.kafka, source=True))
@@ -307,9 +365,22 @@ class Changefeed:
         return writer.start()
 
     def run(self) -> None:
-        """Run until ``end_time``, a stop, the end of an ``available_now`` drain, or an error."""
+        """Prepare, scan if a scan is due, then stream until the end or an error.
+
+        The end is ``end_time``, a stop, or the end of an ``available_now`` drain.
+        """
         try:
-            query = self.start()
+            if self._query is not None:
+                check_query(self.spark, *self._query, self.config.encoder)
+            self.prepare()
+            if self.backfill is not None and not self.initial_scan():
+                self._publish_status("stopped")
+                return
+            if self._nothing_to_do or self._finished:
+                self._publish_status("finished")
+                return
+            self._state = "running"
+            query = self.start_stream()
             while query.isActive:
                 if self._finished or self.stop_request.is_set() or self._error is not None:
                     self._close(query)
@@ -327,12 +398,16 @@ class Changefeed:
             if not self._closing:  # an available_now drain ended by itself
                 with self._lock:
                     self._after_batch(final=True)
+            self._publish_status("finished" if self._finished else "stopped")
+        except Exception as exc:
+            self._publish_status("failed", error=str(exc) or repr(exc), best_effort=True)
+            raise
         finally:
             self._release()
 
     def _release(self) -> None:
         """Close the producers and remove the scratch folder, whatever got created."""
-        for resource in ("checkpoints", "broadcaster"):
+        for resource in ("checkpoints", "broadcaster", "jobs"):
             if hasattr(self, resource):
                 getattr(self, resource).close()
         if hasattr(self, "_scratch"):
@@ -349,6 +424,96 @@ class Changefeed:
             self.config.changefeed_id,
             self.frontier.high_water(),
         )
+
+    # -- the initial scan ----------------------------------------------------------------
+
+    def initial_scan(self) -> bool:
+        """Run the scan's pending chunks; then the first marker, at the statement time.
+
+        Each finished chunk is recorded in the checkpoint before it counts as done. Returns
+        False when a stop was requested first (the chunks in flight run again next time).
+        """
+        config, backfill, statement = self.config, self.backfill, self.statement_time
+        assert backfill is not None  # noqa: S101 - prepare() set it
+        assert statement is not None  # noqa: S101
+        plan = ScanPlan(self._plan(thresholds={}), statement, changes=config.scan_mode != "only")
+        progress = self._progress = ScanProgress.of(backfill)
+        self._state = "scanning"
+        self._publish_status()
+        log.info(
+            "initial scan at %s: %d chunks to go of %d (%s records)",
+            statement,
+            len(backfill.pending()),
+            progress.chunks_total,
+            f"{progress.records_total:,}",
+        )
+
+        def finished(chunk: Chunk, result: BatchResult) -> None:
+            with self._lock:
+                self._raise_first_bad(result, plan.batch)
+                assert self.backfill is not None  # noqa: S101
+                self.backfill = self.backfill.finished(chunk, result.emitted)
+                progress.add(chunk, result.emitted)
+                self.stats.scan_rows += result.emitted
+                self.stats.duplicates += result.duplicates
+                self.stats.bad += result.bad
+                self._write_checkpoint(last_marker=None)
+                log.info(
+                    "initial scan: %s done (%d rows); %s",
+                    chunk.partition,
+                    result.emitted,
+                    progress_line(progress.to_json()),
+                )
+                faults.reached("after_chunk")
+
+        scan = InitialScan(
+            self.spark,
+            chunk_job(self.spark, config, self._query),
+            plan,
+            parallelism=self.spark.sparkContext.defaultParallelism,
+            rate_limit=config.initial_scan.rate_limit,
+            on_chunk=finished,
+        )
+        if not scan.run(backfill.pending(), self.stop_request.is_set):
+            log.info("initial scan stopped; %s", progress_line(progress.to_json()))
+            return False
+        # The whole snapshot is acknowledged: the statement time is resolved.
+        self.backfill = None
+        self._state = "running"
+        end = config.end_time
+        marker = statement if end is None else min(statement, end)
+        if config.resolved.enabled:
+            self._write_checkpoint(last_marker=marker)
+            self._emit_marker(marker)
+        else:
+            self._write_checkpoint(last_marker=self.last_marker)
+        self._finished = config.scan_mode == "only" or (end is not None and statement >= end)
+        log.info("initial scan done: %s", progress_line(progress.to_json()))
+        return True
+
+    def _publish_status(
+        self, state: str | None = None, *, error: str | None = None, best_effort: bool = False
+    ) -> None:
+        """Write the job status (``jobs.topic``) an operator reads with ``highwater changefeed``."""
+        if not hasattr(self, "jobs"):
+            return  # failed before the topic was set up
+        if state is not None:
+            self._state = state
+        status = JobStatus(
+            changefeed_id=self.config.changefeed_id,
+            state=self._state,
+            high_water=self.frontier.high_water() if hasattr(self, "frontier") else None,
+            statement_time=self.statement_time,
+            last_marker=self.last_marker,
+            scan=None if self._progress is None else self._progress.to_json(),
+            error=error,
+        )
+        try:
+            self.jobs.put(self.config.changefeed_id, status.encode())
+        except HighwaterError as exc:
+            if not best_effort:
+                raise
+            log.warning("could not write the job status: %s", exc)
 
     # -- one batch ------------------------------------------------------------------------
 
@@ -372,16 +537,10 @@ class Changefeed:
         from pyspark.sql import Observation  # noqa: PLC0415
 
         config = self.config
-        plan = BatchPlan(
+        plan = self._plan(
             thresholds={
                 (sp.topic, sp.partition): p.resolved for sp, p in self.frontier.progress().items()
-            },
-            tables=self._tables,
-            formats=self._formats,
-            routes=self._routes,
-            encoders=self._encoders,
-            dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
-            end_time=config.end_time,
+            }
         )
         observation = Observation(f"batch-{batch_id}")
         if self._query is not None:
@@ -389,23 +548,11 @@ class Changefeed:
         records = kafka_records(batch, plan, observation)
         faults.reached("during_write")
         started = time.perf_counter()
-        (
-            records.write.mode("append")
-            .format("kafka")
-            .options(**spark_kafka_options(config.sink_kafka))
-            .option("kafka.acks", "all")
-            .option("kafka.enable.idempotence", "true")
-            .options(**{f"kafka.{k}": v for k, v in config.sink.producer.items()})
-            .option("includeHeaders", "true")
-            .save()
-        )
+        write_records(records, config)
         result = read_result(observation)
         wrote = time.perf_counter() - started
         faults.reached("after_write")
-        if result.first_bad is not None and plan.dlq_topic is None:
-            ref, reason = result.first_bad
-            action = "paused" if config.on_error == "pause" else "stopped"
-            raise SourceDecodeError(ref, reason, action=action)
+        self._raise_first_bad(result, plan)
         for seen in result.partitions:
             self.frontier.forward(
                 seen.partition, resolved=seen.resolved, next_offset=seen.next_offset
@@ -425,6 +572,25 @@ class Changefeed:
             self.frontier.high_water(),
         )
         self._after_batch()
+
+    def _plan(self, thresholds: dict[tuple[str, int], Hlc]) -> BatchPlan:
+        config = self.config
+        return BatchPlan(
+            thresholds=thresholds,
+            tables=self._tables,
+            formats=self._formats,
+            routes=self._routes,
+            encoders=self._encoders,
+            dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
+            end_time=config.end_time,
+        )
+
+    def _raise_first_bad(self, result: BatchResult, plan: BatchPlan) -> None:
+        """Without a dead-letter topic, an undecodable record stops the job, named."""
+        if result.first_bad is not None and plan.dlq_topic is None:
+            ref, reason = result.first_bad
+            action = "paused" if self.config.on_error == "pause" else "stopped"
+            raise SourceDecodeError(ref, reason, action=action)
 
     # -- checkpoints and markers ----------------------------------------------------------
 
@@ -461,15 +627,19 @@ class Changefeed:
         if checkpoint_due:
             self._write_checkpoint(last_marker=marker if marker_due else self.last_marker)
         if marker_due:
-            started = time.perf_counter()
-            self.broadcaster.emit(marker)
-            log.info("marker %s sent in %.1f ms", marker, (time.perf_counter() - started) * 1000)
-            self.stats.markers.append((time.time(), marker))
-            self.last_marker = marker
-            self._last_marker_at = now
-            faults.reached("after_marker")
+            self._emit_marker(marker)
         if reached_end:
             self._finished = True
+
+    def _emit_marker(self, marker: Hlc) -> None:
+        """Broadcast ``marker`` (its checkpoint is durable already)."""
+        started = time.perf_counter()
+        self.broadcaster.emit(marker)
+        log.info("marker %s sent in %.1f ms", marker, (time.perf_counter() - started) * 1000)
+        self.stats.markers.append((time.time(), marker))
+        self.last_marker = marker
+        self._last_marker_at = self._clock()
+        faults.reached("after_marker")
 
     def _write_checkpoint(self, *, last_marker: Hlc | None) -> None:
         config = self.config
@@ -477,6 +647,8 @@ class Changefeed:
             config.changefeed_id,
             self.frontier,
             last_marker=last_marker,
+            statement_time=self.statement_time,
+            backfill=None if self.backfill is None else self.backfill.to_record(),
             config_fingerprint=self._fingerprint,
         )
         started = time.perf_counter()
@@ -492,6 +664,7 @@ class Changefeed:
             len(data),
             (time.perf_counter() - started) * 1000,
         )
+        self._publish_status()
 
 
 def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:

@@ -119,7 +119,7 @@ def decode(data: bytes) -> Checkpoint:
         if leading:
             floor = Hlc.parse(leading["resolved"])
             for topic, ranges in leading["partitions"].items():
-                for p in _expand_ranges(ranges):
+                for p in ranges_to_numbers(ranges):
                     resolved.setdefault(SourcePartition(topic, p), floor)
         return Checkpoint(
             changefeed_id=raw["changefeed_id"],
@@ -155,7 +155,9 @@ def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
     if level == "leading" and cp.resolved:
         leading = {
             "resolved": str(min(cp.resolved.values())),
-            "partitions": {t: _ranges(sorted(n)) for t, n in _by_topic(cp.resolved).items()},
+            "partitions": {
+                t: numbers_to_ranges(sorted(n)) for t, n in _by_topic(cp.resolved).items()
+            },
         }
     return {
         "format_version": FORMAT_VERSION,
@@ -188,7 +190,7 @@ def _dense(numbered: Mapping[int, Any]) -> list[Any]:
     return [numbered.get(p) for p in range(size)]
 
 
-def _ranges(numbers: list[int]) -> str:
+def numbers_to_ranges(numbers: list[int]) -> str:
     """``[0, 1, 2, 5]`` → ``"0-2,5"``: adjacent partitions merged, as the seed merges spans."""
     parts: list[str] = []
     start = prev = None
@@ -205,7 +207,8 @@ def _ranges(numbers: list[int]) -> str:
     return ",".join(parts)
 
 
-def _expand_ranges(text: str) -> list[int]:
+def ranges_to_numbers(text: str) -> list[int]:
+    """``"0-2,5"`` → ``[0, 1, 2, 5]``."""
     out: list[int] = []
     for part in filter(None, text.split(",")):
         low, _, high = part.partition("-")

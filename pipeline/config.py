@@ -258,11 +258,27 @@ class CheckpointConfig(_Section):
 
 
 class InitialScanConfig(_Section):
-    """The snapshot before the stream (contract §7)."""
+    """The snapshot before the stream (contract §7).
+
+    ``initial_scan: yes | no | only`` is short for ``initial_scan: {mode: …}``. The mode
+    defaults to ``yes`` for a new changefeed without ``cursor``, ``no`` with one.
+    ``rate_limit`` is in rows per second.
+    """
 
     mode: Annotated[Literal["yes", "no", "only"] | None, BeforeValidator(_yaml_yes_no)] = None
     rate_limit: Annotated[float, Field(gt=0)] | None = None
-    chunk_rows: PositiveInt = 100_000
+
+
+def _scan_shorthand(value: object) -> object:
+    if value is None or isinstance(value, bool | str):
+        return {"mode": _yaml_yes_no(value)}
+    return value
+
+
+class JobsConfig(_Section):
+    """The job status topic: each changefeed's state, progress and error, for operators."""
+
+    topic: Name = "_highwater_jobs"
 
 
 class SafepointsConfig(_Section):
@@ -302,22 +318,21 @@ class ChangefeedConfig(_Section):
     encoder: EncoderConfig = EncoderConfig()
     resolved: ResolvedConfig = ResolvedConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
-    initial_scan: InitialScanConfig = InitialScanConfig()
+    initial_scan: Annotated[InitialScanConfig, BeforeValidator(_scan_shorthand)] = (
+        InitialScanConfig()
+    )
     cursor: Time | None = None
     end_time: Time | None = None
     on_error: Literal["fail", "pause", "dlq"] = "fail"
     dlq_topic: Name | None = None
     safepoints: SafepointsConfig = SafepointsConfig()
+    jobs: JobsConfig = JobsConfig()
     spark: SparkConfig = SparkConfig()
 
     @model_validator(mode="after")
     def _combinations(self) -> ChangefeedConfig:
         problems: list[tuple[str, str]] = []
         self._check_sources(problems)
-        if self.cursor is not None and self.initial_scan.mode == "only":
-            problems.append(
-                ("initial_scan.mode", "'only' scans at creation time; it cannot start from cursor")
-            )
         if self.end_time is not None and self.initial_scan.mode == "only":
             problems.append(("end_time", "cannot be used with initial_scan.mode: only"))
         if self.cursor is not None and self.end_time is not None and self.end_time <= self.cursor:
@@ -372,6 +387,13 @@ class ChangefeedConfig(_Section):
                         "a CDC query needs the table's columns: declare sources[0].table_schema",
                     )
                 )
+
+    @property
+    def scan_mode(self) -> Literal["yes", "no", "only"]:
+        """The initial scan's mode: as configured, else ``yes`` without ``cursor``."""
+        if self.initial_scan.mode is not None:
+            return self.initial_scan.mode
+        return "no" if self.cursor is not None else "yes"
 
     @property
     def effective_dlq_topic(self) -> str:

@@ -8,9 +8,12 @@ of them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .config import KafkaOptions
+from .config import ChangefeedConfig, KafkaOptions
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 def client_config(kafka: KafkaOptions, **extra: Any) -> dict[str, Any]:
@@ -32,3 +35,21 @@ def spark_kafka_options(kafka: KafkaOptions, *, source: bool = False) -> dict[st
         options.update(SOURCE_DEFAULTS)
     options.update({f"kafka.{k}": v for k, v in kafka.options.items()})
     return options
+
+
+def write_records(records: DataFrame, config: ChangefeedConfig) -> None:
+    """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
+
+    Spark's Kafka writer flushes its producer when a task commits, so a finished write is
+    acknowledged (``acks=all``, idempotent) by the brokers.
+    """
+    (
+        records.write.mode("append")
+        .format("kafka")
+        .options(**spark_kafka_options(config.sink_kafka))
+        .option("kafka.acks", "all")
+        .option("kafka.enable.idempotence", "true")
+        .options(**{f"kafka.{k}": v for k, v in config.sink.producer.items()})
+        .option("includeHeaders", "true")
+        .save()
+    )

@@ -81,11 +81,18 @@ def row_type(fields: list[dict[str, Any]]) -> str:
 
 
 def apply_query(
-    raw: DataFrame, table: str, schema: TableSchema, encoder: EncoderConfig
+    raw: DataFrame,
+    table: str,
+    schema: TableSchema,
+    encoder: EncoderConfig,
+    *,
+    mark_only: bool = False,
 ) -> DataFrame:
     """The source records with ``where`` applied and ``select`` projected into the values.
 
-    Columns out: ``key, value, topic, partition, offset, headers, error``.
+    Columns out: ``key, value, topic, partition, offset, headers, error``. With
+    ``mark_only``, ``where`` drops nothing and adds a ``keep`` column instead: the initial
+    scan must see every version to know which one is the latest before it judges it.
     """
     from pyspark.sql import functions as F  # noqa: PLC0415
 
@@ -133,6 +140,9 @@ def apply_query(
         .when(p["before"].isNotNull(), F.coalesce(F.col("__hw_keep_before"), F.lit(False)))
         .otherwise(F.lit(True))
     )
+    if mark_only:
+        columns["keep"] = keep
+        return frame.select(*(column.alias(name) for name, column in columns.items()))
     return frame.where(keep).select(*(column.alias(name) for name, column in columns.items()))
 
 

@@ -23,9 +23,16 @@ from .sources import BadRecord, Marker, adapter
 
 @dataclass(frozen=True)
 class StatementTime:
-    """The statement time and, per partition, the end offset it was read up to."""
+    """The statement time and, per partition, what the sources held when it was read.
+
+    ``markers`` are each partition's latest marker (``time`` is their lowest);
+    ``start_offsets``/``end_offsets`` the partition's first offset and the end offset read up
+    to. Every change at or below a partition's latest marker lies before its end offset.
+    """
 
     time: Hlc
+    markers: Mapping[SourcePartition, Hlc]
+    start_offsets: Mapping[SourcePartition, int]
     end_offsets: Mapping[SourcePartition, int]
 
 
@@ -75,13 +82,14 @@ def statement_time(
         {**client, "group.id": "highwater-statement-time", "enable.auto.commit": False}
     )
     try:
+        starts: dict[SourcePartition, int] = {}
         ends: dict[SourcePartition, int] = {}
         times: dict[SourcePartition, Hlc | None] = {}
         for sp in partitions:
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(sp.topic, sp.partition), timeout=30
             )
-            ends[sp] = high
+            starts[sp], ends[sp] = low, high
             times[sp] = latest_marker(consumer, sp, low, high, formats[sp.topic])
     finally:
         consumer.close()
@@ -91,4 +99,5 @@ def statement_time(
             "no resolved marker yet on " + ", ".join(missing) + ": the statement time (the "
             "sources' high-water mark) is not known; wait for the upstream's first markers"
         )
-    return StatementTime(min(t for t in times.values() if t is not None), ends)
+    markers = {sp: t for sp, t in times.items() if t is not None}
+    return StatementTime(min(markers.values()), markers, starts, ends)

@@ -123,6 +123,7 @@ def _config(
                     "primary_key": ["region", "order_id"],
                 }
             ],
+            "cursor": "0.0000000000",  # the whole history, as the plain copy
             "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
             "encoder": encoder,
             "resolved": {"interval": "1s"},

@@ -19,6 +19,7 @@ def base_config(bootstrap: str, changefeed_id: str, source: str) -> dict[str, An
         "changefeed_id": changefeed_id,
         "kafka": {"bootstrap_servers": bootstrap},
         "sources": [{"topic": source, "table": "orders"}],
+        "cursor": "0.0000000000",  # the whole history: the stream is under test
         "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
         "encoder": {"updated": True},
         # Batches come every ~1.5s; markers and checkpoints at most every 3s, so some

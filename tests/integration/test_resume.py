@@ -51,6 +51,7 @@ def test_stalled_partition_does_not_make_the_leading_ones_replay(
         "changefeed_id": changefeed_id,
         "kafka": {"bootstrap_servers": kafka_bootstrap},
         "sources": [{"topic": source, "table": "orders"}],
+        "cursor": "0.0000000000",  # the whole history: the stream is under test
         "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
         "encoder": {"updated": True},
         "checkpoint": {
@@ -171,6 +172,7 @@ def test_sigterm_finishes_the_batch_checkpoints_and_exits_0(
         "changefeed_id": changefeed_id,
         "kafka": {"bootstrap_servers": kafka_bootstrap},
         "sources": [{"topic": source, "table": "orders"}],
+        "cursor": "0.0000000000",  # the whole history: the stream is under test
         "sink": {"topic_prefix": f"{changefeed_id}."},
         "checkpoint": {"min_checkpoint_frequency": "1h"},  # the first batch, then the stop
         "resolved": {"enabled": False},

@@ -8,6 +8,7 @@ from typing import Any
 
 from pipeline.changefeed import Changefeed
 from pipeline.config import ChangefeedConfig, parse_config
+from schemas.hlc import ZERO
 from tests.support.kafka import Message, consume_all
 
 
@@ -19,7 +20,9 @@ def changefeed_config(
 ) -> ChangefeedConfig:
     """A config for tests: drain the sources and stop (available_now), markers at once.
 
-    ``sources`` are ``(topic, table)`` pairs, or whole source sections.
+    ``sources`` are ``(topic, table)`` pairs, or whole source sections. Unless a test sets
+    ``initial_scan`` or ``cursor``, the changefeed streams the sources' whole history (a
+    cursor at time zero), which is what tests of the stream check against.
     """
     raw: dict[str, Any] = {
         "changefeed_id": changefeed_id,
@@ -30,6 +33,8 @@ def changefeed_config(
         "checkpoint": {"min_checkpoint_frequency": "0s", "topic": f"{changefeed_id}.checkpoints"},
         "spark": {"trigger": {"available_now": True}},
     }
+    if "initial_scan" not in sections and "cursor" not in sections:
+        raw["cursor"] = str(ZERO)
     for name, value in sections.items():
         if isinstance(value, dict) and isinstance(raw.get(name), dict):
             raw[name] = {**raw[name], **value}

@@ -98,6 +98,16 @@ def test_yaml_yes_no_for_initial_scan() -> None:
     assert list(found) == ["initial_scan.mode"]
 
 
+def test_initial_scan_shorthand_and_default_mode() -> None:
+    assert parse_config(minimal(initial_scan="only"), env={}).scan_mode == "only"
+    assert parse_config(minimal(initial_scan=False), env={}).scan_mode == "no"  # YAML's `no`
+    assert parse_config(minimal(), env={}).scan_mode == "yes"
+    with_cursor = parse_config(minimal(cursor="2023-11-27T16:25:11Z"), env={})
+    assert with_cursor.scan_mode == "no"
+    found = problems(minimal(initial_scan={"mode": "yes", "rate_limit": 0}))
+    assert list(found) == ["initial_scan.rate_limit"]
+
+
 def test_times_accept_hlc_and_rfc3339() -> None:
     config = parse_config(minimal(cursor="2023-11-27T16:25:11Z"), env={})
     assert config.cursor == Hlc(1701102311_000_000_000)

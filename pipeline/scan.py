@@ -1,0 +1,492 @@
+"""The initial scan: a consistent snapshot of every table at the statement time (contract §7).
+
+The statement time T is the sources' high-water mark when the changefeed is created (or its
+``cursor``); every change at or below it lies before the end offsets read with it
+(``pipeline/statement.py``). The snapshot is, for every key, its version with the highest
+time at or below T, deleted keys left out, emitted with ``updated`` = T and
+``mvcc_timestamp`` = the version's own time.
+
+**Chunks.** Every version of a key lives on one source partition, so a source partition's
+range ``[first offset, end offset)`` holds everything the snapshot of its keys needs: a
+*chunk*. A chunk is one Spark batch job of one task, no shuffle: Spark's Kafka reader reads
+the range, sorts it by (key, offset) (Spark's external sort, spilling to disk, so a table
+never has to fit in memory), and :class:`ScanTask` walks the sorted records one key at a
+time, keeping only that key's versions. Chunks run in parallel, one per core, each from its
+own driver thread; a finished chunk's rows are acknowledged by Kafka when its job returns,
+and the changefeed records it in the checkpoint record (``backfill``) before the next one is
+counted, so a restart skips finished chunks and re-emits only those that were in flight.
+
+**Hand-over.** Versions after T that lie in a chunk's range are emitted by the scan too,
+after the key's snapshot row, in commit order; the stream then starts at the end offsets,
+each partition's floor at its latest marker, so the stream's floor mechanism
+(``pipeline/batch.py``) emits every change after T exactly once more: none twice, none lost.
+Nothing upstream waits for the scan: the sources are a log, and the stream reads what
+arrived meanwhile when the scan is done.
+
+**Rate limit and progress.** ``initial_scan.rate_limit`` rows per second is shared evenly by
+the chunks in flight; each task paces the rows it hands to the Kafka writer. Progress (chunks,
+records, rows, rate, ETA) is counted per finished chunk.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from encoders.base import ChangeRow
+from schemas.errors import CheckpointError, EncodingError
+from schemas.hlc import Hlc
+
+from .batch import (
+    OUTPUT_SCHEMA,
+    BatchPlan,
+    BatchResult,
+    Output,
+    PartitionSeen,
+    Task,
+    read_result,
+    records_observed,
+    source_columns,
+)
+from .checkpoint import numbers_to_ranges, ranges_to_numbers
+from .config import ChangefeedConfig
+from .frontier import SourcePartition
+from .kafka_clients import spark_kafka_options, write_records
+from .queries import apply_query
+from .sources import BadRecord, Change, Marker
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import DataFrame, Observation, SparkSession
+
+    from schemas.tables import TableSchema
+
+log = logging.getLogger(__name__)
+
+
+# -- the walk over one chunk, on an executor ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What a chunk's task needs; pickled to it."""
+
+    batch: BatchPlan  # tables, formats, routes, encoders, dead-letter topic, end_time
+    statement_time: Hlc
+    changes: bool = True  # also emit the versions after the statement time (not for ``only``)
+    rate: float | None = None  # rows per second for this task
+    step: int = 10_000  # records walked between two looks at the pace
+
+
+class _Version(NamedTuple):
+    """A version kept while its key is walked: the change, and where it came from."""
+
+    change: Change
+    keep: bool  # the CDC query's where clause holds (True without one)
+    offset: int
+    run: pa.RecordBatch  # the slice it is in, and its place there (for the dead-letter topic)
+    position: int
+
+
+class ScanTask(Task):
+    """One chunk's walk: a source partition's records sorted by key, then by offset.
+
+    For the key being walked it keeps its latest version at or below the statement time and
+    its versions after it (in offset order, which is commit order); when the key changes,
+    they are emitted. A version whose time is not above the one kept before it is a
+    duplicate. Undecodable records follow ``on_error`` as in the stream.
+    """
+
+    clock: Callable[[], float] = staticmethod(time.monotonic)  # injectable for tests
+    sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    def __init__(self, plan: ScanPlan) -> None:
+        super().__init__(plan.batch)
+        self.scan = plan
+        self.key: bytes | None = None
+        self.best: _Version | None = None
+        self.later: list[_Version] = []
+        self.state: PartitionSeen | None = None
+        self.sent = 0
+        self.started: float | None = None
+        if plan.rate is not None:
+            self.flush_rows = plan.step  # rows go out in small steps, each paced
+
+    def pieces(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
+        """Slices of ``step`` records (one chunk is one source partition)."""
+        if self.started is None:
+            self.started = self.clock()  # after Spark's sort: pacing starts here
+        for start in range(0, batch.num_rows, self.scan.step):
+            yield batch.slice(start, self.scan.step)
+
+    def wrote(self, count: int) -> None:
+        """Sleep while the rows sent are ahead of the rate limit."""
+        self.sent += count
+        if self.scan.rate is None or self.started is None:
+            return
+        ahead = self.sent / self.scan.rate - (self.clock() - self.started)
+        if ahead > 0:
+            self.sleep(ahead)
+
+    def records(self, run: pa.RecordBatch, out: Output) -> None:
+        """Walk a slice of the sorted records."""
+        sp, state = self.partition(run)
+        self.state = state
+        decode = self.decoders[sp[0]]
+        statement, changes, end_time = (
+            self.scan.statement_time,
+            self.scan.changes,
+            self.plan.end_time,
+        )
+        names = run.schema.names
+        keeps = run.column("keep").to_pylist() if "keep" in names else None
+        errors = run.column("error").to_pylist() if "error" in names else None
+        offsets = run.column("offset").to_pylist()
+        keys, values = run.column("key").to_pylist(), run.column("value").to_pylist()
+        for i, key in enumerate(keys):
+            if key != self.key:
+                self.end_key(out)
+                self.key = key
+            try:
+                item = decode(key, values[i])
+                if errors is not None and errors[i] is not None:
+                    raise BadRecord(errors[i])
+            except BadRecord as exc:
+                self.bad(out, state, offsets[i], str(exc), run, i)
+                continue
+            if type(item) is Marker:
+                continue  # the stream's concern: the scan knows its statement time
+            assert type(item) is Change  # noqa: S101 - for the type checker
+            version = _Version(item, keeps is None or bool(keeps[i]), offsets[i], run, i)
+            ts = item.ts
+            if ts <= statement:
+                if self.best is None or ts > self.best.change.ts:
+                    self.best = version
+                else:
+                    state.duplicates += 1
+            elif changes and (end_time is None or ts <= end_time):
+                if self.later and ts <= self.later[-1].change.ts:
+                    state.duplicates += 1
+                else:
+                    self.later.append(version)
+        state.next_offset = max(state.next_offset, max(offsets) + 1)
+
+    def finish(self, out: Output) -> None:
+        """The last key of the chunk."""
+        self.end_key(out)
+
+    def end_key(self, out: Output) -> None:
+        """Emit the key just walked: its snapshot row, then its versions after T."""
+        best, later = self.best, self.later
+        if best is None and not later:
+            return
+        state = self.state
+        assert state is not None  # noqa: S101 - a key was walked
+        statement = self.scan.statement_time
+        if best is not None and best.keep and best.change.after is not None:
+            self.emit(out, state, best, statement)
+        for version in later:
+            if version.keep:
+                self.emit(out, state, version, version.change.ts)
+        self.best, self.later = None, []
+
+    def emit(self, out: Output, state: PartitionSeen, version: _Version, updated: Hlc) -> None:
+        """Encode one row (``updated`` as given, ``mvcc_timestamp`` its own) into ``out``."""
+        topic = state.partition.topic
+        change, ctx, encoder = version.change, self.contexts[topic], self.plan.encoders[topic]
+        before = None if updated != change.ts else change.before  # a snapshot row has none
+        row = ChangeRow(
+            self.plan.tables[topic], change.key, change.after, before, updated, change.ts
+        )
+        try:
+            key, value = encoder.key(row, ctx), encoder.value(row, ctx)
+        except EncodingError as exc:
+            self.bad(out, state, version.offset, exc.reason, version.run, version.position)
+            return
+        out.key.append(key)
+        out.value.append(value)
+        out.topic_run(ctx.topic, 1)
+        state.emitted += 1
+
+
+def process_chunk(plan: ScanPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """The task body of a chunk (``mapInArrow``); output as :func:`pipeline.batch.process`."""
+    return ScanTask(plan).run(batches)
+
+
+def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) -> DataFrame:
+    """A chunk's Kafka records: sorted by key and offset, walked, summaries observed."""
+    source = frame.select(*source_columns(frame, plan.batch)).sortWithinPartitions("key", "offset")
+    return records_observed(
+        source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA), observation
+    )
+
+
+# -- the scan's state in the checkpoint record ----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A source partition's range ``[start, end)``: a unit of the scan."""
+
+    partition: SourcePartition
+    start: int
+    end: int
+
+    @property
+    def records(self) -> int:
+        """How many source records the range holds."""
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class Backfill:
+    """An unfinished scan: its chunks, which are done, and the rows emitted so far.
+
+    In the checkpoint record (``backfill``) as ``{"partitions": {topic: {"from": [...],
+    "to": [...], "done": "0-3,7"}}, "rows": n}``: finished partitions merged into ranges,
+    so the record stays small however many partitions finish.
+    """
+
+    chunks: Mapping[SourcePartition, Chunk]
+    done: frozenset[SourcePartition] = frozenset()
+    rows: int = 0
+
+    @classmethod
+    def of(
+        cls,
+        start_offsets: Mapping[SourcePartition, int],
+        end_offsets: Mapping[SourcePartition, int],
+    ) -> Backfill:
+        """A new scan of every partition's range; empty ranges are done already."""
+        chunks = {sp: Chunk(sp, start_offsets[sp], end) for sp, end in end_offsets.items()}
+        return cls(chunks, frozenset(sp for sp, c in chunks.items() if c.records <= 0))
+
+    def pending(self) -> list[Chunk]:
+        """Chunks still to scan, the largest first (the run ends sooner)."""
+        left = [c for sp, c in self.chunks.items() if sp not in self.done]
+        return sorted(left, key=lambda c: (-c.records, c.partition))
+
+    def finished(self, chunk: Chunk, rows: int) -> Backfill:
+        """The scan with ``chunk`` done."""
+        return replace(self, done=self.done | {chunk.partition}, rows=self.rows + rows)
+
+    @property
+    def complete(self) -> bool:
+        """Every chunk is done."""
+        return len(self.done) == len(self.chunks)
+
+    def to_record(self) -> dict[str, Any]:
+        """The ``backfill`` field of the checkpoint record."""
+        topics: dict[str, dict[str, Any]] = {}
+        for sp in sorted(self.chunks):
+            entry = topics.setdefault(sp.topic, {"from": [], "to": [], "done": []})
+            if sp.partition != len(entry["from"]):
+                raise CheckpointError(f"scan of {sp.topic} does not cover partitions 0..{sp}")
+            entry["from"].append(self.chunks[sp].start)
+            entry["to"].append(self.chunks[sp].end)
+            if sp in self.done:
+                entry["done"].append(sp.partition)
+        for entry in topics.values():
+            entry["done"] = numbers_to_ranges(entry["done"])
+        return {"partitions": topics, "rows": self.rows}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Backfill:
+        """Read the ``backfill`` field of a checkpoint record."""
+        try:
+            chunks: dict[SourcePartition, Chunk] = {}
+            done: set[SourcePartition] = set()
+            for topic, entry in record["partitions"].items():
+                for p, (start, end) in enumerate(zip(entry["from"], entry["to"], strict=True)):
+                    chunks[SourcePartition(topic, p)] = Chunk(
+                        SourcePartition(topic, p), int(start), int(end)
+                    )
+                done.update(SourcePartition(topic, p) for p in ranges_to_numbers(entry["done"]))
+            return cls(chunks, frozenset(done), int(record.get("rows", 0)))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"unreadable backfill in the checkpoint record: {exc}") from exc
+
+
+# -- progress ---------------------------------------------------------------------------------
+
+
+@dataclass
+class ScanProgress:
+    """How far the scan is: for logs, the job status and the CLI's progress bar."""
+
+    chunks_total: int
+    chunks_done: int
+    records_total: int
+    records_done: int
+    rows: int
+    started: float = field(default_factory=time.monotonic)
+    records_at_start: int = 0  # done before this run (a resumed scan)
+    rows_at_start: int = 0
+
+    @classmethod
+    def of(cls, backfill: Backfill) -> ScanProgress:
+        """The progress of ``backfill`` as it stands (a resumed scan counts from here)."""
+        done = sum(backfill.chunks[sp].records for sp in backfill.done)
+        return cls(
+            chunks_total=len(backfill.chunks),
+            chunks_done=len(backfill.done),
+            records_total=sum(c.records for c in backfill.chunks.values()),
+            records_done=done,
+            rows=backfill.rows,
+            records_at_start=done,
+            rows_at_start=backfill.rows,
+        )
+
+    def add(self, chunk: Chunk, rows: int) -> None:
+        """Count a finished chunk."""
+        self.chunks_done += 1
+        self.records_done += chunk.records
+        self.rows += rows
+
+    def to_json(self, now: float | None = None) -> dict[str, Any]:
+        """The numbers the job status carries."""
+        elapsed = max((now or time.monotonic()) - self.started, 1e-9)
+        rate = (self.rows - self.rows_at_start) / elapsed
+        scanned = self.records_done - self.records_at_start
+        eta = (self.records_total - self.records_done) * elapsed / scanned if scanned else None
+        return {
+            "chunks_done": self.chunks_done,
+            "chunks_total": self.chunks_total,
+            "records_done": self.records_done,
+            "records_total": self.records_total,
+            "rows": self.rows,
+            "rows_per_second": round(rate, 1),
+            "eta_seconds": None if eta is None else round(eta, 1),
+        }
+
+
+def progress_line(progress: Mapping[str, Any], width: int = 30) -> str:
+    """``[#######-------]  42% 5/12 chunks, 1,200,000/2,800,000 records, 400,000 rows, …``."""
+    total = progress["records_total"] or 1
+    fraction = min(1.0, progress["records_done"] / total)
+    filled = round(fraction * width)
+    eta = progress.get("eta_seconds")
+    return (
+        f"[{'#' * filled}{'-' * (width - filled)}] {fraction:4.0%} "
+        f"{progress['chunks_done']}/{progress['chunks_total']} chunks, "
+        f"{progress['records_done']:,}/{progress['records_total']:,} records, "
+        f"{progress['rows']:,} rows, {progress['rows_per_second']:,.0f} rows/s, "
+        f"ETA {'?' if eta is None else f'{eta:.0f}s'}"
+    )
+
+
+# -- the scan on the driver ---------------------------------------------------------------------
+
+
+ChunkJob = Callable[[Chunk, ScanPlan], BatchResult]
+
+
+class InitialScan:
+    """Runs a scan's pending chunks, one Spark job each, at most ``parallelism`` at once.
+
+    ``on_chunk(chunk, result)`` is called (one at a time) after each chunk's rows are
+    acknowledged; it records the chunk as done. A failed chunk stops the scan: chunks in
+    flight are cancelled and the first error is raised. ``stop()`` cancels the chunks in
+    flight; they are not done and run again next time.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        job: ChunkJob,
+        plan: ScanPlan,
+        *,
+        parallelism: int,
+        rate_limit: float | None,
+        on_chunk: Callable[[Chunk, BatchResult], None],
+    ) -> None:
+        self.spark = spark
+        self.job = job
+        self.plan = plan
+        self.parallelism = max(1, parallelism)
+        self.rate_limit = rate_limit
+        self.on_chunk = on_chunk
+        self.group = f"highwater-scan-{uuid.uuid4().hex[:8]}"
+        self._stopped = threading.Event()
+
+    def run(self, chunks: Iterable[Chunk], stop_requested: Callable[[], bool]) -> bool:
+        """Scan ``chunks``; False when a stop was requested before all were done."""
+        queue = list(chunks)
+        workers = min(self.parallelism, len(queue)) or 1
+        rate = None if self.rate_limit is None else self.rate_limit / workers
+        step = 10_000 if rate is None else max(1, min(10_000, int(rate / 10)))
+        plan = replace(self.plan, rate=rate, step=step)
+        running: dict[Future[BatchResult], Chunk] = {}
+        with ThreadPoolExecutor(workers, thread_name_prefix="highwater-scan") as pool:
+            try:
+                while queue or running:
+                    while queue and len(running) < workers and not self._stopped.is_set():
+                        chunk = queue.pop(0)
+                        running[pool.submit(self._chunk, chunk, plan)] = chunk
+                    if not running:
+                        break
+                    finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
+                    for future in finished:
+                        chunk = running.pop(future)
+                        self.on_chunk(chunk, future.result())
+                    if stop_requested() and not self._stopped.is_set():
+                        self.stop()
+            except BaseException:
+                self.stop()
+                raise
+        return not queue and not self._stopped.is_set()
+
+    def stop(self) -> None:
+        """Cancel the chunks in flight."""
+        self._stopped.set()
+        self.spark.sparkContext.cancelJobGroup(self.group)
+
+    def _chunk(self, chunk: Chunk, plan: ScanPlan) -> BatchResult:
+        self.spark.sparkContext.setJobGroup(
+            self.group, f"initial scan of {chunk.partition}", interruptOnCancel=True
+        )
+        return self.job(chunk, plan)
+
+
+def assign_options(chunk: Chunk) -> dict[str, str]:
+    """Spark Kafka reader options that read exactly ``chunk``'s range."""
+    topic, partition = chunk.partition.topic, str(chunk.partition.partition)
+    return {
+        "assign": json.dumps({topic: [chunk.partition.partition]}),
+        "startingOffsets": json.dumps({topic: {partition: chunk.start}}),
+        "endingOffsets": json.dumps({topic: {partition: chunk.end}}),
+    }
+
+
+def chunk_job(
+    spark: SparkSession, config: ChangefeedConfig, query: tuple[str, TableSchema] | None
+) -> ChunkJob:
+    """The Spark job of one chunk: read its range, walk it, write the rows to the sink."""
+
+    def run(chunk: Chunk, plan: ScanPlan) -> BatchResult:
+        from pyspark.sql import Observation  # noqa: PLC0415
+
+        frame = (
+            spark.read.format("kafka")
+            .options(**spark_kafka_options(config.kafka, source=True))
+            .options(**assign_options(chunk))
+            .option("failOnDataLoss", "true")
+            .option("includeHeaders", "true")
+            .load()
+        )
+        if query is not None:
+            frame = apply_query(frame, *query, config.encoder, mark_only=True)
+        observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
+        write_records(chunk_records(frame, plan, observation), config)
+        return read_result(observation)
+
+    return run

@@ -1,0 +1,173 @@
+"""The initial scan on a real broker and Spark: snapshot, hand-over, restart, rate limit."""
+
+import json
+import threading
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from pipeline.changefeed import Changefeed
+from pipeline.checkpoint import ranges_to_numbers
+from pipeline.dev.generator import Change, GeneratorSpec, encode_change, encode_key, write
+from schemas.hlc import Hlc, HlcClock
+from tests.support.changefeed import changefeed_config, checkpoint_records, read_output
+from tests.support.process import run, write_config
+from tests.support.scan import check_output, expected, key_bytes
+
+ENCODER = {"updated": True, "mvcc_timestamp": True}
+
+
+def history(bootstrap: str, source: str, rows: int, partitions: int, seed: int) -> list[Change]:
+    report = write(
+        GeneratorSpec(
+            topic=source, rows=rows, partitions=partitions, resolved_every=500, seed=seed
+        ),
+        {"bootstrap.servers": bootstrap},
+        keep_changes=True,
+    )
+    return report.changes
+
+
+def wait_for(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.1)
+
+
+def test_snapshot_then_every_later_change_once_while_the_upstream_keeps_writing(
+    kafka_bootstrap: str, spark: Any, unique_name
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    changes = history(kafka_bootstrap, source, rows=12_000, partitions=4, seed=21)
+    config = changefeed_config(
+        kafka_bootstrap,
+        changefeed_id,
+        [(source, "orders")],
+        encoder=ENCODER,
+        initial_scan={"mode": "yes", "rate_limit": 2_500},  # ~3 s of scan: writes overlap
+        spark={"trigger": {"processing_time": "500ms"}},
+    )
+    changefeed = Changefeed(config, spark)
+    runner = threading.Thread(target=changefeed.run)
+    runner.start()
+    try:
+        wait_for(lambda: changefeed.backfill is not None, 120, "the scan to start")
+        statement = changefeed.statement_time
+        assert statement is not None
+        # While it scans: new rows, updates and deletes of scanned keys, and markers.
+        more = write(
+            GeneratorSpec(
+                topic=source,
+                rows=2_000,
+                partitions=4,
+                resolved_every=400,
+                seed=22,
+                first_order_id=1_000_000,
+            ),
+            {"bootstrap.servers": kafka_bootstrap},
+            keep_changes=True,
+        )
+        touched = update_some(kafka_bootstrap, source, changes, count=300)
+        assert changefeed.backfill is not None, "the scan ended before the writes: no overlap"
+        final = max(more.last_resolved.values())
+        write_markers(kafka_bootstrap, source, 4, HlcClock().now())
+        wait_for(
+            lambda: changefeed.last_marker is not None and changefeed.last_marker > final,
+            180,
+            "the stream to resolve past the writes made during the scan",
+        )
+    finally:
+        changefeed.stop_request.set()
+        runner.join(120)
+    assert changefeed.statement_time == statement
+    output = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    want = expected(changes + more.changes + touched, statement)
+    assert len(want.snapshot) > 5_000 and sum(map(len, want.later.values())) > 2_000
+    check_output(output.rows, want)
+    # The first marker on every output partition is the statement time, after the snapshot.
+    for partition in range(3):
+        marks = [m for m in output.markers if m.partition == partition]
+        assert json.loads(marks[0].value)["resolved"] == str(statement)
+        snapshot_offsets = [
+            m.offset
+            for m in output.rows
+            if m.partition == partition and json.loads(m.value)["updated"] == str(statement)
+        ]
+        assert max(snapshot_offsets) < marks[0].offset
+
+
+def update_some(bootstrap: str, source: str, changes: list[Change], count: int) -> list[Change]:
+    """Update (every third: delete) ``count`` keys that were live in the history."""
+    live: dict[tuple[str, int], Change] = {}
+    for change in changes:
+        live[change.key] = change
+    clock, written = HlcClock(), []
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for i, old in enumerate([c for c in live.values() if c.after is not None][:count]):
+        after = None if i % 3 == 0 else {**old.after, "status": "touched"}  # type: ignore[dict-item]
+        change = Change(old.key, after, old.after, clock.now(), old.partition)
+        producer.produce(
+            source,
+            key=encode_key(change.key),
+            value=encode_change(change),
+            partition=change.partition,
+        )
+        written.append(change)
+    assert producer.flush(30) == 0
+    return written
+
+
+def write_markers(bootstrap: str, source: str, partitions: int, resolved: Any) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for p in range(partitions):
+        producer.produce(
+            source, value=json.dumps({"resolved": str(resolved)}).encode(), partition=p
+        )
+    assert producer.flush(30) == 0
+
+
+def test_kill_mid_scan_then_restart_skips_finished_chunks(
+    kafka_bootstrap: str, unique_name, tmp_path: Path
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    changes = history(kafka_bootstrap, source, rows=12_000, partitions=6, seed=31)
+    raw = {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "sources": [{"topic": source, "table": "orders"}],
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+        "encoder": ENCODER,
+        "initial_scan": "yes",
+        "spark": {"trigger": {"available_now": True}},
+    }
+    config_file = write_config(tmp_path / "cf.yaml", raw)
+    log = tmp_path / "runs.log"
+    code = run(config_file, log, HIGHWATER_CRASH_AT="after_chunk:2")
+    assert code != 0, f"the job was supposed to die\n{log.read_text()[-3000:]}"
+    at_kill = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
+    done_at_kill = at_kill["backfill"]["partitions"][source]["done"]
+    finished = set(ranges_to_numbers(done_at_kill))
+    assert len(finished) == 2, at_kill["backfill"]
+
+    assert run(config_file, log) == 0, log.read_text()[-3000:]
+    final = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
+    assert final["backfill"] is None
+    assert final["statement_time"] == at_kill["statement_time"]
+    output = read_output(kafka_bootstrap, f"{changefeed_id}.orders")
+    want = expected(changes, Hlc.parse(at_kill["statement_time"]))
+    check_output(output.rows, want, exactly_once=False)  # the chunks in flight: again
+    source_partition = {key_bytes(c.key): c.partition for c in changes}
+    emitted: dict[int, int] = defaultdict(int)
+    for m in output.rows:
+        emitted[source_partition[m.key]] += 1
+    wanted: dict[int, int] = defaultdict(int)
+    for key in want.snapshot:
+        wanted[source_partition[key]] += 1
+    for key, later in want.later.items():
+        wanted[source_partition[key]] += len(later)
+    for p in finished:
+        assert emitted[p] == wanted[p], f"finished chunk {source}/{p} was emitted again"

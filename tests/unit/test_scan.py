@@ -1,0 +1,221 @@
+"""The initial scan's walk over one chunk, fed sorted Arrow batches as Spark would, without Spark.
+
+Records arrive sorted by (key, offset), as ``sortWithinPartitions`` hands them over; markers
+(null keys) come first.
+"""
+
+import json
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from encoders.json import JsonEncoder
+from pipeline.batch import ERROR_HEADER, BatchResult, PartitionSeen
+from pipeline.config import EncoderConfig
+from pipeline.frontier import SourcePartition
+from pipeline.scan import (
+    Backfill,
+    Chunk,
+    ScanPlan,
+    ScanProgress,
+    ScanTask,
+    progress_line,
+)
+from schemas.hlc import Hlc
+from tests.unit.test_batch import SRC, T, marker, plan, rec, row
+
+STATEMENT = 4  # the statement time is T[4]
+
+
+def scan_plan(*, changes: bool = True, end: int | None = None, dlq: bool = False) -> ScanPlan:
+    batch = plan(dlq=dlq, end=end)
+    encoder = JsonEncoder(EncoderConfig(updated=True, mvcc_timestamp=True, diff=True))
+    batch = replace(batch, encoders={SRC: encoder})
+    return ScanPlan(batch, Hlc.parse(T[STATEMENT]), changes=changes)
+
+
+def sorted_arrow(
+    records: list[tuple[int, tuple[bytes | None, bytes | None]]], keep: list[bool] | None = None
+) -> pa.RecordBatch:
+    """``(offset, record)`` pairs, already in (key, offset) order."""
+    n = len(records)
+    headers_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+    columns = [
+        pa.array([r[0] for _, r in records], pa.binary()),
+        pa.array([r[1] for _, r in records], pa.binary()),
+        pa.array([SRC] * n, pa.string()),
+        pa.array([0] * n, pa.int32()),
+        pa.array([o for o, _ in records], pa.int64()),
+        pa.array([[{"key": "h", "value": b"x"}]] * n, headers_type),
+    ]
+    names = ["key", "value", "topic", "partition", "offset", "headers"]
+    if keep is not None:
+        columns.append(pa.array(keep, pa.bool_()))
+        names.append("keep")
+    return pa.RecordBatch.from_arrays(columns, names=names)
+
+
+def walk(p: ScanPlan, *batches: pa.RecordBatch) -> tuple[list[dict[str, Any]], BatchResult]:
+    out = pa.Table.from_batches(list(ScanTask(p).run(iter(batches)))).to_pylist()
+    records = [r for r in out if r["summary"] is None]
+    summaries = [PartitionSeen.from_json(r["summary"]) for r in out if r["summary"] is not None]
+    return records, BatchResult.of(summaries)
+
+
+def emitted(records: list[dict[str, Any]]) -> list[tuple[bytes, Any, str, str]]:
+    """(key, after, updated, mvcc_timestamp) of each output record, in order."""
+    values = [json.loads(r["value"]) for r in records]
+    return [
+        (r["key"], v["after"], v["updated"], v["mvcc_timestamp"])
+        for r, v in zip(records, values, strict=True)
+    ]
+
+
+def v(order_id: int, t: int) -> dict[str, int]:
+    return {"order_id": order_id, "v": t}
+
+
+def test_latest_version_at_the_statement_time_then_later_changes_per_key() -> None:
+    deleted = rec([2], {"after": None, "before": v(2, 2), "updated": T[3]})
+    records, result = walk(
+        scan_plan(),
+        sorted_arrow(
+            [
+                (9, marker(3)),
+                (0, row(1, 1)),
+                (3, row(1, 3)),
+                (7, row(1, 5)),  # after the statement time: a change
+                (8, row(1, 6)),
+                (1, row(2, 2)),
+                (4, deleted),  # deleted before the statement time: not in the snapshot
+                (2, row(3, 2)),
+                (6, row(3, 2)),  # an upstream duplicate
+                (10, row(4, 7)),  # inserted after the statement time only
+            ]
+        ),
+    )
+    assert emitted(records) == [
+        (b"[1]", v(1, 3), T[STATEMENT], T[3]),
+        (b"[1]", v(1, 5), T[5], T[5]),
+        (b"[1]", v(1, 6), T[6], T[6]),
+        (b"[3]", v(3, 2), T[STATEMENT], T[2]),
+        (b"[4]", v(4, 7), T[7], T[7]),
+    ]
+    assert all(r["topic"] == "out.orders" for r in records)
+    (seen,) = result.partitions
+    assert (seen.emitted, seen.duplicates, seen.bad, seen.next_offset) == (5, 1, 0, 11)
+
+
+def test_snapshot_rows_carry_no_before_and_changes_keep_theirs() -> None:
+    records, _ = walk(scan_plan(), sorted_arrow([(0, row(1, 2, True)), (1, row(1, 5, True))]))
+    values = [json.loads(r["value"]) for r in records]
+    assert values[0]["before"] is None
+    assert values[1]["before"] == v(1, 5)
+
+
+def test_the_highest_time_wins_even_when_a_stale_duplicate_comes_later() -> None:
+    records, result = walk(
+        scan_plan(), sorted_arrow([(0, row(1, 1)), (1, row(1, 3)), (2, row(1, 1))])
+    )
+    assert emitted(records) == [(b"[1]", v(1, 3), T[STATEMENT], T[3])]
+    assert result.duplicates == 1
+
+
+def test_a_key_spanning_two_arrow_batches_is_emitted_once() -> None:
+    first = sorted_arrow([(0, row(1, 1)), (1, row(1, 2))])
+    second = sorted_arrow([(2, row(1, 3)), (3, row(2, 1))])
+    records, _ = walk(scan_plan(), first, second)
+    assert emitted(records) == [
+        (b"[1]", v(1, 3), T[STATEMENT], T[3]),
+        (b"[2]", v(2, 1), T[STATEMENT], T[1]),
+    ]
+
+
+def test_only_emits_the_snapshot_and_end_time_bounds_the_changes() -> None:
+    history = [(0, row(1, 2)), (1, row(1, 5)), (2, row(1, 8))]
+    only, _ = walk(scan_plan(changes=False), sorted_arrow(history))
+    assert [u for _, _, u, _ in emitted(only)] == [T[STATEMENT]]
+    bounded, _ = walk(scan_plan(end=6), sorted_arrow(history))
+    assert [u for _, _, u, _ in emitted(bounded)] == [T[STATEMENT], T[5]]
+
+
+def test_the_where_clause_judges_the_latest_version_not_an_older_one() -> None:
+    # version 1 matched the CDC query's where clause, version 3 (the latest) does not
+    records, _ = walk(
+        scan_plan(), sorted_arrow([(0, row(1, 1)), (1, row(1, 3))], keep=[True, False])
+    )
+    assert records == []
+
+
+def test_an_undecodable_record_goes_to_the_dead_letter_topic_with_its_position() -> None:
+    records, result = walk(
+        scan_plan(dlq=True), sorted_arrow([(0, rec([1], b"{oops")), (1, row(1, 2))])
+    )
+    assert [r["topic"] for r in records] == ["dlq", "out.orders"]
+    assert records[0]["value"] == b"{oops"
+    headers = {h["key"]: h["value"] for h in records[0]["headers"]}
+    assert headers[ERROR_HEADER] == b"value is not a JSON object"
+    assert result.first_bad is not None
+    assert result.first_bad[0].offset == 0
+
+
+def test_the_rate_limit_paces_the_rows_handed_to_the_writer() -> None:
+    now = [0.0]
+    slept: list[float] = []
+
+    class Paced(ScanTask):
+        clock = staticmethod(lambda: now[0])
+
+        @staticmethod
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            now[0] += seconds
+
+    history = [(i, row(i, 1)) for i in range(1000)]
+    p = replace(scan_plan(), rate=200.0, step=20)
+    batches = list(Paced(p).run(iter([sorted_arrow(history)])))
+    rows = sum(b.num_rows for b in batches) - 1  # the summary
+    assert rows == 1000
+    assert max(b.num_rows for b in batches) < 2 * 20  # at most a step and a key pending
+    assert sum(slept) == pytest.approx(1000 / 200.0, rel=0.03)
+
+
+def test_backfill_record_round_trip_merges_finished_partitions() -> None:
+    parts = [SourcePartition("a", p) for p in range(4)] + [SourcePartition("b", 0)]
+    backfill = Backfill.of(
+        dict.fromkeys(parts, 0), {sp: 10 * (i + 1) for i, sp in enumerate(parts)}
+    )
+    for chunk in backfill.pending()[:3]:
+        backfill = backfill.finished(chunk, rows=5)
+    record = backfill.to_record()
+    assert record == {
+        "partitions": {
+            "a": {"from": [0, 0, 0, 0], "to": [10, 20, 30, 40], "done": "2-3"},
+            "b": {"from": [0], "to": [50], "done": "0"},
+        },
+        "rows": 15,
+    }
+    again = Backfill.from_record(json.loads(json.dumps(record)))
+    assert again == backfill
+    assert [c.partition for c in again.pending()] == [parts[1], parts[0]]
+
+
+def test_progress_counts_records_rows_and_an_eta() -> None:
+    a, b = SourcePartition("a", 0), SourcePartition("a", 1)
+    backfill = Backfill({a: Chunk(a, 0, 300), b: Chunk(b, 0, 100)})
+    progress = ScanProgress.of(backfill)
+    progress.started = 0.0
+    progress.add(backfill.chunks[a], rows=120)
+    numbers = progress.to_json(now=10.0)
+    assert numbers == {
+        "chunks_done": 1,
+        "chunks_total": 2,
+        "records_done": 300,
+        "records_total": 400,
+        "rows": 120,
+        "rows_per_second": 12.0,
+        "eta_seconds": pytest.approx(3.3, abs=0.05),
+    }
+    assert progress_line(numbers, width=8).startswith("[######--]  75% 1/2 chunks, 300/400")
