@@ -26,7 +26,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -143,6 +143,7 @@ class Changefeed:
         self._dirty = False  # progress since the last checkpoint
         self._state = "scanning"  # the job status: scanning, running, stopped, finished, failed
         self._progress: ScanProgress | None = None
+        self._scan_summary: Mapping[str, Any] | None = None  # a previous run's scan, if any
         self.stats = ChangefeedStats()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -180,6 +181,9 @@ class Changefeed:
         restored = self.load_checkpoint()
         self.jobs = CompactedTopic(sink, config.jobs.topic)
         self.jobs.ensure(config.checkpoint.replication_factor)
+        previous = self.jobs.get(config.changefeed_id) if restored is not None else None
+        if previous is not None:  # the last scan's numbers stay in the status
+            self._scan_summary = JobStatus.decode(previous).scan
         if restored is None:
             self._create(source, partitions)
             return
@@ -505,7 +509,7 @@ class Changefeed:
             high_water=self.frontier.high_water() if hasattr(self, "frontier") else None,
             statement_time=self.statement_time,
             last_marker=self.last_marker,
-            scan=None if self._progress is None else self._progress.to_json(),
+            scan=self._scan_summary if self._progress is None else self._progress.to_json(),
             error=error,
         )
         try:

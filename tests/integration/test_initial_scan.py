@@ -11,11 +11,12 @@ from confluent_kafka import Producer
 
 from pipeline.changefeed import Changefeed
 from pipeline.checkpoint import ranges_to_numbers
+from pipeline.cli import main as highwater
 from pipeline.dev.generator import Change, GeneratorSpec, encode_change, encode_key, write
 from schemas.hlc import Hlc, HlcClock
 from tests.support.changefeed import changefeed_config, checkpoint_records, read_output
 from tests.support.process import run, write_config
-from tests.support.scan import check_output, expected, key_bytes
+from tests.support.scan import Expected, check_output, expected, key_bytes
 
 ENCODER = {"updated": True, "mvcc_timestamp": True}
 
@@ -86,7 +87,8 @@ def test_snapshot_then_every_later_change_once_while_the_upstream_keeps_writing(
     assert changefeed.statement_time == statement
     output = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
     want = expected(changes + more.changes + touched, statement)
-    assert len(want.snapshot) > 5_000 and sum(map(len, want.later.values())) > 2_000
+    assert len(want.snapshot) > 5_000
+    assert sum(map(len, want.later.values())) > 2_000
     check_output(output.rows, want)
     # The first marker on every output partition is the statement time, after the snapshot.
     for partition in range(3):
@@ -171,3 +173,85 @@ def test_kill_mid_scan_then_restart_skips_finished_chunks(
         wanted[source_partition[key]] += len(later)
     for p in finished:
         assert emitted[p] == wanted[p], f"finished chunk {source}/{p} was emitted again"
+
+
+def test_the_rate_limit_holds_within_ten_percent_over_thirty_seconds(
+    kafka_bootstrap: str, spark: Any, unique_name
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    changes = history(kafka_bootstrap, source, rows=12_000, partitions=2, seed=41)
+    statement_rows = len(expected(changes, max(c.updated for c in changes)).snapshot)
+    rate = statement_rows / 33  # about 33 s of scan
+    config = changefeed_config(
+        kafka_bootstrap,
+        changefeed_id,
+        [(source, "orders")],
+        encoder=ENCODER,
+        initial_scan={"mode": "only", "rate_limit": rate},
+    )
+    Changefeed(config, spark).run()
+    output = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    times = sorted(m.timestamp_ms for m in output.rows)
+    seconds = (times[-1] - times[0]) / 1000
+    measured = (len(times) - 1) / seconds
+    print(f"rate limit {rate:.1f} rows/s: {len(times)} rows in {seconds:.1f} s = {measured:.1f}")
+    assert seconds >= 30
+    assert abs(measured - rate) <= 0.1 * rate
+
+
+def test_only_ends_after_the_snapshot_with_its_marker_and_the_status_says_so(
+    kafka_bootstrap: str, spark: Any, unique_name, capsys: Any
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    changes = history(kafka_bootstrap, source, rows=3_000, partitions=3, seed=51)
+    changes += update_some(kafka_bootstrap, source, changes, count=50)  # after the last markers
+    config = changefeed_config(
+        kafka_bootstrap,
+        changefeed_id,
+        [(source, "orders")],
+        encoder=ENCODER,
+        initial_scan="only",
+        spark={"trigger": {"processing_time": "1s"}},  # would stream on; only must not
+    )
+    Changefeed(config, spark).run()
+    topic = config.output_topic(config.sources[0])
+    output = read_output(kafka_bootstrap, topic)
+    checkpoint = checkpoint_records(kafka_bootstrap, changefeed_id, config.checkpoint.topic)[-1]
+    statement = Hlc.parse(checkpoint["statement_time"])
+    want = expected(changes, statement)
+    assert want.later, "the history has changes after the statement time, which only skips"
+    check_output(output.rows, Expected(statement, want.snapshot, {}))
+    assert sorted(json.loads(m.value)["resolved"] for m in output.markers) == [str(statement)] * 3
+
+    # A second run of the finished changefeed emits nothing, whatever arrived since.
+    write(
+        GeneratorSpec(topic=source, rows=100, partitions=3, resolved_every=50, seed=52),
+        {"bootstrap.servers": kafka_bootstrap},
+    )
+    Changefeed(config, spark).run()
+    assert len(read_output(kafka_bootstrap, topic).rows) == len(output.rows)
+
+    command = ["changefeed", "query", changefeed_id, "--bootstrap-servers", kafka_bootstrap]
+    assert highwater(command) == 0
+    printed = capsys.readouterr().out
+    assert "state           finished" in printed
+    assert f"[{'#' * 30}] 100% 3/3 chunks" in printed
+    assert f"{len(want.snapshot):,} rows" in printed
+
+
+def test_no_scan_streams_only_the_changes_after_the_statement_time(
+    kafka_bootstrap: str, spark: Any, unique_name
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    changes = history(kafka_bootstrap, source, rows=3_000, partitions=3, seed=61)
+    changes += update_some(kafka_bootstrap, source, changes, count=50)  # after the last markers
+    config = changefeed_config(
+        kafka_bootstrap, changefeed_id, [(source, "orders")], encoder=ENCODER, initial_scan="no"
+    )
+    Changefeed(config, spark).run()
+    checkpoint = checkpoint_records(kafka_bootstrap, changefeed_id, config.checkpoint.topic)[-1]
+    statement = Hlc.parse(checkpoint["statement_time"])
+    want = expected(changes, statement)
+    assert want.later
+    output = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    check_output(output.rows, Expected(statement, {}, want.later))

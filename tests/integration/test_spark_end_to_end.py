@@ -1,4 +1,4 @@
-"""Broker, jars and Spark together: the changefeed carries every source change across."""
+"""Broker, jars and Spark together: the changefeed carries the source changes across."""
 
 import json
 import os
@@ -9,8 +9,15 @@ from pathlib import Path
 import yaml
 
 from pipeline.dev.generator import GeneratorSpec, write
-from tests.support.changefeed import changefeed_config, read_output, run_to_end
+from schemas.hlc import Hlc
+from tests.support.changefeed import (
+    changefeed_config,
+    checkpoint_records,
+    read_output,
+    run_to_end,
+)
 from tests.support.kafka import partition_count
+from tests.support.scan import check_output, expected
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -42,9 +49,10 @@ def test_highwater_run_submits_the_job_with_spark_submit(
     kafka_bootstrap: str, unique_name, tmp_path: Path
 ) -> None:
     source = unique_name("src")
-    write(
+    report = write(
         GeneratorSpec(topic=source, rows=500, partitions=2, resolved_every=250),
         {"bootstrap.servers": kafka_bootstrap},
+        keep_changes=True,
     )
     changefeed_id = unique_name("cf")
     config_file = tmp_path / "cf.yaml"
@@ -55,6 +63,7 @@ def test_highwater_run_submits_the_job_with_spark_submit(
                 "kafka": {"bootstrap_servers": kafka_bootstrap},
                 "sources": [{"topic": source, "table": "orders"}],
                 "sink": {"topic_prefix": changefeed_id + "."},
+                "encoder": {"updated": True, "mvcc_timestamp": True},
                 "spark": {"trigger": {"available_now": True}},
             }
         ),
@@ -72,6 +81,10 @@ def test_highwater_run_submits_the_job_with_spark_submit(
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "spark-submit" in result.stderr.splitlines()[0]
+    # The default for a new changefeed: the initial scan at the statement time, then the
+    # stream (nothing more arrived), and the statement time as the first marker.
     out = read_output(kafka_bootstrap, changefeed_id + ".orders")
-    assert len(out.rows) == 500
-    assert len(out.markers) == 3  # the final marker on each of the 3 output partitions
+    statement = Hlc.parse(checkpoint_records(kafka_bootstrap, changefeed_id)[-1]["statement_time"])
+    assert statement == min(report.last_resolved.values())
+    check_output(out.rows, expected(report.changes, statement))
+    assert [json.loads(m.value)["resolved"] for m in out.markers] == [str(statement)] * 3

@@ -17,6 +17,7 @@ class Message:
     key: bytes | None
     value: bytes | None
     headers: tuple[tuple[str, bytes], ...]
+    timestamp_ms: int = 0  # the record's Kafka timestamp (CreateTime: when it was produced)
 
 
 def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
@@ -54,7 +55,16 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Messa
             assert msg.error() is None, msg.error()
             p, offset = msg.partition(), msg.offset()
             if p in remaining:
-                out.append(Message(p, offset, msg.key(), msg.value(), tuple(msg.headers() or ())))
+                out.append(
+                    Message(
+                        p,
+                        offset,
+                        msg.key(),
+                        msg.value(),
+                        tuple(msg.headers() or ()),
+                        msg.timestamp()[1],
+                    )
+                )
                 if offset + 1 >= remaining[p]:
                     del remaining[p]
         return sorted(out, key=lambda m: (m.partition, m.offset))

@@ -39,9 +39,9 @@ def expected(changes: list[Change], statement: Hlc) -> Expected:
 
 
 def check_output(rows: list[Message], want: Expected, *, exactly_once: bool = True) -> None:
-    """The output is the snapshot (one row per live key), then every later change, per key
-    in order: with ``exactly_once`` nothing twice, otherwise at least once (the first
-    emissions in order).
+    """The output is the snapshot (one row per live key), then every later change in order.
+
+    With ``exactly_once`` nothing comes twice; otherwise the first emissions are checked.
     """
     statement = str(want.statement)
     per_key: dict[bytes, list[dict[str, Any]]] = defaultdict(list)
