@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test check jars system clean bench
+.PHONY: demo test check jars system clean bench bench-scan
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -39,3 +39,7 @@ clean:
 # The changefeed benchmark (not part of `make test`): prints the numbers docs/benchmarks.md records.
 bench: jars
 	$(BIN)/python -m pipeline.dev.bench
+
+# The initial-scan benchmark: a snapshot of 2.1M keys vs a plain Spark batch read-and-write.
+bench-scan: jars
+	$(BIN)/python -m pipeline.dev.bench_scan

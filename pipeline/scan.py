@@ -437,6 +437,8 @@ class InitialScan:
                     finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
                     for future in finished:
                         chunk = running.pop(future)
+                        if self._stopped.is_set() and future.exception() is not None:
+                            continue  # cancelled by the stop: not done, it runs next time
                         self.on_chunk(chunk, future.result())
                     if stop_requested() and not self._stopped.is_set():
                         self.stop()

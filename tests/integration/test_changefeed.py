@@ -7,6 +7,7 @@ import pytest
 from confluent_kafka import Producer
 
 from pipeline.changefeed import Changefeed
+from pipeline.config import ChangefeedConfig
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import ConfigError, SinkError, SourceDecodeError
 from schemas.hlc import Hlc
@@ -192,9 +193,7 @@ def test_undecodable_record_stops_the_job_naming_topic_partition_offset(
         caught.value.record.offset,
     ) == (source, 0, 1)
     assert f"topic={source} partition=0 offset=1" in str(caught.value)
-    assert not checkpoint_records(kafka_bootstrap, config.changefeed_id, config.checkpoint.topic), (
-        "nothing checkpointed past it"
-    )
+    assert_no_progress_checkpointed(kafka_bootstrap, config)
 
 
 def test_dead_letter_topic_keeps_the_raw_record_and_the_reason(
@@ -246,4 +245,13 @@ def test_a_failed_write_is_one_clear_error_and_nothing_is_checkpointed(
     )
     with pytest.raises(SinkError, match="batch 0 failed, not checkpointed"):
         Changefeed(config, spark).run()
-    assert not checkpoint_records(kafka_bootstrap, config.changefeed_id, config.checkpoint.topic)
+    assert_no_progress_checkpointed(kafka_bootstrap, config)
+
+
+def assert_no_progress_checkpointed(bootstrap: str, config: ChangefeedConfig) -> None:
+    """Only the record written at creation (the start point), nothing past it."""
+    records = checkpoint_records(bootstrap, config.changefeed_id, config.checkpoint.topic)
+    assert len(records) == 1
+    (source,) = records[0]["partitions"].values()
+    assert set(source["offsets"]) == {None}
+    assert records[0]["last_marker"] is None

@@ -5,6 +5,8 @@ Records arrive sorted by (key, offset), as ``sortWithinPartitions`` hands them o
 """
 
 import json
+import threading
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -18,6 +20,7 @@ from pipeline.frontier import SourcePartition
 from pipeline.scan import (
     Backfill,
     Chunk,
+    InitialScan,
     ScanPlan,
     ScanProgress,
     ScanTask,
@@ -219,3 +222,93 @@ def test_progress_counts_records_rows_and_an_eta() -> None:
         "eta_seconds": pytest.approx(3.3, abs=0.05),
     }
     assert progress_line(numbers, width=8).startswith("[######--]  75% 1/2 chunks, 300/400")
+
+
+class FakeContext:
+    def __init__(self) -> None:
+        self.cancelled: list[str] = []
+
+    def setJobGroup(self, group: str, description: str, interruptOnCancel: bool) -> None:
+        pass
+
+    def cancelJobGroup(self, group: str) -> None:
+        self.cancelled.append(group)
+
+
+class FakeSpark:
+    def __init__(self) -> None:
+        self.sparkContext = FakeContext()
+
+
+def chunks(n: int) -> list[Chunk]:
+    return [Chunk(SourcePartition("a", p), 0, 100 - p) for p in range(n)]
+
+
+def test_initial_scan_runs_chunks_in_parallel_and_reports_each_once() -> None:
+    running, peak, lock = [0], [0], threading.Lock()
+
+    def job(chunk: Chunk, p: ScanPlan) -> BatchResult:
+        with lock:
+            running[0] += 1
+            peak[0] = max(peak[0], running[0])
+        time.sleep(0.05)
+        with lock:
+            running[0] -= 1
+        seen = PartitionSeen(chunk.partition, chunk.end, None, emitted=chunk.records)
+        return BatchResult.of([seen])
+
+    done: list[tuple[Chunk, int]] = []
+    scan = InitialScan(
+        FakeSpark(),  # type: ignore[arg-type]
+        job,
+        scan_plan(),
+        parallelism=2,
+        rate_limit=1000.0,
+        on_chunk=lambda c, r: done.append((c, r.emitted)),
+    )
+    assert scan.run(chunks(5), lambda: False)
+    assert sorted(c.partition.partition for c, _ in done) == [0, 1, 2, 3, 4]
+    assert all(rows == c.records for c, rows in done)
+    assert peak[0] == 2
+
+
+def test_a_stop_cancels_the_chunks_in_flight_without_counting_them() -> None:
+    release = threading.Event()
+    spark = FakeSpark()
+
+    def job(chunk: Chunk, p: ScanPlan) -> BatchResult:
+        if chunk.partition.partition == 0:
+            return BatchResult.of([PartitionSeen(chunk.partition, 0, None, emitted=1)])
+        release.wait(5)
+        raise RuntimeError("job cancelled")  # what Spark raises in a cancelled job's thread
+
+    done: list[Chunk] = []
+    stops = iter([False, True])
+    scan = InitialScan(
+        spark,  # type: ignore[arg-type]
+        job,
+        scan_plan(),
+        parallelism=2,
+        rate_limit=None,
+        on_chunk=lambda c, r: done.append(c),
+    )
+    threading.Timer(1.5, release.set).start()
+    assert not scan.run(chunks(4), lambda: next(stops, True))
+    assert [c.partition.partition for c in done] == [0]
+    assert spark.sparkContext.cancelled == [scan.group]
+
+
+def test_a_failed_chunk_stops_the_scan_with_its_error() -> None:
+    def job(chunk: Chunk, p: ScanPlan) -> BatchResult:
+        raise ValueError(f"broken {chunk.partition}")
+
+    scan = InitialScan(
+        FakeSpark(),  # type: ignore[arg-type]
+        job,
+        scan_plan(),
+        parallelism=2,
+        rate_limit=None,
+        on_chunk=lambda c, r: None,
+    )
+    with pytest.raises(ValueError, match="broken a/"):
+        scan.run(chunks(3), lambda: False)

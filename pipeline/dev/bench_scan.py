@@ -1,0 +1,137 @@
+"""The initial-scan benchmark behind ``make bench-scan`` (numbers for ``docs/benchmarks.md``).
+
+The generator writes a history of ``keys`` keys with about ``versions`` versions each (inserts,
+updates, a few deletes) on 12 partitions, with markers. Then, in one SparkSession,
+alternately for ``rounds`` rounds:
+
+* **copy**: a plain Spark batch read of the whole topic written back to Kafka (every record,
+  key and value as they are): what reading and writing the topic costs;
+* **scan**: a changefeed with ``initial_scan: only`` (wrapped JSON with ``updated`` and
+  ``mvcc_timestamp``): the snapshot of every live key at the statement time.
+
+Both read the same records; the copy writes all of them, the scan one row per live key. It
+prints, per round, the seconds, the records read per second, the snapshot rows per second,
+and the ratio of the scan's read rate to the copy's (target: at least 0.6), with the CPU
+seconds each kind of process used.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from pipeline.changefeed import Changefeed
+from pipeline.config import SparkConfig, parse_config
+from pipeline.session import build_session
+
+from .bench import _cpu_since, cpu_seconds
+from .broker import EmbeddedKafka
+from .generator import GeneratorSpec, write
+
+PARTITIONS = 12
+
+
+def batch_copy(spark: Any, bootstrap: str, source: str, target: str) -> float:
+    """A plain Spark batch read of ``source`` written to ``target``; seconds taken."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    from sinks.admin import ensure_topics  # noqa: PLC0415
+
+    ensure_topics({"bootstrap.servers": bootstrap}, {target: 3})
+    started = time.perf_counter()
+    (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+        .select(F.lit(target).alias("topic"), "key", "value")
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.acks", "all")
+        .save()
+    )
+    return time.perf_counter() - started
+
+
+def scan(spark: Any, bootstrap: str, source: str, name: str) -> tuple[float, int]:
+    """The changefeed's initial scan (``only``) of ``source``; (seconds, rows emitted)."""
+    config = parse_config(
+        {
+            "changefeed_id": name,
+            "kafka": {"bootstrap_servers": bootstrap},
+            "sources": [{"topic": source, "table": "orders"}],
+            "sink": {"topic_prefix": f"{name}.", "partitions": 3},
+            "encoder": {"updated": True, "mvcc_timestamp": True},
+            "initial_scan": "only",
+        },
+        env={},
+    )
+    changefeed = Changefeed(config, spark)
+    started = time.perf_counter()
+    changefeed.run()
+    return time.perf_counter() - started, changefeed.stats.scan_rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Generate the history on a fresh embedded broker, then copy and scan it side by side."""
+    parser = argparse.ArgumentParser(prog="python -m pipeline.dev.bench_scan")
+    parser.add_argument("--keys", type=int, default=2_100_000)
+    parser.add_argument("--versions", type=float, default=3.0)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args(argv)
+    deletes = 0.01
+    spec = GeneratorSpec(
+        topic="bench.history",
+        rows=int(args.keys * args.versions),
+        partitions=PARTITIONS,
+        update_ratio=1 - 1 / args.versions - deletes,
+        delete_ratio=deletes,
+        resolved_every=50_000,
+    )
+    with tempfile.TemporaryDirectory(prefix="highwater-bench-scan-") as scratch:
+        broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
+        info = broker.start()
+        bootstrap = info.bootstrap_servers
+        try:
+            started = time.perf_counter()
+            report = write(spec, {"bootstrap.servers": bootstrap})
+            records = report.total + report.markers
+            print(
+                f"HISTORY: {report.total:,} changes ({report.inserts:,} keys inserted, "
+                f"{report.updates:,} updates, {report.deletes:,} deletes) and "
+                f"{report.markers:,} markers on {PARTITIONS} partitions, written in "
+                f"{time.perf_counter() - started:.0f} s",
+                flush=True,
+            )
+            spark = build_session(
+                SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench-scan"
+            )
+            for round_ in range(1, args.rounds + 1):
+                before = cpu_seconds()
+                copy_seconds = batch_copy(spark, bootstrap, spec.topic, f"bench.copy{round_}")
+                copy_cpu = _cpu_since(before)
+                before = cpu_seconds()
+                scan_seconds, rows = scan(spark, bootstrap, spec.topic, f"bench-scan{round_}")
+                scan_cpu = _cpu_since(before)
+                ratio = copy_seconds / scan_seconds
+                print(
+                    f"ROUND {round_}: copy {copy_seconds:.1f} s = {records / copy_seconds:,.0f} "
+                    f"records/s (cpu {copy_cpu}) | scan {scan_seconds:.1f} s = "
+                    f"{records / scan_seconds:,.0f} records/s, {rows:,} snapshot rows = "
+                    f"{rows / scan_seconds:,.0f} rows/s (cpu {scan_cpu}) | ratio {ratio:.2f}",
+                    flush=True,
+                )
+            spark.stop()
+        finally:
+            broker.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
