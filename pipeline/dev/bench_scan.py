@@ -21,6 +21,7 @@ import argparse
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +52,8 @@ def batch_copy(spark: Any, bootstrap: str, source: str, target: str) -> float:
         .option("endingOffsets", "latest")
         .load()
         .select(F.lit(target).alias("topic"), "key", "value")
-        .write.format("kafka")
+        .write.mode("append")
+        .format("kafka")
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.acks", "all")
         .save()
@@ -78,12 +80,44 @@ def scan(spark: Any, bootstrap: str, source: str, name: str) -> tuple[float, int
     return time.perf_counter() - started, changefeed.stats.scan_rows
 
 
+def history(bootstrap: str, spec: GeneratorSpec) -> int:
+    """Write the history unless the topic holds it already (a reused broker); its records."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-scan"})
+    try:
+        topic = consumer.list_topics(spec.topic, timeout=30).topics[spec.topic]
+        held = 0
+        if topic.error is None:
+            for p in topic.partitions:
+                low, high = consumer.get_watermark_offsets(TopicPartition(spec.topic, p), 30)
+                held += high - low
+    finally:
+        consumer.close()
+    if held >= spec.rows:
+        print(f"HISTORY: {held:,} records on {spec.topic} already", flush=True)
+        return held
+    started = time.perf_counter()
+    report = write(spec, {"bootstrap.servers": bootstrap})
+    print(
+        f"HISTORY: {report.total:,} changes ({report.inserts:,} keys inserted, "
+        f"{report.updates:,} updates, {report.deletes:,} deletes) and "
+        f"{report.markers:,} markers on {PARTITIONS} partitions, written in "
+        f"{time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
+    return report.total + report.markers
+
+
 def main(argv: list[str] | None = None) -> int:
     """Generate the history on a fresh embedded broker, then copy and scan it side by side."""
     parser = argparse.ArgumentParser(prog="python -m pipeline.dev.bench_scan")
     parser.add_argument("--keys", type=int, default=2_100_000)
     parser.add_argument("--versions", type=float, default=3.0)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--bootstrap-servers", help="use this broker and its bench.history topic if written"
+    )
     args = parser.parse_args(argv)
     deletes = 0.01
     spec = GeneratorSpec(
@@ -95,29 +129,24 @@ def main(argv: list[str] | None = None) -> int:
         resolved_every=50_000,
     )
     with tempfile.TemporaryDirectory(prefix="highwater-bench-scan-") as scratch:
-        broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
-        info = broker.start()
-        bootstrap = info.bootstrap_servers
+        broker = None
+        if args.bootstrap_servers is None:
+            broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
+            bootstrap = broker.start().bootstrap_servers
+        else:
+            bootstrap = args.bootstrap_servers
         try:
-            started = time.perf_counter()
-            report = write(spec, {"bootstrap.servers": bootstrap})
-            records = report.total + report.markers
-            print(
-                f"HISTORY: {report.total:,} changes ({report.inserts:,} keys inserted, "
-                f"{report.updates:,} updates, {report.deletes:,} deletes) and "
-                f"{report.markers:,} markers on {PARTITIONS} partitions, written in "
-                f"{time.perf_counter() - started:.0f} s",
-                flush=True,
-            )
+            records = history(bootstrap, spec)
             spark = build_session(
                 SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench-scan"
             )
             for round_ in range(1, args.rounds + 1):
+                suffix = f"{round_}-{uuid.uuid4().hex[:6]}"
                 before = cpu_seconds()
-                copy_seconds = batch_copy(spark, bootstrap, spec.topic, f"bench.copy{round_}")
+                copy_seconds = batch_copy(spark, bootstrap, spec.topic, f"bench.copy{suffix}")
                 copy_cpu = _cpu_since(before)
                 before = cpu_seconds()
-                scan_seconds, rows = scan(spark, bootstrap, spec.topic, f"bench-scan{round_}")
+                scan_seconds, rows = scan(spark, bootstrap, spec.topic, f"bench-scan{suffix}")
                 scan_cpu = _cpu_since(before)
                 ratio = copy_seconds / scan_seconds
                 print(
@@ -129,7 +158,8 @@ def main(argv: list[str] | None = None) -> int:
                 )
             spark.stop()
         finally:
-            broker.stop()
+            if broker is not None:
+                broker.stop()
     return 0
 
 

@@ -103,3 +103,34 @@ def test_a_bad_query_is_a_config_error_naming_the_option(
     with pytest.raises(ConfigError) as caught:
         Changefeed(config, spark).run()
     assert [p for p, _ in caught.value.problems] == [f"encoder.{option}"]
+
+
+def test_the_initial_scan_judges_each_key_by_its_latest_version(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    config = config_with(
+        kafka_bootstrap, unique_name, where="amount > 100", select=["order_id", "amount"]
+    )
+    config = config.model_copy(update={"cursor": None})  # the default: scan, then stream
+    produce(
+        kafka_bootstrap,
+        config.sources[0].topic,
+        [
+            (0, ["eu", 1], {"after": order(1, 150.0), "updated": T[1]}),
+            (0, ["eu", 1], {"after": order(1, 50.0), "updated": T[2]}),  # latest: filtered
+            (0, ["eu", 2], {"after": order(2, 50.0), "updated": T[1]}),
+            (0, ["eu", 2], {"after": order(2, 500.0), "updated": T[3]}),  # latest: kept
+            (0, ["eu", 3], {"after": order(3, 200.0), "updated": T[2]}),
+            (0, ["eu", 3], {"after": None, "before": order(3, 200.0), "updated": T[3]}),
+            (0, None, {"resolved": T[4]}),
+            (0, ["eu", 2], {"after": order(2, 600.0), "before": order(2, 500.0), "updated": T[5]}),
+        ],
+    )
+    run_to_end(config, spark)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    shaped = lambda oid, amount: {"order_id": oid, "amount": amount}  # noqa: E731
+    assert [json.loads(m.key) for m in out.rows] == [["eu", 2], ["eu", 2]]
+    assert out.values() == [
+        {"after": shaped(2, 500.0), "before": None, "updated": T[4]},  # the snapshot at T4
+        {"after": shaped(2, 600.0), "before": shaped(2, 500.0), "updated": T[5]},
+    ]
