@@ -43,7 +43,7 @@ from schemas.errors import (
     SourceError,
 )
 from schemas.hlc import ZERO, Hlc
-from sinks.admin import ensure_topics, partition_counts
+from sinks.admin import ensure_topics, partition_counts, topic_configs
 from sinks.compacted import CompactedTopic
 from sinks.resolved import ResolvedBroadcaster
 from sinks.schemas import publish, register
@@ -53,8 +53,10 @@ from .batch import BatchPlan, BatchResult, kafka_records, read_result
 from .checkpoint import Checkpoint, decode
 from .config import ChangefeedConfig
 from .frontier import Frontier, Progress, SourcePartition
+from .gc import retention_warnings
 from .kafka_clients import client_config, spark_kafka_options, write_records
 from .queries import apply_query, check_query
+from .safepoints import ChangefeedSafepoint, SafepointRegistry
 from .scan import Backfill, Chunk, InitialScan, ScanPlan, ScanProgress, chunk_job, progress_line
 from .statement import statement_time
 from .status import JobStatus
@@ -136,6 +138,9 @@ class Changefeed:
         self.statement_time: Hlc | None = None
         self.backfill: Backfill | None = None  # an initial scan still to run (or finish)
         self._nothing_to_do = False  # an ``only`` changefeed whose scan is done
+        self.safepoint: ChangefeedSafepoint | None = None  # (safepoints.enabled)
+        self._warnings: list[str] = []  # e.g. a source topic's retention could trim it
+        self._source_partitions: list[SourcePartition] = []
         self.last_marker: Hlc | None = None
         self._checkpointed_hw = ZERO
         self._last_checkpoint_at = float("-inf")
@@ -178,8 +183,18 @@ class Changefeed:
         except Exception as exc:
             raise SourceError(f"cannot describe the source topics: {exc}") from exc
         partitions = [SourcePartition(t, p) for t, n in counts.items() for p in range(n)]
+        self._source_partitions = partitions
+        if config.safepoints.enabled:
+            registry = SafepointRegistry(source, config.safepoints.topic, config.safepoints.cluster)
+            registry.ensure(config.checkpoint.replication_factor)
+            self.safepoint = ChangefeedSafepoint(
+                registry, config.changefeed_id, config.safepoints.gc_ttl.total_seconds()
+            )
+            self._warnings = retention_warnings(source, list(self._routes))
+            for warning in self._warnings:
+                log.warning("%s", warning)
         restored = self.load_checkpoint()
-        self.jobs = CompactedTopic(sink, config.jobs.topic)
+        self.jobs = CompactedTopic(source, config.jobs.topic)  # beside the safepoints
         self.jobs.ensure(config.checkpoint.replication_factor)
         previous = self.jobs.get(config.changefeed_id) if restored is not None else None
         if previous is not None:  # the last scan's numbers stay in the status
@@ -208,6 +223,7 @@ class Changefeed:
             restored.level,
             "" if self.backfill is None else ", initial scan unfinished",
         )
+        self._hold_safepoint()
         self._check_offsets_exist(source)
 
     def _create(self, source: dict[str, Any], partitions: list[SourcePartition]) -> None:
@@ -250,7 +266,61 @@ class Changefeed:
             self.statement_time,
             mode,
         )
+        if self.backfill is not None:
+            self._check_history_complete(found.start_offsets, source)
+        self._hold_safepoint()
         self._write_checkpoint(last_marker=None)
+
+    def _check_history_complete(
+        self, start_offsets: Mapping[SourcePartition, int], source: dict[str, Any]
+    ) -> None:
+        """A snapshot needs every key's history: refuse one over a trimmed change log."""
+        compacted = {
+            topic
+            for topic, settings in topic_configs(source, list(self._routes)).items()
+            if "compact" in (settings.get("cleanup.policy") or "")
+        }
+        gone = sorted(
+            f"{sp} offsets 0..{low - 1}"
+            for sp, low in start_offsets.items()
+            if low > 0 and sp.topic not in compacted
+        )
+        if gone:
+            raise SourceError(
+                "the initial scan needs the whole change history, and records were deleted "
+                "from the source topics (GC or retention): " + "; ".join(gone) + ". Use "
+                "initial_scan: no, or a cursor, to start without a snapshot"
+            )
+
+    def _restart_time(self) -> Hlc:
+        """Where a restart would begin: the high-water mark, time zero while scanning."""
+        return ZERO if self.backfill is not None else self.frontier.high_water()
+
+    def _needed_offsets(self) -> dict[SourcePartition, int]:
+        """The lowest source offset a restart reads, per partition."""
+        needed = {
+            sp: p.offset for sp, p in self.frontier.progress().items() if p.offset is not None
+        }
+        for chunk in [] if self.backfill is None else self.backfill.pending():
+            needed[chunk.partition] = min(chunk.start, needed.get(chunk.partition, chunk.start))
+        return needed
+
+    def _hold_safepoint(self) -> None:
+        """Hold GC at the restart position before reading anything (refused below GC)."""
+        if self.safepoint is None:
+            return
+        restart = self._restart_time()
+        topics = ", ".join(
+            f"{t} partitions 0-{n - 1}"
+            for t, n in sorted(
+                (t, sum(1 for sp in self._source_partitions if sp.topic == t)) for t in self._routes
+            )
+        )
+
+        def gone(gc: Hlc) -> str:
+            return f"source changes after {restart} up to {gc} on {topics} may be gone"
+
+        self.safepoint.start(restart, self._needed_offsets(), gone, check=self.backfill is None)
 
     def _make_encoders(self, sink: dict[str, Any]) -> dict[str, Encoder]:
         """One encoder per source topic; Avro schemas are registered or published first."""
@@ -377,43 +447,54 @@ class Changefeed:
             if self._query is not None:
                 check_query(self.spark, *self._query, self.config.encoder)
             self.prepare()
-            if self.backfill is not None and not self.initial_scan():
+            scanned = self.backfill is None or self.initial_scan()
+            if scanned and not (self._nothing_to_do or self._finished):
+                self._state = "running"
+                self._stream()
+            if self._finished or self._nothing_to_do:
+                self._finish()
+            else:
                 self._publish_status("stopped")
-                return
-            if self._nothing_to_do or self._finished:
-                self._publish_status("finished")
-                return
-            self._state = "running"
-            query = self.start_stream()
-            while query.isActive:
-                if self._finished or self.stop_request.is_set() or self._error is not None:
-                    self._close(query)
-                    break
-                try:
-                    query.awaitTermination(1)
-                except Exception:
-                    break
-            if self._error is not None:
-                raise self._error
-            exception = query.exception()
-            if exception is not None:
-                first = str(exception).strip().splitlines()[0]
-                raise SourceError(f"the streaming query failed: {first}") from None
-            if not self._closing:  # an available_now drain ended by itself
-                with self._lock:
-                    self._after_batch(final=True)
-            self._publish_status("finished" if self._finished else "stopped")
         except Exception as exc:
             self._publish_status("failed", error=str(exc) or repr(exc), best_effort=True)
             raise
         finally:
             self._release()
 
+    def _stream(self) -> None:
+        """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
+        query = self.start_stream()
+        while query.isActive:
+            if self._finished or self.stop_request.is_set() or self._error is not None:
+                self._close(query)
+                break
+            try:
+                query.awaitTermination(1)
+            except Exception:
+                break
+        if self._error is not None:
+            raise self._error
+        exception = query.exception()
+        if exception is not None:
+            first = str(exception).strip().splitlines()[0]
+            raise SourceError(f"the streaming query failed: {first}") from None
+        if not self._closing:  # an available_now drain ended by itself
+            with self._lock:
+                self._after_batch(final=True)
+
+    def _finish(self) -> None:
+        """Done for good: the source data is not needed any more."""
+        if self.safepoint is not None:
+            self.safepoint.release()
+        self._publish_status("finished")
+
     def _release(self) -> None:
         """Close the producers and remove the scratch folder, whatever got created."""
         for resource in ("checkpoints", "broadcaster", "jobs"):
             if hasattr(self, resource):
                 getattr(self, resource).close()
+        if self.safepoint is not None:
+            self.safepoint.registry.close()
         if hasattr(self, "_scratch"):
             shutil.rmtree(self._scratch, ignore_errors=True)
 
@@ -511,6 +592,10 @@ class Changefeed:
             last_marker=self.last_marker,
             scan=self._scan_summary if self._progress is None else self._progress.to_json(),
             error=error,
+            safepoint=None
+            if self.safepoint is None or self.safepoint.current is None
+            else self.safepoint.current.to_json(),
+            warnings=list(self._warnings),
         )
         try:
             self.jobs.put(self.config.changefeed_id, status.encode())
@@ -634,6 +719,7 @@ class Changefeed:
             self._emit_marker(marker)
         if reached_end:
             self._finished = True
+        self._refresh_safepoint()  # a stalled high-water mark must not let it expire
 
     def _emit_marker(self, marker: Hlc) -> None:
         """Broadcast ``marker`` (its checkpoint is durable already)."""
@@ -668,7 +754,13 @@ class Changefeed:
             len(data),
             (time.perf_counter() - started) * 1000,
         )
+        self._refresh_safepoint()
         self._publish_status()
+
+    def _refresh_safepoint(self) -> None:
+        """Keep the safepoint at the restart position and its TTL renewed (once a minute)."""
+        if self.safepoint is not None:
+            self.safepoint.refresh(self._restart_time(), self._needed_offsets())
 
 
 def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:

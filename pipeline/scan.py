@@ -61,7 +61,7 @@ from .config import ChangefeedConfig
 from .frontier import SourcePartition
 from .kafka_clients import spark_kafka_options, write_records
 from .queries import apply_query
-from .sources import BadRecord, Change, Marker
+from .sources import BadRecord, Change, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -111,7 +111,10 @@ class ScanTask(Task):
     def __init__(self, plan: ScanPlan) -> None:
         super().__init__(plan.batch)
         self.scan = plan
+        self.adapters = {topic: adapter(fmt) for topic, fmt in plan.batch.formats.items()}
         self.key: bytes | None = None
+        self.key_values: list[Any] | None = None
+        self.key_error: str | None = None
         self.best: _Version | None = None
         self.later: list[_Version] = []
         self.state: PartitionSeen | None = None
@@ -140,12 +143,8 @@ class ScanTask(Task):
         """Walk a slice of the sorted records."""
         sp, state = self.partition(run)
         self.state = state
-        decode = self.decoders[sp[0]]
-        statement, changes, end_time = (
-            self.scan.statement_time,
-            self.scan.changes,
-            self.plan.end_time,
-        )
+        source = self.adapters[sp[0]]
+        marker, change = source.marker, source.change
         names = run.schema.names
         keeps = run.column("keep").to_pylist() if "keep" in names else None
         errors = run.column("error").to_pylist() if "error" in names else None
@@ -154,30 +153,47 @@ class ScanTask(Task):
         for i, key in enumerate(keys):
             if key != self.key:
                 self.end_key(out)
-                self.key = key
+                self.start_key(key, source.key)
             try:
-                item = decode(key, values[i])
+                if key is None:
+                    marker(values[i])
+                    continue  # the stream's concern: the scan knows its statement time
+                if self.key_values is None:
+                    raise BadRecord(self.key_error or "no key")
+                item = change(self.key_values, values[i])
                 if errors is not None and errors[i] is not None:
                     raise BadRecord(errors[i])
             except BadRecord as exc:
                 self.bad(out, state, offsets[i], str(exc), run, i)
                 continue
-            if type(item) is Marker:
-                continue  # the stream's concern: the scan knows its statement time
-            assert type(item) is Change  # noqa: S101 - for the type checker
-            version = _Version(item, keeps is None or bool(keeps[i]), offsets[i], run, i)
-            ts = item.ts
-            if ts <= statement:
-                if self.best is None or ts > self.best.change.ts:
-                    self.best = version
-                else:
-                    state.duplicates += 1
-            elif changes and (end_time is None or ts <= end_time):
-                if self.later and ts <= self.later[-1].change.ts:
-                    state.duplicates += 1
-                else:
-                    self.later.append(version)
+            self.keep(_Version(item, keeps is None or bool(keeps[i]), offsets[i], run, i))
         state.next_offset = max(state.next_offset, max(offsets) + 1)
+
+    def start_key(self, key: bytes | None, parse: Callable[[bytes], list[Any]]) -> None:
+        """A new key: parsed once for all of its versions."""
+        self.key = key
+        self.key_values = self.key_error = None
+        if key is not None:
+            try:
+                self.key_values = parse(key)
+            except BadRecord as exc:
+                self.key_error = str(exc)
+
+    def keep(self, version: _Version) -> None:
+        """Keep the version if it is the latest at or below T, or a change after it."""
+        ts, state = version.change.ts, self.state
+        assert state is not None  # noqa: S101 - records() set it
+        end_time = self.plan.end_time
+        if ts <= self.scan.statement_time:
+            if self.best is None or ts > self.best.change.ts:
+                self.best = version
+            else:
+                state.duplicates += 1
+        elif self.scan.changes and (end_time is None or ts <= end_time):
+            if self.later and ts <= self.later[-1].change.ts:
+                state.duplicates += 1
+            else:
+                self.later.append(version)
 
     def finish(self, out: Output) -> None:
         """The last key of the chunk."""

@@ -84,24 +84,30 @@ class NativeAdapter:
 
     def decode(self, key: bytes | None, value: bytes | None) -> Change | Marker:
         """Decode one record."""
-        if value is None:
-            raise BadRecord("null value")
-        try:
-            body = loads(value)
-        except ValueError:
-            raise BadRecord("value is not a JSON object") from None
-        if type(body) is not dict:
-            raise BadRecord("value is not a JSON object")
         if key is None:
-            if "resolved" not in body:
-                raise BadRecord("null key but no 'resolved' field")
-            return Marker(parse_hlc(body["resolved"], "resolved"))
+            return self.marker(value)
+        return self.change(self.key(key), value)
+
+    def key(self, key: bytes) -> list[Any]:
+        """A row's key: its primary-key values (the initial scan parses each key once)."""
         try:
             key_values = loads(key)
         except ValueError:
             key_values = None
         if type(key_values) is not list:
             raise BadRecord("key is not a JSON array")
+        return key_values
+
+    def marker(self, value: bytes | None) -> Marker:
+        """A record with a null key: a resolved marker."""
+        body = _object(value)
+        if "resolved" not in body:
+            raise BadRecord("null key but no 'resolved' field")
+        return Marker(parse_hlc(body["resolved"], "resolved"))
+
+    def change(self, key_values: list[Any], value: bytes | None) -> Change:
+        """A row change, its key already parsed."""
+        body = _object(value)
         updated = body.get("updated")
         if updated is None:
             raise BadRecord("no 'updated' field")
@@ -117,6 +123,19 @@ class NativeAdapter:
         if before is not None and type(before) is not dict:
             raise BadRecord("'before' is not an object or null")
         return Change(key_values, after, before, op, ts)
+
+
+def _object(value: bytes | None) -> dict[str, Any]:
+    """A JSON object value, or :class:`BadRecord`."""
+    if value is None:
+        raise BadRecord("null value")
+    try:
+        body = loads(value)
+    except ValueError:
+        raise BadRecord("value is not a JSON object") from None
+    if type(body) is not dict:
+        raise BadRecord("value is not a JSON object")
+    return body
 
 
 ADAPTERS = {"native": NativeAdapter}

@@ -8,7 +8,8 @@ after every initial-scan chunk and at every change of state:
      "statement_time": "<hlc>", "last_marker": null,
      "scan": {"chunks_done": 3, "chunks_total": 12, "records_done": …, "records_total": …,
               "rows": …, "rows_per_second": …, "eta_seconds": …},
-     "error": null, "updated_at": "<RFC 3339>"}
+     "error": null, "safepoint": {"service_id": …, "safepoint": "<hlc>", "expires_at": …},
+     "warnings": [], "updated_at": "<RFC 3339>"}
 
 States: ``scanning`` (initial scan), ``running`` (streaming), ``stopped`` (asked to, or an
 ``available_now`` drain ended), ``finished`` (``end_time`` reached, or ``initial_scan: only``
@@ -44,6 +45,8 @@ class JobStatus:
     last_marker: Hlc | None = None
     scan: Mapping[str, Any] | None = None
     error: str | None = None
+    safepoint: Mapping[str, Any] | None = None  # the changefeed's own (pipeline/safepoints.py)
+    warnings: list[str] = field(default_factory=list)  # e.g. a source topic's retention
     updated_at: str = field(default_factory=_now)
 
     def encode(self) -> bytes:
@@ -57,6 +60,8 @@ class JobStatus:
                 "last_marker": _text(self.last_marker),
                 "scan": None if self.scan is None else dict(self.scan),
                 "error": self.error,
+                "safepoint": None if self.safepoint is None else dict(self.safepoint),
+                "warnings": self.warnings,
                 "updated_at": self.updated_at,
             },
             separators=(",", ":"),
@@ -75,6 +80,8 @@ class JobStatus:
                 last_marker=_hlc(raw.get("last_marker")),
                 scan=raw.get("scan"),
                 error=raw.get("error"),
+                safepoint=raw.get("safepoint"),
+                warnings=list(raw.get("warnings") or []),
                 updated_at=raw.get("updated_at", ""),
             )
         except (ValueError, KeyError, TypeError) as exc:

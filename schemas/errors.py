@@ -96,4 +96,12 @@ class CheckpointError(HighwaterError):
 
 
 class SafepointError(HighwaterError):
-    """A safepoint operation was refused, or data a changefeed needs is gone."""
+    """A safepoint operation was refused, or data a changefeed needs is gone.
+
+    ``code`` is the kind, as the REST API reports it: ``invalid_argument``, ``forbidden``
+    (a changefeed's own safepoint), ``not_found``, or ``data_gone``.
+    """
+
+    def __init__(self, message: str, *, code: str = "data_gone") -> None:
+        self.code = code
+        super().__init__(message)

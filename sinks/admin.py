@@ -64,3 +64,23 @@ def partition_counts(
             raise SinkError(f"topic {topic!r} does not exist")
         counts[topic] = len(described.partitions)
     return counts
+
+
+def topic_configs(
+    config: Mapping[str, Any], topics: list[str], timeout: float = 30.0
+) -> dict[str, dict[str, str | None]]:
+    """Each topic's effective config (``cleanup.policy``, ``retention.ms``, …)."""
+    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]  # noqa: PLC0415
+
+    if not topics:
+        return {}
+    admin = AdminClient(dict(config))
+    resources = [ConfigResource(ConfigResource.Type.TOPIC, t) for t in topics]
+    out: dict[str, dict[str, str | None]] = {}
+    for resource, future in admin.describe_configs(resources).items():
+        try:
+            entries = future.result(timeout)
+        except KafkaException as exc:
+            raise SinkError(f"cannot read the config of topic {resource.name!r}: {exc}") from exc
+        out[resource.name] = {name: entry.value for name, entry in entries.items()}
+    return out

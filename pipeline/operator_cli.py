@@ -1,0 +1,287 @@
+"""The operators' commands: job status, safepoints, GC and the REST API server.
+
+    highwater changefeed list | query ID [--watch]
+    highwater safepoint set --service-id-suffix S --start-ts T --ttl SECONDS
+    highwater safepoint delete --service-id-suffix S
+    highwater safepoint query
+    highwater gc run --topic T [--once] [--interval 5m] [--gc-life-time 24h]
+    highwater server [--port 8300] [--token …]
+
+Each finds the cluster from ``--config cf.yaml`` (a changefeed's: Kafka settings,
+``safepoints.topic``, ``safepoints.cluster``, ``jobs.topic``) or from the flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pipeline.config import load_config
+from pipeline.safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, OperatorContext, SafepointRegistry
+from schemas.errors import ConfigError, HighwaterError
+
+
+def add_operator_commands(commands: Any) -> None:
+    """Add the operators' commands to the ``highwater`` command tree."""
+    changefeed = commands.add_parser("changefeed", help="read the changefeeds' job status")
+    actions = changefeed.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="every changefeed's state and high-water mark")
+    query = actions.add_parser("query", help="one changefeed's status and scan progress")
+    query.add_argument("changefeed_id")
+    query.add_argument(
+        "--watch", action="store_true", help="redraw the scan's progress bar until it ends"
+    )
+    query.add_argument("--interval", type=float, default=2.0, help="seconds between redraws")
+    listing.set_defaults(handler=_list_changefeeds)
+    query.set_defaults(handler=_query_changefeed)
+
+    safepoint = commands.add_parser("safepoint", help="operators' safepoints that hold GC")
+    verbs = safepoint.add_subparsers(dest="action", required=True)
+    set_ = verbs.add_parser("set", help="create or refresh a safepoint")
+    set_.add_argument(
+        "--start-ts", required=True, help="HLC, RFC 3339, 'now', or relative: --start-ts=-1h"
+    )
+    set_.add_argument("--ttl", type=float, default=DEFAULT_TTL, help="seconds (86400)")
+    delete = verbs.add_parser("delete", help="delete a safepoint")
+    for verb in (set_, delete):
+        verb.add_argument("--service-id-suffix", default=DEFAULT_SUFFIX)
+    query_sp = verbs.add_parser("query", help="every safepoint and the GC safe point")
+    query_sp.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        dest="source_topics",
+        help="also check this source topic's retention (repeatable)",
+    )
+    set_.set_defaults(handler=_safepoint_set)
+    delete.set_defaults(handler=_safepoint_delete)
+    query_sp.set_defaults(handler=_safepoint_query)
+
+    gc = commands.add_parser("gc", help="garbage-collect the managed source topics")
+    gc_verbs = gc.add_subparsers(dest="action", required=True)
+    gc_run = gc_verbs.add_parser("run", help="move the GC safe point and trim below it")
+    gc_run.add_argument(
+        "--topic",
+        action="append",
+        required=True,
+        dest="source_topics",
+        help="a managed source topic (repeatable)",
+    )
+    gc_run.add_argument("--gc-life-time", default="24h", help="keep at least this much (24h)")
+    gc_run.add_argument("--once", action="store_true", help="one pass, then exit")
+    gc_run.add_argument("--interval", default="5m", help="between passes (5m)")
+    gc_run.add_argument("--format", default="native", help="the source topics' format")
+    gc_run.set_defaults(handler=_gc_run)
+
+    server = commands.add_parser("server", help="serve the REST API")
+    server.add_argument("--host", default="127.0.0.1")
+    server.add_argument("--port", type=int, default=8300)
+    server.add_argument(
+        "--token", default=None, help="bearer token (default: $HIGHWATER_API_TOKEN)"
+    )
+    server.set_defaults(handler=_server)
+
+    for command in (listing, query, set_, delete, query_sp, gc_run, server):
+        _cluster_args(command)
+
+
+def _jobs(args: argparse.Namespace) -> dict[str, bytes]:
+    """Every status record in the jobs topic."""
+    from sinks.compacted import CompactedTopic  # noqa: PLC0415
+
+    context = operator_context(args)
+    jobs = CompactedTopic(context.client, context.jobs_topic)
+    try:
+        return jobs.read_all()
+    finally:
+        jobs.close()
+
+
+def _list_changefeeds(args: argparse.Namespace) -> int:
+    from pipeline.status import JobStatus  # noqa: PLC0415
+
+    rows = [JobStatus.decode(data) for data in _jobs(args).values()]
+    print(f"{'CHANGEFEED':24} {'STATE':9} {'HIGH-WATER':30} {'UPDATED':29} SCAN")
+    for status in sorted(rows, key=lambda r: r.changefeed_id):
+        scan = status.scan
+        done = "" if scan is None else f"{scan['chunks_done']}/{scan['chunks_total']} chunks"
+        print(
+            f"{status.changefeed_id:24} {status.state:9} {status.high_water or '-'!s:30} "
+            f"{status.updated_at:29} {done}"
+        )
+    return 0
+
+
+def _query_changefeed(args: argparse.Namespace) -> int:
+    import time  # noqa: PLC0415
+
+    from pipeline.scan import progress_line  # noqa: PLC0415
+    from pipeline.status import JobStatus  # noqa: PLC0415
+
+    data = _jobs(args).get(args.changefeed_id)
+    if data is None:
+        raise HighwaterError(f"no changefeed {args.changefeed_id!r} in the jobs topic")
+    status = JobStatus.decode(data)
+    for name, value in (
+        ("state", status.state),
+        ("high-water", status.high_water),
+        ("statement time", status.statement_time),
+        ("last marker", status.last_marker),
+        ("updated", status.updated_at),
+        ("error", status.error),
+    ):
+        if value is not None:
+            print(f"{name:15} {value}")
+    if status.scan is not None:
+        print(f"{'initial scan':15} {progress_line(status.scan)}")
+    while args.watch and status.state == "scanning":
+        time.sleep(args.interval)
+        status = JobStatus.decode(_jobs(args).get(args.changefeed_id) or data)
+        if status.scan is not None:
+            end = "\r" if sys.stdout.isatty() else "\n"
+            print(f"{'initial scan':15} {progress_line(status.scan)}", end=end, flush=True)
+    if args.watch:
+        print(f"\n{'state':15} {status.state}")
+    return 0 if status.state != "failed" else 1
+
+
+def _cluster_args(parser: argparse.ArgumentParser) -> None:
+    """Where the safepoints live: a changefeed's config, or the flags."""
+    parser.add_argument("--config", type=Path, help="take cluster, topics and Kafka from here")
+    parser.add_argument(
+        "--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+    )
+    parser.add_argument("--cluster", default=None, help="the cluster name (default)")
+    parser.add_argument("--safepoint-topic", default=None, help="(_highwater_safepoints)")
+    parser.add_argument("--jobs-topic", default=None, help="(_highwater_jobs)")
+
+
+def operator_context(args: argparse.Namespace) -> OperatorContext:
+    """The Kafka client settings and topic names an operator command works on."""
+    from pipeline.kafka_clients import client_config  # noqa: PLC0415
+
+    if args.config is not None:
+        config = load_config(args.config)
+        base = OperatorContext(
+            client_config(config.kafka),
+            config.safepoints.topic,
+            config.safepoints.cluster,
+            config.jobs.topic,
+        )
+    else:
+        base = OperatorContext({"bootstrap.servers": args.bootstrap_servers})
+    return OperatorContext(
+        base.client,
+        args.safepoint_topic or base.safepoint_topic,
+        args.cluster or base.cluster,
+        args.jobs_topic or base.jobs_topic,
+    )
+
+
+def _registry(args: argparse.Namespace) -> SafepointRegistry:
+    context = operator_context(args)
+    registry = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
+    registry.ensure()
+    return registry
+
+
+def _safepoint_set(args: argparse.Namespace) -> int:
+    from schemas.hlc import parse_time  # noqa: PLC0415
+
+    try:
+        start = parse_time(args.start_ts)
+    except ValueError as exc:
+        raise ConfigError([("--start-ts", str(exc))]) from None
+    registry = _registry(args)
+    try:
+        safepoint = registry.set_user(args.service_id_suffix, start, args.ttl)
+    finally:
+        registry.close()
+    print(
+        f"set {safepoint.service_id} at {safepoint.safepoint} until {safepoint.to_json()['expires_at']}"
+    )
+    return 0
+
+
+def _safepoint_delete(args: argparse.Namespace) -> int:
+    registry = _registry(args)
+    try:
+        deleted = registry.delete_user(args.service_id_suffix)
+    finally:
+        registry.close()
+    print(f"deleted {deleted.service_id} (was at {deleted.safepoint})")
+    return 0
+
+
+def _safepoint_query(args: argparse.Namespace) -> int:
+    from pipeline.gc import retention_warnings  # noqa: PLC0415
+
+    registry = _registry(args)
+    try:
+        state = registry.read()
+    finally:
+        registry.close()
+    now = registry.clock()
+    print(f"{'SERVICE ID':44} {'SAFEPOINT':31} {'EXPIRES AT':30} {'OWNER':24} STATE")
+    for service_id, sp in sorted(state.safepoints.items()):
+        record = sp.to_json()
+        print(
+            f"{service_id:44} {record['safepoint']:31} {record['expires_at']:30} "
+            f"{sp.owner:24} {'expired' if sp.expired(now) else 'active'}"
+        )
+    print(f"GC safe point: {state.gc_safe_point}")
+    topics = sorted(
+        {t.topic for sp in state.safepoints.values() for t in sp.offsets} | set(args.source_topics)
+    )
+    context = operator_context(args)
+    for warning in retention_warnings(context.client, topics) if topics else []:
+        print(f"WARNING: {warning}")
+    return 0
+
+
+def _gc_run(args: argparse.Namespace) -> int:
+    import time  # noqa: PLC0415
+
+    from pipeline.gc import GarbageCollector  # noqa: PLC0415
+
+    life_time = _duration("--gc-life-time", args.gc_life_time)
+    interval = _duration("--interval", args.interval)
+    context = operator_context(args)
+    registry = _registry(args)
+    collector = GarbageCollector(
+        context.client, registry, dict.fromkeys(args.source_topics, args.format), life_time
+    )
+    try:
+        while True:
+            for line in collector.run_once().lines():
+                print(line, flush=True)
+            if args.once:
+                return 0
+            time.sleep(interval)
+    finally:
+        registry.close()
+
+
+def _duration(option: str, text: str) -> float:
+    from pipeline.config import parse_duration  # noqa: PLC0415
+
+    try:
+        value = parse_duration(float(text) if text.replace(".", "", 1).isdigit() else text)
+    except ValueError as exc:
+        raise ConfigError([(option, str(exc))]) from None
+    assert isinstance(value, timedelta)  # noqa: S101 - parse_duration made one
+    return value.total_seconds()
+
+
+def _server(args: argparse.Namespace) -> int:
+    from pipeline.server import serve  # noqa: PLC0415
+
+    token = args.token or os.environ.get("HIGHWATER_API_TOKEN")
+    if not token:
+        raise ConfigError([("--token", "a bearer token is required (or HIGHWATER_API_TOKEN)")])
+    serve(operator_context(args), token, host=args.host, port=args.port)
+    return 0

@@ -1,0 +1,342 @@
+"""Safepoints: the source data still needed, held back from GC (contract §8, seed ``003_…``).
+
+A **service safepoint** promises that the source changes after its time stay on the source
+topics until it expires: ``service_id``, ``safepoint`` (an HLC), ``ttl`` and the last update;
+it expires ``ttl`` seconds after that update. Two kinds:
+
+* ``highwater-<cluster>-changefeed-<id>``: a changefeed's, at its restart position (its
+  high-water mark, or time zero while its initial scan is unfinished), with the source
+  offsets it resumes from; refreshed with its checkpoints, TTL ``safepoints.gc_ttl``;
+* ``highwater-<cluster>-<suffix>``: an operator's (default suffix ``user-defined``), set and
+  deleted with ``highwater safepoint`` or ``/api/v2/safepoint``; never one of the above.
+
+They live in a compacted topic (``safepoints.topic``, default ``_highwater_safepoints``),
+keyed by service id, one JSON record each; a delete is a tombstone. The **GC safe point** of
+the cluster (``pipeline/gc.py`` moves it, never backwards) is kept in the same topic under
+``__gc_safe_point__:<cluster>``: no source data at or below it may be relied on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from schemas.errors import SafepointError
+from schemas.hlc import ZERO, Hlc
+from sinks.compacted import CompactedTopic
+
+from .frontier import SourcePartition
+
+
+@dataclass(frozen=True)
+class OperatorContext:
+    """Where an operator's commands (CLI, REST API) find the safepoints and job status."""
+
+    client: Mapping[str, Any]
+    safepoint_topic: str = "_highwater_safepoints"
+    cluster: str = "default"
+    jobs_topic: str = "_highwater_jobs"
+
+
+DEFAULT_SUFFIX = "user-defined"
+DEFAULT_TTL = 86_400.0
+CHANGEFEED = "changefeed-"
+GC_KEY = "__gc_safe_point__:"
+
+
+def _rfc3339(seconds: float) -> str:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _seconds(text: str) -> float:
+    return datetime.fromisoformat(text).timestamp()
+
+
+@dataclass(frozen=True)
+class Safepoint:
+    """One service safepoint."""
+
+    service_id: str
+    safepoint: Hlc
+    ttl: float  # seconds
+    updated_at: float  # seconds since the epoch
+    owner: str  # "user", or "changefeed:<id>"
+    offsets: Mapping[SourcePartition, int] = field(default_factory=dict)
+
+    @property
+    def expires_at(self) -> float:
+        """When it stops holding GC (seconds since the epoch)."""
+        return self.updated_at + self.ttl
+
+    def expired(self, now: float) -> bool:
+        """True once ``now`` is at or past its expiry."""
+        return now >= self.expires_at
+
+    @property
+    def changefeed_id(self) -> str | None:
+        """The changefeed that owns it, or None for an operator's."""
+        kind, _, name = self.owner.partition(":")
+        return name if kind == "changefeed" else None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record (also what the REST API returns)."""
+        offsets: dict[str, dict[str, int]] = {}
+        for sp, offset in sorted(self.offsets.items()):
+            offsets.setdefault(sp.topic, {})[str(sp.partition)] = offset
+        return {
+            "service_id": self.service_id,
+            "safepoint": str(self.safepoint),
+            "ttl": self.ttl,
+            "updated_at": _rfc3339(self.updated_at),
+            "expires_at": _rfc3339(self.expires_at),
+            "owner": self.owner,
+            "offsets": offsets,
+        }
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Safepoint:
+        """Read a record."""
+        try:
+            return cls(
+                service_id=raw["service_id"],
+                safepoint=Hlc.parse(raw["safepoint"]),
+                ttl=float(raw["ttl"]),
+                updated_at=_seconds(raw["updated_at"]),
+                owner=raw["owner"],
+                offsets={
+                    SourcePartition(topic, int(p)): int(offset)
+                    for topic, parts in (raw.get("offsets") or {}).items()
+                    for p, offset in parts.items()
+                },
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise SafepointError(f"unreadable safepoint record: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class Registry:
+    """Everything in the safepoint topic for one cluster, as read at one moment."""
+
+    safepoints: Mapping[str, Safepoint]
+    gc_safe_point: Hlc = ZERO
+
+    def unexpired(self, now: float) -> list[Safepoint]:
+        """The safepoints that hold GC at ``now``."""
+        return [s for s in self.safepoints.values() if not s.expired(now)]
+
+
+class SafepointRegistry:
+    """Reads and writes one cluster's safepoints and GC safe point in the compacted topic."""
+
+    def __init__(
+        self,
+        client: Mapping[str, Any],
+        topic: str,
+        cluster: str,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.topic = topic
+        self.cluster = cluster
+        self.clock = clock
+        self._store = CompactedTopic(client, topic)
+
+    def ensure(self, replication_factor: int = 1) -> None:
+        """Create the topic if it is missing."""
+        self._store.ensure(replication_factor)
+
+    def close(self) -> None:
+        """Release the producer."""
+        self._store.close()
+
+    # -- names ------------------------------------------------------------------------------
+
+    def service_id(self, suffix: str) -> str:
+        """``highwater-<cluster>-<suffix>``."""
+        return f"highwater-{self.cluster}-{suffix}"
+
+    def changefeed_service_id(self, changefeed_id: str) -> str:
+        """The service id of a changefeed's own safepoint."""
+        return self.service_id(f"{CHANGEFEED}{changefeed_id}")
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def read(self) -> Registry:
+        """The cluster's safepoints and GC safe point, latest values."""
+        prefix = self.service_id("")
+        safepoints: dict[str, Safepoint] = {}
+        gc = ZERO
+        for key, value in self._store.read_all().items():
+            if key == GC_KEY + self.cluster:
+                gc = Hlc.parse(json.loads(value)["gc_safe_point"])
+            elif key.startswith(prefix):
+                safepoints[key] = Safepoint.from_json(json.loads(value))
+        return Registry(safepoints, gc)
+
+    # -- an operator's safepoints -----------------------------------------------------------
+
+    def set_user(self, suffix: str, start_ts: Hlc, ttl: float) -> Safepoint:
+        """Create or refresh an operator's safepoint; refused below the GC safe point."""
+        _check_suffix(suffix)
+        if ttl <= 0:
+            raise SafepointError(f"ttl must be positive, got {ttl:g}", code="invalid_argument")
+        gc = self.read().gc_safe_point
+        if start_ts < gc:
+            raise SafepointError(
+                f"start-ts {start_ts} is below the GC safe point {gc}: the data after it may be "
+                "gone already; choose a start-ts at or above the GC safe point",
+                code="invalid_argument",
+            )
+        safepoint = Safepoint(self.service_id(suffix), start_ts, float(ttl), self.clock(), "user")
+        self._put(safepoint)
+        return safepoint
+
+    def delete_user(self, suffix: str) -> Safepoint:
+        """Delete an operator's safepoint; returns what was deleted."""
+        _check_suffix(suffix)
+        service_id = self.service_id(suffix)
+        found = self.read().safepoints.get(service_id)
+        if found is None:
+            raise SafepointError(f"no safepoint {service_id!r}", code="not_found")
+        self._store.put(service_id, None)
+        return found
+
+    # -- a changefeed's own -----------------------------------------------------------------
+
+    def hold(
+        self,
+        changefeed_id: str,
+        ts: Hlc,
+        ttl: float,
+        offsets: Mapping[SourcePartition, int] | None = None,
+    ) -> Safepoint:
+        """Set a changefeed's safepoint at ``ts`` (its restart position)."""
+        safepoint = Safepoint(
+            self.changefeed_service_id(changefeed_id),
+            ts,
+            float(ttl),
+            self.clock(),
+            f"changefeed:{changefeed_id}",
+            dict(offsets or {}),
+        )
+        self._put(safepoint)
+        return safepoint
+
+    def release(self, changefeed_id: str) -> None:
+        """Delete a changefeed's safepoint (it needs no more source data)."""
+        self._store.put(self.changefeed_service_id(changefeed_id), None)
+
+    # -- the GC safe point ------------------------------------------------------------------
+
+    def advance_gc(self, to: Hlc) -> Hlc:
+        """Move the GC safe point up to ``to`` (never down); returns where it stands."""
+        current = self.read().gc_safe_point
+        if to <= current:
+            return current
+        record = {"gc_safe_point": str(to), "updated_at": _rfc3339(self.clock())}
+        self._store.put(GC_KEY + self.cluster, json.dumps(record).encode())
+        return to
+
+    def _put(self, safepoint: Safepoint) -> None:
+        self._store.put(safepoint.service_id, json.dumps(safepoint.to_json()).encode())
+
+
+def _check_suffix(suffix: str) -> None:
+    if not suffix or suffix != suffix.strip():
+        raise SafepointError(f"service-id-suffix {suffix!r} is empty", code="invalid_argument")
+    if suffix.startswith(CHANGEFEED):
+        raise SafepointError(
+            f"service-id-suffix {suffix!r} names a changefeed's own safepoint, which only the "
+            "changefeed sets and deletes",
+            code="forbidden",
+        )
+
+
+REFRESH_SECONDS = 60.0  # a changefeed refreshes its safepoint at most once a minute
+
+
+class ChangefeedSafepoint:
+    """A changefeed's own safepoint: held at its restart position from start to finish.
+
+    It is set before the changefeed reads anything (creating or resuming), so GC is held from
+    the start time until the first checkpoint; then refreshed with the checkpoints, at most
+    once a minute; released when the changefeed finishes. Starting or resuming below the GC
+    safe point is refused.
+    """
+
+    def __init__(self, registry: SafepointRegistry, changefeed_id: str, ttl: float) -> None:
+        self.registry = registry
+        self.changefeed_id = changefeed_id
+        self.ttl = ttl
+        self.current: Safepoint | None = None
+        self._refreshed_at = float("-inf")
+
+    @property
+    def service_id(self) -> str:
+        """``highwater-<cluster>-changefeed-<id>``."""
+        return self.registry.changefeed_service_id(self.changefeed_id)
+
+    def start(
+        self,
+        restart: Hlc,
+        offsets: Mapping[SourcePartition, int],
+        gone: Callable[[Hlc], str],
+        *,
+        check: bool = True,
+    ) -> None:
+        """Hold GC at ``restart``; with ``check``, refuse when the GC safe point is above it.
+
+        ``gone(gc)`` describes, for the error, which source data may be missing. (An initial
+        scan holds at time zero and checks its source offsets instead.)
+        """
+        before = self.registry.read()
+        previous = before.safepoints.get(self.service_id)
+        if check:
+            self._refuse_below(restart, before.gc_safe_point, previous, gone)
+        self.refresh(restart, offsets, force=True)
+        after = self.registry.read().gc_safe_point  # a GC pass may have raced the hold
+        if check and restart < after:
+            self.release()
+            self._refuse_below(restart, after, previous, gone)
+
+    def _refuse_below(
+        self,
+        restart: Hlc,
+        gc: Hlc,
+        previous: Safepoint | None,
+        gone: Callable[[Hlc], str],
+    ) -> None:
+        if restart >= gc:
+            return
+        now = self.registry.clock()
+        reason = "GC TTL exceeded: " if previous is not None and previous.expired(now) else ""
+        held = (
+            f" (its safepoint expired at {previous.to_json()['expires_at']})"
+            if reason and previous is not None
+            else ""
+        )
+        raise SafepointError(
+            f"{reason}changefeed {self.changefeed_id!r} cannot start at {restart}: the GC safe "
+            f"point of cluster {self.registry.cluster!r} is {gc}{held}, so {gone(gc)}. Nothing "
+            "was emitted; start a new changefeed (initial_scan, or a cursor at or above the GC "
+            "safe point), or hold GC with 'highwater safepoint set' before it moves on"
+        )
+
+    def refresh(
+        self, restart: Hlc, offsets: Mapping[SourcePartition, int], *, force: bool = False
+    ) -> None:
+        """Move the safepoint to ``restart`` and renew its TTL (at most once a minute)."""
+        now = self.registry.clock()
+        if not force and now - self._refreshed_at < REFRESH_SECONDS:
+            return
+        self.current = self.registry.hold(self.changefeed_id, restart, self.ttl, offsets)
+        self._refreshed_at = now
+
+    def release(self) -> None:
+        """The changefeed needs no more source data."""
+        self.registry.release(self.changefeed_id)
+        self.current = None

@@ -1,0 +1,375 @@
+"""The REST API for operators (``highwater server``): safepoints and changefeed status.
+
+    GET    /api/v2/safepoint            every safepoint and the GC safe point
+    POST   /api/v2/safepoint            {"service_id_suffix", "start_ts", "ttl"}: set one
+    DELETE /api/v2/safepoint            {"service_id_suffix"}: delete one
+    GET    /api/v2/changefeeds          every changefeed's job status
+    GET    /api/v2/changefeeds/{id}     one changefeed's job status
+    GET    /openapi.json                the OpenAPI document (no token needed)
+
+Every ``/api`` route needs ``Authorization: Bearer <token>`` (401 without a valid one).
+Errors are JSON ``{"error_code", "error_msg"}``: 400 ``invalid_argument`` for a bad request,
+401 ``unauthorized``, 403 ``forbidden`` for a changefeed's own safepoint, 404 ``not_found``,
+405 ``method_not_allowed``, 500 ``internal`` when Kafka fails or holds an unreadable record.
+The same operations as ``highwater safepoint`` (``pipeline/safepoints.py`` does the work for
+both). The routes live on a module-level router; :func:`create_app` keeps the context and the
+token in ``app.state``, where the dependencies find them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import re
+from collections.abc import Iterator, Mapping
+from http import HTTPStatus
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from schemas.errors import HighwaterError, SafepointError
+from schemas.hlc import Hlc, parse_time
+from sinks.compacted import CompactedTopic
+
+from .safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, OperatorContext, SafepointRegistry
+from .status import JobStatus
+
+# The error code of each status the API answers with; a SafepointError's code picks its status.
+CODES = {
+    400: "invalid_argument",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    500: "internal",
+}
+STATUS = {code: status for status, code in CODES.items()}
+
+# At most ten years: a longer hold is a typo, and expires_at must stay a representable time.
+MAX_TTL = 10 * 365 * 86_400.0
+
+# A suffix is not empty, neither starts nor ends with white space, and has no control
+# characters (the registry refuses the first two; the third keeps service ids printable).
+# The same pattern is enforced here and published in the OpenAPI document.
+SUFFIX_PATTERN = r"^[^\s\x00-\x1f\x7f\ufeff](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f\ufeff])?$"
+
+
+class ErrorBody(BaseModel):
+    """Every error the API returns."""
+
+    error_code: str = Field(
+        description="invalid_argument, unauthorized, forbidden, not_found, "
+        "method_not_allowed or internal",
+        examples=["invalid_argument"],
+    )
+    error_msg: str = Field(description="what went wrong, for a person")
+
+
+def _suffix(value: str) -> str:
+    if re.fullmatch(SUFFIX_PATTERN, value) is None:
+        raise ValueError(
+            "must not be empty, start or end with white space, or contain control characters"
+        )
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        raise ValueError("is not valid Unicode") from None
+    return value
+
+
+Suffix = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=200,
+        description="the safepoint's service id is highwater-<cluster>-<suffix>; suffixes "
+        "starting with 'changefeed-' are the changefeeds' own and refused",
+        json_schema_extra={"pattern": SUFFIX_PATTERN},
+    ),
+    AfterValidator(_suffix),
+]
+
+
+class _Request(BaseModel):
+    """A request body: strictly typed, unknown fields refused (a typo is not a default)."""
+
+    model_config = ConfigDict(strict=True, extra="forbid")
+
+
+class SetSafepoint(_Request):
+    """The body of ``POST /api/v2/safepoint``."""
+
+    service_id_suffix: Suffix = DEFAULT_SUFFIX
+    start_ts: str = Field(
+        description="where the safepoint holds GC from, at or above the GC safe point: an HLC "
+        "(1701102311425045162.0000000000), an RFC 3339 time, 'now', or relative such as '-1h'",
+        min_length=1,
+        max_length=100,
+        examples=["-1h"],
+    )
+    ttl: float = Field(
+        DEFAULT_TTL,
+        gt=0,
+        le=MAX_TTL,
+        allow_inf_nan=False,
+        description="seconds the safepoint holds GC after this update",
+    )
+
+
+class DeleteSafepoint(_Request):
+    """The body of ``DELETE /api/v2/safepoint``."""
+
+    service_id_suffix: Suffix = DEFAULT_SUFFIX
+
+
+class SafepointOut(BaseModel):
+    """One safepoint."""
+
+    service_id: str
+    safepoint: str = Field(description="the HLC it holds GC from")
+    ttl: float
+    updated_at: str = Field(description="RFC 3339")
+    expires_at: str = Field(description="RFC 3339: updated_at + ttl")
+    owner: str = Field(description="'user', or 'changefeed:<id>'")
+    offsets: dict[str, dict[str, int]] = Field(
+        description="a changefeed's: per source topic and partition, the offset it resumes from"
+    )
+    expired: bool
+
+
+class SafepointsOut(BaseModel):
+    """``GET /api/v2/safepoint``."""
+
+    cluster: str
+    gc_safe_point: str = Field(description="the HLC at or below which no source data is kept")
+    safepoints: list[SafepointOut]
+
+
+class ChangefeedOut(BaseModel):
+    """One changefeed's job status (``pipeline/status.py``)."""
+
+    changefeed_id: str
+    state: str = Field(description="scanning, running, stopped, finished or failed")
+    high_water: str | None = None
+    statement_time: str | None = None
+    last_marker: str | None = None
+    scan: dict[str, Any] | None = None
+    error: str | None = None
+    safepoint: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    updated_at: str
+
+
+def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    described = {
+        400: "a bad argument",
+        401: "no valid bearer token",
+        403: "a changefeed's own safepoint",
+        404: "not there",
+        500: "Kafka failed, or holds an unreadable record",
+    }
+    return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
+
+
+# -- dependencies -----------------------------------------------------------------------------
+
+_bearer = HTTPBearer(auto_error=False, description="the token given to 'highwater server'")
+
+
+def _authorized(
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+) -> None:
+    token: str = request.app.state.token
+    given = "" if credentials is None else credentials.credentials
+    if not hmac.compare_digest(given.encode(), token.encode()):
+        raise HTTPException(
+            401, "a valid bearer token is required", headers={"WWW-Authenticate": "Bearer"}
+        )
+
+
+def _context(request: Request) -> OperatorContext:
+    context: OperatorContext = request.app.state.context
+    return context
+
+
+Context = Annotated[OperatorContext, Depends(_context)]
+
+
+def _registry(context: Context) -> Iterator[SafepointRegistry]:
+    store = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+Registry = Annotated[SafepointRegistry, Depends(_registry)]
+
+
+def _jobs(context: Context) -> dict[str, bytes]:
+    topic = CompactedTopic(context.client, context.jobs_topic)
+    try:
+        return topic.read_all()
+    finally:
+        topic.close()
+
+
+Jobs = Annotated[dict[str, bytes], Depends(_jobs)]
+
+
+# -- routes -----------------------------------------------------------------------------------
+
+router = APIRouter(
+    prefix="/api/v2",
+    dependencies=[Depends(_authorized)],
+    responses=_responses(401, 500),
+)
+
+
+@router.get("/safepoint", tags=["safepoints"])
+def query_safepoints(context: Context, store: Registry) -> SafepointsOut:
+    """Every safepoint of the cluster, and the GC safe point."""
+    state = store.read()
+    now = store.clock()
+    return SafepointsOut(
+        cluster=context.cluster,
+        gc_safe_point=str(state.gc_safe_point),
+        safepoints=[
+            SafepointOut(**sp.to_json(), expired=sp.expired(now))
+            for _, sp in sorted(state.safepoints.items())
+        ],
+    )
+
+
+@router.post("/safepoint", tags=["safepoints"], responses=_responses(400, 403))
+def set_safepoint(body: SetSafepoint, store: Registry) -> SafepointOut:
+    """Create or refresh an operator's safepoint (not below the GC safe point)."""
+    start = _start(body.start_ts)
+    store.ensure()
+    safepoint = store.set_user(body.service_id_suffix, start, body.ttl)
+    return SafepointOut(**safepoint.to_json(), expired=safepoint.expired(store.clock()))
+
+
+@router.delete("/safepoint", tags=["safepoints"], responses=_responses(400, 403, 404))
+def delete_safepoint(body: DeleteSafepoint, store: Registry) -> SafepointOut:
+    """Delete an operator's safepoint; returns what it was."""
+    deleted = store.delete_user(body.service_id_suffix)
+    return SafepointOut(**deleted.to_json(), expired=deleted.expired(store.clock()))
+
+
+@router.get("/changefeeds", tags=["changefeeds"])
+def list_changefeeds(jobs: Jobs) -> list[ChangefeedOut]:
+    """Every changefeed's job status."""
+    return [_changefeed(data) for _, data in sorted(jobs.items())]
+
+
+@router.get("/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=_responses(404))
+def get_changefeed(changefeed_id: str, jobs: Jobs) -> ChangefeedOut:
+    """One changefeed's job status."""
+    data = jobs.get(changefeed_id)
+    if data is None:
+        raise HTTPException(404, f"no changefeed {changefeed_id!r}")
+    return _changefeed(data)
+
+
+def _start(text: str) -> Hlc:
+    try:
+        return parse_time(text)
+    except ValueError as exc:
+        raise SafepointError(f"start_ts: {exc}", code="invalid_argument") from None
+
+
+def _changefeed(data: bytes) -> ChangefeedOut:
+    return ChangefeedOut.model_validate_json(JobStatus.decode(data).encode())
+
+
+# -- errors -----------------------------------------------------------------------------------
+
+
+def _error(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    code = CODES.get(status) or re.sub(r"\W+", "_", _phrase(status)).strip("_").lower()
+    body = ErrorBody(error_code=code, error_msg=message)
+    return JSONResponse(body.model_dump(), status_code=status, headers=headers)
+
+
+def _phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return f"error {status}"
+
+
+def _describe(exc: RequestValidationError) -> str:
+    """Every problem of the request, ``field: reason``, without pydantic's decorations."""
+    problems = []
+    for error in exc.errors():
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        reason = str(error.get("msg", "invalid"))
+        ctx = error.get("ctx") or {}
+        if error.get("type") == "json_invalid":
+            where, reason = "body", f"not JSON: {ctx.get('error', reason)}"
+        elif error.get("type") == "value_error" and "error" in ctx:
+            reason = str(ctx["error"])
+        problems.append(f"{where}: {reason}" if where else reason)
+    return "; ".join(problems) or "invalid request"
+
+
+async def _handle(_request: Request, exc: Exception) -> JSONResponse:
+    """Every error as ``{"error_code", "error_msg"}``."""
+    if isinstance(exc, SafepointError):
+        return _error(STATUS.get(exc.code, 400), str(exc))
+    if isinstance(exc, RequestValidationError):
+        return _error(400, _describe(exc))
+    if isinstance(exc, HTTPException):
+        return _error(exc.status_code, str(exc.detail), exc.headers)
+    if isinstance(exc, HighwaterError):
+        return _error(500, str(exc))
+    return _error(500, f"{type(exc).__name__}: {exc}")
+
+
+class _Api(FastAPI):
+    """FastAPI, documenting the errors this API really returns.
+
+    Validation errors are answered with 400 and the error body, not FastAPI's 422, so the
+    OpenAPI document must not promise a 422.
+    """
+
+    def openapi(self) -> dict[str, Any]:
+        """The generated document, without the 422 responses."""
+        if self.openapi_schema is None:
+            schema = super().openapi()
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return self.openapi_schema or {}
+
+
+def create_app(context: OperatorContext, token: str) -> FastAPI:
+    """The API over the safepoints and job status of ``context``'s cluster."""
+    if not token:
+        raise ValueError("the API needs a non-empty bearer token")
+    app = _Api(
+        title="Highwater",
+        version="2",
+        description="Safepoints that hold source data back from GC, and changefeed status.",
+    )
+    app.state.context = context
+    app.state.token = token
+    for error in (HighwaterError, RequestValidationError, HTTPException, Exception):
+        app.add_exception_handler(error, _handle)
+    app.include_router(router)
+    return app
+
+
+def serve(context: OperatorContext, token: str, *, host: str, port: int) -> None:
+    """Serve the API until interrupted."""
+    import uvicorn  # noqa: PLC0415
+
+    uvicorn.run(create_app(context, token), host=host, port=port, log_level="info")
