@@ -308,7 +308,10 @@ def _describe(exc: RequestValidationError) -> str:
     """Every problem of the request, ``field: reason``, without pydantic's decorations."""
     problems = []
     for error in exc.errors():
-        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body")
+        loc = list(error.get("loc", ()))
+        if len(loc) > 1 and loc[0] in {"body", "path", "query", "header"}:
+            loc = loc[1:]  # the field's name says enough
+        where = ".".join(str(part) for part in loc)
         reason = str(error.get("msg", "invalid"))
         ctx = error.get("ctx") or {}
         if error.get("type") == "json_invalid":

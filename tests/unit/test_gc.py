@@ -32,8 +32,7 @@ def safepoints(draw: st.DrawFn) -> Safepoint:
 
 @st.composite
 def partitions(draw: st.DrawFn) -> list[tuple[int, Hlc | None]]:
-    """A partition's records: times rising in commit order, with duplicates, markers and
-    undecodable records mixed in."""
+    """A partition's records: times rising in commit order, duplicates and bad ones mixed in."""
     out: list[tuple[int, Hlc | None]] = []
     t = BASE
     for offset in range(draw(st.integers(0, 60))):
