@@ -38,6 +38,7 @@ from schemas.avro import OutputSchemas
 from schemas.errors import (
     CheckpointError,
     HighwaterError,
+    SafepointError,
     SinkError,
     SourceDecodeError,
     SourceError,
@@ -140,6 +141,8 @@ class Changefeed:
         self._nothing_to_do = False  # an ``only`` changefeed whose scan is done
         self.safepoint: ChangefeedSafepoint | None = None  # (safepoints.enabled)
         self._warnings: list[str] = []  # e.g. a source topic's retention could trim it
+        self._lag_hw = ZERO  # the high-water mark, and when it last moved (wall seconds)
+        self._hw_moved_at: float | None = None
         self._source_partitions: list[SourcePartition] = []
         self.last_marker: Hlc | None = None
         self._checkpointed_hw = ZERO
@@ -465,6 +468,7 @@ class Changefeed:
         """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
         query = self.start_stream()
         while query.isActive:
+            self._tick()
             if self._finished or self.stop_request.is_set() or self._error is not None:
                 self._close(query)
                 break
@@ -719,7 +723,39 @@ class Changefeed:
             self._emit_marker(marker)
         if reached_end:
             self._finished = True
-        self._refresh_safepoint()  # a stalled high-water mark must not let it expire
+        self._check_lag(hw)
+        self._refresh_safepoint()
+
+    def _tick(self) -> None:
+        """Between batches: keep the safepoint fresh, notice a stalled high-water mark.
+
+        Spark runs no batch while the sources are quiet, so this runs from the wait loop.
+        """
+        with self._lock:
+            if self._error is not None or self._closing:
+                return
+            try:
+                self._check_lag(self.frontier.high_water())
+                self._refresh_safepoint()
+            except HighwaterError as exc:
+                self._error = exc
+
+    def _check_lag(self, hw: Hlc) -> None:
+        """Fail when the high-water mark stood still for longer than ``gc_ttl``.
+
+        Its safepoint would hold GC back for ever; failing lets it expire (seed ``003_…``).
+        """
+        if self.safepoint is None or self.stats.batches == 0:
+            return  # counted from the first batch: starting up is not standing still
+        wall = self.safepoint.registry.clock()
+        if hw > self._lag_hw or self._hw_moved_at is None:
+            self._lag_hw, self._hw_moved_at = hw, wall
+        elif wall - self._hw_moved_at > self.safepoint.ttl:
+            raise SafepointError(
+                f"GC TTL exceeded: the high-water mark {hw} has not moved for more than gc_ttl "
+                f"({self.safepoint.ttl:g} s), so the changefeed stops rather than hold GC "
+                "back; hold GC with 'highwater safepoint set' to resume it later without a gap"
+            )
 
     def _emit_marker(self, marker: Hlc) -> None:
         """Broadcast ``marker`` (its checkpoint is durable already)."""

@@ -136,8 +136,14 @@ def _query_changefeed(args: argparse.Namespace) -> int:
     ):
         if value is not None:
             print(f"{name:15} {value}")
+    if status.safepoint is not None:
+        held = status.safepoint
+        print(f"{'safepoint':15} {held['service_id']} at {held['safepoint']}")
+        print(f"{'':15} expires {held['expires_at']}")
     if status.scan is not None:
         print(f"{'initial scan':15} {progress_line(status.scan)}")
+    for warning in status.warnings:
+        print(f"WARNING: {warning}")
     while args.watch and status.state == "scanning":
         time.sleep(args.interval)
         status = JobStatus.decode(_jobs(args).get(args.changefeed_id) or data)
@@ -201,9 +207,8 @@ def _safepoint_set(args: argparse.Namespace) -> int:
         safepoint = registry.set_user(args.service_id_suffix, start, args.ttl)
     finally:
         registry.close()
-    print(
-        f"set {safepoint.service_id} at {safepoint.safepoint} until {safepoint.to_json()['expires_at']}"
-    )
+    expires = safepoint.to_json()["expires_at"]
+    print(f"set {safepoint.service_id} at {safepoint.safepoint} until {expires}")
     return 0
 
 

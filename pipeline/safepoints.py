@@ -19,6 +19,7 @@ the cluster (``pipeline/gc.py`` moves it, never backwards) is kept in the same t
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,7 @@ class OperatorContext:
 
 DEFAULT_SUFFIX = "user-defined"
 DEFAULT_TTL = 86_400.0
+MAX_TTL = 10 * 365 * 86_400.0
 CHANGEFEED = "changefeed-"
 GC_KEY = "__gc_safe_point__:"
 
@@ -66,6 +68,7 @@ class Safepoint:
     updated_at: float  # seconds since the epoch
     owner: str  # "user", or "changefeed:<id>"
     offsets: Mapping[SourcePartition, int] = field(default_factory=dict)
+    cluster: str = ""
 
     @property
     def expires_at(self) -> float:
@@ -94,6 +97,7 @@ class Safepoint:
             "updated_at": _rfc3339(self.updated_at),
             "expires_at": _rfc3339(self.expires_at),
             "owner": self.owner,
+            "cluster": self.cluster,
             "offsets": offsets,
         }
 
@@ -107,6 +111,7 @@ class Safepoint:
                 ttl=float(raw["ttl"]),
                 updated_at=_seconds(raw["updated_at"]),
                 owner=raw["owner"],
+                cluster=raw.get("cluster", ""),
                 offsets={
                     SourcePartition(topic, int(p)): int(offset)
                     for topic, parts in (raw.get("offsets") or {}).items()
@@ -114,7 +119,7 @@ class Safepoint:
                 },
             )
         except (KeyError, TypeError, ValueError) as exc:
-            raise SafepointError(f"unreadable safepoint record: {exc}") from exc
+            raise SafepointError(f"unreadable safepoint record: {exc}", code="internal") from exc
 
 
 @dataclass(frozen=True)
@@ -167,23 +172,62 @@ class SafepointRegistry:
 
     def read(self) -> Registry:
         """The cluster's safepoints and GC safe point, latest values."""
-        prefix = self.service_id("")
         safepoints: dict[str, Safepoint] = {}
         gc = ZERO
-        for key, value in self._store.read_all().items():
+        for key, value in self._read_all().items():
             if key == GC_KEY + self.cluster:
                 gc = Hlc.parse(json.loads(value)["gc_safe_point"])
-            elif key.startswith(prefix):
-                safepoints[key] = Safepoint.from_json(json.loads(value))
+            elif not key.startswith(GC_KEY):
+                safepoint = Safepoint.from_json(json.loads(value))
+                if safepoint.cluster == self.cluster:  # cluster "a" is no prefix of "a-b"
+                    safepoints[key] = safepoint
         return Registry(safepoints, gc)
+
+    def _read_all(self) -> dict[str, bytes]:
+        return self._store.read_all()
+
+    def _refuse_foreign(self, service_id: str) -> Safepoint | None:
+        """The operator's safepoint under ``service_id``; refused if it is anyone else's."""
+        value = self._read_all().get(service_id)
+        if value is None:
+            return None
+        found = Safepoint.from_json(json.loads(value))
+        if found.owner != "user" or found.cluster != self.cluster:
+            raise SafepointError(
+                f"{service_id} belongs to {found.owner} of cluster {found.cluster!r}; only "
+                "its owner sets and deletes it",
+                code="forbidden",
+            )
+        return found
 
     # -- an operator's safepoints -----------------------------------------------------------
 
     def set_user(self, suffix: str, start_ts: Hlc, ttl: float) -> Safepoint:
         """Create or refresh an operator's safepoint; refused below the GC safe point."""
         _check_suffix(suffix)
-        if ttl <= 0:
-            raise SafepointError(f"ttl must be positive, got {ttl:g}", code="invalid_argument")
+        if not (math.isfinite(ttl) and 0 < ttl <= MAX_TTL):
+            raise SafepointError(
+                f"ttl must be positive and at most {MAX_TTL:g} seconds (10 years), got {ttl:g}",
+                code="invalid_argument",
+            )
+        service_id = self.service_id(suffix)
+        previous = self._refuse_foreign(service_id)
+        self._refuse_below_gc(start_ts)
+        safepoint = Safepoint(
+            service_id, start_ts, float(ttl), self.clock(), "user", cluster=self.cluster
+        )
+        self._put(safepoint)
+        try:
+            self._refuse_below_gc(start_ts)  # a GC pass may have raced the write
+        except SafepointError:
+            if previous is None:
+                self._store.put(service_id, None)
+            else:
+                self._put(previous)
+            raise
+        return safepoint
+
+    def _refuse_below_gc(self, start_ts: Hlc) -> None:
         gc = self.read().gc_safe_point
         if start_ts < gc:
             raise SafepointError(
@@ -191,15 +235,12 @@ class SafepointRegistry:
                 "gone already; choose a start-ts at or above the GC safe point",
                 code="invalid_argument",
             )
-        safepoint = Safepoint(self.service_id(suffix), start_ts, float(ttl), self.clock(), "user")
-        self._put(safepoint)
-        return safepoint
 
     def delete_user(self, suffix: str) -> Safepoint:
         """Delete an operator's safepoint; returns what was deleted."""
         _check_suffix(suffix)
         service_id = self.service_id(suffix)
-        found = self.read().safepoints.get(service_id)
+        found = self._refuse_foreign(service_id)
         if found is None:
             raise SafepointError(f"no safepoint {service_id!r}", code="not_found")
         self._store.put(service_id, None)
@@ -222,6 +263,7 @@ class SafepointRegistry:
             self.clock(),
             f"changefeed:{changefeed_id}",
             dict(offsets or {}),
+            cluster=self.cluster,
         )
         self._put(safepoint)
         return safepoint
@@ -247,7 +289,10 @@ class SafepointRegistry:
 
 def _check_suffix(suffix: str) -> None:
     if not suffix or suffix != suffix.strip():
-        raise SafepointError(f"service-id-suffix {suffix!r} is empty", code="invalid_argument")
+        raise SafepointError(
+            f"service-id-suffix {suffix!r} is empty or has spaces around it",
+            code="invalid_argument",
+        )
     if suffix.startswith(CHANGEFEED):
         raise SafepointError(
             f"service-id-suffix {suffix!r} names a changefeed's own safepoint, which only the "

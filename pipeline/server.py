@@ -5,7 +5,7 @@
     DELETE /api/v2/safepoint            {"service_id_suffix"}: delete one
     GET    /api/v2/changefeeds          every changefeed's job status
     GET    /api/v2/changefeeds/{id}     one changefeed's job status
-    GET    /openapi.json                the OpenAPI document (no token needed)
+    GET    /openapi.json                the OpenAPI document (no token needed, nor for /docs)
 
 Every ``/api`` route needs ``Authorization: Bearer <token>`` (401 without a valid one).
 Errors are JSON ``{"error_code", "error_msg"}``: 400 ``invalid_argument`` for a bad request,
@@ -24,9 +24,10 @@ from collections.abc import Iterator, Mapping
 from http import HTTPStatus
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
@@ -38,7 +39,7 @@ from sinks.compacted import CompactedTopic
 from .safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, OperatorContext, SafepointRegistry
 from .status import JobStatus
 
-# The error code of each status the API answers with; a SafepointError's code picks its status.
+# The error code of each status the API answers with.
 CODES = {
     400: "invalid_argument",
     401: "unauthorized",
@@ -47,10 +48,14 @@ CODES = {
     405: "method_not_allowed",
     500: "internal",
 }
-STATUS = {code: status for status, code in CODES.items()}
+# The status of each SafepointError code that is a refusal; any other means the registry failed.
+REFUSALS = {"invalid_argument": 400, "forbidden": 403, "not_found": 404}
 
 # At most ten years: a longer hold is a typo, and expires_at must stay a representable time.
 MAX_TTL = 10 * 365 * 86_400.0
+
+# The OpenAPI format of ``start_ts``: what schemas.hlc.parse_time accepts.
+TIME_FORMAT = "highwater-time"
 
 # A suffix is not empty, neither starts nor ends with white space, and has no control
 # characters (the registry refuses the first two; the third keeps service ids printable).
@@ -106,10 +111,12 @@ class SetSafepoint(_Request):
     service_id_suffix: Suffix = DEFAULT_SUFFIX
     start_ts: str = Field(
         description="where the safepoint holds GC from, at or above the GC safe point: an HLC "
-        "(1701102311425045162.0000000000), an RFC 3339 time, 'now', or relative such as '-1h'",
+        "(1701102311425045162.0000000000), an RFC 3339 time (1970 to 5138), 'now', or relative "
+        "such as '-1h'",
         min_length=1,
         max_length=100,
         examples=["-1h"],
+        json_schema_extra={"format": TIME_FORMAT},
     )
     ttl: float = Field(
         DEFAULT_TTL,
@@ -232,12 +239,12 @@ router = APIRouter(
 
 
 @router.get("/safepoint", tags=["safepoints"])
-def query_safepoints(context: Context, store: Registry) -> SafepointsOut:
+def query_safepoints(store: Registry) -> SafepointsOut:
     """Every safepoint of the cluster, and the GC safe point."""
     state = store.read()
     now = store.clock()
     return SafepointsOut(
-        cluster=context.cluster,
+        cluster=store.cluster,
         gc_safe_point=str(state.gc_safe_point),
         safepoints=[
             SafepointOut(**sp.to_json(), expired=sp.expired(now))
@@ -269,7 +276,9 @@ def list_changefeeds(jobs: Jobs) -> list[ChangefeedOut]:
 
 
 @router.get("/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=_responses(404))
-def get_changefeed(changefeed_id: str, jobs: Jobs) -> ChangefeedOut:
+def get_changefeed(
+    changefeed_id: Annotated[str, Path(examples=["orders"])], jobs: Jobs
+) -> ChangefeedOut:
     """One changefeed's job status."""
     data = jobs.get(changefeed_id)
     if data is None:
@@ -279,9 +288,13 @@ def get_changefeed(changefeed_id: str, jobs: Jobs) -> ChangefeedOut:
 
 def _start(text: str) -> Hlc:
     try:
-        return parse_time(text)
+        start = parse_time(text)
+        # parse_time makes HLCs (after about the year 5138) that Hlc.parse cannot read back: a
+        # safepoint record holding one would make the whole registry unreadable.
+        Hlc.parse(str(start))
     except ValueError as exc:
         raise SafepointError(f"start_ts: {exc}", code="invalid_argument") from None
+    return start
 
 
 def _changefeed(data: bytes) -> ChangefeedOut:
@@ -322,14 +335,29 @@ def _describe(exc: RequestValidationError) -> str:
     return "; ".join(problems) or "invalid request"
 
 
-async def _handle(_request: Request, exc: Exception) -> JSONResponse:
+def _allowed(path: str) -> str | None:
+    """The methods of the API's routes at ``path`` (Starlette's 405 names one route's only)."""
+    methods = {
+        method
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.path_regex.match(path)
+        for method in route.methods or ()
+    }
+    return ", ".join(sorted(methods)) or None
+
+
+async def _handle(request: Request, exc: Exception) -> JSONResponse:
     """Every error as ``{"error_code", "error_msg"}``."""
     if isinstance(exc, SafepointError):
-        return _error(STATUS.get(exc.code, 400), str(exc))
+        return _error(REFUSALS.get(exc.code, 500), str(exc))
     if isinstance(exc, RequestValidationError):
         return _error(400, _describe(exc))
     if isinstance(exc, HTTPException):
-        return _error(exc.status_code, str(exc.detail), exc.headers)
+        headers = dict(exc.headers or {})
+        allowed = _allowed(request.url.path) if exc.status_code == 405 else None
+        if allowed:
+            headers["Allow"] = allowed
+        return _error(exc.status_code, str(exc.detail), headers)
     if isinstance(exc, HighwaterError):
         return _error(500, str(exc))
     return _error(500, f"{type(exc).__name__}: {exc}")

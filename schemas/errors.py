@@ -99,7 +99,8 @@ class SafepointError(HighwaterError):
     """A safepoint operation was refused, or data a changefeed needs is gone.
 
     ``code`` is the kind, as the REST API reports it: ``invalid_argument``, ``forbidden``
-    (a changefeed's own safepoint), ``not_found``, or ``data_gone``.
+    (a changefeed's own safepoint), ``not_found``, ``data_gone``, or ``internal`` (an
+    unreadable record).
     """
 
     def __init__(self, message: str, *, code: str = "data_gone") -> None:

@@ -31,6 +31,9 @@ class _HlcFields(NamedTuple):
     logical: int
 
 
+MAX_WALL = 10**20  # 20 digits on the wire (the year 5138)
+
+
 class Hlc(_HlcFields):
     """A hybrid logical clock timestamp; ordering is by ``(wall, logical)``.
 
@@ -41,7 +44,7 @@ class Hlc(_HlcFields):
     __slots__ = ()
 
     def __new__(cls, wall: int, logical: int = 0) -> Hlc:  # noqa: D102
-        if wall < 0 or logical < 0 or logical >= 10_000_000_000:
+        if not 0 <= wall < MAX_WALL or not 0 <= logical < 10_000_000_000:
             raise ValueError(f"HLC out of range: wall={wall} logical={logical}")
         return tuple.__new__(cls, (wall, logical))
 
@@ -85,7 +88,7 @@ def parse_time(text: str, *, now_nanos: int | None = None) -> Hlc:
     if _WIRE.match(value):
         return Hlc.parse(value)
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
         raise ValueError(
             f"not a time: {text!r} (expected an HLC like 1701102311425045162.0000000000, "

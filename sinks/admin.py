@@ -27,7 +27,12 @@ def ensure_topics(
     Existing topics are left as they are (their partition count is the operator's choice).
     """
     admin = AdminClient(dict(config))
-    existing = set(admin.list_topics(timeout=timeout).topics)
+    try:
+        existing = set(admin.list_topics(timeout=timeout).topics)
+    except KafkaException as exc:
+        raise SinkError(
+            f"cannot list the topics of {config.get('bootstrap.servers')}: {exc}"
+        ) from exc
     wanted = [
         NewTopic(
             name,

@@ -7,13 +7,16 @@ nothing; without one, GC trims and the resume is refused, naming what is gone.
 
 import json
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
 from pipeline.changefeed import Changefeed
 from pipeline.cli import main as highwater
+from pipeline.config import TriggerConfig
 from pipeline.dev.generator import GeneratorSpec, write
+from pipeline.safepoints import SafepointRegistry
 from schemas.errors import SafepointError
 from schemas.hlc import Hlc
 from tests.support.changefeed import changefeed_config, checkpoint_records, read_output
@@ -92,6 +95,7 @@ def test_an_operator_safepoint_holds_gc_and_the_changefeed_resumes_losing_nothin
     printed = gc_once(cli, source, capsys)
     assert gc_safe_point(printed) == t1, printed  # held at T1 by the operator
     assert f"{source}/0: offsets 0.." in printed  # what is at or below T1 can go
+    assert f"WARNING: topic {source} has retention.ms=" in printed  # the broker's default
     assert consume_all(kafka_bootstrap, source), "GC trimmed past T1"
 
     Changefeed(config, spark).run()  # resumes: nothing it needs was trimmed
@@ -144,6 +148,7 @@ def test_when_the_ttl_expires_gc_trims_and_the_resume_is_refused_naming_what_is_
     status = capsys.readouterr().out
     assert "state           failed" in status
     assert "GC TTL exceeded" in status
+    assert f"WARNING: topic {source} has retention.ms=" in status
 
     # A new changefeed may not start below the GC safe point either.
     behind = config.model_copy(update={"changefeed_id": unique_name("cf2"), "cursor": t1})
@@ -165,3 +170,44 @@ def test_operator_safepoints_are_refused_below_gc_and_for_changefeeds(
     gc_once(cli, unique_name("none"), capsys)  # a GC pass moves the GC safe point to now
     assert highwater(["safepoint", "set", "--start-ts=-1h", *cli]) == 1
     assert "is below the GC safe point" in capsys.readouterr().err
+
+
+def test_a_high_water_mark_that_stands_still_longer_than_gc_ttl_fails_the_changefeed(
+    kafka_bootstrap: str, spark: Any, unique_name: Any, capsys: Any
+) -> None:
+    config, cli = setup(kafka_bootstrap, unique_name)
+    config = config.model_copy(
+        update={
+            "safepoints": config.safepoints.model_copy(update={"gc_ttl": timedelta(seconds=4)}),
+            "spark": config.spark.model_copy(
+                update={"trigger": TriggerConfig(processing_time=timedelta(seconds=0.5))}
+            ),
+        }
+    )
+    generate(kafka_bootstrap, config.sources[0].topic, seed=5, first_id=1)  # then silence
+    with pytest.raises(SafepointError, match="has not moved for more than gc_ttl"):
+        Changefeed(config, spark).run()
+    assert highwater(["changefeed", "query", config.changefeed_id, *cli]) == 1
+    assert "GC TTL exceeded" in capsys.readouterr().out
+
+
+def test_clusters_whose_names_prefix_each_other_stay_apart(
+    kafka_bootstrap: str, unique_name: Any
+) -> None:
+    topic, base = unique_name("sp"), unique_name("c").replace(".", "-")
+    client = {"bootstrap.servers": kafka_bootstrap}
+    short, long_ = (
+        SafepointRegistry(client, topic, base),
+        SafepointRegistry(client, topic, f"{base}-b"),
+    )
+    short.ensure()
+    long_.hold("y", Hlc(5), 3600)  # highwater-<base>-b-changefeed-y
+    assert short.read().safepoints == {}
+    with pytest.raises(SafepointError, match="only its owner sets and deletes it") as refused:
+        short.set_user("b-changefeed-y", Hlc(10), 60)
+    assert refused.value.code == "forbidden"
+    with pytest.raises(SafepointError, match="only its owner"):
+        short.delete_user("b-changefeed-y")
+    assert list(long_.read().safepoints) == [f"highwater-{base}-b-changefeed-y"]
+    short.close()
+    long_.close()

@@ -1,0 +1,337 @@
+"""The operators' REST API (``highwater server``) on a real broker.
+
+The app runs in-process (ASGI); each test has its own safepoint topic, jobs topic and cluster
+name, so it sees only its own data.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import schemathesis
+from fastapi.testclient import TestClient
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+
+from pipeline.frontier import SourcePartition
+from pipeline.safepoints import OperatorContext, SafepointRegistry
+from pipeline.server import TIME_FORMAT, create_app
+from pipeline.status import JobStatus
+from schemas.hlc import Hlc
+from sinks.compacted import CompactedTopic
+
+TOKEN = "s3cret-token"  # noqa: S105 - a test token
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+ROUTES = [
+    ("GET", "/api/v2/safepoint"),
+    ("POST", "/api/v2/safepoint"),
+    ("DELETE", "/api/v2/safepoint"),
+    ("GET", "/api/v2/changefeeds"),
+    ("GET", "/api/v2/changefeeds/orders"),
+]
+
+
+@pytest.fixture
+def context(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> OperatorContext:
+    """A safepoint topic, jobs topic and cluster of the test's own."""
+    return OperatorContext(
+        {"bootstrap.servers": kafka_bootstrap},
+        safepoint_topic=unique_name("safepoints"),
+        cluster=f"c{uuid.uuid4().hex[:12]}",
+        jobs_topic=unique_name("jobs"),
+    )
+
+
+@pytest.fixture
+def client(context: OperatorContext) -> Iterator[TestClient]:
+    with TestClient(create_app(context, TOKEN)) as test_client:
+        yield test_client
+
+
+def _is_error(response: Any, status: int, code: str) -> dict[str, str]:
+    assert response.status_code == status, response.text
+    body: dict[str, str] = response.json()
+    assert set(body) == {"error_code", "error_msg"}
+    assert body["error_code"] == code
+    assert body["error_msg"]
+    return body
+
+
+# -- the OpenAPI document, checked by schemathesis ---------------------------------------------
+
+
+# What parse_time accepts, for schemathesis to draw valid start_ts values from.
+TIMES = st.one_of(
+    st.just("now"),
+    st.builds("-{}{}".format, st.integers(0, 10**6), st.sampled_from(["ns", "ms", "s", "h", "d"])),
+    st.builds(Hlc, st.integers(0, 10**20 - 1), st.integers(0, 9_999_999_999)).map(str),
+    st.datetimes(
+        min_value=datetime(1971, 1, 1),  # noqa: DTZ001 - the bounds of naive draws
+        max_value=datetime(5000, 12, 31),  # noqa: DTZ001
+        timezones=st.integers(-23 * 60, 23 * 60).map(lambda m: timezone(timedelta(minutes=m))),
+    ).map(datetime.isoformat),
+)
+schemathesis.openapi.format(TIME_FORMAT, TIMES)
+
+# The document is read once, at import; the fixture points the app at each run's topics.
+API = create_app(OperatorContext({}), TOKEN)
+schema = schemathesis.openapi.from_asgi("/openapi.json", API)
+schema.config.generation.update(max_examples=25)
+
+
+@pytest.fixture
+def api(context: OperatorContext) -> OperatorContext:
+    """API, on this run's topics, with a changefeed's status and safepoint to return."""
+    jobs = CompactedTopic(context.client, context.jobs_topic)
+    registry = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
+    try:
+        jobs.ensure()
+        jobs.put("orders", JobStatus("orders", "running", high_water=Hlc(5, 1)).encode())
+        registry.ensure()
+        registry.hold("orders", Hlc(5, 1), 3_600, {SourcePartition("src", 0): 42})
+    finally:
+        jobs.close()
+        registry.close()
+    API.state.context = context
+    return context
+
+
+@schema.parametrize()
+@settings(
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+def test_every_operation_conforms_to_the_openapi_document(case: Any, api: OperatorContext) -> None:
+    assert API.state.context is api
+    case.call_and_validate(headers=AUTH)
+
+
+# -- auth --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_every_route_needs_the_token(client: TestClient, method: str, path: str) -> None:
+    body = {"start_ts": "now"} if method != "GET" else None
+    missing = client.request(method, path, json=body)
+    _is_error(missing, 401, "unauthorized")
+    assert missing.headers["WWW-Authenticate"] == "Bearer"
+    wrong = client.request(method, path, json=body, headers={"Authorization": "Bearer nope"})
+    _is_error(wrong, 401, "unauthorized")
+    basic = client.request(method, path, json=body, headers={"Authorization": f"Basic {TOKEN}"})
+    _is_error(basic, 401, "unauthorized")
+    assert client.get("/api/v2/safepoint", headers=AUTH).json()["safepoints"] == []
+
+
+def test_the_openapi_document_needs_no_token_and_declares_auth_and_errors(
+    client: TestClient,
+) -> None:
+    response = client.get("/openapi.json")
+    assert response.status_code == 200
+    document = response.json()
+    assert document["components"]["securitySchemes"] == {
+        "HTTPBearer": {
+            "type": "http",
+            "scheme": "bearer",
+            "description": "the token given to 'highwater server'",
+        }
+    }
+    operations = [
+        (method.upper(), path, operation)
+        for path, item in document["paths"].items()
+        for method, operation in item.items()
+    ]
+    assert sorted((m, p) for m, p, _ in operations) == sorted(
+        [
+            ("GET", "/api/v2/safepoint"),
+            ("POST", "/api/v2/safepoint"),
+            ("DELETE", "/api/v2/safepoint"),
+            ("GET", "/api/v2/changefeeds"),
+            ("GET", "/api/v2/changefeeds/{changefeed_id}"),
+        ]
+    )
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+    for _, _, operation in operations:
+        assert operation["security"] == [{"HTTPBearer": []}]
+        assert operation["responses"]["401"]["content"] == error
+        assert "422" not in operation["responses"]
+    assert "HTTPValidationError" not in document["components"]["schemas"]
+
+
+def test_errors_outside_the_routes_have_the_same_shape(client: TestClient) -> None:
+    _is_error(client.get("/api/v2/nowhere", headers=AUTH), 404, "not_found")
+    refused = client.put("/api/v2/safepoint", headers=AUTH)
+    _is_error(refused, 405, "method_not_allowed")
+    assert refused.headers["Allow"] == "DELETE, GET, POST"
+
+
+# -- safepoints --------------------------------------------------------------------------------
+
+
+def test_a_safepoint_is_set_listed_refreshed_and_deleted(client: TestClient) -> None:
+    assert client.get("/api/v2/safepoint", headers=AUTH).json()["safepoints"] == []
+    set_ = client.post(
+        "/api/v2/safepoint",
+        json={"service_id_suffix": "backup", "start_ts": "1701102311425045162.0000000000"},
+        headers=AUTH,
+    )
+    assert set_.status_code == 200, set_.text
+    listed = client.get("/api/v2/safepoint", headers=AUTH).json()
+    cluster = listed["cluster"]
+    assert listed["gc_safe_point"] == "0.0000000000"
+    [safepoint] = listed["safepoints"]
+    assert safepoint == set_.json()
+    assert safepoint["service_id"] == f"highwater-{cluster}-backup"
+    assert safepoint["safepoint"] == "1701102311425045162.0000000000"
+    assert safepoint["ttl"] == 86_400
+    assert safepoint["owner"] == "user"
+    assert safepoint["offsets"] == {}
+    assert safepoint["expired"] is False
+    updated = datetime.fromisoformat(safepoint["updated_at"])
+    expires = datetime.fromisoformat(safepoint["expires_at"])
+    assert abs((expires - updated).total_seconds() - 86_400) < 0.002
+
+    # The default suffix, a relative start and a short TTL; setting it again refreshes it.
+    for ttl in (60, 120.5):
+        again = client.post("/api/v2/safepoint", json={"start_ts": "-1h", "ttl": ttl}, headers=AUTH)
+        assert again.status_code == 200, again.text
+    listed = client.get("/api/v2/safepoint", headers=AUTH).json()["safepoints"]
+    assert [(s["service_id"], s["ttl"]) for s in listed] == [
+        (f"highwater-{cluster}-backup", 86_400),
+        (f"highwater-{cluster}-user-defined", 120.5),
+    ]
+
+    deleted = client.request(
+        "DELETE", "/api/v2/safepoint", json={"service_id_suffix": "backup"}, headers=AUTH
+    )
+    assert deleted.status_code == 200, deleted.text
+    assert deleted.json()["service_id"] == f"highwater-{cluster}-backup"
+    listed = client.get("/api/v2/safepoint", headers=AUTH).json()["safepoints"]
+    assert [s["service_id"] for s in listed] == [f"highwater-{cluster}-user-defined"]
+    gone = client.request(
+        "DELETE", "/api/v2/safepoint", json={"service_id_suffix": "backup"}, headers=AUTH
+    )
+    assert "backup" in _is_error(gone, 404, "not_found")["error_msg"]
+
+
+@pytest.mark.parametrize("ttl", [0, -5, 0.0])
+def test_a_ttl_that_is_not_positive_is_refused(client: TestClient, ttl: float) -> None:
+    response = client.post("/api/v2/safepoint", json={"start_ts": "now", "ttl": ttl}, headers=AUTH)
+    assert "ttl" in _is_error(response, 400, "invalid_argument")["error_msg"]
+
+
+@pytest.mark.parametrize(
+    ("body", "mentions"),
+    [
+        ({"start_ts": "yesterday"}, "start_ts: not a time"),
+        ({"start_ts": "9999-01-01T00:00:00Z"}, "start_ts"),  # beyond the largest HLC
+        ({}, "start_ts: Field required"),
+        ({"start_ts": "now", "ttl": "60"}, "ttl"),
+        ({"start_ts": "now", "tll": 60}, "tll: Extra inputs are not permitted"),
+        ({"start_ts": "now", "service_id_suffix": " padded"}, "service_id_suffix"),
+        ({"start_ts": "now", "service_id_suffix": ""}, "service_id_suffix"),
+    ],
+)
+def test_a_bad_body_is_refused(client: TestClient, body: dict[str, Any], mentions: str) -> None:
+    response = client.post("/api/v2/safepoint", json=body, headers=AUTH)
+    assert mentions in _is_error(response, 400, "invalid_argument")["error_msg"]
+
+
+def test_a_body_that_is_not_json_is_refused(client: TestClient) -> None:
+    response = client.post(
+        "/api/v2/safepoint",
+        content=b"{start_ts: now}",
+        headers={**AUTH, "Content-Type": "application/json"},
+    )
+    assert "not JSON" in _is_error(response, 400, "invalid_argument")["error_msg"]
+
+
+def test_a_changefeeds_own_safepoint_is_forbidden(
+    client: TestClient, context: OperatorContext
+) -> None:
+    registry = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
+    try:
+        registry.ensure()
+        registry.hold("x", Hlc(1_701_102_311_425_045_162), 3_600)
+    finally:
+        registry.close()
+    body = {"service_id_suffix": "changefeed-x", "start_ts": "now"}
+    set_ = client.post("/api/v2/safepoint", json=body, headers=AUTH)
+    assert "changefeed" in _is_error(set_, 403, "forbidden")["error_msg"]
+    delete = client.request(
+        "DELETE", "/api/v2/safepoint", json={"service_id_suffix": "changefeed-x"}, headers=AUTH
+    )
+    _is_error(delete, 403, "forbidden")
+    [held] = client.get("/api/v2/safepoint", headers=AUTH).json()["safepoints"]
+    assert held["owner"] == "changefeed:x"
+    assert held["safepoint"] == "1701102311425045162.0000000000"
+
+
+def test_a_start_below_the_gc_safe_point_is_refused(
+    client: TestClient, context: OperatorContext
+) -> None:
+    gc = Hlc(1_701_102_311_425_045_162, 7)
+    registry = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
+    try:
+        registry.ensure()
+        registry.advance_gc(gc)
+    finally:
+        registry.close()
+    below = client.post("/api/v2/safepoint", json={"start_ts": str(Hlc(gc.wall, 6))}, headers=AUTH)
+    message = _is_error(below, 400, "invalid_argument")["error_msg"]
+    assert f"below the GC safe point {gc}" in message
+    at = client.post("/api/v2/safepoint", json={"start_ts": str(gc)}, headers=AUTH)
+    assert at.status_code == 200, at.text
+    listed = client.get("/api/v2/safepoint", headers=AUTH).json()
+    assert listed["gc_safe_point"] == str(gc)
+    assert [s["safepoint"] for s in listed["safepoints"]] == [str(gc)]
+
+
+# -- changefeeds -------------------------------------------------------------------------------
+
+
+def test_changefeed_status_is_read_from_the_jobs_topic(
+    client: TestClient, context: OperatorContext
+) -> None:
+    assert client.get("/api/v2/changefeeds", headers=AUTH).json() == []
+    orders = JobStatus(
+        "orders",
+        "scanning",
+        high_water=Hlc(1_701_102_311_425_045_162, 3),
+        statement_time=Hlc(1_701_102_300_000_000_000),
+        scan={"chunks_done": 3, "chunks_total": 12},
+        warnings=["retention of src is 1 day"],
+    )
+    failed = JobStatus("audit", "failed", error="the source topic is gone")
+    jobs = CompactedTopic(context.client, context.jobs_topic)
+    try:
+        jobs.ensure()
+        jobs.put("orders", orders.encode())
+        jobs.put("audit", failed.encode())
+    finally:
+        jobs.close()
+
+    one = client.get("/api/v2/changefeeds/orders", headers=AUTH)
+    assert one.status_code == 200, one.text
+    assert one.json() == {
+        "changefeed_id": "orders",
+        "state": "scanning",
+        "high_water": "1701102311425045162.0000000003",
+        "statement_time": "1701102300000000000.0000000000",
+        "last_marker": None,
+        "scan": {"chunks_done": 3, "chunks_total": 12},
+        "error": None,
+        "safepoint": None,
+        "warnings": ["retention of src is 1 day"],
+        "updated_at": orders.updated_at,
+    }
+    every = client.get("/api/v2/changefeeds", headers=AUTH).json()
+    assert [(c["changefeed_id"], c["state"], c["error"]) for c in every] == [
+        ("audit", "failed", "the source topic is gone"),
+        ("orders", "scanning", None),
+    ]
+    missing = client.get("/api/v2/changefeeds/nope", headers=AUTH)
+    assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]
