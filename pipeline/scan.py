@@ -84,6 +84,7 @@ class ScanPlan:
     changes: bool = True  # also emit the versions after the statement time (not for ``only``)
     rate: float | None = None  # rows per second for this task
     step: int = 10_000  # records walked between two looks at the pace
+    chunk: SourcePartition | None = None  # the partition the task walks (set per chunk)
 
 
 class _Version(NamedTuple):
@@ -138,6 +139,16 @@ class ScanTask(Task):
         ahead = self.sent / self.scan.rate - (self.clock() - self.started)
         if ahead > 0:
             self.sleep(ahead)
+
+    def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:
+        """The chunk's partition (from the plan) and its summary so far."""
+        chunk = self.scan.chunk
+        assert chunk is not None  # noqa: S101 - InitialScan names it
+        sp = (chunk.topic, chunk.partition)
+        state = self.seen.get(sp)
+        if state is None:
+            state = self.seen[sp] = PartitionSeen(chunk, run.column("offset")[0].as_py(), None)
+        return sp, state
 
     def records(self, run: pa.RecordBatch, out: Output) -> None:
         """Walk a slice of the sorted records."""
@@ -239,8 +250,13 @@ def process_chunk(plan: ScanPlan, batches: Iterator[pa.RecordBatch]) -> Iterator
 
 
 def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) -> DataFrame:
-    """A chunk's Kafka records: sorted by key and offset, walked, summaries observed."""
-    source = frame.select(*source_columns(frame, plan.batch)).sortWithinPartitions("key", "offset")
+    """A chunk's Kafka records: sorted by key and offset, walked, summaries observed.
+
+    A chunk is one partition, named in the plan: its topic and partition columns are not
+    sorted nor shipped to Python with every record.
+    """
+    columns = [c for c in source_columns(frame, plan.batch) if c not in ("topic", "partition")]
+    source = frame.select(*columns).sortWithinPartitions("key", "offset")
     return records_observed(
         source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA), observation
     )
@@ -472,7 +488,7 @@ class InitialScan:
         self.spark.sparkContext.setJobGroup(
             self.group, f"initial scan of {chunk.partition}", interruptOnCancel=True
         )
-        return self.job(chunk, plan)
+        return self.job(chunk, replace(plan, chunk=chunk.partition))
 
 
 def assign_options(chunk: Chunk) -> dict[str, str]:

@@ -36,7 +36,7 @@ def scan_plan(*, changes: bool = True, end: int | None = None, dlq: bool = False
     batch = plan(dlq=dlq, end=end)
     encoder = JsonEncoder(EncoderConfig(updated=True, mvcc_timestamp=True, diff=True))
     batch = replace(batch, encoders={SRC: encoder})
-    return ScanPlan(batch, Hlc.parse(T[STATEMENT]), changes=changes)
+    return ScanPlan(batch, Hlc.parse(T[STATEMENT]), changes=changes, chunk=SourcePartition(SRC, 0))
 
 
 def sorted_arrow(
@@ -48,12 +48,10 @@ def sorted_arrow(
     columns = [
         pa.array([r[0] for _, r in records], pa.binary()),
         pa.array([r[1] for _, r in records], pa.binary()),
-        pa.array([SRC] * n, pa.string()),
-        pa.array([0] * n, pa.int32()),
         pa.array([o for o, _ in records], pa.int64()),
         pa.array([[{"key": "h", "value": b"x"}]] * n, headers_type),
     ]
-    names = ["key", "value", "topic", "partition", "offset", "headers"]
+    names = ["key", "value", "offset", "headers"]  # a chunk's partition is in the plan
     if keep is not None:
         columns.append(pa.array(keep, pa.bool_()))
         names.append("keep")
