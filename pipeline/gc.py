@@ -31,6 +31,7 @@ from schemas.hlc import ZERO, Hlc
 from sinks.admin import topic_configs
 
 from .frontier import SourcePartition
+from .kafka_clients import read_range
 from .safepoints import Safepoint, SafepointRegistry
 from .sources import BadRecord, Marker, adapter
 
@@ -120,18 +121,8 @@ def _times(
     consumer: Any, sp: SourcePartition, low: int, high: int, source_format: str
 ) -> Iterator[tuple[int, Hlc | None]]:
     """``(offset, time)`` of a partition's records from ``low`` to ``high``."""
-    from confluent_kafka import TopicPartition  # noqa: PLC0415
-
     decode = adapter(source_format).decode
-    consumer.assign([TopicPartition(sp.topic, sp.partition, low)])
-    position = low
-    while position < high:
-        message = consumer.poll(10)
-        if message is None:
-            raise SourceError(f"{sp}: no record at offset {position} (end {high}) in 10 s")
-        if message.error() is not None:
-            raise SourceError(f"{sp}: reading offset {position}: {message.error()}")
-        position = message.offset() + 1
+    for message in read_range(consumer, sp, low, high):
         try:
             item = decode(message.key(), message.value())
         except BadRecord:

@@ -8,9 +8,13 @@ of them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from schemas.errors import SourceError
+
 from .config import ChangefeedConfig, KafkaOptions
+from .frontier import SourcePartition
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -53,3 +57,23 @@ def write_records(records: DataFrame, config: ChangefeedConfig) -> None:
         .option("includeHeaders", "true")
         .save()
     )
+
+
+def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Iterator[Any]:
+    """The records of ``sp`` from offset ``start`` up to ``stop`` (confluent-kafka messages).
+
+    For the driver's own short reads (a partition's tail, GC's prefix); a missing record or a
+    read error is a :class:`SourceError` naming the partition and offset.
+    """
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+    consumer.assign([TopicPartition(sp.topic, sp.partition, start)])
+    position = start
+    while position < stop:
+        message = consumer.poll(10)
+        if message is None:
+            raise SourceError(f"{sp}: no record at offset {position} (end {stop}) in 10 s")
+        if message.error() is not None:
+            raise SourceError(f"{sp}: reading offset {position}: {message.error()}")
+        position = message.offset() + 1
+        yield message

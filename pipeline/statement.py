@@ -18,6 +18,7 @@ from schemas.errors import SourceError
 from schemas.hlc import Hlc
 
 from .frontier import SourcePartition
+from .kafka_clients import read_range
 from .sources import BadRecord, Marker, adapter
 
 
@@ -44,22 +45,12 @@ def latest_marker(
     Reads back from ``high`` in windows of 1,000, 10,000, … records, each only the part
     before the previous one, until a window holds a marker or reaches ``low``.
     """
-    from confluent_kafka import TopicPartition  # noqa: PLC0415
-
     decode = adapter(source_format).decode
     window, stop = 1_000, high
     while True:
         start = max(low, high - window)
-        consumer.assign([TopicPartition(sp.topic, sp.partition, start)])
         found: Hlc | None = None
-        position = start
-        while position < stop:
-            message = consumer.poll(10)
-            if message is None:
-                raise SourceError(f"{sp}: no record at offset {position} (end {high}) in 10 s")
-            if message.error() is not None:
-                raise SourceError(f"{sp}: reading offset {position}: {message.error()}")
-            position = message.offset() + 1
+        for message in read_range(consumer, sp, start, stop):
             if message.key() is None:
                 try:
                     item = decode(None, message.value())

@@ -109,6 +109,21 @@ def history(bootstrap: str, spec: GeneratorSpec) -> int:
     return report.total + report.markers
 
 
+def drop_outputs(bootstrap: str) -> None:
+    """Delete the rounds' output topics, so every round meets the same broker."""
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    ours = [
+        t
+        for t in admin.list_topics(timeout=30).topics
+        if t.startswith(("bench.copy", "bench-scan"))
+    ]
+    for future in admin.delete_topics(ours, operation_timeout=60).values() if ours else []:
+        future.result()
+    time.sleep(5 if ours else 0)  # let the broker remove the logs
+
+
 def main(argv: list[str] | None = None) -> int:
     """Generate the history on a fresh embedded broker, then copy and scan it side by side."""
     parser = argparse.ArgumentParser(prog="python -m pipeline.dev.bench_scan")
@@ -141,6 +156,7 @@ def main(argv: list[str] | None = None) -> int:
                 SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench-scan"
             )
             for round_ in range(1, args.rounds + 1):
+                drop_outputs(bootstrap)
                 suffix = f"{round_}-{uuid.uuid4().hex[:6]}"
                 before = cpu_seconds()
                 copy_seconds = batch_copy(spark, bootstrap, spec.topic, f"bench.copy{suffix}")
