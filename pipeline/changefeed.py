@@ -14,7 +14,15 @@ the driver, the :class:`Changefeed` owns what must be decided in one place:
   ``resolved.interval`` when the high-water mark advanced, only after a durable checkpoint
   covers it;
 * **resume** from the checkpoint record alone (Spark's checkpoint directory is scratch,
-  cleared at every start), ``end_time``, and a graceful stop between batches.
+  cleared at every start), ``end_time``, and a graceful stop between batches;
+* the **start** of a new changefeed: its statement time, and the **initial scan**
+  (``pipeline/scan.py``) before the stream, chunk by chunk, each recorded in the checkpoint;
+* its **safepoint** (``pipeline/safepoints.py``), held from before the first read, refreshed,
+  refused below the GC safe point; and the **job status** an operator reads
+  (``pipeline/status.py``).
+
+A run is: ``prepare`` (topics, encoders, checkpoint or creation, safepoint), the initial scan
+if one is due, then the streaming query until it ends.
 """
 
 from __future__ import annotations
