@@ -79,12 +79,6 @@ class Safepoint:
         """True once ``now`` is at or past its expiry."""
         return now >= self.expires_at
 
-    @property
-    def changefeed_id(self) -> str | None:
-        """The changefeed that owns it, or None for an operator's."""
-        kind, _, name = self.owner.partition(":")
-        return name if kind == "changefeed" else None
-
     def to_json(self) -> dict[str, Any]:
         """The record (also what the REST API returns)."""
         offsets: dict[str, dict[str, int]] = {}

@@ -311,11 +311,6 @@ class Backfill:
         """The scan with ``chunk`` done."""
         return replace(self, done=self.done | {chunk.partition}, rows=self.rows + rows)
 
-    @property
-    def complete(self) -> bool:
-        """Every chunk is done."""
-        return len(self.done) == len(self.chunks)
-
     def to_record(self) -> dict[str, Any]:
         """The ``backfill`` field of the checkpoint record."""
         topics: dict[str, dict[str, Any]] = {}

@@ -27,8 +27,6 @@ from typing import Any
 from schemas.errors import HighwaterError
 from schemas.hlc import Hlc
 
-STATES = ("scanning", "running", "stopped", "finished", "failed")
-
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")

@@ -150,6 +150,18 @@ def _changefeed(
     return time.perf_counter() - started
 
 
+def read_topic(spark: Any, bootstrap: str, topic: str) -> Any:
+    """The whole of ``topic`` as a Spark batch DataFrame."""
+    return (
+        spark.read.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("endingOffsets", "latest")
+        .load()
+    )
+
+
 def _percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -229,14 +241,7 @@ def avro_encoders(spark: Any, bootstrap: str, source: str) -> None:
     table = config.sources[0].declared_schema
     schemas = OutputSchemas.of(table, config.encoder)
     framing = Framing.confluent(1, 2, 3)
-    raw = (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .load()
-    )
+    raw = read_topic(spark, bootstrap, source)
 
     def jvm() -> None:
         record = row_type(list(table.record["fields"]))

@@ -29,7 +29,7 @@ from pipeline.changefeed import Changefeed
 from pipeline.config import SparkConfig, parse_config
 from pipeline.session import build_session
 
-from .bench import _cpu_since, cpu_seconds
+from .bench import _cpu_since, cpu_seconds, read_topic
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
 
@@ -45,12 +45,7 @@ def batch_copy(spark: Any, bootstrap: str, source: str, target: str) -> float:
     ensure_topics({"bootstrap.servers": bootstrap}, {target: 3})
     started = time.perf_counter()
     (
-        spark.read.format("kafka")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("endingOffsets", "latest")
-        .load()
+        read_topic(spark, bootstrap, source)
         .select(F.lit(target).alias("topic"), "key", "value")
         .write.mode("append")
         .format("kafka")
