@@ -152,6 +152,7 @@ class Changefeed:
         self._lag_hw = ZERO  # the high-water mark, and when it last moved (wall seconds)
         self._hw_moved_at: float | None = None
         self._source_partitions: list[SourcePartition] = []
+        self._source_configs: dict[str, dict[str, str | None]] = {}
         self.last_marker: Hlc | None = None
         self._checkpointed_hw = ZERO
         self._last_checkpoint_at = float("-inf")
@@ -195,13 +196,14 @@ class Changefeed:
             raise SourceError(f"cannot describe the source topics: {exc}") from exc
         partitions = [SourcePartition(t, p) for t, n in counts.items() for p in range(n)]
         self._source_partitions = partitions
+        self._source_configs = topic_configs(source, list(self._routes))  # read once
         if config.safepoints.enabled:
             registry = SafepointRegistry(source, config.safepoints.topic, config.safepoints.cluster)
             registry.ensure(config.checkpoint.replication_factor)
             self.safepoint = ChangefeedSafepoint(
                 registry, config.changefeed_id, config.safepoints.gc_ttl.total_seconds()
             )
-            self._warnings = retention_warnings(source, list(self._routes))
+            self._warnings = retention_warnings(self._source_configs)
             for warning in self._warnings:
                 log.warning("%s", warning)
         restored = self.load_checkpoint()
@@ -278,17 +280,15 @@ class Changefeed:
             mode,
         )
         if self.backfill is not None:
-            self._check_history_complete(found.start_offsets, source)
+            self._check_history_complete(found.start_offsets)
         self._hold_safepoint()
         self._write_checkpoint(last_marker=None)
 
-    def _check_history_complete(
-        self, start_offsets: Mapping[SourcePartition, int], source: dict[str, Any]
-    ) -> None:
+    def _check_history_complete(self, start_offsets: Mapping[SourcePartition, int]) -> None:
         """A snapshot needs every key's history: refuse one over a trimmed change log."""
         compacted = {
             topic
-            for topic, settings in topic_configs(source, list(self._routes)).items()
+            for topic, settings in self._source_configs.items()
             if "compact" in (settings.get("cleanup.policy") or "")
         }
         gone = sorted(

@@ -101,10 +101,13 @@ class GcReport:
         return out
 
 
-def retention_warnings(client: Mapping[str, Any], topics: list[str]) -> list[str]:
-    """The source topics whose own retention could delete data a safepoint protects."""
+def retention_warnings(configs: Mapping[str, Mapping[str, str | None]]) -> list[str]:
+    """The topics whose own retention could delete data a safepoint protects.
+
+    ``configs``: each topic's settings, as :func:`sinks.admin.topic_configs` reads them.
+    """
     warnings = []
-    for topic, settings in sorted(topic_configs(client, topics).items()):
+    for topic, settings in sorted(configs.items()):
         if "delete" not in (settings.get("cleanup.policy") or ""):
             continue
         for name in ("retention.ms", "retention.bytes"):
@@ -170,7 +173,7 @@ class GarbageCollector:
                     report.warnings.append(f"topic {topic}: {metadata.error.str()}")
                 else:
                     found[topic] = sorted(metadata.partitions)
-            report.warnings += retention_warnings(self.client, list(found))
+            report.warnings += retention_warnings(topic_configs(self.client, list(found)))
             for topic, partitions in found.items():
                 source_format = self.topics[topic]
                 for p in partitions:

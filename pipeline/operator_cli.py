@@ -224,6 +224,7 @@ def _safepoint_delete(args: argparse.Namespace) -> int:
 
 def _safepoint_query(args: argparse.Namespace) -> int:
     from pipeline.gc import retention_warnings  # noqa: PLC0415
+    from sinks.admin import topic_configs  # noqa: PLC0415
 
     registry = _registry(args)
     try:
@@ -243,7 +244,7 @@ def _safepoint_query(args: argparse.Namespace) -> int:
         {t.topic for sp in state.safepoints.values() for t in sp.offsets} | set(args.source_topics)
     )
     context = operator_context(args)
-    for warning in retention_warnings(context.client, topics) if topics else []:
+    for warning in retention_warnings(topic_configs(context.client, topics)):
         print(f"WARNING: {warning}")
     return 0
 
