@@ -9,9 +9,10 @@ time at or below T, deleted keys left out, emitted with ``updated`` = T and
 **Chunks.** Every version of a key lives on one source partition, so a source partition's
 range ``[first offset, end offset)`` holds everything the snapshot of its keys needs: a
 *chunk*. A chunk is one Spark batch job of one task, no shuffle: Spark's Kafka reader reads
-the range, sorts it by (key, offset) (Spark's external sort, spilling to disk, so a table
-never has to fit in memory), and :class:`ScanTask` walks the sorted records one key at a
-time, keeping only that key's versions. Chunks run in parallel, one per core, each from its
+the range, sorts it by key (Spark's external sort, spilling to disk, so a table never has to
+fit in memory) and drops, in the JVM, the versions at or below T that a later one supersedes
+(:func:`chunk_versions`); :class:`ScanTask` walks what is left one key at a time in Python,
+decoding and encoding about one record per key. Chunks run in parallel, one per core, each from its
 own driver thread; a finished chunk's rows are acknowledged by Kafka when its job returns,
 and the changefeed records it in the checkpoint record (``backfill``) before the next one is
 counted, so a restart skips finished chunks and re-emits only those that were in flight.
@@ -98,12 +99,13 @@ class _Version(NamedTuple):
 
 
 class ScanTask(Task):
-    """One chunk's walk: a source partition's records sorted by key, then by offset.
+    """One chunk's walk: a source partition's records grouped by key (:func:`chunk_versions`).
 
     For the key being walked it keeps its latest version at or below the statement time and
     its versions after it (in offset order, which is commit order); when the key changes,
     they are emitted. A version whose time is not above the one kept before it is a
-    duplicate. Undecodable records follow ``on_error`` as in the stream.
+    duplicate. Undecodable records follow ``on_error`` as in the stream. The walk does not
+    rely on the JVM's choice: fed every version in (key, offset) order, it emits the same.
     """
 
     clock: Callable[[], float] = staticmethod(time.monotonic)  # injectable for tests
@@ -249,14 +251,50 @@ def process_chunk(plan: ScanPlan, batches: Iterator[pa.RecordBatch]) -> Iterator
     return ScanTask(plan).run(batches)
 
 
+# The wire form of an HLC (``sources.parse_hlc``): wall up to 20 digits, logical up to 10.
+_HLC = r"^([0-9]{1,20})(?:\.([0-9]{1,10}))?$"
+
+
+def chunk_versions(frame: DataFrame, statement_time: Hlc) -> DataFrame:
+    """The records of a chunk its walk needs, grouped by key: the JVM's share of the scan.
+
+    Of each key's versions at or below the statement time only the latest can be in the
+    snapshot, so the JVM picks it (the top-level ``updated`` read with ``get_json_object``, a
+    window per key) and the others never cross to Python: about one record per key instead
+    of every version. What the JVM cannot judge passes through for the walk to decide as it
+    always does: versions after T, markers, records without a readable ``updated``. A key's
+    records come together, its winner first, then the rest in offset order.
+
+    The chunk is one Kafka partition, so ``coalesce(1)`` tells Spark it is a single
+    partition: the window needs no shuffle, only the sort the walk needed anyway.
+    """
+    from pyspark.sql import Window  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    updated = F.get_json_object(F.col("value").cast("string"), "$.updated")
+    readable = F.col("key").isNotNull() & updated.rlike(_HLC)
+    wall, logical = (F.regexp_extract(updated, _HLC, group) for group in (1, 2))
+    version = F.concat(F.lpad(wall, 20, "0"), F.lpad(logical, 10, "0"))  # sorts as the HLC
+    bound = f"{statement_time.wall:020d}{statement_time.logical:010d}"
+    candidate = F.when(readable & (version <= F.lit(bound)), version)
+    by_key = Window.partitionBy("key").orderBy(F.col("_candidate").desc_nulls_last(), "offset")
+    return (
+        frame.coalesce(1)
+        .withColumn("_candidate", candidate)
+        .withColumn("_rank", F.row_number().over(by_key))
+        .where(F.col("_candidate").isNull() | (F.col("_rank") == 1))
+        .drop("_candidate", "_rank")
+    )
+
+
 def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) -> DataFrame:
-    """A chunk's Kafka records: sorted by key and offset, walked, summaries observed.
+    """A chunk's Kafka records: each key's candidates picked, walked, summaries observed.
 
     A chunk is one partition, named in the plan: its topic and partition columns are not
     sorted nor shipped to Python with every record.
     """
     columns = [c for c in source_columns(frame, plan.batch) if c not in ("topic", "partition")]
-    source = frame.select(*columns).sortWithinPartitions("key", "offset")
+    source = chunk_versions(frame.select(*columns), plan.statement_time)
     return records_observed(
         source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA), observation
     )

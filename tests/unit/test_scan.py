@@ -1,7 +1,8 @@
 """The initial scan's walk over one chunk, fed sorted Arrow batches as Spark would, without Spark.
 
-Records arrive sorted by (key, offset), as ``sortWithinPartitions`` hands them over; markers
-(null keys) come first.
+Records arrive sorted by (key, offset), markers (null keys) first: every version, a superset
+of what ``chunk_versions`` hands over in the JVM (tests/spark/test_scan_on_spark.py), so the
+walk's own judgement is tested here.
 """
 
 import json

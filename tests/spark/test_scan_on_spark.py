@@ -1,0 +1,88 @@
+"""A chunk of the initial scan on a local SparkSession: what the JVM keeps, what the walk emits."""
+
+import json
+
+from pyspark.sql import DataFrame, Observation, SparkSession
+
+from encoders.json import JsonEncoder
+from pipeline.batch import BatchPlan, read_result
+from pipeline.config import EncoderConfig
+from pipeline.frontier import SourcePartition
+from pipeline.scan import ScanPlan, chunk_records, chunk_versions
+from schemas.hlc import Hlc
+
+SRC = "src.orders"
+T = Hlc(1_700_000_000_000_000_050, 3)  # the statement time
+
+
+def change(order_id: int, wall: int, logical: int = 0, **extra: object) -> tuple[bytes, bytes]:
+    value = {"after": {"order_id": order_id, "at": wall}, "updated": f"{wall}.{logical:010d}"}
+    return json.dumps([order_id]).encode(), json.dumps(value | extra).encode()
+
+
+def chunk(spark: SparkSession, records: list[tuple[bytes | None, bytes]]) -> DataFrame:
+    """One Kafka partition's records, in offset order, as Spark's Kafka reader gives them."""
+    rows = [(key, value, offset) for offset, (key, value) in enumerate(records)]
+    return spark.createDataFrame(rows, "key binary, value binary, offset bigint").coalesce(1)
+
+
+W = 1_700_000_000_000_000_000
+HISTORY: list[tuple[bytes | None, bytes]] = [
+    change(1, W + 10),  # 0: superseded
+    change(2, W + 20),  # 1: key 2's only version: the winner
+    change(1, W + 40),  # 2: key 1's latest at or below T: the winner
+    (None, json.dumps({"resolved": f"{W + 45}.0000000000"}).encode()),  # 3: a marker
+    change(1, W + 50, 3),  # 4: exactly T: supersedes offset 2
+    change(1, W + 50, 4),  # 5: just after T: a change, always walked
+    change(3, W + 30),  # 6: superseded by the stale duplicate's twin below
+    change(3, W + 35),  # 7: key 3's winner
+    change(3, W + 35),  # 8: an upstream duplicate of the winner (the first offset wins)
+    (json.dumps([4]).encode(), b'{"after": {}, "updated": "soon"}'),  # 9: no time
+    change(4, W + 5),  # 10: key 4's readable winner
+    change(5, W + 60),  # 11: inserted after T only
+    change(1, W + 20),  # 12: a stale duplicate after the changes: superseded
+]
+
+
+def test_the_jvm_keeps_each_keys_latest_version_at_or_below_t_and_everything_it_cannot_judge(
+    spark: SparkSession,
+) -> None:
+    picked = chunk_versions(chunk(spark, HISTORY), T).collect()
+    offsets = [r["offset"] for r in picked]
+    # grouped by key (markers' null key first), the winner first, then the rest in offset order
+    assert offsets == [3, 4, 5, 1, 7, 10, 9, 11]
+    plan = chunk_versions(chunk(spark, HISTORY), T)._jdf.queryExecution().executedPlan()
+    assert "Exchange" not in plan.toString(), "a chunk is one partition: no shuffle"
+
+
+def test_a_chunk_emits_the_snapshot_then_the_later_changes(spark: SparkSession) -> None:
+    plan = ScanPlan(
+        BatchPlan(
+            thresholds={},
+            tables={SRC: "orders"},
+            formats={SRC: "native"},
+            routes={SRC: "out.orders"},
+            encoders={SRC: JsonEncoder(EncoderConfig(updated=True, mvcc_timestamp=True))},
+            dlq_topic=None,
+        ),
+        T,
+        chunk=SourcePartition(SRC, 0),
+    )
+    observation = Observation("scan")
+    written = chunk_records(chunk(spark, HISTORY), plan, observation).collect()
+    result = read_result(observation)
+
+    rows = [(json.loads(r["key"]), json.loads(r["value"])) for r in written]
+    emitted = [(key[0], value["after"]["at"], value["updated"]) for key, value in rows]
+    assert emitted == [
+        (1, W + 50, str(T)),
+        (1, W + 50, f"{W + 50}.0000000004"),
+        (2, W + 20, str(T)),
+        (3, W + 35, str(T)),
+        (4, W + 5, str(T)),
+        (5, W + 60, f"{W + 60}.0000000000"),
+    ]
+    (seen,) = result.partitions
+    assert seen.bad == 1, "offset 9 has no readable time: the walk reports it"
+    assert result.first_bad is not None
+    assert result.first_bad[0].offset == 9
