@@ -9,13 +9,14 @@ time at or below T, deleted keys left out, emitted with ``updated`` = T and
 **Chunks.** Every version of a key lives on one source partition, so a source partition's
 range ``[first offset, end offset)`` holds everything the snapshot of its keys needs: a
 *chunk*. A chunk is one Spark batch job of one task, no shuffle: Spark's Kafka reader reads
-the range, sorts it by key (Spark's external sort, spilling to disk, so a table never has to
-fit in memory) and drops, in the JVM, the versions at or below T that a later one supersedes
-(:func:`chunk_versions`); :class:`ScanTask` walks what is left one key at a time in Python,
-decoding and encoding about one record per key. Chunks run in parallel, one per core, each from its
-own driver thread; a finished chunk's rows are acknowledged by Kafka when its job returns,
-and the changefeed records it in the checkpoint record (``backfill``) before the next one is
-counted, so a restart skips finished chunks and re-emits only those that were in flight.
+the range and groups it by key (Spark's external sort, spilling to disk, so a table never
+has to fit in memory); :class:`ScanTask` drops the versions at or below T that a later one
+supersedes, reading their times without decoding them (:func:`drop_superseded`), and walks
+the rest one key at a time, decoding and encoding about one record per key. Chunks run in
+parallel, one per core, each from its own driver thread; a finished chunk's rows are
+acknowledged by Kafka when its job returns, and the changefeed records it in the checkpoint
+record (``backfill``) before the next one is counted, so a restart skips finished chunks and
+re-emits only those that were in flight.
 
 **Hand-over.** Versions after T that lie in a chunk's range are emitted by the scan too,
 after the key's snapshot row, in commit order; the stream then starts at the end offsets,
@@ -89,9 +90,10 @@ class ScanPlan:
 
 
 class _Version(NamedTuple):
-    """A version kept while its key is walked: the change, and where it came from."""
+    """A version kept while its key is walked: its time, the change, where it came from."""
 
-    change: Change
+    ts: Hlc
+    change: Change | None  # None: undecodable (reported already), its time read from the tail
     keep: bool  # the CDC query's where clause holds (True without one)
     offset: int
     run: pa.RecordBatch  # the slice it is in, and its place there (for the dead-letter topic)
@@ -99,13 +101,16 @@ class _Version(NamedTuple):
 
 
 class ScanTask(Task):
-    """One chunk's walk: a source partition's records grouped by key (:func:`chunk_versions`).
+    """One chunk's walk: a source partition's records grouped by key, each key's in offset order.
 
     For the key being walked it keeps its latest version at or below the statement time and
     its versions after it (in offset order, which is commit order); when the key changes,
     they are emitted. A version whose time is not above the one kept before it is a
-    duplicate. Undecodable records follow ``on_error`` as in the stream. The walk does not
-    rely on the JVM's choice: fed every version in (key, offset) order, it emits the same.
+    duplicate. Undecodable records follow ``on_error`` as in the stream; one whose time can
+    still be read (``times``) takes part as a version that emits nothing, so the latest
+    version decides a key whether it was decoded or not, as it does in
+    :func:`drop_superseded`, which only spares the walk work: fed every version or only
+    what it keeps, the walk emits the same rows.
     """
 
     clock: Callable[[], float] = staticmethod(time.monotonic)  # injectable for tests
@@ -115,6 +120,9 @@ class ScanTask(Task):
         super().__init__(plan.batch)
         self.scan = plan
         self.adapters = {topic: adapter(fmt) for topic, fmt in plan.batch.formats.items()}
+        chunk = plan.chunk
+        assert chunk is not None  # noqa: S101 - InitialScan names it
+        self.times = self.adapters[chunk.topic].times
         self.key: bytes | None = None
         self.key_values: list[Any] | None = None
         self.key_error: str | None = None
@@ -127,9 +135,10 @@ class ScanTask(Task):
             self.flush_rows = plan.step  # rows go out in small steps, each paced
 
     def pieces(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
-        """Slices of ``step`` records (one chunk is one source partition)."""
+        """Slices of ``step`` records, superseded versions left out (a chunk is one partition)."""
         if self.started is None:
             self.started = self.clock()  # after Spark's sort: pacing starts here
+        batch = drop_superseded(batch, self.scan.statement_time, self.times)
         for start in range(0, batch.num_rows, self.scan.step):
             yield batch.slice(start, self.scan.step)
 
@@ -178,8 +187,9 @@ class ScanTask(Task):
                     raise BadRecord(errors[i])
             except BadRecord as exc:
                 self.bad(out, state, offsets[i], str(exc), run, i)
+                self.keep_undecodable(run, i, offsets[i])
                 continue
-            self.keep(_Version(item, keeps is None or bool(keeps[i]), offsets[i], run, i))
+            self.keep(_Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i))
         state.next_offset = max(state.next_offset, max(offsets) + 1)
 
     def start_key(self, key: bytes | None, parse: Callable[[bytes], list[Any]]) -> None:
@@ -192,18 +202,27 @@ class ScanTask(Task):
             except BadRecord as exc:
                 self.key_error = str(exc)
 
+    def keep_undecodable(self, run: pa.RecordBatch, i: int, offset: int) -> None:
+        """An undecodable version of a key still supersedes older ones, if its time is read."""
+        if self.key is None:
+            return  # a marker: no key to supersede
+        wall, logical = self.times(run.column("value").slice(i, 1))
+        if wall[0].is_valid:
+            ts = Hlc(wall[0].as_py(), logical[0].as_py())
+            self.keep(_Version(ts, None, False, offset, run, i))
+
     def keep(self, version: _Version) -> None:
         """Keep the version if it is the latest at or below T, or a change after it."""
-        ts, state = version.change.ts, self.state
+        ts, state = version.ts, self.state
         assert state is not None  # noqa: S101 - records() set it
         end_time = self.plan.end_time
         if ts <= self.scan.statement_time:
-            if self.best is None or ts > self.best.change.ts:
+            if self.best is None or ts > self.best.ts:
                 self.best = version
             else:
                 state.duplicates += 1
         elif self.scan.changes and (end_time is None or ts <= end_time):
-            if self.later and ts <= self.later[-1].change.ts:
+            if self.later and ts <= self.later[-1].ts:
                 state.duplicates += 1
             else:
                 self.later.append(version)
@@ -220,17 +239,18 @@ class ScanTask(Task):
         state = self.state
         assert state is not None  # noqa: S101 - a key was walked
         statement = self.scan.statement_time
-        if best is not None and best.keep and best.change.after is not None:
+        if best is not None and best.keep and best.change and best.change.after is not None:
             self.emit(out, state, best, statement)
         for version in later:
             if version.keep:
-                self.emit(out, state, version, version.change.ts)
+                self.emit(out, state, version, version.ts)
         self.best, self.later = None, []
 
     def emit(self, out: Output, state: PartitionSeen, version: _Version, updated: Hlc) -> None:
         """Encode one row (``updated`` as given, ``mvcc_timestamp`` its own) into ``out``."""
         topic = state.partition.topic
         change, ctx, encoder = version.change, self.contexts[topic], self.plan.encoders[topic]
+        assert change is not None  # noqa: S101 - only decoded versions are kept to emit
         before = None if updated != change.ts else change.before  # a snapshot row has none
         row = ChangeRow(
             self.plan.tables[topic], change.key, change.after, before, updated, change.ts
@@ -246,55 +266,71 @@ class ScanTask(Task):
         state.emitted += 1
 
 
+def drop_superseded(
+    batch: pa.RecordBatch,
+    statement_time: Hlc,
+    times: Callable[[pa.Array], tuple[pa.Array, pa.Array]],
+) -> pa.RecordBatch:
+    """``batch`` (grouped by key) without the versions at or below T that another supersedes.
+
+    Of a key's versions at or below the statement time only the latest can be in the
+    snapshot; the others need not be decoded at all, which is most of a history's records.
+    ``times`` reads the versions' times without decoding them (vectorised, see
+    ``NativeAdapter.times``); among the versions of a key in this batch whose time it can read
+    and is at or below T, only the latest (the first offset of equal times) stays. The rest
+    stay too: versions after T, markers, times it cannot read, and the candidates of a key
+    that continues in another batch, which the walk compares. The walk never relies on what
+    is dropped: fed every version, it emits the same rows. What is dropped is not decoded, so
+    an undecodable version is not reported when a later one supersedes it: it has no part in
+    the state at T.
+    """
+    import numpy as np  # noqa: PLC0415 - executors only
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    n = batch.num_rows
+    keys = batch.column("key")
+    wall, logical = times(batch.column("value"))
+    t_wall = min(statement_time.wall, np.iinfo(np.int64).max)  # times() reads int64 walls
+    t_logical = statement_time.logical
+    at_or_below = pc.or_(
+        pc.less(wall, t_wall), pc.and_(pc.equal(wall, t_wall), pc.less_equal(logical, t_logical))
+    )
+    candidate = pc.fill_null(pc.and_(pc.is_valid(keys), at_or_below), False)
+    rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
+    if len(rows) < 2:  # nothing can supersede anything
+        return batch
+    new_key = np.ones(n, dtype=bool)
+    new_key[1:] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    group = np.cumsum(new_key)[rows]
+    # as int64 (with nulls numpy would make them float64, and 19-digit walls lose digits)
+    walls, logicals = (pc.fill_null(a, 0).to_numpy() for a in (wall, logical))
+    # per key, ascending time, the first offset last: each key's last entry is its latest
+    order = np.lexsort((-rows, logicals[rows], walls[rows], group))
+    latest = np.ones(len(order), dtype=bool)
+    latest[:-1] = group[order][1:] != group[order][:-1]
+    keep = ~candidate.to_numpy(zero_copy_only=False)
+    keep[rows[order[latest]]] = True
+    return batch if keep.all() else batch.filter(pa.array(keep))
+
+
 def process_chunk(plan: ScanPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The task body of a chunk (``mapInArrow``); output as :func:`pipeline.batch.process`."""
     return ScanTask(plan).run(batches)
 
 
-# The wire form of an HLC (``sources.parse_hlc``): wall up to 20 digits, logical up to 10.
-_HLC = r"^([0-9]{1,20})(?:\.([0-9]{1,10}))?$"
+def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) -> DataFrame:
+    """A chunk's Kafka records: grouped by key in offset order, walked, summaries observed.
 
-
-def chunk_versions(frame: DataFrame, statement_time: Hlc) -> DataFrame:
-    """The records of a chunk its walk needs, grouped by key: the JVM's share of the scan.
-
-    Of each key's versions at or below the statement time only the latest can be in the
-    snapshot, so the JVM picks it (the top-level ``updated`` read with ``get_json_object``, a
-    window per key) and the others never cross to Python: about one record per key instead
-    of every version. What the JVM cannot judge passes through for the walk to decide as it
-    always does: versions after T, markers, records without a readable ``updated``. A key's
-    records come together, its winner first, then the rest in offset order.
-
-    The chunk is one Kafka partition, so ``coalesce(1)`` tells Spark it is a single
-    partition: the window needs no shuffle, only the sort the walk needed anyway.
+    Keys only need to be grouped, not ordered: the sort leads with the key's 64-bit hash,
+    which settles almost every comparison on its own (a JSON key's first bytes are often the
+    same: ``["eu-west",…``). A chunk is one partition, named in the plan: its topic and
+    partition columns are not sorted nor shipped to Python with every record.
     """
-    from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: PLC0415
 
-    updated = F.get_json_object(F.col("value").cast("string"), "$.updated")
-    readable = F.col("key").isNotNull() & updated.rlike(_HLC)
-    wall, logical = (F.regexp_extract(updated, _HLC, group) for group in (1, 2))
-    version = F.concat(F.lpad(wall, 20, "0"), F.lpad(logical, 10, "0"))  # sorts as the HLC
-    bound = f"{statement_time.wall:020d}{statement_time.logical:010d}"
-    candidate = F.when(readable & (version <= F.lit(bound)), version)
-    by_key = Window.partitionBy("key").orderBy(F.col("_candidate").desc_nulls_last(), "offset")
-    return (
-        frame.coalesce(1)
-        .withColumn("_candidate", candidate)
-        .withColumn("_rank", F.row_number().over(by_key))
-        .where(F.col("_candidate").isNull() | (F.col("_rank") == 1))
-        .drop("_candidate", "_rank")
-    )
-
-
-def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) -> DataFrame:
-    """A chunk's Kafka records: each key's candidates picked, walked, summaries observed.
-
-    A chunk is one partition, named in the plan: its topic and partition columns are not
-    sorted nor shipped to Python with every record.
-    """
     columns = [c for c in source_columns(frame, plan.batch) if c not in ("topic", "partition")]
-    source = chunk_versions(frame.select(*columns), plan.statement_time)
+    source = frame.select(*columns).sortWithinPartitions(F.xxhash64("key"), "key", "offset")
     return records_observed(
         source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA), observation
     )

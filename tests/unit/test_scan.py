@@ -1,20 +1,28 @@
 """The initial scan's walk over one chunk, fed sorted Arrow batches as Spark would, without Spark.
 
-Records arrive sorted by (key, offset), markers (null keys) first: every version, a superset
-of what ``chunk_versions`` hands over in the JVM (tests/spark/test_scan_on_spark.py), so the
-walk's own judgement is tested here.
+Records arrive grouped by key, each key's in offset order (here: sorted by key, markers
+first). The walk's tests run twice: with ``drop_superseded`` sparing the walk the superseded
+versions (as in production), and with every version walked (an adapter that reads no time
+without decoding), so the walk's own judgement is tested too; a property test checks that
+the two always emit the same rows.
 """
 
+import contextlib
+import itertools
 import json
 import threading
 import time
 from dataclasses import replace
 from typing import Any
+from unittest import mock
 
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
+from pipeline import scan
 from pipeline.batch import ERROR_HEADER, BatchResult, PartitionSeen
 from pipeline.config import EncoderConfig
 from pipeline.frontier import SourcePartition
@@ -25,8 +33,10 @@ from pipeline.scan import (
     ScanPlan,
     ScanProgress,
     ScanTask,
+    drop_superseded,
     progress_line,
 )
+from pipeline.sources import NativeAdapter
 from schemas.hlc import Hlc
 from tests.unit.test_batch import SRC, T, marker, plan, rec, row
 
@@ -59,11 +69,40 @@ def sorted_arrow(
     return pa.RecordBatch.from_arrays(columns, names=names)
 
 
-def walk(p: ScanPlan, *batches: pa.RecordBatch) -> tuple[list[dict[str, Any]], BatchResult]:
-    out = pa.Table.from_batches(list(ScanTask(p).run(iter(batches)))).to_pylist()
+Walk = Any  # (plan, *batches) -> (records, result)
+
+
+def walk(
+    p: ScanPlan, *batches: pa.RecordBatch, pruned: bool = True
+) -> tuple[list[dict[str, Any]], BatchResult]:
+    """The task's output; ``pruned=False``: nothing dropped before the walk."""
+    keep_all = (
+        contextlib.nullcontext()
+        if pruned
+        else mock.patch.object(scan, "drop_superseded", lambda batch, *_: batch)
+    )
+    with keep_all:
+        out = list(ScanTask(p).run(iter(batches)))
+    out = pa.Table.from_batches(out, schema=OUT_SCHEMA).to_pylist()
     records = [r for r in out if r["summary"] is None]
     summaries = [PartitionSeen.from_json(r["summary"]) for r in out if r["summary"] is not None]
     return records, BatchResult.of(summaries)
+
+
+OUT_SCHEMA = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
+        ("summary", pa.string()),
+    ]
+)
+
+
+@pytest.fixture(params=[True, False], ids=["pruned", "every-version"])
+def walker(request: pytest.FixtureRequest) -> Walk:
+    return lambda p, *batches: walk(p, *batches, pruned=request.param)
 
 
 def emitted(records: list[dict[str, Any]]) -> list[tuple[bytes, Any, str, str]]:
@@ -79,9 +118,9 @@ def v(order_id: int, t: int) -> dict[str, int]:
     return {"order_id": order_id, "v": t}
 
 
-def test_latest_version_at_the_statement_time_then_later_changes_per_key() -> None:
+def test_latest_version_at_the_statement_time_then_later_changes_per_key(walker: Walk) -> None:
     deleted = rec([2], {"after": None, "before": v(2, 2), "updated": T[3]})
-    records, result = walk(
+    records, result = walker(
         scan_plan(),
         sorted_arrow(
             [
@@ -107,52 +146,51 @@ def test_latest_version_at_the_statement_time_then_later_changes_per_key() -> No
     ]
     assert all(r["topic"] == "out.orders" for r in records)
     (seen,) = result.partitions
-    assert (seen.emitted, seen.duplicates, seen.bad, seen.next_offset) == (5, 1, 0, 11)
+    assert (seen.emitted, seen.bad) == (5, 0)
 
 
-def test_snapshot_rows_carry_no_before_and_changes_keep_theirs() -> None:
-    records, _ = walk(scan_plan(), sorted_arrow([(0, row(1, 2, True)), (1, row(1, 5, True))]))
+def test_snapshot_rows_carry_no_before_and_changes_keep_theirs(walker: Walk) -> None:
+    records, _ = walker(scan_plan(), sorted_arrow([(0, row(1, 2, True)), (1, row(1, 5, True))]))
     values = [json.loads(r["value"]) for r in records]
     assert values[0]["before"] is None
     assert values[1]["before"] == v(1, 5)
 
 
-def test_the_highest_time_wins_even_when_a_stale_duplicate_comes_later() -> None:
-    records, result = walk(
-        scan_plan(), sorted_arrow([(0, row(1, 1)), (1, row(1, 3)), (2, row(1, 1))])
-    )
+def test_the_highest_time_wins_even_when_a_stale_duplicate_comes_later(walker: Walk) -> None:
+    records, _ = walker(scan_plan(), sorted_arrow([(0, row(1, 1)), (1, row(1, 3)), (2, row(1, 1))]))
     assert emitted(records) == [(b"[1]", v(1, 3), T[STATEMENT], T[3])]
-    assert result.duplicates == 1
 
 
-def test_a_key_spanning_two_arrow_batches_is_emitted_once() -> None:
+def test_a_key_spanning_two_arrow_batches_is_emitted_once(walker: Walk) -> None:
     first = sorted_arrow([(0, row(1, 1)), (1, row(1, 2))])
     second = sorted_arrow([(2, row(1, 3)), (3, row(2, 1))])
-    records, _ = walk(scan_plan(), first, second)
+    records, _ = walker(scan_plan(), first, second)
     assert emitted(records) == [
         (b"[1]", v(1, 3), T[STATEMENT], T[3]),
         (b"[2]", v(2, 1), T[STATEMENT], T[1]),
     ]
 
 
-def test_only_emits_the_snapshot_and_end_time_bounds_the_changes() -> None:
+def test_only_emits_the_snapshot_and_end_time_bounds_the_changes(walker: Walk) -> None:
     history = [(0, row(1, 2)), (1, row(1, 5)), (2, row(1, 8))]
-    only, _ = walk(scan_plan(changes=False), sorted_arrow(history))
+    only, _ = walker(scan_plan(changes=False), sorted_arrow(history))
     assert [u for _, _, u, _ in emitted(only)] == [T[STATEMENT]]
-    bounded, _ = walk(scan_plan(end=6), sorted_arrow(history))
+    bounded, _ = walker(scan_plan(end=6), sorted_arrow(history))
     assert [u for _, _, u, _ in emitted(bounded)] == [T[STATEMENT], T[5]]
 
 
-def test_the_where_clause_judges_the_latest_version_not_an_older_one() -> None:
+def test_the_where_clause_judges_the_latest_version_not_an_older_one(walker: Walk) -> None:
     # version 1 matched the CDC query's where clause, version 3 (the latest) does not
-    records, _ = walk(
+    records, _ = walker(
         scan_plan(), sorted_arrow([(0, row(1, 1)), (1, row(1, 3))], keep=[True, False])
     )
     assert records == []
 
 
-def test_an_undecodable_record_goes_to_the_dead_letter_topic_with_its_position() -> None:
-    records, result = walk(
+def test_an_undecodable_record_goes_to_the_dead_letter_topic_with_its_position(
+    walker: Walk,
+) -> None:
+    records, result = walker(
         scan_plan(dlq=True), sorted_arrow([(0, rec([1], b"{oops")), (1, row(1, 2))])
     )
     assert [r["topic"] for r in records] == ["dlq", "out.orders"]
@@ -161,6 +199,119 @@ def test_an_undecodable_record_goes_to_the_dead_letter_topic_with_its_position()
     assert headers[ERROR_HEADER] == b"value is not a JSON object"
     assert result.first_bad is not None
     assert result.first_bad[0].offset == 0
+
+
+def test_an_undecodable_latest_version_decides_its_key(walker: Walk) -> None:
+    broken = rec([1], {"after": 7, "updated": T[3]})  # its time is readable, its row is not
+    records, result = walker(scan_plan(), sorted_arrow([(0, row(1, 1)), (1, broken)]))
+    assert records == [], "no older version stands in for the latest"
+    assert result.first_bad is not None
+    assert (result.first_bad[0].offset, result.first_bad[1]) == (
+        1,
+        "'after' is not an object or null",
+    )
+
+
+def test_drop_superseded_keeps_each_keys_latest_version_and_what_it_cannot_judge() -> None:
+    batch = sorted_arrow(
+        [
+            (9, marker(3)),
+            (0, row(1, 1)),  # superseded
+            (3, row(1, 3)),  # key 1's latest at or below T4
+            (5, row(1, 2)),  # a stale duplicate: superseded
+            (7, row(1, 5)),  # after T
+            (1, row(2, 2)),  # key 2's latest
+            (2, rec([2], {"updated": T[3], "after": {}})),  # time not last: unread, kept
+            (4, row(3, 4)),  # exactly T, first of two
+            (6, row(3, 4)),  # its duplicate: superseded
+        ]
+    )
+    kept = drop_superseded(batch, Hlc.parse(T[STATEMENT]), NativeAdapter().times)
+    assert kept.column("offset").to_pylist() == [9, 3, 7, 1, 2, 4]
+    assert kept.schema == batch.schema
+
+
+@pytest.mark.parametrize(
+    ("value", "time"),
+    [
+        (b'{"after":{},"updated":"1700000000000000005.0000000003"}', (1700000000000000005, 3)),
+        (b'{"after": {}, "updated" : "17.5" }\n', (17, 5)),  # spaces, short logical
+        (b'{"after": {}, "updated": "0042"}', (42, 0)),  # as int("0042") reads it
+        (b'{"updated": "1", "after": {}, "updated": "2"}', (2, 0)),  # the last name counts
+        (b'{"after": {"updated": "5"}}', None),  # a column named updated
+        (b'{"after": {}, "updated": "5", "before": null}', None),  # not the last member
+        (b'{"after": {"x": "\\"updated\\": \\"5\\"}"}}', None),  # inside a string
+        (b'{"after": {}, "updated": "9300000000000000000.0000000000"}', None),  # over int64
+        (b'{"after": {}, "updated": "5."}', None),
+        (b'{"after": {}, "updated": 5}', None),
+        (b'{"after": {}, "updated": "5"}' + b" " * 60, None),  # beyond the bytes it reads
+        (None, None),
+    ],
+)
+def test_native_times_reads_only_a_trailing_top_level_updated(
+    value: bytes | None, time: tuple[int, int] | None
+) -> None:
+    wall, logical = NativeAdapter().times(pa.array([value], pa.binary()))
+    assert (None if not wall[0].is_valid else (wall[0].as_py(), logical[0].as_py())) == time
+    if time is not None:  # what the adapter decodes agrees
+        assert NativeAdapter().change([1], value).ts == Hlc(*time)
+
+
+VALUE_FORMS = {
+    "compact": lambda after, t: json.dumps(
+        {"after": after, "updated": str(t)}, separators=(",", ":")
+    ).encode(),
+    "spaced": lambda after, t: json.dumps({"after": after, "updated": str(t)}).encode(),
+    "time-first": lambda after, t: json.dumps({"updated": str(t), "after": after}).encode(),
+    "short-logical": lambda after, t: json.dumps(
+        {"after": after, "updated": f"{t.wall}.{t.logical}"}
+    ).encode(),
+    "broken-after": lambda after, t: json.dumps({"after": 7, "updated": str(t)}).encode(),
+    "not-json": lambda after, t: f'{{oops "updated":"{t}"}}'.encode(),
+    "no-time": lambda after, t: json.dumps({"after": after}).encode(),
+}
+AT = Hlc(Hlc.parse(T[4]).wall, 1)  # the property's statement time: logical parts matter
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> list[tuple[bytes | None, bytes | None]]:
+    """A partition's records in offset order: versions of a few keys in any form, markers."""
+    records: list[tuple[bytes | None, bytes | None]] = []
+    for _ in range(draw(st.integers(1, 40))):
+        t = draw(st.integers(1, 9))
+        if draw(st.integers(0, 9)) == 0:
+            records.append(marker(t))
+            continue
+        key = draw(st.integers(1, 4))
+        form = draw(st.sampled_from(sorted(VALUE_FORMS)))
+        ts = Hlc(Hlc.parse(T[t]).wall, draw(st.integers(0, 2)))
+        after = None if draw(st.integers(0, 5)) == 0 else v(key, t)
+        records.append((json.dumps([key]).encode(), VALUE_FORMS[form](after, ts)))
+    return records
+
+
+@settings(max_examples=300, deadline=None)
+@given(history=histories(), cuts=st.lists(st.integers(1, 39), max_size=4), only=st.booleans())
+def test_dropping_superseded_versions_never_changes_the_rows(
+    history: list[tuple[bytes | None, bytes | None]], cuts: list[int], only: bool
+) -> None:
+    ordered = sorted(enumerate(history), key=lambda r: (r[1][0] or b"", r[0]))
+    batch = sorted_arrow(ordered)
+    bounds = sorted({0, batch.num_rows, *(c for c in cuts if c < batch.num_rows)})
+    batches = [batch.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
+    p = replace(scan_plan(changes=not only, dlq=True), statement_time=AT)
+    pruned, _ = walk(p, *batches)
+    every, _ = walk(p, *batches, pruned=False)
+    assert rows(pruned) == rows(every)
+    assert reported(pruned) <= reported(every), "what is dropped may go unreported, no more"
+
+
+def rows(records: list[dict[str, Any]]) -> list[tuple[str, bytes, bytes]]:
+    return [(r["topic"], r["key"], r["value"]) for r in records if r["topic"] != "dlq"]
+
+
+def reported(records: list[dict[str, Any]]) -> set[bytes]:
+    return {r["value"] for r in records if r["topic"] == "dlq"}
 
 
 def test_the_rate_limit_paces_the_rows_handed_to_the_writer() -> None:
