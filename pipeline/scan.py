@@ -301,7 +301,8 @@ def drop_superseded(
     if len(rows) < 2:  # nothing can supersede anything
         return batch
     new_key = np.ones(n, dtype=bool)
-    new_key[1:] = pc.not_equal(keys.slice(1), keys.slice(0, n - 1)).to_numpy(zero_copy_only=False)
+    changed = pc.not_equal(keys.slice(1), keys.slice(0, n - 1))  # null beside a marker
+    new_key[1:] = pc.fill_null(changed, True).to_numpy(zero_copy_only=False)
     group = np.cumsum(new_key)[rows]
     # as int64 (with nulls numpy would make them float64, and 19-digit walls lose digits)
     walls, logicals = (pc.fill_null(a, 0).to_numpy() for a in (wall, logical))
