@@ -48,6 +48,7 @@ class JsonEncoder:
         self._updated = options.updated
         self._mvcc = options.mvcc_timestamp
         self._has_meta = any((self._diff, self._key, self._topic, self._updated, self._mvcc))
+        self._last: tuple[Hlc, str] | None = None  # an initial scan's rows share one `updated`
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The JSON array of primary-key values."""
@@ -72,7 +73,10 @@ class JsonEncoder:
         if self._topic:
             into["topic"] = ctx.topic
         if self._updated:
-            into["updated"] = str(row.updated)
+            last = self._last
+            if last is None or last[0] is not row.updated:
+                last = self._last = (row.updated, str(row.updated))
+            into["updated"] = last[1]
         if self._mvcc:
             mvcc = row.mvcc_timestamp
             into["mvcc_timestamp"] = (

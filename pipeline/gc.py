@@ -31,7 +31,7 @@ from schemas.hlc import ZERO, Hlc
 from sinks.admin import topic_configs
 
 from .frontier import SourcePartition
-from .kafka_clients import read_range
+from .kafka_clients import range_reader, read_range
 from .safepoints import Safepoint, SafepointRegistry
 from .sources import BadRecord, Marker, adapter
 
@@ -151,7 +151,7 @@ class GarbageCollector:
 
     def run_once(self) -> GcReport:
         """One pass: move the GC safe point, then trim below it."""
-        from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+        from confluent_kafka import TopicPartition  # noqa: PLC0415
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
         now = self.registry.clock()
@@ -161,9 +161,7 @@ class GarbageCollector:
         gc = next_safe_point(now, self.life_time, held, state.gc_safe_point)
         report.gc_safe_point = self.registry.advance_gc(gc)
         protect = protected_offsets(held, now)
-        consumer = Consumer(
-            {**self.client, "group.id": "highwater-gc", "enable.auto.commit": False}
-        )
+        consumer = range_reader(self.client, "highwater-gc")
         targets: list[Any] = []
         try:
             found = {}

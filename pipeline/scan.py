@@ -122,7 +122,13 @@ class ScanTask(Task):
         self.adapters = {topic: adapter(fmt) for topic, fmt in plan.batch.formats.items()}
         chunk = plan.chunk
         assert chunk is not None  # noqa: S101 - InitialScan names it
-        self.times = self.adapters[chunk.topic].times
+        self.source = self.adapters[chunk.topic]
+        self.times = self.source.times
+        # one chunk, one topic: what emit() needs for every row, looked up once
+        self.ctx, self.table = self.contexts[chunk.topic], plan.batch.tables[chunk.topic]
+        self.encode_key = plan.batch.encoders[chunk.topic].key
+        self.encode_value = plan.batch.encoders[chunk.topic].value
+        self.pending = 0  # rows appended to the output since its topic run was recorded
         self.key: bytes | None = None
         self.key_values: list[Any] | None = None
         self.key_error: str | None = None
@@ -163,9 +169,9 @@ class ScanTask(Task):
 
     def records(self, run: pa.RecordBatch, out: Output) -> None:
         """Walk a slice of the sorted records."""
-        sp, state = self.partition(run)
+        _, state = self.partition(run)
         self.state = state
-        source = self.adapters[sp[0]]
+        source = self.source
         marker, change = source.marker, source.change
         names = run.schema.names
         keeps = run.column("keep").to_pylist() if "keep" in names else None
@@ -191,6 +197,7 @@ class ScanTask(Task):
                 continue
             self.keep(_Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i))
         state.next_offset = max(state.next_offset, max(offsets) + 1)
+        self.flush(out)
 
     def start_key(self, key: bytes | None, parse: Callable[[bytes], list[Any]]) -> None:
         """A new key: parsed once for all of its versions."""
@@ -230,6 +237,28 @@ class ScanTask(Task):
     def finish(self, out: Output) -> None:
         """The last key of the chunk."""
         self.end_key(out)
+        self.flush(out)
+
+    def flush(self, out: Output) -> None:
+        """Record the rows emitted since the last flush (one topic run, not one per row)."""
+        if self.pending:
+            out.topic_run(self.ctx.topic, self.pending)
+            assert self.state is not None  # noqa: S101 - rows were emitted
+            self.state.emitted += self.pending
+            self.pending = 0
+
+    def bad(  # noqa: PLR0917 - as Task.bad
+        self,
+        out: Output,
+        state: PartitionSeen,
+        offset: int,
+        reason: str,
+        run: pa.RecordBatch,
+        index: int,
+    ) -> None:
+        """As :meth:`Task.bad`, after the rows emitted before it."""
+        self.flush(out)
+        super().bad(out, state, offset, reason, run, index)
 
     def end_key(self, out: Output) -> None:
         """Emit the key just walked: its snapshot row, then its versions after T."""
@@ -248,22 +277,18 @@ class ScanTask(Task):
 
     def emit(self, out: Output, state: PartitionSeen, version: _Version, updated: Hlc) -> None:
         """Encode one row (``updated`` as given, ``mvcc_timestamp`` its own) into ``out``."""
-        topic = state.partition.topic
-        change, ctx, encoder = version.change, self.contexts[topic], self.plan.encoders[topic]
+        change, ctx = version.change, self.ctx
         assert change is not None  # noqa: S101 - only decoded versions are kept to emit
         before = None if updated != change.ts else change.before  # a snapshot row has none
-        row = ChangeRow(
-            self.plan.tables[topic], change.key, change.after, before, updated, change.ts
-        )
+        row = ChangeRow(self.table, change.key, change.after, before, updated, change.ts)
         try:
-            key, value = encoder.key(row, ctx), encoder.value(row, ctx)
+            key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
         except EncodingError as exc:
             self.bad(out, state, version.offset, exc.reason, version.run, version.position)
             return
         out.key.append(key)
         out.value.append(value)
-        out.topic_run(ctx.topic, 1)
-        state.emitted += 1
+        self.pending += 1
 
 
 def drop_superseded(
@@ -584,7 +609,8 @@ def chunk_job(
             .options(**spark_kafka_options(config.kafka, source=True))
             .options(**assign_options(chunk))
             .option("failOnDataLoss", "true")
-            .option("includeHeaders", "true")
+            # headers are read for every record whether used or not: only for the DLQ
+            .option("includeHeaders", str(plan.batch.dlq_topic is not None).lower())
             .load()
         )
         if query is not None:

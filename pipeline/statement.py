@@ -18,7 +18,7 @@ from schemas.errors import SourceError
 from schemas.hlc import Hlc
 
 from .frontier import SourcePartition
-from .kafka_clients import read_range
+from .kafka_clients import range_reader, read_range
 from .sources import BadRecord, Marker, adapter
 
 
@@ -67,11 +67,9 @@ def statement_time(
     client: Mapping[str, Any], formats: Mapping[str, str], partitions: list[SourcePartition]
 ) -> StatementTime:
     """The sources' high-water mark now; a partition without any marker yet is an error."""
-    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
 
-    consumer = Consumer(
-        {**client, "group.id": "highwater-statement-time", "enable.auto.commit": False}
-    )
+    consumer = range_reader(client, "highwater-statement-time")
     try:
         starts: dict[SourcePartition, int] = {}
         ends: dict[SourcePartition, int] = {}
