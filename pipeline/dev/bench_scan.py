@@ -18,6 +18,7 @@ seconds each kind of process used.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import tempfile
 import time
@@ -150,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
             spark = build_session(
                 SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench-scan"
             )
+            ratios: list[float] = []
             for round_ in range(1, args.rounds + 1):
                 drop_outputs(bootstrap)
                 suffix = f"{round_}-{uuid.uuid4().hex[:6]}"
@@ -160,11 +162,18 @@ def main(argv: list[str] | None = None) -> int:
                 scan_seconds, rows = scan(spark, bootstrap, spec.topic, f"bench-scan{suffix}")
                 scan_cpu = _cpu_since(before)
                 ratio = copy_seconds / scan_seconds
+                ratios.append(ratio)
                 print(
                     f"ROUND {round_}: copy {copy_seconds:.1f} s = {records / copy_seconds:,.0f} "
                     f"records/s (cpu {copy_cpu}) | scan {scan_seconds:.1f} s = "
                     f"{records / scan_seconds:,.0f} records/s, {rows:,} snapshot rows = "
                     f"{rows / scan_seconds:,.0f} rows/s (cpu {scan_cpu}) | ratio {ratio:.2f}",
+                    flush=True,
+                )
+            if ratios:
+                print(
+                    f"RATIO: median {statistics.median(ratios):.2f} over {len(ratios)} rounds "
+                    f"({', '.join(f'{r:.2f}' for r in ratios)}); target 0.6",
                     flush=True,
                 )
             spark.stop()
