@@ -192,6 +192,7 @@ class ScanTask(Task):
                 if errors is not None and errors[i] is not None:
                     raise BadRecord(errors[i])
             except BadRecord as exc:
+                self.flush(out)  # the rows before it, then its dead-letter record
                 self.bad(out, state, offsets[i], str(exc), run, i)
                 self.keep_undecodable(run, i, offsets[i])
                 continue
@@ -247,19 +248,6 @@ class ScanTask(Task):
             self.state.emitted += self.pending
             self.pending = 0
 
-    def bad(  # noqa: PLR0917 - as Task.bad
-        self,
-        out: Output,
-        state: PartitionSeen,
-        offset: int,
-        reason: str,
-        run: pa.RecordBatch,
-        index: int,
-    ) -> None:
-        """As :meth:`Task.bad`, after the rows emitted before it."""
-        self.flush(out)
-        super().bad(out, state, offset, reason, run, index)
-
     def end_key(self, out: Output) -> None:
         """Emit the key just walked: its snapshot row, then its versions after T."""
         best, later = self.best, self.later
@@ -284,6 +272,7 @@ class ScanTask(Task):
         try:
             key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
         except EncodingError as exc:
+            self.flush(out)
             self.bad(out, state, version.offset, exc.reason, version.run, version.position)
             return
         out.key.append(key)
@@ -609,8 +598,7 @@ def chunk_job(
             .options(**spark_kafka_options(config.kafka, source=True))
             .options(**assign_options(chunk))
             .option("failOnDataLoss", "true")
-            # headers are read for every record whether used or not: only for the DLQ
-            .option("includeHeaders", str(plan.batch.dlq_topic is not None).lower())
+            .option("includeHeaders", "true")
             .load()
         )
         if query is not None:

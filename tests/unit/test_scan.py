@@ -201,6 +201,18 @@ def test_an_undecodable_record_goes_to_the_dead_letter_topic_with_its_position(
     assert result.first_bad[0].offset == 0
 
 
+def test_rows_before_a_dead_letter_record_keep_their_topic(walker: Walk) -> None:
+    records, _ = walker(
+        scan_plan(dlq=True),
+        sorted_arrow([(0, row(1, 2)), (1, row(1, 3)), (2, rec([2], b"{oops")), (3, row(3, 1))]),
+    )
+    assert [(r["topic"], r["value"] == b"{oops") for r in records] == [
+        ("out.orders", False),
+        ("dlq", True),
+        ("out.orders", False),
+    ]
+
+
 def test_an_undecodable_latest_version_decides_its_key(walker: Walk) -> None:
     broken = rec([1], {"after": 7, "updated": T[3]})  # its time is readable, its row is not
     records, result = walker(scan_plan(), sorted_arrow([(0, row(1, 1)), (1, broken)]))
