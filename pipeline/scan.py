@@ -119,10 +119,10 @@ class ScanTask(Task):
     def __init__(self, plan: ScanPlan) -> None:
         super().__init__(plan.batch)
         self.scan = plan
-        self.adapters = {topic: adapter(fmt) for topic, fmt in plan.batch.formats.items()}
         chunk = plan.chunk
         assert chunk is not None  # noqa: S101 - InitialScan names it
-        self.source = self.adapters[chunk.topic]
+        self.chunk = chunk
+        self.source = adapter(plan.batch.formats[chunk.topic])
         self.times = self.source.times
         # one chunk, one topic: what emit() needs for every row, looked up once
         self.ctx, self.table = self.contexts[chunk.topic], plan.batch.tables[chunk.topic]
@@ -159,8 +159,7 @@ class ScanTask(Task):
 
     def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:
         """The chunk's partition (from the plan) and its summary so far."""
-        chunk = self.scan.chunk
-        assert chunk is not None  # noqa: S101 - InitialScan names it
+        chunk = self.chunk
         sp = (chunk.topic, chunk.partition)
         state = self.seen.get(sp)
         if state is None:
@@ -310,8 +309,10 @@ def drop_superseded(
     at_or_below = pc.or_(
         pc.less(wall, t_wall), pc.and_(pc.equal(wall, t_wall), pc.less_equal(logical, t_logical))
     )
-    candidate = pc.fill_null(pc.and_(pc.is_valid(keys), at_or_below), False)
-    rows = np.flatnonzero(candidate.to_numpy(zero_copy_only=False))
+    candidate = pc.fill_null(pc.and_(pc.is_valid(keys), at_or_below), False).to_numpy(
+        zero_copy_only=False
+    )
+    rows = np.flatnonzero(candidate)
     if len(rows) < 2:  # nothing can supersede anything
         return batch
     new_key = np.ones(n, dtype=bool)
@@ -324,7 +325,7 @@ def drop_superseded(
     order = np.lexsort((-rows, logicals[rows], walls[rows], group))
     latest = np.ones(len(order), dtype=bool)
     latest[:-1] = group[order][1:] != group[order][:-1]
-    keep = ~candidate.to_numpy(zero_copy_only=False)
+    keep = ~candidate
     keep[rows[order[latest]]] = True
     return batch if keep.all() else batch.filter(pa.array(keep))
 
