@@ -3,7 +3,7 @@
 Following confluent-kafka's serializers, an encoder is a small object with one method per side
 of a Kafka record, each given a :class:`Context` naming the output topic; ``None`` for a value
 means a tombstone. Encoders are pure Python (no Spark): the changefeed calls them on the
-executors, once per row, inside its Arrow loop (``pipeline/batch.py``), so they are written
+executors, once per row, inside its Arrow loop (``pipeline/core/batch.py``), so they are written
 for speed.
 """
 

@@ -10,6 +10,10 @@
 
 Errors of ours print as one clear message (no traceback) and exit non-zero: 2 for a config
 the user must fix, 1 for anything else.
+
+More command groups plug in through the ``highwater.commands`` entry points (a function that
+adds its sub-commands): ``highwater dev`` is one, declared in ``pyproject.toml``, so this
+module never imports the development tools.
 """
 
 from __future__ import annotations
@@ -18,19 +22,19 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
+from importlib.metadata import entry_points
 from pathlib import Path
 
 from pipeline.config import load_config
-from pipeline.dev.cli import state_dir
-from schemas.errors import ConfigError, HighwaterError
+from pipeline.control.cli import add_operator_commands
+from pipeline.runtime.process import reporting_errors, state_dir
+from pipeline.runtime.submit import spark_submit_command, spark_submit_env, supervise
+
+PLUGIN_GROUP = "highwater.commands"
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
-    from pipeline.dev.cli import add_dev_commands  # noqa: PLC0415
-    from pipeline.operator_cli import add_operator_commands  # noqa: PLC0415
-
     parser = argparse.ArgumentParser(prog="highwater", description=__doc__.split("\n\n")[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -45,7 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=_run)
 
     add_operator_commands(commands)
-    add_dev_commands(commands)
+    for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
+        plugin.load()(commands)
     return parser
 
 
@@ -57,8 +62,6 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pipeline.submit import spark_submit_command, spark_submit_env, supervise  # noqa: PLC0415
-
     config = load_config(args.config)
     command = spark_submit_command(args.config, config, state_dir() / "submit")
     print(" ".join(command), file=sys.stderr)
@@ -77,20 +80,6 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     return reporting_errors(lambda: int(args.handler(args)))
-
-
-def reporting_errors(action: Callable[[], int]) -> int:
-    """Run ``action``; our errors become one clear line on stderr and an exit code."""
-    try:
-        return action()
-    except ConfigError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    except HighwaterError as exc:
-        print(f"highwater: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":

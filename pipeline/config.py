@@ -12,10 +12,13 @@ CockroachDB's changefeed options where one exists.
 from __future__ import annotations
 
 import difflib
+import hashlib
+import json
 import os
 import re
 from collections.abc import Mapping
 from datetime import timedelta
+from functools import cached_property
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -34,6 +37,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from encoders.base import Envelope
 from schemas.errors import ConfigError
 from schemas.hlc import Hlc, parse_time
 from schemas.tables import TableSchema
@@ -204,7 +208,7 @@ class EncoderConfig(_Section):
     """The envelope and its options (contract §4)."""
 
     format: Literal["json", "avro"] = "json"
-    envelope: Literal["wrapped", "bare", "key_only", "row"] = "wrapped"
+    envelope: Envelope = "wrapped"
     updated: bool = False
     mvcc_timestamp: bool = False
     diff: bool = False
@@ -404,6 +408,37 @@ class ChangefeedConfig(_Section):
     def sink_kafka(self) -> KafkaOptions:
         """The cluster the output topics live on (the source cluster unless overridden)."""
         return self.sink.kafka or self.kafka
+
+    @property
+    def routes(self) -> dict[str, str]:
+        """Each source topic's output topic."""
+        return {s.topic: self.output_topic(s) for s in self.sources}
+
+    @property
+    def tables(self) -> dict[str, str]:
+        """Each source topic's table."""
+        return {s.topic: s.table for s in self.sources}
+
+    @property
+    def formats(self) -> dict[str, str]:
+        """Each source topic's format."""
+        return {s.topic: s.format for s in self.sources}
+
+    @property
+    def query(self) -> tuple[str, TableSchema] | None:
+        """The CDC query's table and its declared columns (``select``/``where`` set)."""
+        if self.encoder.select is None and self.encoder.where is None:
+            return None
+        first = self.sources[0]
+        schema = first.declared_schema
+        return None if schema is None else (first.table, schema)
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A hash of what shapes the output: sources, encoder and topic naming."""
+        shape = self.model_dump(mode="json", include={"sources", "encoder", "sink"})
+        shape["sink"] = {k: shape["sink"][k] for k in ("topic_prefix", "topic_name")}
+        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
 
     def output_topic(self, source: SourceConfig) -> str:
         """The output topic for a source table (contract §4)."""

@@ -26,10 +26,10 @@ def main(argv: list[str] | None = None) -> int:
     import signal  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
-    from pipeline import changefeed  # noqa: PLC0415
-    from pipeline.cli import reporting_errors  # noqa: PLC0415
     from pipeline.config import load_config  # noqa: PLC0415
-    from pipeline.session import build_session  # noqa: PLC0415
+    from pipeline.core import changefeed  # noqa: PLC0415
+    from pipeline.runtime.process import reporting_errors  # noqa: PLC0415
+    from pipeline.runtime.session import build_session  # noqa: PLC0415
 
     parser = argparse.ArgumentParser(prog="pipeline/job.py")
     parser.add_argument("--config", required=True, help="the changefeed's YAML config")

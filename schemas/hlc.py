@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import datetime
 from typing import NamedTuple
 
 _WIRE = re.compile(r"^(\d{1,20})(?:\.(\d{1,10}))?$")
@@ -63,10 +63,6 @@ class Hlc(_HlcFields):
     def next(self) -> Hlc:
         """The smallest timestamp strictly above this one."""
         return Hlc(self.wall, self.logical + 1)
-
-    def to_datetime(self) -> datetime:
-        """The wall part as an aware UTC datetime (microsecond precision)."""
-        return datetime.fromtimestamp(self.wall / 1e9, tz=timezone.utc)
 
 
 ZERO = Hlc(0, 0)

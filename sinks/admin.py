@@ -7,7 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient, NewTopic  # type: ignore[attr-defined]
+from confluent_kafka.admin import (  # type: ignore[attr-defined]
+    AdminClient,
+    ConfigResource,
+    NewTopic,
+)
 
 from schemas.errors import SinkError
 
@@ -75,8 +79,6 @@ def topic_configs(
     config: Mapping[str, Any], topics: list[str], timeout: float = 30.0
 ) -> dict[str, dict[str, str | None]]:
     """Each topic's effective config (``cleanup.policy``, ``retention.ms``, …)."""
-    from confluent_kafka.admin import ConfigResource  # type: ignore[attr-defined]  # noqa: PLC0415
-
     if not topics:
         return {}
     admin = AdminClient(dict(config))

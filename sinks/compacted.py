@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from schemas.errors import SinkError
 
+from .admin import ensure_topics
 from .producer import AcknowledgedProducer
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,6 @@ class CompactedTopic:
 
     def ensure(self, replication_factor: int = 1) -> None:
         """Create the topic (one partition, compacted) if it is missing."""
-        from .admin import ensure_topics  # noqa: PLC0415
-
         ensure_topics(
             self._config,
             {self.topic: 1},

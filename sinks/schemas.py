@@ -31,6 +31,7 @@ def register(registry: Mapping[str, Any], topic: str, schemas: OutputSchemas) ->
 
     ``registry`` is the ``SchemaRegistryClient`` configuration (``url``, auth).
     """
+    # the registry client (and its HTTP stack) only for Avro with a registry
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: PLC0415
     from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415
 

@@ -90,7 +90,7 @@ def unique_name(request: pytest.FixtureRequest) -> Any:
 def spark() -> Iterator[Any]:
     """A local SparkSession built by the project's own session factory."""
     from pipeline.config import SparkConfig  # noqa: PLC0415
-    from pipeline.session import build_session  # noqa: PLC0415
+    from pipeline.runtime.session import build_session  # noqa: PLC0415
 
     session = build_session(
         SparkConfig(

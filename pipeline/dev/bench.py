@@ -25,9 +25,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pipeline.changefeed import Changefeed
+from encoders.avro import AvroEncoder, Framing
 from pipeline.config import SparkConfig, parse_config
-from pipeline.session import build_session
+from pipeline.core.batch import BatchPlan, kafka_records
+from pipeline.core.changefeed import Changefeed
+from pipeline.core.queries import row_type
+from pipeline.runtime.session import build_session
+from schemas.avro import OutputSchemas
+from sinks.admin import ensure_topics
 
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
@@ -72,8 +77,6 @@ def _cpu_since(before: dict[str, float]) -> dict[str, float]:
 def _copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int) -> float:
     """A plain Spark Structured Streaming copy of ``source`` to ``target``; seconds taken."""
     from pyspark.sql import functions as F  # noqa: PLC0415
-
-    from sinks.admin import ensure_topics  # noqa: PLC0415
 
     ensure_topics({"bootstrap.servers": bootstrap}, {target: 3})
     with tempfile.TemporaryDirectory() as scratch:
@@ -231,11 +234,6 @@ def avro_encoders(spark: Any, bootstrap: str, source: str) -> None:
     from pyspark.sql import Observation  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: PLC0415
     from pyspark.sql.avro.functions import to_avro  # noqa: PLC0415
-
-    from encoders.avro import AvroEncoder, Framing  # noqa: PLC0415
-    from pipeline.batch import BatchPlan, kafka_records  # noqa: PLC0415
-    from pipeline.queries import row_type  # noqa: PLC0415
-    from schemas.avro import OutputSchemas  # noqa: PLC0415
 
     config = _config(bootstrap, "bench-encoders", source, "http://unused")
     table = config.sources[0].declared_schema

@@ -26,9 +26,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from pipeline.changefeed import Changefeed
 from pipeline.config import SparkConfig, parse_config
-from pipeline.session import build_session
+from pipeline.core.changefeed import Changefeed
+from pipeline.runtime.session import build_session
+from sinks.admin import ensure_topics
 
 from .bench import _cpu_since, cpu_seconds, read_topic
 from .broker import EmbeddedKafka
@@ -40,8 +41,6 @@ PARTITIONS = 12
 def batch_copy(spark: Any, bootstrap: str, source: str, target: str) -> float:
     """A plain Spark batch read of ``source`` written to ``target``; seconds taken."""
     from pyspark.sql import functions as F  # noqa: PLC0415
-
-    from sinks.admin import ensure_topics  # noqa: PLC0415
 
     ensure_topics({"bootstrap.servers": bootstrap}, {target: 3})
     started = time.perf_counter()

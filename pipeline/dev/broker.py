@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pipeline.runtime.jars import broker_classpath
 from schemas.errors import BrokerError
 
-from .jars import broker_classpath
 from .service import LocalService, free_port
 
 log = logging.getLogger(__name__)

@@ -3,25 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
+from pipeline.runtime import jars
+from pipeline.runtime.process import state_dir
 from schemas.errors import BrokerError
 
-from . import jars
 from .broker import EmbeddedKafka
+from .demo import run_demo
 from .generator import GeneratorSpec, write
 from .kafka_tools import TOOLS, tool_command
 from .registry import EmbeddedRegistry
 from .service import LocalService
-
-
-def state_dir() -> Path:
-    """Where named embedded brokers keep their folders (``$HIGHWATER_STATE_DIR``)."""
-    return Path(os.environ.get("HIGHWATER_STATE_DIR", ".highwater"))
 
 
 def broker_for(args: argparse.Namespace) -> EmbeddedKafka:
@@ -176,6 +172,5 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo  # noqa: PLC0415
 
     return run_demo(rows=args.rows, state=state_dir(), config_file=args.config)

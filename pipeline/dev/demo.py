@@ -11,6 +11,7 @@ closing lines say how.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -22,8 +23,8 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from pipeline.config import load_config
+from pipeline.runtime import jars
 
-from . import jars
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
 from .kafka_tools import read_topic
@@ -153,8 +154,6 @@ def avro_messages(topic: str, bootstrap: str, registry_url: str) -> list[tuple[i
 
     ``(partition, offset, key, value)``, key and value shown as JSON.
     """
-    import json  # noqa: PLC0415
-
     consumer = avro_consumer(bootstrap, registry_url, f"highwater-demo-{time.time_ns()}")
     consumer.subscribe([topic])
     out = []

@@ -23,6 +23,7 @@ from typing import Any
 
 from schemas.errors import BrokerError
 from schemas.hlc import Hlc, HlcClock
+from sinks.admin import ensure_topics
 from sinks.partitioning import default_partition
 
 ORDERS_KEY = ("region", "order_id")
@@ -224,8 +225,6 @@ def write(
 ) -> GeneratorReport:
     """Generate ``spec`` onto its topic (created if missing) and flush; return what was sent."""
     from confluent_kafka import Producer  # noqa: PLC0415
-
-    from sinks.admin import ensure_topics  # noqa: PLC0415
 
     ensure_topics(producer_config, {spec.topic: spec.partitions})
     failures: list[str] = []

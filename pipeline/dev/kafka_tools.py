@@ -12,7 +12,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from .jars import broker_classpath
+from pipeline.runtime.jars import broker_classpath
 
 TOOLS = {
     "topics": "org.apache.kafka.tools.TopicCommand",

@@ -15,9 +15,9 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.runtime.jars import registry_runner
 from schemas.errors import PlatformError
 
-from .jars import registry_runner
 from .service import LocalService, free_port
 
 log = logging.getLogger(__name__)

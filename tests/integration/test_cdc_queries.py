@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.changefeed import Changefeed
 from pipeline.config import ChangefeedConfig
+from pipeline.core.changefeed import Changefeed
 from schemas.errors import ConfigError
 from tests.integration.test_changefeed import produce
 from tests.support.changefeed import changefeed_config, read_output, run_to_end

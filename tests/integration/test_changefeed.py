@@ -6,8 +6,8 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from pipeline.changefeed import Changefeed
 from pipeline.config import ChangefeedConfig
+from pipeline.core.changefeed import Changefeed
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import ConfigError, SinkError, SourceDecodeError
 from schemas.hlc import Hlc

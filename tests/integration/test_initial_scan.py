@@ -9,9 +9,9 @@ from typing import Any
 
 from confluent_kafka import Producer
 
-from pipeline.changefeed import Changefeed
-from pipeline.checkpoint import ranges_to_numbers
 from pipeline.cli import main as highwater
+from pipeline.core.changefeed import Changefeed
+from pipeline.core.checkpoint import ranges_to_numbers
 from pipeline.dev.generator import Change, GeneratorSpec, encode_change, encode_key, write
 from schemas.hlc import Hlc, HlcClock
 from tests.support.changefeed import changefeed_config, checkpoint_records, read_output

@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from pipeline.changefeed import Changefeed
 from pipeline.cli import main as highwater
 from pipeline.config import TriggerConfig
+from pipeline.core.changefeed import Changefeed
+from pipeline.core.safepoints import SafepointRegistry
 from pipeline.dev.generator import GeneratorSpec, write
-from pipeline.safepoints import SafepointRegistry
 from schemas.errors import SafepointError
 from schemas.hlc import Hlc
 from tests.support.changefeed import changefeed_config, checkpoint_records, read_output

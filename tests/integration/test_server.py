@@ -17,10 +17,11 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
-from pipeline.frontier import SourcePartition
-from pipeline.safepoints import OperatorContext, SafepointRegistry
-from pipeline.server import TIME_FORMAT, create_app
-from pipeline.status import JobStatus
+from pipeline.control.context import OperatorContext
+from pipeline.control.server import TIME_FORMAT, create_app
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.safepoints import SafepointRegistry
+from pipeline.core.status import JobStatus
 from schemas.hlc import Hlc
 from sinks.compacted import CompactedTopic
 

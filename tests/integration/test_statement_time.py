@@ -2,9 +2,9 @@
 
 import pytest
 
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.statement import statement_time
 from pipeline.dev.generator import GeneratorSpec, write
-from pipeline.frontier import SourcePartition
-from pipeline.statement import statement_time
 from schemas.errors import SourceError
 from tests.integration.test_changefeed import produce
 

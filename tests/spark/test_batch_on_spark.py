@@ -5,8 +5,8 @@ import json
 from pyspark.sql import Observation
 
 from encoders.json import JsonEncoder
-from pipeline.batch import BatchPlan, kafka_records, read_result
 from pipeline.config import EncoderConfig
+from pipeline.core.batch import BatchPlan, kafka_records, read_result
 from schemas.hlc import Hlc
 
 SRC = "src.orders"

@@ -5,10 +5,10 @@ import json
 from pyspark.sql import DataFrame, Observation, SparkSession
 
 from encoders.json import JsonEncoder
-from pipeline.batch import BatchPlan, read_result
 from pipeline.config import EncoderConfig
-from pipeline.frontier import SourcePartition
-from pipeline.scan import ScanPlan, chunk_records
+from pipeline.core.batch import BatchPlan, read_result
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.scan import ScanPlan, chunk_records
 from schemas.hlc import Hlc
 
 SRC = "src.orders"

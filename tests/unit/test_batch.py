@@ -7,10 +7,10 @@ import pyarrow as pa
 import pytest
 
 from encoders.json import JsonEncoder
-from pipeline.batch import ERROR_HEADER, SOURCE_HEADER, BatchPlan, BatchResult, PartitionSeen
-from pipeline.batch import process as run_task
 from pipeline.config import EncoderConfig
-from pipeline.frontier import SourcePartition
+from pipeline.core.batch import ERROR_HEADER, SOURCE_HEADER, BatchPlan, BatchResult, PartitionSeen
+from pipeline.core.batch import process as run_task
+from pipeline.core.frontier import SourcePartition
 from schemas.hlc import Hlc
 
 SRC = "src.orders"

@@ -4,8 +4,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.checkpoint import Checkpoint, decode
-from pipeline.frontier import Frontier, SourcePartition
+from pipeline.core.checkpoint import Checkpoint, decode
+from pipeline.core.frontier import Frontier, SourcePartition
 from schemas.errors import CheckpointError
 from schemas.hlc import Hlc
 

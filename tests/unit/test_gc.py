@@ -3,9 +3,9 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.frontier import SourcePartition
-from pipeline.gc import next_safe_point, protected_offsets, trim_offset
-from pipeline.safepoints import Safepoint
+from pipeline.control.gc import next_safe_point, protected_offsets, trim_offset
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.safepoints import Safepoint
 from schemas.hlc import Hlc
 
 SP = SourcePartition("src", 0)

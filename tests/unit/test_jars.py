@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.dev import jars
+from pipeline.runtime import jars
 from schemas.errors import JarsError
 
 

@@ -1,4 +1,18 @@
-"""The layering is a contract: schemas and encoders stay free of Spark and of the pipeline."""
+"""The layering is a contract: every arrow between our packages and wings points down.
+
+=====================  =====================================================================
+``schemas/``           nothing of ours; no Spark
+``encoders/``          ``schemas``; no Spark
+``sinks/``             ``schemas``, ``encoders``
+``pipeline/config.py`` ``schemas``, ``encoders``
+``pipeline/core/``     the above
+``pipeline/runtime/``  the above and ``core``
+``pipeline/control/``  the above and ``runtime``
+``pipeline/cli.py``,   everything but ``pipeline/dev/`` (which plugs into the command through
+``pipeline/job.py``    an entry point)
+``pipeline/dev/``      everything; nothing of the product imports it
+=====================  =====================================================================
+"""
 
 import ast
 import subprocess
@@ -8,36 +22,109 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# package -> packages of ours it must never import
+PACKAGES = ("schemas", "encoders", "sinks", "pipeline")
+ENTRY_POINTS = {"pipeline.cli", "pipeline.job"}
+# a part of the tree -> the parts of ours it must never import (prefixes of module names)
 FORBIDDEN = {
     "schemas": {"encoders", "sinks", "pipeline", "pyspark"},
     "encoders": {"sinks", "pipeline", "pyspark"},
     "sinks": {"pipeline"},
+    "pipeline.config": {"pipeline", "sinks"},
+    "pipeline.core": {"pipeline.runtime", "pipeline.control", "pipeline.dev", *ENTRY_POINTS},
+    "pipeline.runtime": {"pipeline.control", "pipeline.dev", *ENTRY_POINTS},
+    "pipeline.control": {"pipeline.dev", *ENTRY_POINTS},
+    "pipeline.cli": {"pipeline.dev", "pipeline.job"},
+    "pipeline.job": {"pipeline.dev", "pipeline.cli"},
 }
+ALLOWED_WITHIN = {"pipeline.config": {"pipeline.config"}}
 
 
-def imported_roots(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    roots = set()
-    for node in ast.walk(tree):
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every module ``path`` imports, relative imports resolved, at any depth in the file."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            roots.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            roots.add(node.module.split(".")[0])
-    return roots
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            if node.module:
+                found.add(module)
+            else:  # from . import x: x is a module of that package
+                found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
 
 
-@pytest.mark.parametrize("package", sorted(FORBIDDEN))
-def test_package_imports_respect_the_layers(package: str) -> None:
-    for path in sorted((ROOT / package).rglob("*.py")):
-        bad = imported_roots(path) & FORBIDDEN[package]
-        assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+def rule_for(module: str) -> tuple[str, set[str]] | None:
+    """The most specific rule that covers ``module``."""
+    matches = [part for part in FORBIDDEN if module == part or module.startswith(part + ".")]
+    if not matches:
+        return None
+    part = max(matches, key=len)
+    return part, FORBIDDEN[part]
 
 
-def test_importing_the_pure_layers_does_not_load_spark() -> None:
+def covered(module: str, prefixes: set[str]) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def our_files() -> list[Path]:
+    return sorted(p for package in PACKAGES for p in (ROOT / package).rglob("*.py"))
+
+
+def test_every_module_of_ours_is_covered_by_a_rule_or_is_dev() -> None:
+    loose = [
+        module_name(p)
+        for p in our_files()
+        if rule_for(module_name(p)) is None
+        and not covered(module_name(p), {"pipeline.dev", "pipeline"})
+    ]
+    assert not loose
+    # pipeline/ itself holds only the config, the two entry points and the wings
+    top = {p.name for p in (ROOT / "pipeline").glob("*.py")}
+    assert top == {"__init__.py", "config.py", "cli.py", "job.py"}
+
+
+@pytest.mark.parametrize("path", our_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_down(path: Path) -> None:
+    module = module_name(path)
+    rule = rule_for(module)
+    if rule is None:
+        return  # pipeline/dev/ and pipeline/__init__.py
+    part, forbidden = rule
+    allowed = ALLOWED_WITHIN.get(part, set())
+    bad = sorted(
+        m for m in imported_modules(path) if covered(m, forbidden) and not covered(m, allowed)
+    )
+    assert not bad, f"{path.relative_to(ROOT)} ({part}) imports {bad}"
+
+
+def test_nothing_of_the_product_imports_the_dev_tools() -> None:
+    for path in our_files():
+        if covered(module_name(path), {"pipeline.dev"}):
+            continue
+        dev = sorted(m for m in imported_modules(path) if covered(m, {"pipeline.dev"}))
+        assert not dev, f"{path.relative_to(ROOT)} imports {dev}"
+
+
+def test_the_rules_see_relative_imports() -> None:
+    # a check of the checker: core/changefeed.py imports its neighbours relatively
+    imports = imported_modules(ROOT / "pipeline" / "core" / "changefeed.py")
+    assert {"pipeline.core.policy", "pipeline.core.faults", "pipeline.config"} <= imports
+
+
+def test_importing_the_pure_layers_and_the_command_does_not_load_spark() -> None:
     code = (
         "import sys, schemas.errors, schemas.hlc, encoders, sinks.partitioning, "
-        "pipeline.config; print('pyspark' in sys.modules)"
+        "pipeline.config, pipeline.core.policy, pipeline.cli; print('pyspark' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.frontier import SourcePartition
-from pipeline.safepoints import ChangefeedSafepoint, Registry, Safepoint
-from pipeline.status import JobStatus
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.safepoints import ChangefeedSafepoint, Registry, Safepoint
+from pipeline.core.status import JobStatus
 from schemas.errors import SafepointError
 from schemas.hlc import ZERO, Hlc
 

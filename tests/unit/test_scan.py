@@ -22,21 +22,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
-from pipeline import scan
-from pipeline.batch import ERROR_HEADER, BatchResult, PartitionSeen
 from pipeline.config import EncoderConfig
-from pipeline.frontier import SourcePartition
-from pipeline.scan import (
-    Backfill,
-    Chunk,
-    InitialScan,
-    ScanPlan,
-    ScanProgress,
-    ScanTask,
-    drop_superseded,
-    progress_line,
-)
-from pipeline.sources import NativeAdapter
+from pipeline.core import scan
+from pipeline.core.backfill import Backfill, Chunk, ScanProgress, progress_line
+from pipeline.core.batch import ERROR_HEADER, BatchResult, PartitionSeen
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.scan import ScanPlan, ScanTask, drop_superseded
+from pipeline.core.scan_driver import InitialScan
+from pipeline.core.sources import NativeAdapter
 from schemas.hlc import Hlc
 from tests.unit.test_batch import SRC, T, marker, plan, rec, row
 

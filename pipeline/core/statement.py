@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import TopicPartition
+
 from schemas.errors import SourceError
 from schemas.hlc import Hlc
 
@@ -67,8 +69,6 @@ def statement_time(
     client: Mapping[str, Any], formats: Mapping[str, str], partitions: list[SourcePartition]
 ) -> StatementTime:
     """The sources' high-water mark now; a partition without any marker yet is an error."""
-    from confluent_kafka import TopicPartition  # noqa: PLC0415
-
     consumer = range_reader(client, "highwater-statement-time")
     try:
         starts: dict[SourcePartition, int] = {}

@@ -2,28 +2,28 @@
 
 The statement time T is the sources' high-water mark when the changefeed is created (or its
 ``cursor``); every change at or below it lies before the end offsets read with it
-(``pipeline/statement.py``). The snapshot is, for every key, its version with the highest
+(``pipeline/core/statement.py``). The snapshot is, for every key, its version with the highest
 time at or below T, deleted keys left out, emitted with ``updated`` = T and
 ``mvcc_timestamp`` = the version's own time.
 
 **Chunks.** Every version of a key lives on one source partition, so a source partition's
 range ``[first offset, end offset)`` holds everything the snapshot of its keys needs: a
-*chunk*. A chunk is one Spark batch job of one task, no shuffle: Spark's Kafka reader reads
-the range and groups it by key (Spark's external sort, spilling to disk, so a table never
-has to fit in memory); :class:`ScanTask` drops the versions at or below T that a later one
-supersedes, reading their times without decoding them (:func:`drop_superseded`), and walks
-the rest one key at a time, decoding and encoding about one record per key. Chunks run in
-parallel, one per core, each from its own driver thread; a finished chunk's rows are
-acknowledged by Kafka when its job returns, and the changefeed records it in the checkpoint
-record (``backfill``) before the next one is counted, so a restart skips finished chunks and
+*chunk* (``backfill.py``). A chunk is one Spark batch job of one task, no shuffle: Spark's
+Kafka reader reads the range and groups it by key (Spark's external sort, spilling to disk,
+so a table never has to fit in memory); :class:`ScanTask` drops the versions at or below T
+that a later one supersedes, reading their times without decoding them
+(:func:`drop_superseded`), and walks the rest one key at a time, decoding and encoding about
+one record per key. This module is the executors' side; ``scan_driver.py`` runs the chunks
+from driver threads, one per core, and the coordinator records each finished one in the
+checkpoint record (``backfill``) before it counts, so a restart skips finished chunks and
 re-emits only those that were in flight.
 
 **Hand-over.** Versions after T that lie in a chunk's range are emitted by the scan too,
 after the key's snapshot row, in commit order; the stream then starts at the end offsets,
-each partition's floor at its latest marker, so the stream's floor mechanism
-(``pipeline/batch.py``) emits every change after T exactly once more: none twice, none lost.
-Nothing upstream waits for the scan: the sources are a log, and the stream reads what
-arrived meanwhile when the scan is done.
+each partition's floor at its latest marker, so the stream's floor mechanism (``batch.py``)
+emits every change after T exactly once more: none twice, none lost. Nothing upstream waits
+for the scan: the sources are a log, and the stream reads what arrived meanwhile when the
+scan is done.
 
 **Rate limit and progress.** ``initial_scan.rate_limit`` rows per second is shared evenly by
 the chunks in flight; each task paces the rows it hands to the Kafka writer. Progress (chunks,
@@ -32,49 +32,31 @@ records, rows, rate, ETA) is counted per finished chunk.
 
 from __future__ import annotations
 
-import json
-import logging
-import threading
 import time
-import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from encoders.base import ChangeRow
-from schemas.errors import CheckpointError, EncodingError
+from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 
 from .batch import (
     OUTPUT_SCHEMA,
     BatchPlan,
-    BatchResult,
     Output,
     PartitionSeen,
     Task,
-    read_result,
     records_observed,
     source_columns,
 )
-from .checkpoint import numbers_to_ranges, ranges_to_numbers
-from .config import ChangefeedConfig
 from .frontier import SourcePartition
-from .kafka_clients import spark_kafka_options, write_records
-from .queries import apply_query
 from .sources import BadRecord, Change, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
-    from pyspark.sql import DataFrame, Observation, SparkSession
-
-    from schemas.tables import TableSchema
-
-log = logging.getLogger(__name__)
-
-
-# -- the walk over one chunk, on an executor ------------------------------------------------
+    from pyspark.sql import DataFrame, Observation
 
 
 @dataclass(frozen=True)
@@ -331,7 +313,7 @@ def drop_superseded(
 
 
 def process_chunk(plan: ScanPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """The task body of a chunk (``mapInArrow``); output as :func:`pipeline.batch.process`."""
+    """The task body of a chunk (``mapInArrow``); output as :func:`pipeline.core.batch.process`."""
     return ScanTask(plan).run(batches)
 
 
@@ -343,269 +325,10 @@ def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) ->
     same: ``["eu-west",…``). A chunk is one partition, named in the plan: its topic and
     partition columns are not sorted nor shipped to Python with every record.
     """
-    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     columns = [c for c in source_columns(frame, plan.batch) if c not in ("topic", "partition")]
     source = frame.select(*columns).sortWithinPartitions(F.xxhash64("key"), "key", "offset")
     return records_observed(
         source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA), observation
     )
-
-
-# -- the scan's state in the checkpoint record ----------------------------------------------
-
-
-@dataclass(frozen=True)
-class Chunk:
-    """A source partition's range ``[start, end)``: a unit of the scan."""
-
-    partition: SourcePartition
-    start: int
-    end: int
-
-    @property
-    def records(self) -> int:
-        """How many source records the range holds."""
-        return self.end - self.start
-
-
-@dataclass(frozen=True)
-class Backfill:
-    """An unfinished scan: its chunks, which are done, and the rows emitted so far.
-
-    In the checkpoint record (``backfill``) as ``{"partitions": {topic: {"from": [...],
-    "to": [...], "done": "0-3,7"}}, "rows": n}``: finished partitions merged into ranges,
-    so the record stays small however many partitions finish.
-    """
-
-    chunks: Mapping[SourcePartition, Chunk]
-    done: frozenset[SourcePartition] = frozenset()
-    rows: int = 0
-
-    @classmethod
-    def of(
-        cls,
-        start_offsets: Mapping[SourcePartition, int],
-        end_offsets: Mapping[SourcePartition, int],
-    ) -> Backfill:
-        """A new scan of every partition's range; empty ranges are done already."""
-        chunks = {sp: Chunk(sp, start_offsets[sp], end) for sp, end in end_offsets.items()}
-        return cls(chunks, frozenset(sp for sp, c in chunks.items() if c.records <= 0))
-
-    def pending(self) -> list[Chunk]:
-        """Chunks still to scan, the largest first (the run ends sooner)."""
-        left = [c for sp, c in self.chunks.items() if sp not in self.done]
-        return sorted(left, key=lambda c: (-c.records, c.partition))
-
-    def finished(self, chunk: Chunk, rows: int) -> Backfill:
-        """The scan with ``chunk`` done."""
-        return replace(self, done=self.done | {chunk.partition}, rows=self.rows + rows)
-
-    def to_record(self) -> dict[str, Any]:
-        """The ``backfill`` field of the checkpoint record."""
-        topics: dict[str, dict[str, Any]] = {}
-        for sp in sorted(self.chunks):
-            entry = topics.setdefault(sp.topic, {"from": [], "to": [], "done": []})
-            if sp.partition != len(entry["from"]):
-                raise CheckpointError(f"scan of {sp.topic} does not cover partitions 0..{sp}")
-            entry["from"].append(self.chunks[sp].start)
-            entry["to"].append(self.chunks[sp].end)
-            if sp in self.done:
-                entry["done"].append(sp.partition)
-        for entry in topics.values():
-            entry["done"] = numbers_to_ranges(entry["done"])
-        return {"partitions": topics, "rows": self.rows}
-
-    @classmethod
-    def from_record(cls, record: Mapping[str, Any]) -> Backfill:
-        """Read the ``backfill`` field of a checkpoint record."""
-        try:
-            chunks: dict[SourcePartition, Chunk] = {}
-            done: set[SourcePartition] = set()
-            for topic, entry in record["partitions"].items():
-                for p, (start, end) in enumerate(zip(entry["from"], entry["to"], strict=True)):
-                    chunks[SourcePartition(topic, p)] = Chunk(
-                        SourcePartition(topic, p), int(start), int(end)
-                    )
-                done.update(SourcePartition(topic, p) for p in ranges_to_numbers(entry["done"]))
-            return cls(chunks, frozenset(done), int(record.get("rows", 0)))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CheckpointError(f"unreadable backfill in the checkpoint record: {exc}") from exc
-
-
-# -- progress ---------------------------------------------------------------------------------
-
-
-@dataclass
-class ScanProgress:
-    """How far the scan is: for logs, the job status and the CLI's progress bar."""
-
-    chunks_total: int
-    chunks_done: int
-    records_total: int
-    records_done: int
-    rows: int
-    started: float = field(default_factory=time.monotonic)
-    records_at_start: int = 0  # done before this run (a resumed scan)
-    rows_at_start: int = 0
-
-    @classmethod
-    def of(cls, backfill: Backfill) -> ScanProgress:
-        """The progress of ``backfill`` as it stands (a resumed scan counts from here)."""
-        done = sum(backfill.chunks[sp].records for sp in backfill.done)
-        return cls(
-            chunks_total=len(backfill.chunks),
-            chunks_done=len(backfill.done),
-            records_total=sum(c.records for c in backfill.chunks.values()),
-            records_done=done,
-            rows=backfill.rows,
-            records_at_start=done,
-            rows_at_start=backfill.rows,
-        )
-
-    def add(self, chunk: Chunk, rows: int) -> None:
-        """Count a finished chunk."""
-        self.chunks_done += 1
-        self.records_done += chunk.records
-        self.rows += rows
-
-    def to_json(self, now: float | None = None) -> dict[str, Any]:
-        """The numbers the job status carries."""
-        elapsed = max((now or time.monotonic()) - self.started, 1e-9)
-        rate = (self.rows - self.rows_at_start) / elapsed
-        scanned = self.records_done - self.records_at_start
-        eta = (self.records_total - self.records_done) * elapsed / scanned if scanned else None
-        return {
-            "chunks_done": self.chunks_done,
-            "chunks_total": self.chunks_total,
-            "records_done": self.records_done,
-            "records_total": self.records_total,
-            "rows": self.rows,
-            "rows_per_second": round(rate, 1),
-            "eta_seconds": None if eta is None else round(eta, 1),
-        }
-
-
-def progress_line(progress: Mapping[str, Any], width: int = 30) -> str:
-    """``[#######-------]  42% 5/12 chunks, 1,200,000/2,800,000 records, 400,000 rows, …``."""
-    total = progress["records_total"] or 1
-    fraction = min(1.0, progress["records_done"] / total)
-    filled = round(fraction * width)
-    eta = progress.get("eta_seconds")
-    return (
-        f"[{'#' * filled}{'-' * (width - filled)}] {fraction:4.0%} "
-        f"{progress['chunks_done']}/{progress['chunks_total']} chunks, "
-        f"{progress['records_done']:,}/{progress['records_total']:,} records, "
-        f"{progress['rows']:,} rows, {progress['rows_per_second']:,.0f} rows/s, "
-        f"ETA {'?' if eta is None else f'{eta:.0f}s'}"
-    )
-
-
-# -- the scan on the driver ---------------------------------------------------------------------
-
-
-ChunkJob = Callable[[Chunk, ScanPlan], BatchResult]
-
-
-class InitialScan:
-    """Runs a scan's pending chunks, one Spark job each, at most ``parallelism`` at once.
-
-    ``on_chunk(chunk, result)`` is called (one at a time) after each chunk's rows are
-    acknowledged; it records the chunk as done. A failed chunk stops the scan: chunks in
-    flight are cancelled and the first error is raised. ``stop()`` cancels the chunks in
-    flight; they are not done and run again next time.
-    """
-
-    def __init__(
-        self,
-        spark: SparkSession,
-        job: ChunkJob,
-        plan: ScanPlan,
-        *,
-        parallelism: int,
-        rate_limit: float | None,
-        on_chunk: Callable[[Chunk, BatchResult], None],
-    ) -> None:
-        self.spark = spark
-        self.job = job
-        self.plan = plan
-        self.parallelism = max(1, parallelism)
-        self.rate_limit = rate_limit
-        self.on_chunk = on_chunk
-        self.group = f"highwater-scan-{uuid.uuid4().hex[:8]}"
-        self._stopped = threading.Event()
-
-    def run(self, chunks: Iterable[Chunk], stop_requested: Callable[[], bool]) -> bool:
-        """Scan ``chunks``; False when a stop was requested before all were done."""
-        queue = list(chunks)
-        workers = min(self.parallelism, len(queue)) or 1
-        rate = None if self.rate_limit is None else self.rate_limit / workers
-        step = 10_000 if rate is None else max(1, min(10_000, int(rate / 10)))
-        plan = replace(self.plan, rate=rate, step=step)
-        running: dict[Future[BatchResult], Chunk] = {}
-        with ThreadPoolExecutor(workers, thread_name_prefix="highwater-scan") as pool:
-            try:
-                while queue or running:
-                    while queue and len(running) < workers and not self._stopped.is_set():
-                        chunk = queue.pop(0)
-                        running[pool.submit(self._chunk, chunk, plan)] = chunk
-                    if not running:
-                        break
-                    finished, _ = wait(running, timeout=1.0, return_when=FIRST_COMPLETED)
-                    for future in finished:
-                        chunk = running.pop(future)
-                        if self._stopped.is_set() and future.exception() is not None:
-                            continue  # cancelled by the stop: not done, it runs next time
-                        self.on_chunk(chunk, future.result())
-                    if stop_requested() and not self._stopped.is_set():
-                        self.stop()
-            except BaseException:
-                self.stop()
-                raise
-        return not queue and not self._stopped.is_set()
-
-    def stop(self) -> None:
-        """Cancel the chunks in flight."""
-        self._stopped.set()
-        self.spark.sparkContext.cancelJobGroup(self.group)
-
-    def _chunk(self, chunk: Chunk, plan: ScanPlan) -> BatchResult:
-        self.spark.sparkContext.setJobGroup(
-            self.group, f"initial scan of {chunk.partition}", interruptOnCancel=True
-        )
-        return self.job(chunk, replace(plan, chunk=chunk.partition))
-
-
-def assign_options(chunk: Chunk) -> dict[str, str]:
-    """Spark Kafka reader options that read exactly ``chunk``'s range."""
-    topic, partition = chunk.partition.topic, str(chunk.partition.partition)
-    return {
-        "assign": json.dumps({topic: [chunk.partition.partition]}),
-        "startingOffsets": json.dumps({topic: {partition: chunk.start}}),
-        "endingOffsets": json.dumps({topic: {partition: chunk.end}}),
-    }
-
-
-def chunk_job(
-    spark: SparkSession, config: ChangefeedConfig, query: tuple[str, TableSchema] | None
-) -> ChunkJob:
-    """The Spark job of one chunk: read its range, walk it, write the rows to the sink."""
-
-    def run(chunk: Chunk, plan: ScanPlan) -> BatchResult:
-        from pyspark.sql import Observation  # noqa: PLC0415
-
-        frame = (
-            spark.read.format("kafka")
-            .options(**spark_kafka_options(config.kafka, source=True))
-            .options(**assign_options(chunk))
-            .option("failOnDataLoss", "true")
-            .option("includeHeaders", "true")
-            .load()
-        )
-        if query is not None:
-            frame = apply_query(frame, *query, config.encoder, mark_only=True)
-        observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
-        write_records(chunk_records(frame, plan, observation), config)
-        return read_result(observation)
-
-    return run

@@ -30,6 +30,7 @@ from typing import Any
 
 from schemas.errors import CheckpointError
 from schemas.hlc import Hlc
+from sinks.compacted import CompactedTopic
 
 from .frontier import Frontier, Progress, SourcePartition
 
@@ -98,6 +99,36 @@ class Checkpoint:
             f"checkpoint of {self.changefeed_id!r} does not fit {max_bytes} bytes even without "
             "offsets; raise frontier_checkpoint_max_bytes"
         )
+
+
+class CheckpointStore:
+    """One changefeed's record in the compacted checkpoint topic."""
+
+    def __init__(self, topic: CompactedTopic, changefeed_id: str, max_bytes: int) -> None:
+        self.topic = topic
+        self.changefeed_id = changefeed_id
+        self.max_bytes = max_bytes
+
+    def load(self) -> Checkpoint | None:
+        """The changefeed's checkpoint record, or None for a new changefeed."""
+        data = self.topic.get(self.changefeed_id)
+        if data is None:
+            return None
+        checkpoint = decode(data)
+        if checkpoint.changefeed_id != self.changefeed_id:
+            raise CheckpointError(
+                f"checkpoint keyed {self.changefeed_id!r} names {checkpoint.changefeed_id!r}"
+            )
+        return checkpoint
+
+    def write(self, checkpoint: Checkpoint) -> int:
+        """Write ``checkpoint`` (at the level that fits the budget); durable on return.
+
+        Returns the record's size in bytes.
+        """
+        data = checkpoint.encode(self.max_bytes)
+        self.topic.put(self.changefeed_id, data)
+        return len(data)
 
 
 def decode(data: bytes) -> Checkpoint:

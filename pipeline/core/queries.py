@@ -2,7 +2,7 @@
 
 Like CockroachDB's CDC queries, a query works on one table, whose columns are declared
 (``sources[0].table_schema``). When one is configured, a projection runs in Spark before the
-changefeed's per-record loop (``pipeline/batch.py``):
+changefeed's per-record loop (``pipeline/core/batch.py``):
 
 * the value is parsed with the declared column types, and the row's columns are put at the
   top level, once for ``after`` and once for ``before``, so expressions name columns plainly
@@ -29,7 +29,7 @@ from schemas.tables import TableSchema
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-    from .config import EncoderConfig
+    from pipeline.config import EncoderConfig
 
 _PRIMITIVES = {
     "null": "string",
@@ -94,7 +94,7 @@ def apply_query(
     ``mark_only``, ``where`` drops nothing and adds a ``keep`` column instead: the initial
     scan must see every version to know which one is the latest before it judges it.
     """
-    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     record = row_type(list(schema.record["fields"]))
     parsed = F.from_json(
@@ -111,13 +111,9 @@ def apply_query(
     p = F.col("__hw_p")
     is_row = F.col("__hw_r.key").isNotNull() & p.isNotNull() & p["updated"].isNotNull()
     fits = p["_corrupt"].isNull()
-    columns = {
-        "key": F.col("__hw_r.key"),
-        "value": F.col("__hw_r.value"),
-        "topic": F.col("__hw_r.topic"),
-        "partition": F.col("__hw_r.partition"),
-        "offset": F.col("__hw_r.offset"),
-        "headers": F.col("__hw_r.headers"),
+    passed = ("key", "value", "topic", "partition", "offset", "headers")
+    columns = {name: F.col(f"__hw_r.{name}") for name in passed}
+    columns |= {
         "error": F.when(
             F.col("__hw_r.key").isNotNull() & ~fits,
             F.lit(f"value does not fit the declared schema of table {table!r}"),
@@ -148,7 +144,7 @@ def apply_query(
 
 def _evaluate(frame: DataFrame, image: str, encoder: EncoderConfig) -> DataFrame:
     """Evaluate the query over one image (``after`` or ``before``) with its columns on top."""
-    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     computed: list[Column] = []
     if encoder.where is not None:
@@ -164,7 +160,7 @@ def check_query(
     spark: SparkSession, table: str, schema: TableSchema, encoder: EncoderConfig
 ) -> None:
     """Analyse the query against the declared columns; a bad expression is a config error."""
-    from pyspark.errors import AnalysisException, ParseException  # noqa: PLC0415
+    from pyspark.errors import AnalysisException, ParseException  # noqa: PLC0415 - Spark stays out of the import path
 
     empty = spark.createDataFrame(
         [],

@@ -12,7 +12,7 @@ it expires ``ttl`` seconds after that update. Two kinds:
 
 They live in a compacted topic (``safepoints.topic``, default ``_highwater_safepoints``),
 keyed by service id, one JSON record each; a delete is a tombstone. The **GC safe point** of
-the cluster (``pipeline/gc.py`` moves it, never backwards) is kept in the same topic under
+the cluster (``pipeline/control/gc.py`` moves it, never backwards) is kept in the same topic under
 ``__gc_safe_point__:<cluster>``: no source data at or below it may be relied on.
 """
 
@@ -32,19 +32,9 @@ from sinks.compacted import CompactedTopic
 
 from .frontier import SourcePartition
 
-
-@dataclass(frozen=True)
-class OperatorContext:
-    """Where an operator's commands (CLI, REST API) find the safepoints and job status."""
-
-    client: Mapping[str, Any]
-    safepoint_topic: str = "_highwater_safepoints"
-    cluster: str = "default"
-    jobs_topic: str = "_highwater_jobs"
-
-
 DEFAULT_SUFFIX = "user-defined"
 DEFAULT_TTL = 86_400.0
+# At most ten years: a longer hold is a typo, and expires_at must stay a representable time.
 MAX_TTL = 10 * 365 * 86_400.0
 CHANGEFEED = "changefeed-"
 GC_KEY = "__gc_safe_point__:"
@@ -122,10 +112,6 @@ class Registry:
 
     safepoints: Mapping[str, Safepoint]
     gc_safe_point: Hlc = ZERO
-
-    def unexpired(self, now: float) -> list[Safepoint]:
-        """The safepoints that hold GC at ``now``."""
-        return [s for s in self.safepoints.values() if not s.expired(now)]
 
 
 class SafepointRegistry:
@@ -379,3 +365,22 @@ class ChangefeedSafepoint:
         """The changefeed needs no more source data."""
         self.registry.release(self.changefeed_id)
         self.current = None
+
+
+def retention_warnings(configs: Mapping[str, Mapping[str, str | None]]) -> list[str]:
+    """The topics whose own retention could delete data a safepoint protects.
+
+    ``configs``: each topic's settings, as :func:`sinks.admin.topic_configs` reads them.
+    """
+    warnings = []
+    for topic, settings in sorted(configs.items()):
+        if "delete" not in (settings.get("cleanup.policy") or ""):
+            continue
+        for name in ("retention.ms", "retention.bytes"):
+            value = settings.get(name)
+            if value is not None and int(value) >= 0:
+                warnings.append(
+                    f"topic {topic} has {name}={value}: Kafka may delete records a safepoint "
+                    f"protects; set {name}=-1 and let 'highwater gc run' trim it"
+                )
+    return warnings

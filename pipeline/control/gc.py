@@ -16,7 +16,7 @@ One GC pass (``highwater gc run``):
 The first two steps are pure functions (:func:`next_safe_point`, :func:`trim_offset`), so the
 property that matters, *GC never deletes a needed record*, is tested over random safepoints,
 TTLs and clocks without a broker. A source topic whose own retention could delete protected
-data is reported (:func:`retention_warnings`).
+data is reported (``pipeline.core.safepoints.retention_warnings``).
 """
 
 from __future__ import annotations
@@ -26,14 +26,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.kafka_clients import range_reader, read_range
+from pipeline.core.safepoints import Safepoint, SafepointRegistry, retention_warnings
+from pipeline.core.sources import BadRecord, Marker, adapter
 from schemas.errors import SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import topic_configs
-
-from .frontier import SourcePartition
-from .kafka_clients import range_reader, read_range
-from .safepoints import Safepoint, SafepointRegistry
-from .sources import BadRecord, Marker, adapter
 
 log = logging.getLogger(__name__)
 
@@ -101,25 +103,6 @@ class GcReport:
         return out
 
 
-def retention_warnings(configs: Mapping[str, Mapping[str, str | None]]) -> list[str]:
-    """The topics whose own retention could delete data a safepoint protects.
-
-    ``configs``: each topic's settings, as :func:`sinks.admin.topic_configs` reads them.
-    """
-    warnings = []
-    for topic, settings in sorted(configs.items()):
-        if "delete" not in (settings.get("cleanup.policy") or ""):
-            continue
-        for name in ("retention.ms", "retention.bytes"):
-            value = settings.get(name)
-            if value is not None and int(value) >= 0:
-                warnings.append(
-                    f"topic {topic} has {name}={value}: Kafka may delete records a safepoint "
-                    f"protects; set {name}=-1 and let 'highwater gc run' trim it"
-                )
-    return warnings
-
-
 def _times(
     consumer: Any, sp: SourcePartition, low: int, high: int, source_format: str
 ) -> Iterator[tuple[int, Hlc | None]]:
@@ -151,9 +134,6 @@ class GarbageCollector:
 
     def run_once(self) -> GcReport:
         """One pass: move the GC safe point, then trim below it."""
-        from confluent_kafka import TopicPartition  # noqa: PLC0415
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
         now = self.registry.clock()
         state = self.registry.read()
         held = list(state.safepoints.values())

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.config import SparkConfig
-from pipeline.dev.jars import spark_jars
+from pipeline.runtime.jars import spark_jars
 
-SPARK_LOG4J2 = Path(__file__).resolve().parent / "jvm" / "spark-log4j2.properties"
+SPARK_LOG4J2 = Path(__file__).resolve().parents[1] / "jvm" / "spark-log4j2.properties"
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -55,7 +55,7 @@ def build_session(config: SparkConfig, app_name: str) -> SparkSession:
         # dependencies, not whatever python3 is first on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         jars = spark_jars()  # checks they match the installed pyspark
-        # The same driver logging as under spark-submit (pipeline/submit.py).
+        # The same driver logging as under spark-submit (pipeline/runtime/submit.py).
         builder = builder.config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"
         )

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import signal
+import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 
 from pipeline.config import ChangefeedConfig
-from pipeline.dev.jars import spark_jars
-from pipeline.session import SPARK_LOG4J2, local_network_conf
+from pipeline.runtime.jars import spark_jars
+from pipeline.runtime.session import SPARK_LOG4J2, local_network_conf
 
-JOB = Path(__file__).resolve().parent / "job.py"
+JOB = Path(__file__).resolve().parents[1] / "job.py"  # the spark-submit application
 _PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
 
 
@@ -26,7 +29,7 @@ def spark_submit_env(base: dict[str, str], master: str) -> dict[str, str]:
     Without them it searches ``python3`` on PATH, which is not the virtualenv's unless the
     user activated it.
     """
-    import pyspark  # noqa: PLC0415
+    import pyspark  # noqa: PLC0415 - Spark stays out of the import path
 
     local = {"SPARK_LOCAL_IP": "127.0.0.1"} if master.startswith("local") else {}
     return {
@@ -72,7 +75,7 @@ def spark_submit_command(config_path: Path, config: ChangefeedConfig, work_dir: 
 
 def package_zip(work_dir: Path) -> Path:
     """Our Python packages as one zip for ``--py-files``."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]  # the checkout
     work_dir.mkdir(parents=True, exist_ok=True)
     target = work_dir / "highwater-py.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
@@ -90,10 +93,6 @@ def supervise(command: list[str], env: dict[str, str]) -> int:
     checkpoints and exits, and we exit with its code. spark-submit runs in its own session so
     a terminal's Ctrl-C reaches only us.
     """
-    import signal  # noqa: PLC0415
-    import subprocess  # noqa: PLC0415
-    import tempfile  # noqa: PLC0415
-
     with tempfile.TemporaryDirectory(prefix="highwater-run-") as scratch:
         stop_file = Path(scratch) / "stop"
         child = subprocess.Popen(

@@ -19,6 +19,7 @@ done), ``failed`` (``error`` says why).
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -26,6 +27,14 @@ from typing import Any
 
 from schemas.errors import HighwaterError
 from schemas.hlc import Hlc
+from sinks.compacted import CompactedTopic
+
+from .backfill import ScanProgress
+from .batch import BatchResult
+from .position import Position
+from .safepoints import ChangefeedSafepoint
+
+log = logging.getLogger(__name__)
 
 
 def _now() -> str:
@@ -43,7 +52,7 @@ class JobStatus:
     last_marker: Hlc | None = None
     scan: Mapping[str, Any] | None = None
     error: str | None = None
-    safepoint: Mapping[str, Any] | None = None  # the changefeed's own (pipeline/safepoints.py)
+    safepoint: Mapping[str, Any] | None = None  # the changefeed's own (core/safepoints.py)
     warnings: list[str] = field(default_factory=list)  # e.g. a source topic's retention
     updated_at: str = field(default_factory=_now)
 
@@ -92,3 +101,78 @@ def _text(ts: Hlc | None) -> str | None:
 
 def _hlc(text: str | None) -> Hlc | None:
     return None if text is None else Hlc.parse(text)
+
+
+@dataclass
+class ChangefeedStats:
+    """What a run did, for logs, the job status and benchmarks."""
+
+    batches: int = 0
+    rows: int = 0
+    duplicates: int = 0
+    bad: int = 0
+    scan_rows: int = 0
+    checkpoint_seconds: list[float] = field(default_factory=list)
+    markers: list[tuple[float, Hlc]] = field(default_factory=list)  # (wall seconds, marker)
+
+    def count(self, result: BatchResult, *, scan: bool = False) -> None:
+        """Add a batch's (or, with ``scan``, an initial-scan chunk's) numbers."""
+        if scan:
+            self.scan_rows += result.emitted
+        else:
+            self.batches += 1
+            self.rows += result.emitted
+        self.duplicates += result.duplicates
+        self.bad += result.bad
+
+
+class StatusPublisher:
+    """Writes one changefeed's status record; keeps its state and its scan's numbers."""
+
+    def __init__(
+        self,
+        jobs: CompactedTopic,
+        changefeed_id: str,
+        *,
+        warnings: list[str],
+        safepoint: ChangefeedSafepoint | None = None,
+        scan: Mapping[str, Any] | None = None,
+    ) -> None:
+        self.jobs = jobs
+        self.safepoint = safepoint  # the changefeed's own, as it stands when published
+        self.changefeed_id = changefeed_id
+        self.warnings = warnings
+        self.state = "scanning"
+        self.scan = scan  # a previous run's scan numbers, until this run scans
+        self.progress: ScanProgress | None = None  # this run's scan
+
+    def publish(
+        self,
+        position: Position | None,
+        last_marker: Hlc | None,
+        state: str | None = None,
+        *,
+        error: str | None = None,
+        best_effort: bool = False,
+    ) -> None:
+        """Write the record as things stand (``best_effort``: a failure is only logged)."""
+        if state is not None:
+            self.state = state
+        held = None if self.safepoint is None else self.safepoint.current
+        status = JobStatus(
+            changefeed_id=self.changefeed_id,
+            state=self.state,
+            high_water=None if position is None else position.frontier.high_water(),
+            statement_time=None if position is None else position.statement_time,
+            last_marker=last_marker,
+            scan=self.scan if self.progress is None else self.progress.to_json(),
+            error=error,
+            safepoint=None if held is None else held.to_json(),
+            warnings=list(self.warnings),
+        )
+        try:
+            self.jobs.put(self.changefeed_id, status.encode())
+        except HighwaterError as exc:
+            if not best_effort:
+                raise
+            log.warning("could not write the job status: %s", exc)

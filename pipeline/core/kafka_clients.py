@@ -9,15 +9,20 @@ of them.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from confluent_kafka import Consumer, TopicPartition
+
+from pipeline.config import KafkaOptions
 from schemas.errors import SourceError
 
-from .config import ChangefeedConfig, KafkaOptions
 from .frontier import SourcePartition
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, DataFrameReader
+    from pyspark.sql.streaming.readwriter import DataStreamReader
+
+    Reader = TypeVar("Reader", DataFrameReader, DataStreamReader)
 
 
 def client_config(kafka: KafkaOptions, **extra: Any) -> dict[str, Any]:
@@ -41,19 +46,34 @@ def spark_kafka_options(kafka: KafkaOptions, *, source: bool = False) -> dict[st
     return options
 
 
-def write_records(records: DataFrame, config: ChangefeedConfig) -> None:
+def source_reader(reader: Reader, kafka: KafkaOptions) -> Reader:
+    """Spark's Kafka source as every changefeed read uses it (stream and initial scan).
+
+    Data loss fails the read (a trimmed offset is never skipped), and headers come along for
+    the dead-letter topic and CDC queries.
+    """
+    return (
+        reader.format("kafka")
+        .options(**spark_kafka_options(kafka, source=True))
+        .option("failOnDataLoss", "true")
+        .option("includeHeaders", "true")
+    )
+
+
+def write_records(records: DataFrame, kafka: KafkaOptions, producer: Mapping[str, str]) -> None:
     """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
 
     Spark's Kafka writer flushes its producer when a task commits, so a finished write is
-    acknowledged (``acks=all``, idempotent) by the brokers.
+    acknowledged (``acks=all``, idempotent) by the brokers. ``producer``: the user's producer
+    settings (``sink.producer``; the config refuses unsafe ones).
     """
     (
         records.write.mode("append")
         .format("kafka")
-        .options(**spark_kafka_options(config.sink_kafka))
+        .options(**spark_kafka_options(kafka))
         .option("kafka.acks", "all")
         .option("kafka.enable.idempotence", "true")
-        .options(**{f"kafka.{k}": v for k, v in config.sink.producer.items()})
+        .options(**{f"kafka.{k}": v for k, v in producer.items()})
         .option("includeHeaders", "true")
         .save()
     )
@@ -66,8 +86,6 @@ def range_reader(client: Mapping[str, Any], group: str) -> Any:
     to another partition or range, and the default 500 ms long poll at a partition's end would
     hold up each next read (12 partitions' latest markers took 11 s; with it, well under 1).
     """
-    from confluent_kafka import Consumer  # noqa: PLC0415
-
     return Consumer(
         {**client, "group.id": group, "enable.auto.commit": False, "fetch.wait.max.ms": 10}
     )
@@ -79,8 +97,6 @@ def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Ite
     For the driver's own short reads (a partition's tail, GC's prefix); a missing record or a
     read error is a :class:`SourceError` naming the partition and offset.
     """
-    from confluent_kafka import TopicPartition  # noqa: PLC0415
-
     consumer.assign([TopicPartition(sp.topic, sp.partition, start)])
     position = start
     while position < stop:

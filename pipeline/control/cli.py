@@ -16,17 +16,36 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import load_config
-from pipeline.safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, OperatorContext, SafepointRegistry
+from pipeline.config import load_config, parse_duration
+from pipeline.core.backfill import progress_line
+from pipeline.core.safepoints import (
+    DEFAULT_SUFFIX,
+    DEFAULT_TTL,
+    SafepointRegistry,
+    retention_warnings,
+)
+from pipeline.core.status import JobStatus
 from schemas.errors import ConfigError, HighwaterError
+from schemas.hlc import parse_time
+from sinks.admin import topic_configs
+
+from .context import OperatorContext
+from .gc import GarbageCollector
 
 
 def add_operator_commands(commands: Any) -> None:
     """Add the operators' commands to the ``highwater`` command tree."""
+    for add in (_changefeed_commands, _safepoint_commands, _gc_and_server_commands):
+        for command in add(commands):
+            _cluster_args(command)
+
+
+def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
     changefeed = commands.add_parser("changefeed", help="read the changefeeds' job status")
     actions = changefeed.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="every changefeed's state and high-water mark")
@@ -38,7 +57,10 @@ def add_operator_commands(commands: Any) -> None:
     query.add_argument("--interval", type=float, default=2.0, help="seconds between redraws")
     listing.set_defaults(handler=_list_changefeeds)
     query.set_defaults(handler=_query_changefeed)
+    return [listing, query]
 
+
+def _safepoint_commands(commands: Any) -> list[argparse.ArgumentParser]:
     safepoint = commands.add_parser("safepoint", help="operators' safepoints that hold GC")
     verbs = safepoint.add_subparsers(dest="action", required=True)
     set_ = verbs.add_parser("set", help="create or refresh a safepoint")
@@ -60,7 +82,10 @@ def add_operator_commands(commands: Any) -> None:
     set_.set_defaults(handler=_safepoint_set)
     delete.set_defaults(handler=_safepoint_delete)
     query_sp.set_defaults(handler=_safepoint_query)
+    return [set_, delete, query_sp]
 
+
+def _gc_and_server_commands(commands: Any) -> list[argparse.ArgumentParser]:
     gc = commands.add_parser("gc", help="garbage-collect the managed source topics")
     gc_verbs = gc.add_subparsers(dest="action", required=True)
     gc_run = gc_verbs.add_parser("run", help="move the GC safe point and trim below it")
@@ -84,27 +109,11 @@ def add_operator_commands(commands: Any) -> None:
         "--token", default=None, help="bearer token (default: $HIGHWATER_API_TOKEN)"
     )
     server.set_defaults(handler=_server)
-
-    for command in (listing, query, set_, delete, query_sp, gc_run, server):
-        _cluster_args(command)
-
-
-def _jobs(args: argparse.Namespace) -> dict[str, bytes]:
-    """Every status record in the jobs topic."""
-    from sinks.compacted import CompactedTopic  # noqa: PLC0415
-
-    context = operator_context(args)
-    jobs = CompactedTopic(context.client, context.jobs_topic)
-    try:
-        return jobs.read_all()
-    finally:
-        jobs.close()
+    return [gc_run, server]
 
 
 def _list_changefeeds(args: argparse.Namespace) -> int:
-    from pipeline.status import JobStatus  # noqa: PLC0415
-
-    rows = [JobStatus.decode(data) for data in _jobs(args).values()]
+    rows = [JobStatus.decode(data) for data in operator_context(args).job_records().values()]
     print(f"{'CHANGEFEED':24} {'STATE':9} {'HIGH-WATER':30} {'UPDATED':29} SCAN")
     for status in sorted(rows, key=lambda r: r.changefeed_id):
         scan = status.scan
@@ -117,12 +126,8 @@ def _list_changefeeds(args: argparse.Namespace) -> int:
 
 
 def _query_changefeed(args: argparse.Namespace) -> int:
-    import time  # noqa: PLC0415
-
-    from pipeline.scan import progress_line  # noqa: PLC0415
-    from pipeline.status import JobStatus  # noqa: PLC0415
-
-    data = _jobs(args).get(args.changefeed_id)
+    context = operator_context(args)
+    data = context.job_records().get(args.changefeed_id)
     if data is None:
         raise HighwaterError(f"no changefeed {args.changefeed_id!r} in the jobs topic")
     status = JobStatus.decode(data)
@@ -146,7 +151,7 @@ def _query_changefeed(args: argparse.Namespace) -> int:
         print(f"WARNING: {warning}")
     while args.watch and status.state == "scanning":
         time.sleep(args.interval)
-        status = JobStatus.decode(_jobs(args).get(args.changefeed_id) or data)
+        status = JobStatus.decode(context.job_records().get(args.changefeed_id) or data)
         if status.scan is not None:
             end = "\r" if sys.stdout.isatty() else "\n"
             print(f"{'initial scan':15} {progress_line(status.scan)}", end=end, flush=True)
@@ -168,16 +173,8 @@ def _cluster_args(parser: argparse.ArgumentParser) -> None:
 
 def operator_context(args: argparse.Namespace) -> OperatorContext:
     """The Kafka client settings and topic names an operator command works on."""
-    from pipeline.kafka_clients import client_config  # noqa: PLC0415
-
     if args.config is not None:
-        config = load_config(args.config)
-        base = OperatorContext(
-            client_config(config.kafka),
-            config.safepoints.topic,
-            config.safepoints.cluster,
-            config.jobs.topic,
-        )
+        base = OperatorContext.of(load_config(args.config))
     else:
         base = OperatorContext({"bootstrap.servers": args.bootstrap_servers})
     return OperatorContext(
@@ -189,15 +186,12 @@ def operator_context(args: argparse.Namespace) -> OperatorContext:
 
 
 def _registry(args: argparse.Namespace) -> SafepointRegistry:
-    context = operator_context(args)
-    registry = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
+    registry = operator_context(args).registry()
     registry.ensure()
     return registry
 
 
 def _safepoint_set(args: argparse.Namespace) -> int:
-    from schemas.hlc import parse_time  # noqa: PLC0415
-
     try:
         start = parse_time(args.start_ts)
     except ValueError as exc:
@@ -223,9 +217,6 @@ def _safepoint_delete(args: argparse.Namespace) -> int:
 
 
 def _safepoint_query(args: argparse.Namespace) -> int:
-    from pipeline.gc import retention_warnings  # noqa: PLC0415
-    from sinks.admin import topic_configs  # noqa: PLC0415
-
     registry = _registry(args)
     try:
         state = registry.read()
@@ -250,10 +241,6 @@ def _safepoint_query(args: argparse.Namespace) -> int:
 
 
 def _gc_run(args: argparse.Namespace) -> int:
-    import time  # noqa: PLC0415
-
-    from pipeline.gc import GarbageCollector  # noqa: PLC0415
-
     life_time = _duration("--gc-life-time", args.gc_life_time)
     interval = _duration("--interval", args.interval)
     context = operator_context(args)
@@ -273,8 +260,6 @@ def _gc_run(args: argparse.Namespace) -> int:
 
 
 def _duration(option: str, text: str) -> float:
-    from pipeline.config import parse_duration  # noqa: PLC0415
-
     try:
         value = parse_duration(float(text) if text.replace(".", "", 1).isdigit() else text)
     except ValueError as exc:
@@ -284,7 +269,7 @@ def _duration(option: str, text: str) -> float:
 
 
 def _server(args: argparse.Namespace) -> int:
-    from pipeline.server import serve  # noqa: PLC0415
+    from .server import serve  # noqa: PLC0415 - FastAPI only for this command
 
     token = args.token or os.environ.get("HIGHWATER_API_TOKEN")
     if not token:

@@ -11,7 +11,7 @@ Every ``/api`` route needs ``Authorization: Bearer <token>`` (401 without a vali
 Errors are JSON ``{"error_code", "error_msg"}``: 400 ``invalid_argument`` for a bad request,
 401 ``unauthorized``, 403 ``forbidden`` for a changefeed's own safepoint, 404 ``not_found``,
 405 ``method_not_allowed``, 500 ``internal`` when Kafka fails or holds an unreadable record.
-The same operations as ``highwater safepoint`` (``pipeline/safepoints.py`` does the work for
+The same operations as ``highwater safepoint`` (``pipeline/core/safepoints.py`` does the work for
 both). The routes live on a module-level router; :func:`create_app` keeps the context and the
 token in ``app.state``, where the dependencies find them.
 """
@@ -32,12 +32,12 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
+from pipeline.core.safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, MAX_TTL, SafepointRegistry
+from pipeline.core.status import JobStatus
 from schemas.errors import HighwaterError, SafepointError
 from schemas.hlc import Hlc, parse_time
-from sinks.compacted import CompactedTopic
 
-from .safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, OperatorContext, SafepointRegistry
-from .status import JobStatus
+from .context import OperatorContext
 
 # The error code of each status the API answers with.
 CODES = {
@@ -50,9 +50,6 @@ CODES = {
 }
 # The status of each SafepointError code that is a refusal; any other means the registry failed.
 REFUSALS = {"invalid_argument": 400, "forbidden": 403, "not_found": 404}
-
-# At most ten years: a longer hold is a typo, and expires_at must stay a representable time.
-MAX_TTL = 10 * 365 * 86_400.0
 
 # The OpenAPI format of ``start_ts``: what schemas.hlc.parse_time accepts.
 TIME_FORMAT = "highwater-time"
@@ -157,7 +154,7 @@ class SafepointsOut(BaseModel):
 
 
 class ChangefeedOut(BaseModel):
-    """One changefeed's job status (``pipeline/status.py``)."""
+    """One changefeed's job status (``pipeline/core/status.py``)."""
 
     changefeed_id: str
     state: str = Field(description="scanning, running, stopped, finished or failed")
@@ -208,7 +205,7 @@ Context = Annotated[OperatorContext, Depends(_context)]
 
 
 def _registry(context: Context) -> Iterator[SafepointRegistry]:
-    store = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
+    store = context.registry()
     try:
         yield store
     finally:
@@ -219,11 +216,7 @@ Registry = Annotated[SafepointRegistry, Depends(_registry)]
 
 
 def _jobs(context: Context) -> dict[str, bytes]:
-    topic = CompactedTopic(context.client, context.jobs_topic)
-    try:
-        return topic.read_all()
-    finally:
-        topic.close()
+    return context.job_records()
 
 
 Jobs = Annotated[dict[str, bytes], Depends(_jobs)]
@@ -401,6 +394,6 @@ def create_app(context: OperatorContext, token: str) -> FastAPI:
 
 def serve(context: OperatorContext, token: str, *, host: str, port: int) -> None:
     """Serve the API until interrupted."""
-    import uvicorn  # noqa: PLC0415
+    import uvicorn  # noqa: PLC0415 - only `highwater server` serves
 
     uvicorn.run(create_app(context, token), host=host, port=port, log_level="info")

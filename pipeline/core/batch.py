@@ -4,7 +4,7 @@ Spark's Kafka source reads every source partition's offset range of a batch in o
 the ranges are coalesced into one task per core. Each task runs :func:`process` over its
 records as Arrow batches (``mapInArrow``), in one pass, keeping a state per source partition:
 
-* the source adapter decodes the record (``pipeline/sources.py``);
+* the source adapter decodes the record (``pipeline/core/sources.py``);
 * a marker raises the partition's *floor*, which starts at the frontier's resolved time for
   the partition (shipped in the :class:`BatchPlan`);
 * a row at or below the floor is an upstream duplicate or a replay and is dropped; any other
@@ -32,7 +32,8 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from encoders.base import ChangeRow, Context, Encoder
-from schemas.errors import EncodingError, RecordRef
+from pipeline.config import ChangefeedConfig
+from schemas.errors import EncodingError, RecordRef, SourceDecodeError
 from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
@@ -64,6 +65,24 @@ class BatchPlan:
     encoders: Mapping[str, Encoder]  # source topic -> its output topic's encoder
     dlq_topic: str | None  # None: bad records are reported, not written
     end_time: Hlc | None = None
+
+    @classmethod
+    def of(
+        cls,
+        config: ChangefeedConfig,
+        encoders: Mapping[str, Encoder],
+        thresholds: Mapping[tuple[str, int], Hlc],
+    ) -> BatchPlan:
+        """The plan of a changefeed's batch, each partition's floor at ``thresholds``."""
+        return cls(
+            thresholds=thresholds,
+            tables=config.tables,
+            formats=config.formats,
+            routes=config.routes,
+            encoders=encoders,
+            dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
+            end_time=config.end_time,
+        )
 
 
 @dataclass
@@ -153,6 +172,13 @@ class BatchResult:
             first_bad=bads[0] if bads else None,
         )
 
+    def raise_first_bad(self, on_error: str) -> None:
+        """Without a dead-letter topic (``on_error`` not ``dlq``), a bad record stops the job."""
+        if self.first_bad is not None and on_error != "dlq":
+            ref, reason = self.first_bad
+            action = "paused" if on_error == "pause" else "stopped"
+            raise SourceDecodeError(ref, reason, action=action)
+
 
 class Output:
     """Columns of the Arrow batch being built (plain lists: appending is the hot path).
@@ -177,7 +203,7 @@ class Output:
 
     def arrow(self) -> pa.RecordBatch:
         """The records as one Arrow batch of ``OUTPUT_SCHEMA``."""
-        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow as pa  # noqa: PLC0415 - pyarrow loads on the executors only
 
         header = pa.struct([("key", pa.string()), ("value", pa.binary())])
         n = len(self.key)
@@ -210,7 +236,7 @@ def process(plan: BatchPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.R
 
 def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
     """``(start, stop)`` of each stretch of records from one source partition."""
-    import pyarrow.compute as pc  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415 - pyarrow loads on the executors only
 
     n = batch.num_rows
     if n < 2:
@@ -392,7 +418,7 @@ def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
 
 def records_observed(processed: DataFrame, observation: Observation) -> DataFrame:
     """The Kafka records of ``process``-shaped output; the summaries go to ``observation``."""
-    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     # As JSON text: an array would come back to Python as a Java object.
     summaries = F.to_json(F.collect_list("summary")).alias("summaries")

@@ -6,7 +6,7 @@ travels beside it) or a :class:`Marker` (a resolved time for the record's partit
 record that cannot be decoded raises :class:`BadRecord` with the reason, and the caller
 applies ``on_error``.
 
-Pure Python, no Spark: it runs on the executors inside ``pipeline.batch``'s Arrow loop, once
+Pure Python, no Spark: it runs on the executors inside ``pipeline.core.batch``'s Arrow loop, once
 per record, so it is written for speed (orjson, tuples, no regular expressions).
 """
 

@@ -1,0 +1,385 @@
+"""The changefeed: the coordinator on the Spark driver.
+
+The executors are the aggregators (``batch.py``, ``scan.py``: decode, filter, encode, write);
+the driver decides what must be decided in one place, and this class keeps the decisions in
+order: one batch, chunk or tick at a time, under one lock.
+
+=================  ==========================================================================
+``setup.py``       topics, encoders, clients; where it starts (create or resume), the
+                   safepoint held before anything is read
+``stream.py``      the streaming query, and one micro-batch's write
+``scan_driver.py`` the initial scan's chunks, one Spark job each
+``policy.py``      when to checkpoint and which marker may go out (pure)
+``position.py``    the frontier, statement time and unfinished scan the checkpoint keeps
+``status.py``      the job status an operator reads, and the run's numbers
+=================  ==========================================================================
+
+A run is: set up, the initial scan if one is due, then the streaming query until
+``end_time``, a stop (SIGTERM, between batches), the end of an ``available_now`` drain, or an
+error. After every batch (and chunk) the :class:`~.policy.Policy` says whether to write the
+checkpoint record and which resolved marker may follow it; the safepoint follows what is
+durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.config import ChangefeedConfig
+from schemas.errors import HighwaterError, SinkError, SourceError
+from schemas.hlc import Hlc
+
+from . import faults
+from .backfill import Backfill, Chunk, ScanProgress
+from .batch import BatchPlan, BatchResult
+from .frontier import SourcePartition
+from .policy import Cadence, Decision, HighWaterWatch, Policy
+from .position import Position
+from .queries import check_query
+from .scan import ScanPlan
+from .scan_driver import InitialScan, chunk_job
+from .setup import Outputs, find_start, open_outputs
+from .status import ChangefeedStats
+from .stream import start_query, write_batch
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+
+class StopRequest:
+    """A request to stop after the current batch (set by SIGTERM, or a stop file)."""
+
+    def __init__(self, stop_file: Path | None = None) -> None:
+        self._event = threading.Event()
+        self._file = stop_file
+
+    def set(self) -> None:
+        """Ask the changefeed to stop."""
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """True once a stop was asked for."""
+        if self._file is not None and self._file.exists():
+            self._event.set()
+        return self._event.is_set()
+
+
+class Changefeed:
+    """One changefeed run, from its config to a stop, an ``end_time`` or an error."""
+
+    def __init__(
+        self,
+        config: ChangefeedConfig,
+        spark: SparkSession,
+        *,
+        stop: StopRequest | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.spark = spark
+        self.stop_request = stop or StopRequest()
+        self.stats = ChangefeedStats()
+        self.policy = Policy(Cadence.of(config))
+        self._clock = clock
+        self._lock = threading.Lock()  # one batch, chunk or tick at a time
+        self._resources = ExitStack()  # every client and folder a run opens, closed at its end
+        self._outputs: Outputs | None = None  # set up by prepare()
+        self._position: Position | None = None
+        # what a restart would read, as of the last durable checkpoint: the safepoint holds it
+        self._durable: tuple[Hlc, dict[SourcePartition, int]] | None = None
+        self._watch = HighWaterWatch(config.safepoints.gc_ttl.total_seconds())
+        self._closing = False  # batches that start from now on do nothing
+        self._finished = False  # end_time reached, or an ``only`` scan done: release all
+        self._error: BaseException | None = None  # a batch's error, raised by the loop
+
+    # -- what tests, tools and the status read while it runs -------------------------------
+
+    @property
+    def statement_time(self) -> Hlc | None:
+        """The statement time (None until prepared)."""
+        return None if self._position is None else self._position.statement_time
+
+    @property
+    def backfill(self) -> Backfill | None:
+        """The initial scan still to run or finish, if any."""
+        return None if self._position is None else self._position.backfill
+
+    @property
+    def last_marker(self) -> Hlc | None:
+        """The last resolved marker sent (or covered by the checkpoint resumed from)."""
+        return self.policy.last_marker
+
+    @property
+    def outputs(self) -> Outputs:
+        """What the run writes through (after :meth:`prepare`)."""
+        if self._outputs is None:
+            raise HighwaterError("the changefeed is not prepared yet")
+        return self._outputs
+
+    @property
+    def position(self) -> Position:
+        """Where the changefeed stands (after :meth:`prepare`)."""
+        if self._position is None:
+            raise HighwaterError("the changefeed is not prepared yet")
+        return self._position
+
+    # -- a run ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Prepare, scan if a scan is due, then stream until the end or an error."""
+        try:
+            query = self.config.query
+            if query is not None:
+                check_query(self.spark, *query, self.config.encoder)
+            self.prepare()
+            scanned = self.position.backfill is None or self.initial_scan()
+            if scanned and not self._finished:
+                self.outputs.status.state = "running"
+                self._stream()
+            if self._finished:
+                if self.outputs.safepoint is not None:
+                    self.outputs.safepoint.release()  # the source data is not needed any more
+                self._publish("finished")
+            else:
+                self._publish("stopped")
+        except Exception as exc:
+            self._publish("failed", error=str(exc) or repr(exc), best_effort=True)
+            raise
+        finally:
+            self._resources.close()
+
+    def prepare(self) -> None:
+        """Topics, encoders and clients; then the start, its safepoint held.
+
+        A new changefeed's start is checkpointed before anything is emitted.
+        """
+        outputs = self._outputs = open_outputs(self.config, self._resources)
+        position = self._position = find_start(self.config, outputs)
+        self._durable = (position.restart_time(), position.needed_offsets())
+        restored = outputs.restored
+        if restored is None:
+            self._write_checkpoint(last_marker=None)
+        else:
+            self.policy.resume(restored.high_water, restored.last_marker)
+            self._finished = self.config.scan_mode == "only" and position.backfill is None
+
+    def _stream(self) -> None:
+        """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
+        query = start_query(
+            self.spark,
+            self.config,
+            self.position.starting_offsets(),
+            self._on_batch,
+            self._resources,
+        )
+        while query.isActive:
+            self._tick()
+            if self._finished or self.stop_request.is_set() or self._error is not None:
+                self._close(query)
+                break
+            try:
+                query.awaitTermination(1)
+            except Exception:
+                break
+        if self._error is not None:
+            raise self._error
+        exception = query.exception()
+        if exception is not None:
+            first = str(exception).strip().splitlines()[0]
+            raise SourceError(f"the streaming query failed: {first}") from None
+        if not self._closing:  # an available_now drain ended by itself
+            with self._lock:
+                self._after_batch(final=True)
+
+    def _close(self, query: StreamingQuery) -> None:
+        self._closing = True
+        with self._lock:  # wait for the batch in flight
+            if self._error is None:
+                self._after_batch(final=True)
+        query.stop()
+        log.info(
+            "changefeed %s: stopped at high-water %s",
+            self.config.changefeed_id,
+            self.position.frontier.high_water(),
+        )
+
+    # -- the initial scan ---------------------------------------------------------------------
+
+    def initial_scan(self) -> bool:
+        """Run the scan's pending chunks; then the first marker, at the statement time.
+
+        Each finished chunk is recorded in the checkpoint before it counts as done. Returns
+        False when a stop was requested first (the chunks in flight run again next time).
+        """
+        config, position, status = self.config, self.position, self.outputs.status
+        backfill, statement = position.backfill, position.statement_time
+        assert backfill is not None  # noqa: S101 - run() checked
+        assert statement is not None  # noqa: S101 - a scan has a statement time
+        status.progress = ScanProgress.of(backfill)
+        self._publish("scanning")
+        plan = BatchPlan.of(config, self.outputs.encoders, thresholds={})
+        scan = InitialScan(
+            self.spark,
+            chunk_job(self.spark, config),
+            ScanPlan(plan, statement, changes=config.scan_mode != "only"),
+            parallelism=self.spark.sparkContext.defaultParallelism,
+            rate_limit=config.initial_scan.rate_limit,
+            on_chunk=self._chunk_done,
+            progress=status.progress,
+        )
+        if not scan.run(backfill.pending(), self.stop_request.is_set):
+            return False
+        position.backfill = None  # the whole snapshot is acknowledged: T is resolved
+        status.state = "running"
+        self._carry_out(self.policy.after_scan(statement, only=config.scan_mode == "only"))
+        return True
+
+    def _chunk_done(self, chunk: Chunk, result: BatchResult) -> None:
+        """A chunk's rows are acknowledged: record it in the checkpoint before it counts."""
+        with self._lock:
+            result.raise_first_bad(self.config.on_error)
+            position, progress = self.position, self.outputs.status.progress
+            assert position.backfill is not None  # noqa: S101 - the scan is running
+            assert progress is not None  # noqa: S101
+            position.backfill = position.backfill.finished(chunk, result.emitted)
+            progress.add(chunk, result.emitted)
+            self.stats.count(result, scan=True)
+            self._write_checkpoint(last_marker=None)
+            faults.reached("after_chunk")
+
+    # -- one batch ----------------------------------------------------------------------------
+
+    def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
+        if self._closing or self._error is not None:
+            return  # not checkpointed: the next run reads these offsets again
+        with self._lock:
+            try:
+                self._process(batch, batch_id)
+            except HighwaterError as exc:
+                self._error = exc
+                raise
+            except Exception as exc:
+                # Spark or Kafka gave up (the clients retry with back-off first): one clear
+                # error; nothing of this batch was checkpointed.
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+                self._error = SinkError(f"batch {batch_id} failed, not checkpointed: {first}")
+                raise self._error from exc
+
+    def _process(self, batch: DataFrame, batch_id: int) -> None:
+        frontier = self.position.frontier
+        floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
+        plan = BatchPlan.of(self.config, self.outputs.encoders, floors)
+        result, seconds = write_batch(batch, batch_id, plan, self.config)
+        result.raise_first_bad(self.config.on_error)
+        for seen in result.partitions:
+            frontier.forward(seen.partition, resolved=seen.resolved, next_offset=seen.next_offset)
+        if result.partitions:
+            self.policy.progressed()
+        self.stats.count(result)
+        log.info(
+            "batch %d: %d rows emitted, %d duplicates dropped, %d bad in %.2fs; high-water %s",
+            batch_id,
+            result.emitted,
+            result.duplicates,
+            result.bad,
+            seconds,
+            frontier.high_water(),
+        )
+        self._after_batch()
+
+    # -- carrying out the policy's decisions ----------------------------------------------------
+
+    def _after_batch(self, *, final: bool = False) -> None:
+        """Checkpoint and emit a marker if due; notice ``end_time`` and a stalled high-water."""
+        frontier = self.position.frontier
+        lag = frontier.lag_nanos() / 1e9
+        self._carry_out(
+            self.policy.after_batch(frontier.high_water(), lag, self._clock(), final=final)
+        )
+        self._check_stall()
+        self._refresh_safepoint()
+
+    def _carry_out(self, decision: Decision) -> None:
+        """The checkpoint first, then the marker it covers."""
+        if decision.checkpoint:
+            self._write_checkpoint(last_marker=decision.record_marker)
+        if decision.marker is not None:
+            self._emit_marker(decision.marker)
+        if decision.finished:
+            self._finished = True
+
+    def _tick(self) -> None:
+        """Between batches: keep the safepoint fresh, notice a stalled high-water mark.
+
+        Spark runs no batch while the sources are quiet, so this runs from the wait loop.
+        """
+        with self._lock:
+            if self._error is not None or self._closing:
+                return
+            try:
+                self._check_stall()
+                self._refresh_safepoint()
+            except HighwaterError as exc:
+                self._error = exc
+
+    def _check_stall(self) -> None:
+        """Fail when the high-water mark stood still for longer than ``gc_ttl``."""
+        safepoint = self.outputs.safepoint
+        if safepoint is not None and self.stats.batches:  # starting up is not standing still
+            self._watch.check(self.position.frontier.high_water(), safepoint.registry.clock())
+
+    def _emit_marker(self, marker: Hlc) -> None:
+        """Broadcast ``marker`` (its checkpoint is durable already)."""
+        started = time.perf_counter()
+        self.outputs.broadcaster.emit(marker)
+        log.info("marker %s sent in %.1f ms", marker, (time.perf_counter() - started) * 1000)
+        self.stats.markers.append((time.time(), marker))
+        self.policy.marker_sent(marker, self._clock())
+        faults.reached("after_marker")
+
+    def _write_checkpoint(self, *, last_marker: Hlc | None) -> None:
+        config, position = self.config, self.position
+        checkpoint = position.checkpoint(config.changefeed_id, config.fingerprint, last_marker)
+        started = time.perf_counter()
+        size = self.outputs.checkpoints.write(checkpoint)
+        seconds = time.perf_counter() - started
+        self.stats.checkpoint_seconds.append(seconds)
+        self.policy.checkpointed(checkpoint.high_water, self._clock())
+        self._durable = (position.restart_time(), position.needed_offsets())
+        log.info(
+            "checkpoint at high-water %s (%d bytes, %.1f ms)",
+            checkpoint.high_water,
+            size,
+            seconds * 1000,
+        )
+        self._refresh_safepoint()
+        self._publish()
+
+    def _refresh_safepoint(self) -> None:
+        """Keep the safepoint at the durable restart position, its TTL renewed (once a minute)."""
+        safepoint = self.outputs.safepoint
+        if safepoint is not None and self._durable is not None:
+            safepoint.refresh(*self._durable)
+
+    def _publish(
+        self, state: str | None = None, *, error: str | None = None, best_effort: bool = False
+    ) -> None:
+        """Write the job status (``jobs.topic``) an operator reads with ``highwater changefeed``."""
+        if self._outputs is not None:  # else it failed before the topic was set up
+            self._outputs.status.publish(
+                self._position, self.policy.last_marker, state, error=error, best_effort=best_effort
+            )
+
+
+def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:
+    """Run the changefeed described by ``config``."""
+    Changefeed(config, spark, stop=stop).run()

@@ -1,0 +1,175 @@
+"""When to write a checkpoint and which resolved marker may go out: plain values in, decisions out.
+
+This is the rule the guarantees rest on (contract §5.3, §5.4, §6), kept free of Kafka and
+Spark so that it can be property-tested on its own (``tests/unit/test_policy.py``). The
+coordinator (``pipeline/core/changefeed.py``) asks :meth:`Policy.after_batch` what to do, does
+it in the order a :class:`Decision` gives (checkpoint first, then the marker), and reports
+back what became durable (:meth:`Policy.checkpointed`, :meth:`Policy.marker_sent`):
+
+* a **marker** R goes out when resolved markers are on, R is above the last marker, and the
+  ``resolved.interval`` has passed (or the changefeed is stopping, or reached ``end_time``);
+  R is the high-water mark, capped at ``end_time``;
+* a marker is only sent after a checkpoint that covers it is durable: if the last durable
+  checkpoint's high-water mark is below R, the decision writes one first, carrying R as its
+  ``last_marker``, so a restart never goes below a marker already sent;
+* a **checkpoint** is written, when progress was made since the last one: at a stop, before a
+  marker, at ``end_time``, when the high-water mark moved and ``min_checkpoint_frequency``
+  has passed, and when the leading partition is more than
+  ``frontier_highwater_lag_checkpoint_threshold`` ahead of the high-water mark (a stalled
+  partition must not make the leading ones replay, seed ``000_…``), also at most once per
+  ``min_checkpoint_frequency``.
+
+:class:`HighWaterWatch` is the other pure rule on the driver: a high-water mark that stands
+still longer than ``gc_ttl`` stops the changefeed, so that its safepoint can expire.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pipeline.config import ChangefeedConfig
+from schemas.errors import SafepointError
+from schemas.hlc import ZERO, Hlc
+
+
+@dataclass(frozen=True)
+class Cadence:
+    """The options that pace checkpoints and markers (durations in seconds)."""
+
+    resolved: bool = True
+    resolved_interval: float = 10.0
+    checkpoint_frequency: float = 30.0
+    lag_threshold: float = 600.0
+    end_time: Hlc | None = None
+
+    @classmethod
+    def of(cls, config: ChangefeedConfig) -> Cadence:
+        """The cadence a changefeed's config asks for."""
+        checkpoint = config.checkpoint
+        return cls(
+            resolved=config.resolved.enabled,
+            resolved_interval=config.resolved.interval.total_seconds(),
+            checkpoint_frequency=checkpoint.min_checkpoint_frequency.total_seconds(),
+            lag_threshold=checkpoint.frontier_highwater_lag_checkpoint_threshold.total_seconds(),
+            end_time=config.end_time,
+        )
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do now, in this order: write a checkpoint, then send a marker."""
+
+    checkpoint: bool = False
+    record_marker: Hlc | None = None  # the ``last_marker`` the checkpoint record carries
+    marker: Hlc | None = None  # broadcast once the checkpoint (if any) is durable
+    finished: bool = False  # ``end_time`` reached: the changefeed is done
+
+
+class Policy:
+    """The checkpoint-and-marker rule, with what it remembers between batches.
+
+    A resumed run starts from its checkpoint record (:meth:`resume`). Times (``now``) come
+    from one monotonic clock the caller owns.
+    """
+
+    def __init__(self, cadence: Cadence) -> None:
+        self.cadence = cadence
+        self.checkpointed_hw = ZERO  # the high-water mark of the last durable record
+        self.last_marker: Hlc | None = None  # the last marker sent, or covered by the record
+        self.last_checkpoint_at = float("-inf")
+        self.last_marker_at = float("-inf")
+        self.dirty = False  # progress since the last durable checkpoint
+
+    def resume(self, checkpointed_hw: Hlc, last_marker: Hlc | None) -> None:
+        """Start from a checkpoint record: its high-water mark and the marker it covers."""
+        self.checkpointed_hw = checkpointed_hw
+        self.last_marker = last_marker
+
+    def progressed(self) -> None:
+        """A batch moved the frontier (read offsets or resolved times)."""
+        self.dirty = True
+
+    def after_batch(
+        self, high_water: Hlc, lag_seconds: float, now: float, *, final: bool = False
+    ) -> Decision:
+        """The decision after a batch (``final``: the changefeed is stopping)."""
+        cadence = self.cadence
+        end = cadence.end_time
+        reached_end = end is not None and high_water >= end
+        marker = high_water if end is None else min(high_water, end)
+        marker_due = (
+            cadence.resolved
+            and marker > (self.last_marker or ZERO)
+            and (reached_end or final or now - self.last_marker_at >= cadence.resolved_interval)
+        )
+        waited = now - self.last_checkpoint_at >= cadence.checkpoint_frequency
+        checkpoint_due = (marker_due and self.checkpointed_hw < marker) or (
+            self.dirty
+            and (
+                final
+                or marker_due
+                or reached_end
+                or (waited and high_water > self.checkpointed_hw)
+                or (waited and lag_seconds > cadence.lag_threshold)
+            )
+        )
+        return Decision(
+            checkpoint=checkpoint_due,
+            record_marker=marker if marker_due else self.last_marker,
+            marker=marker if marker_due else None,
+            finished=reached_end,
+        )
+
+    def after_scan(self, statement_time: Hlc, *, only: bool) -> Decision:
+        """The decision once the whole snapshot is acknowledged: its time is resolved.
+
+        The first marker is the statement time (capped at ``end_time``); the checkpoint that
+        records the scan's end carries it. ``only``: the changefeed ends there.
+        """
+        end = self.cadence.end_time
+        marker = statement_time if end is None else min(statement_time, end)
+        finished = only or (end is not None and statement_time >= end)
+        if not self.cadence.resolved:
+            return Decision(checkpoint=True, record_marker=self.last_marker, finished=finished)
+        return Decision(checkpoint=True, record_marker=marker, marker=marker, finished=finished)
+
+    def checkpointed(self, high_water: Hlc, now: float) -> None:
+        """A checkpoint record at ``high_water`` is durable."""
+        self.checkpointed_hw = high_water
+        self.last_checkpoint_at = now
+        self.dirty = False
+
+    def marker_sent(self, marker: Hlc, now: float) -> None:
+        """``marker`` reached every output partition."""
+        self.last_marker = marker
+        self.last_marker_at = now
+
+
+class HighWaterWatch:
+    """Notices a high-water mark that has not moved for longer than ``ttl`` seconds.
+
+    Such a changefeed would hold GC back for ever with its safepoint; it stops instead, so the
+    safepoint can expire (seed ``003_…``). Counted from the first observation: starting up is
+    not standing still.
+    """
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self.high_water = ZERO
+        self.moved_at: float | None = None  # wall seconds
+
+    def stalled(self, high_water: Hlc, now: float) -> bool:
+        """Observe the high-water mark at ``now``; True once it stood still past the TTL."""
+        if self.moved_at is None or high_water > self.high_water:
+            self.high_water, self.moved_at = high_water, now
+            return False
+        return now - self.moved_at > self.ttl
+
+    def check(self, high_water: Hlc, now: float) -> None:
+        """:meth:`stalled`, as the error that stops the changefeed."""
+        if self.stalled(high_water, now):
+            raise SafepointError(
+                f"GC TTL exceeded: the high-water mark {high_water} has not moved for more "
+                f"than gc_ttl ({self.ttl:g} s), so the changefeed stops rather than hold GC "
+                "back; hold GC with 'highwater safepoint set' to resume it later without a gap"
+            )

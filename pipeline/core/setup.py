@@ -1,0 +1,297 @@
+"""Before a changefeed emits anything: its topics and encoders, then where it starts.
+
+:func:`open_outputs` creates the missing output, dead-letter and internal topics, registers
+or publishes the Avro schemas, and opens the clients a run writes through; every one of them
+is handed to the caller's ``ExitStack`` to be closed. :func:`find_start` then decides where
+the changefeed starts:
+
+* **resume**: from its checkpoint record alone, refusing when records it still needs were
+  deleted from the sources;
+* **create**: its statement time and start (contract §7), refusing a snapshot over a trimmed
+  change log.
+
+Either way the changefeed's safepoint is held at the restart position before anything is
+read, and a start below the GC safe point is refused, naming topics, partitions and times.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from encoders.avro import AvroEncoder
+from encoders.base import Context, Encoder
+from encoders.json import JsonEncoder
+from pipeline.config import ChangefeedConfig
+from schemas.avro import OutputSchemas
+from schemas.errors import SourceError
+from schemas.hlc import Hlc
+from sinks.admin import ensure_topics, partition_counts, topic_configs
+from sinks.compacted import CompactedTopic
+from sinks.resolved import ResolvedBroadcaster
+from sinks.schemas import publish, register
+
+from .backfill import Backfill
+from .checkpoint import Checkpoint, CheckpointStore
+from .frontier import Frontier, Progress, SourcePartition
+from .kafka_clients import client_config
+from .position import Position
+from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnings
+from .statement import statement_time
+from .status import JobStatus, StatusPublisher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Outputs:
+    """What a run writes through, and what it found on the source cluster."""
+
+    encoders: Mapping[str, Encoder]  # source topic -> its output topic's encoder
+    checkpoints: CheckpointStore
+    broadcaster: ResolvedBroadcaster
+    status: StatusPublisher
+    safepoint: ChangefeedSafepoint | None  # (safepoints.enabled)
+    source: Mapping[str, Any]  # the source cluster's client settings
+    partitions: list[SourcePartition]  # every partition of every source topic
+    source_configs: Mapping[str, Mapping[str, str | None]]  # each source topic's settings
+    restored: Checkpoint | None  # None: a new changefeed
+
+
+def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
+    """Create missing topics, make the encoders, open the clients; read the checkpoint."""
+    sink = client_config(config.sink_kafka)
+    replication = config.sink.replication_factor
+    outputs = dict.fromkeys(config.routes.values(), config.sink.partitions)
+    ensure_topics(sink, outputs, replication_factor=replication)
+    if config.on_error == "dlq":
+        ensure_topics(sink, {config.effective_dlq_topic: 1}, replication_factor=replication)
+    checkpoint_topic = _compacted(sink, config.checkpoint.topic, config, resources)
+    encoders = make_encoders(config, sink)
+    by_output = {config.routes[topic]: e for topic, e in encoders.items()}
+    broadcaster = ResolvedBroadcaster(
+        sink, list(by_output), lambda ts, topic: by_output[topic].resolved(ts, Context(topic))
+    )
+    resources.callback(broadcaster.close)
+    source = client_config(config.kafka)
+    topics = list(config.routes)
+    try:
+        counts = partition_counts(source, topics)
+    except Exception as exc:
+        raise SourceError(f"cannot describe the source topics: {exc}") from exc
+    source_configs = topic_configs(source, topics)  # read once: retention, compaction
+    safepoint, warnings = None, []
+    if config.safepoints.enabled:
+        safepoint = _safepoint(config, source, resources)
+        warnings = retention_warnings(source_configs)
+        for warning in warnings:
+            log.warning("%s", warning)
+    checkpoints = CheckpointStore(
+        checkpoint_topic, config.changefeed_id, config.checkpoint.frontier_checkpoint_max_bytes
+    )
+    restored = checkpoints.load()
+    jobs = _compacted(source, config.jobs.topic, config, resources)  # beside the safepoints
+    previous = jobs.get(config.changefeed_id) if restored is not None else None
+    return Outputs(
+        encoders=encoders,
+        checkpoints=checkpoints,
+        broadcaster=broadcaster,
+        status=StatusPublisher(
+            jobs,
+            config.changefeed_id,
+            warnings=warnings,
+            safepoint=safepoint,
+            scan=None if previous is None else JobStatus.decode(previous).scan,
+        ),
+        safepoint=safepoint,
+        source=source,
+        partitions=[SourcePartition(t, p) for t, n in counts.items() for p in range(n)],
+        source_configs=source_configs,
+        restored=restored,
+    )
+
+
+def _compacted(
+    client: Mapping[str, Any], topic: str, config: ChangefeedConfig, resources: ExitStack
+) -> CompactedTopic:
+    store = CompactedTopic(client, topic)
+    resources.callback(store.close)
+    store.ensure(config.checkpoint.replication_factor)
+    return store
+
+
+def _safepoint(
+    config: ChangefeedConfig, source: Mapping[str, Any], resources: ExitStack
+) -> ChangefeedSafepoint:
+    registry = SafepointRegistry(source, config.safepoints.topic, config.safepoints.cluster)
+    resources.callback(registry.close)
+    registry.ensure(config.checkpoint.replication_factor)
+    ttl = config.safepoints.gc_ttl.total_seconds()
+    return ChangefeedSafepoint(registry, config.changefeed_id, ttl)
+
+
+def make_encoders(config: ChangefeedConfig, sink: Mapping[str, Any]) -> dict[str, Encoder]:
+    """One encoder per source topic; Avro schemas are registered or published first."""
+    if config.encoder.format == "json":
+        return dict.fromkeys(config.routes, JsonEncoder(config.encoder))
+    registry = config.encoder.schema_registry
+    with ExitStack() as scope:
+        schema_topic = None
+        if registry is None:
+            schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
+            scope.callback(schema_topic.close)
+            schema_topic.ensure(config.sink.replication_factor)
+        encoders: dict[str, Encoder] = {}
+        for source in config.sources:
+            table = source.declared_schema
+            assert table is not None  # noqa: S101 - the config requires it for Avro
+            schemas = OutputSchemas.of(table, config.encoder)
+            if schema_topic is None:
+                assert registry is not None  # noqa: S101
+                framing = register(registry.client_config(), config.output_topic(source), schemas)
+            else:
+                framing = publish(schema_topic, schemas)
+            encoders[source.topic] = AvroEncoder(schemas, framing, config.encoder, source.table)
+        return encoders
+
+
+def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
+    """Where the changefeed starts: resumed or created, its safepoint held, its data there."""
+    restored = outputs.restored
+    if restored is None:
+        position, start_offsets = create(config, outputs)
+        if position.backfill is not None:
+            check_history_complete(start_offsets, outputs.source_configs)
+        _hold_safepoint(outputs, position)
+        return position
+    if restored.config_fingerprint and restored.config_fingerprint != config.fingerprint:
+        log.warning(
+            "changefeed %s: config changed since the checkpoint (%s -> %s)",
+            config.changefeed_id,
+            restored.config_fingerprint,
+            config.fingerprint,
+        )
+    position = Position.restored(restored, outputs.partitions)
+    log.info(
+        "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
+        config.changefeed_id,
+        restored.high_water,
+        restored.level,
+        "" if position.backfill is None else ", initial scan unfinished",
+    )
+    _hold_safepoint(outputs, position)
+    check_offsets_exist(outputs.source, position)
+    return position
+
+
+def create(
+    config: ChangefeedConfig, outputs: Outputs
+) -> tuple[Position, Mapping[SourcePartition, int]]:
+    """A new changefeed's position, and the sources' first offsets (when it read them).
+
+    * ``cursor`` without a scan: every change after the cursor, from the first offsets;
+    * no scan: every change after the statement time, from the first offsets (the floor
+      mechanism drops what is at or below it);
+    * a scan: the snapshot at the statement time (the cursor, or the sources' high-water
+      mark), then the stream from the offsets the statement time was read at, each
+      partition's floor at its latest marker there (the scan emitted everything before).
+    """
+    cursor, mode, partitions = config.cursor, config.scan_mode, outputs.partitions
+    if cursor is not None and mode == "no":
+        position = Position(Frontier(partitions, start=cursor), cursor)
+        start_offsets: Mapping[SourcePartition, int] = {}
+    else:
+        found = statement_time(outputs.source, config.formats, partitions)
+        if cursor is not None and cursor > found.time:
+            raise SourceError(
+                f"cursor {cursor} is above the sources' high-water mark {found.time}: a "
+                "snapshot there would not be consistent yet"
+            )
+        statement = cursor or found.time
+        start_offsets = found.start_offsets
+        if mode == "no":
+            position = Position(Frontier(partitions, start=statement), statement)
+        else:
+            floors = {
+                sp: Progress(found.end_offsets[sp], max(statement, found.markers[sp]))
+                for sp in partitions
+            }
+            backfill = Backfill.of(found.start_offsets, found.end_offsets)
+            position = Position(Frontier.restore(floors), statement, backfill)
+    log.info(
+        "changefeed %s: new, statement time %s, initial scan %s",
+        config.changefeed_id,
+        position.statement_time,
+        mode,
+    )
+    return position, start_offsets
+
+
+def check_history_complete(
+    start_offsets: Mapping[SourcePartition, int],
+    source_configs: Mapping[str, Mapping[str, str | None]],
+) -> None:
+    """A snapshot needs every key's history: refuse one over a trimmed change log."""
+    compacted = {
+        topic
+        for topic, settings in source_configs.items()
+        if "compact" in (settings.get("cleanup.policy") or "")
+    }
+    gone = sorted(
+        f"{sp} offsets 0..{low - 1}"
+        for sp, low in start_offsets.items()
+        if low > 0 and sp.topic not in compacted
+    )
+    if gone:
+        raise SourceError(
+            "the initial scan needs the whole change history, and records were deleted "
+            "from the source topics (GC or retention): " + "; ".join(gone) + ". Use "
+            "initial_scan: no, or a cursor, to start without a snapshot"
+        )
+
+
+def check_offsets_exist(source: Mapping[str, Any], position: Position) -> None:
+    """Refuse to resume when records the changefeed still needs were deleted.
+
+    That is every record from a partition's checkpointed offset on, and, while the initial
+    scan is unfinished, the ranges of its pending chunks.
+    """
+    consumer = Consumer({**source, "group.id": "highwater-offset-check"})
+    gone = []
+    try:
+        for sp, (offset, what) in sorted(position.needed().items()):
+            low, _high = consumer.get_watermark_offsets(
+                TopicPartition(sp.topic, sp.partition), timeout=30
+            )
+            if low > offset:
+                gone.append(f"{sp} offsets {offset}..{low - 1} ({what})")
+    finally:
+        consumer.close()
+    if gone:
+        raise SourceError(
+            "source data this changefeed still needs was deleted from Kafka, so it cannot "
+            "resume without losing changes: " + "; ".join(gone)
+        )
+
+
+def _hold_safepoint(outputs: Outputs, position: Position) -> None:
+    """Hold GC at the restart position before reading anything (refused below GC)."""
+    if outputs.safepoint is None:
+        return
+    restart = position.restart_time()
+    counts: dict[str, int] = {}
+    for sp in outputs.partitions:
+        counts[sp.topic] = counts.get(sp.topic, 0) + 1
+    topics = ", ".join(f"{t} partitions 0-{n - 1}" for t, n in sorted(counts.items()))
+
+    def gone(gc: Hlc) -> str:
+        return f"source changes after {restart} up to {gc} on {topics} may be gone"
+
+    outputs.safepoint.start(
+        restart, position.needed_offsets(), gone, check=position.backfill is None
+    )

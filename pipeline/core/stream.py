@@ -1,0 +1,92 @@
+"""The Spark side of the stream: the streaming query, and one micro-batch's write.
+
+Spark Structured Streaming reads the source topics from where the changefeed's position
+stands and hands every micro-batch to the coordinator (``foreachBatch``), which calls
+:func:`write_batch`: the batch goes through ``pipeline/core/batch.py`` on the executors
+(decode, drop what is resolved, encode) straight into the Kafka writer, and the summaries of
+what each source partition contributed come back through a Spark ``Observation``.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline.config import ChangefeedConfig
+
+from . import faults
+from .batch import BatchPlan, BatchResult, kafka_records, read_result
+from .kafka_clients import source_reader, write_records
+from .queries import apply_query
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+log = logging.getLogger(__name__)
+
+
+def start_query(
+    spark: SparkSession,
+    config: ChangefeedConfig,
+    starting_offsets: str,
+    on_batch: Callable[[DataFrame, int], None],
+    resources: ExitStack,
+) -> StreamingQuery:
+    """Start the streaming query at ``starting_offsets`` (returns at once).
+
+    Spark's checkpoint location is a scratch folder, removed when ``resources`` close: a
+    cache, never the truth (contract §6); the checkpoint record is.
+    """
+    scratch = Path(
+        tempfile.mkdtemp(
+            prefix=f"highwater-{config.changefeed_id}-", dir=config.spark.checkpoint_location
+        )
+    )
+    resources.callback(shutil.rmtree, scratch, ignore_errors=True)
+    reader = (
+        source_reader(spark.readStream, config.kafka)
+        .option("subscribe", ",".join(config.routes))
+        .option("startingOffsets", starting_offsets)
+    )
+    if config.spark.max_offsets_per_trigger:
+        reader = reader.option("maxOffsetsPerTrigger", str(config.spark.max_offsets_per_trigger))
+    writer = (
+        reader.load()
+        .writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", str(scratch))
+        .queryName(f"highwater-{config.changefeed_id}")
+    )
+    trigger = config.spark.trigger
+    if trigger.available_now:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{trigger.processing_time.total_seconds()} seconds")
+    log.info("changefeed %s: %s", config.changefeed_id, config.routes)
+    return writer.start()
+
+
+def write_batch(
+    batch: DataFrame, batch_id: int, plan: BatchPlan, config: ChangefeedConfig
+) -> tuple[BatchResult, float]:
+    """Write one micro-batch's rows; returns once Kafka acknowledged them, with the seconds."""
+    from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
+
+    observation = Observation(f"batch-{batch_id}")
+    query = config.query
+    if query is not None:
+        batch = apply_query(batch, *query, config.encoder)
+    records = kafka_records(batch, plan, observation)
+    faults.reached("during_write")
+    started = time.perf_counter()
+    write_records(records, config.sink_kafka, config.sink.producer)
+    result = read_result(observation)
+    seconds = time.perf_counter() - started
+    faults.reached("after_write")
+    return result, seconds
