@@ -28,6 +28,7 @@ from fastavro import parse_schema, schemaless_writer
 from schemas.avro import OutputSchemas, single_object_fingerprint
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
+from schemas.jsontext import Number
 
 from .avro_writer import NotCompiled, Write, compile_writer
 from .base import ChangeRow, Context, EnvelopeOptions
@@ -66,7 +67,7 @@ class Framing:
 def _from_json(logical: str | None) -> Callable[[Any], Any] | None:
     """How a JSON value becomes the Python value fastavro wants for a logical type."""
     converters: dict[str, Callable[[Any], Any]] = {
-        "decimal": lambda v: decimal.Decimal(str(v)),
+        "decimal": lambda v: v.decimal() if type(v) is Number else decimal.Decimal(str(v)),
         "uuid": lambda v: uuid.UUID(str(v)),
         "date": lambda v: dt.date.fromisoformat(v) if isinstance(v, str) else v,
         "timestamp-millis": _timestamp,
@@ -156,11 +157,17 @@ class AvroEncoder:
         return bytes(out)
 
     def _row(self, side: str, values: dict[str, Any] | None) -> dict[str, Any] | None:
-        if values is None or not self._convert:
+        if values is None:
             return values
+        exact = any(type(v) is Number for v in values.values())  # numbers kept as their text
+        if not (self._convert or exact):
+            return values
+        convert = self._convert
         try:
             return {
-                k: (self._convert[k](v) if k in self._convert and v is not None else v)
+                k: convert[k](v)
+                if k in convert and v is not None
+                else (v.plain() if type(v) is Number else v)
                 for k, v in values.items()
             }
         except (ValueError, TypeError, ArithmeticError) as exc:

@@ -15,24 +15,25 @@ values; a resolved marker is ``{"resolved": "<hlc>"}`` with a null key.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import orjson
 
+from schemas.errors import EncodingError
 from schemas.hlc import Hlc
+from schemas.jsontext import dumps
 
 from .base import ChangeRow, Context, EnvelopeOptions
 
 META_FIELD = "__hw__"
 
 
-def _dumps(obj: Any) -> bytes:
-    """Compact UTF-8 JSON; orjson, or the standard library for what orjson refuses (big ints)."""
+def _dumps(obj: Any, side: str = "value") -> bytes:
+    """Compact UTF-8 JSON, numbers as the source wrote them (``schemas/jsontext.py``)."""
     try:
-        return orjson.dumps(obj)
-    except TypeError:
-        return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+        return dumps(obj)
+    except orjson.JSONEncodeError as exc:  # e.g. nesting beyond orjson's depth
+        raise EncodingError(side, f"{side} cannot be written as JSON: {exc}") from None
 
 
 class JsonEncoder:
@@ -52,7 +53,7 @@ class JsonEncoder:
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The JSON array of primary-key values."""
-        return _dumps(row.key)
+        return _dumps(row.key, "key")
 
     def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
         """The envelope, or None (a tombstone) where the envelope has no value."""

@@ -45,7 +45,7 @@ class BrokerError(PlatformError):
     """The embedded Kafka broker failed to format, start, answer or stop."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, order=True)
 class RecordRef:
     """Where a record came from: enough for an operator to find it with the Kafka CLI."""
 

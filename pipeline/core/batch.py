@@ -224,6 +224,15 @@ class Output:
         )
 
 
+def bad_reason(exc: Exception) -> str:
+    """Why a record is bad: our reason, or what went wrong where nothing expected it."""
+    if isinstance(exc, BadRecord):
+        return str(exc)
+    if isinstance(exc, EncodingError):
+        return exc.reason
+    return f"cannot be processed ({type(exc).__name__}: {exc})"
+
+
 def process(plan: BatchPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The task body (``mapInArrow``).
 
@@ -336,10 +345,10 @@ class Task:
                 item = decode(key, value)
                 if errors is not None and errors[i] is not None:
                     raise BadRecord(errors[i])
-            except BadRecord as exc:
+            except Exception as exc:  # no record, however strange, stops a feed
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
-                self.bad(out, state, offsets[i].as_py(), str(exc), run, i)
+                self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i)
                 continue
             if isinstance(item, Marker):
                 floor = max(floor, item.resolved)
@@ -354,10 +363,10 @@ class Task:
             row = ChangeRow(table, item.key, item.after, item.before, ts, ts)
             try:
                 key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
-            except EncodingError as exc:  # e.g. a value that does not fit its Avro type
+            except Exception as exc:  # e.g. a value that does not fit its Avro type
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
-                self.bad(out, state, offsets[i].as_py(), exc.reason, run, i)
+                self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i)
                 continue
             add_key(key_bytes)
             add_value(value_bytes)

@@ -39,7 +39,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from encoders.base import ChangeRow
-from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 
 from .batch import (
@@ -48,6 +47,7 @@ from .batch import (
     Output,
     PartitionSeen,
     Task,
+    bad_reason,
     records_observed,
     source_columns,
 )
@@ -172,9 +172,9 @@ class ScanTask(Task):
                 item = change(self.key_values, values[i])
                 if errors is not None and errors[i] is not None:
                     raise BadRecord(errors[i])
-            except BadRecord as exc:
+            except Exception as exc:  # no record, however strange, stops a scan
                 self.flush(out)  # the rows before it, then its dead-letter record
-                self.bad(out, state, offsets[i], str(exc), run, i)
+                self.bad(out, state, offsets[i], bad_reason(exc), run, i)
                 self.keep_undecodable(run, i, offsets[i])
                 continue
             self.keep(_Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i))
@@ -252,9 +252,10 @@ class ScanTask(Task):
         row = ChangeRow(self.table, change.key, change.after, before, updated, change.ts)
         try:
             key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
-        except EncodingError as exc:
+        except Exception as exc:  # e.g. a value that does not fit its Avro type
             self.flush(out)
-            self.bad(out, state, version.offset, exc.reason, version.run, version.position)
+            reason = bad_reason(exc)
+            self.bad(out, state, version.offset, reason, version.run, version.position)
             return
         out.key.append(key)
         out.value.append(value)

@@ -12,12 +12,12 @@ per record, so it is written for speed (orjson, tuples, no regular expressions).
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
 from schemas.hlc import Hlc
+from schemas.jsontext import dumps, loads_exact, lossy
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -45,19 +45,43 @@ class BadRecord(Exception):
     """A source record that cannot be decoded; the message is the reason."""
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+NOT_JSON = "not JSON"
 
 
 def loads(data: bytes) -> Any:
-    """Parse JSON; orjson first, the standard library for what orjson refuses (big integers).
+    """Parse JSON, every number exactly as the source wrote it (``schemas/jsontext.py``).
 
-    Raises ``ValueError`` on anything that is not JSON (NaN and Infinity included).
+    orjson first; the exact reader where orjson's values lost a number's text, and for what
+    orjson refuses that may still be JSON (numbers beyond a double's range). Raises
+    :class:`BadRecord` for anything that is not JSON, nesting deeper than can be read, and
+    strings with lone surrogates (text no consumer's UTF-8 can hold).
     """
     try:
-        return orjson.loads(data)
+        value = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json.loads(data, parse_constant=_reject_constant)
+        return _loads_refused(data)
+    if not lossy(value, data):
+        return value
+    try:
+        return loads_exact(data)
+    except RecursionError:
+        raise BadRecord("JSON nested too deeply") from None
+    except ValueError:
+        raise BadRecord(NOT_JSON) from None
+
+
+def _loads_refused(data: bytes) -> Any:
+    """What orjson refused: a lone surrogate, too deep, or not JSON at all."""
+    try:
+        value = loads_exact(data)
+        dumps(value)  # lone surrogates cannot be written as UTF-8
+    except RecursionError:
+        raise BadRecord("JSON nested too deeply") from None
+    except orjson.JSONEncodeError:
+        raise BadRecord("a string holds a lone surrogate (not Unicode text)") from None
+    except (ValueError, UnicodeDecodeError):
+        raise BadRecord(NOT_JSON) from None
+    return value
 
 
 def parse_hlc(text: Any, field: str) -> Hlc:
@@ -122,8 +146,8 @@ class NativeAdapter:
         """A row's key: its primary-key values (the initial scan parses each key once)."""
         try:
             key_values = loads(key)
-        except ValueError:
-            key_values = None
+        except BadRecord as exc:
+            raise BadRecord(_unreadable("key is not a JSON array", exc)) from None
         if type(key_values) is not list:
             raise BadRecord("key is not a JSON array")
         return key_values
@@ -161,11 +185,16 @@ def _object(value: bytes | None) -> dict[str, Any]:
         raise BadRecord("null value")
     try:
         body = loads(value)
-    except ValueError:
-        raise BadRecord("value is not a JSON object") from None
+    except BadRecord as exc:
+        raise BadRecord(_unreadable("value is not a JSON object", exc)) from None
     if type(body) is not dict:
         raise BadRecord("value is not a JSON object")
     return body
+
+
+def _unreadable(what: str, exc: BadRecord) -> str:
+    reason = str(exc)
+    return what if reason == NOT_JSON else f"{what}: {reason}"
 
 
 ADAPTERS = {"native": NativeAdapter}

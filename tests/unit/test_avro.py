@@ -17,6 +17,7 @@ from encoders.avro import AvroEncoder, Framing
 from encoders.avro_writer import NotCompiled, compile_writer
 from encoders.base import ChangeRow, Context
 from pipeline.config import EncoderConfig
+from pipeline.core.sources import NativeAdapter
 from schemas.avro import OutputSchemas, envelope_schema, resolved_schema
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
@@ -187,3 +188,35 @@ def test_an_encoder_travels_pickled_after_use() -> None:
     copy_ = cloudpickle.loads(cloudpickle.dumps(encoder))
     assert copy_.resolved(TS, CTX) == marker
     assert copy_.value(ROW, CTX) == encoder.value(ROW, CTX)
+
+
+def _priced(precision: int, scale: int) -> TableSchema:
+    record = copy.deepcopy(ORDERS.record)
+    decimal = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+    record["fields"].append({"name": "price", "type": ["null", decimal], "default": None})
+    return TableSchema.of(record, ["region", "order_id"])
+
+
+@pytest.mark.parametrize(
+    ("text", "written"),
+    [("12345678901234567.89", "12345678901234567.89"), ("1.10", "1.10"), ("-0.50", "-0.50")],
+)
+def test_a_decimal_column_is_written_exactly_from_the_source_text(text: str, written: str) -> None:
+    table = _priced(20, 2)
+    schemas = OutputSchemas.of(table, OPTIONS)
+    encoder = AvroEncoder(schemas, Framing(b"", b"", b""), OPTIONS, "orders")
+    source = f'{{"after": {{"region": "eu", "order_id": 7, "price": {text}}}, "updated": "1.0"}}'
+    change = NativeAdapter().decode(b'["eu", 7]', source.encode())
+    value = encoder.value(ROW._replace(after=change.after), CTX)
+    assert value is not None
+    assert str(decode(value, 0, schemas.value)["after"]["price"]) == written
+
+
+def test_a_decimal_that_does_not_fit_its_scale_is_a_bad_record_not_rounded() -> None:
+    table = _priced(20, 2)
+    schemas = OutputSchemas.of(table, OPTIONS)
+    encoder = AvroEncoder(schemas, Framing(b"", b"", b""), OPTIONS, "orders")
+    source = b'{"after": {"region": "eu", "order_id": 7, "price": 1.105}, "updated": "1.0"}'
+    change = NativeAdapter().decode(b'["eu", 7]', source)
+    with pytest.raises(EncodingError, match="does not fit"):
+        encoder.value(ROW._replace(after=change.after), CTX)

@@ -1,0 +1,100 @@
+"""JSON values that keep the source's numbers exactly (contract §5.6: values unchanged).
+
+orjson parses a source value several times faster than the standard library, but its Python
+values lose what JSON text can say: a number with a fraction or an exponent becomes a float
+(``12345678901234567.89`` → ``1.2345678901234568e+16``, ``1.10`` → ``1.1``, ``1E+2`` →
+``100.0``), an integer beyond 64 bits a float too, and ``-0`` becomes ``0``. So a value is
+parsed with orjson first, and :func:`lossy` tells whether that lost anything; only then is it
+read again with :func:`loads_exact`, where such numbers become :class:`Number` (their text).
+:func:`dumps` writes a :class:`Number` back verbatim. Strings and nesting need no such care:
+orjson keeps their characters and order.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from decimal import Decimal
+from typing import Any
+
+import orjson
+
+# an integer -0 in a value position (orjson reads it as 0); a false alarm only costs time
+_NEGATIVE_ZERO = re.compile(rb"[\[:,]\s*-0(?![0-9.eE])")
+
+
+class Number:
+    """A JSON number as its source text, for numbers a Python int or float would change."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"Number({self.text!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Number) and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def decimal(self) -> Decimal:
+        """The exact value."""
+        return Decimal(self.text)
+
+    def plain(self) -> int | float:
+        """The nearest Python number (for outputs whose declared type is a float)."""
+        if any(c in self.text for c in ".eE"):
+            return float(self.text)
+        return int(self.text)
+
+
+def _integer(text: str) -> int | Number:
+    # orjson-sized integers stay ints; -0 and those beyond 64 bits keep their text
+    if text == "-0" or len(text) > 18:
+        return Number(text)
+    return int(text)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def loads_exact(data: bytes | str) -> Any:
+    """Parse JSON keeping every fraction, exponent, -0 and big integer as :class:`Number`.
+
+    Raises ``ValueError`` for what is not JSON (NaN and Infinity included), ``RecursionError``
+    for nesting deeper than the interpreter allows.
+    """
+    return json.loads(data, parse_float=Number, parse_int=_integer, parse_constant=_no_constant)
+
+
+def lossy(value: Any, raw: bytes) -> bool:
+    """True when ``value`` (orjson's parse of ``raw``) lost a number's exact text."""
+    if _has_float(value):
+        return True
+    return b"-0" in raw and _NEGATIVE_ZERO.search(raw) is not None
+
+
+def _has_float(value: Any) -> bool:
+    kind = type(value)
+    if kind is float:
+        return True
+    if kind is dict:
+        return any(_has_float(v) for v in value.values())
+    if kind is list:
+        return any(_has_float(v) for v in value)
+    return False
+
+
+def _fragment(value: Any) -> Any:
+    if type(value) is Number:
+        return orjson.Fragment(value.text)
+    raise TypeError(f"{type(value).__name__} is not JSON")
+
+
+def dumps(value: Any) -> bytes:
+    """Compact UTF-8 JSON; a :class:`Number` is written as its text."""
+    return orjson.dumps(value, default=_fragment)

@@ -1,0 +1,154 @@
+"""Values unchanged, bad records isolated (contract §5.6, §5.7), on a real broker and Spark.
+
+Expectations are built from the source bytes with the standard library, not with our code.
+"""
+
+import json
+from typing import Any
+
+import pytest
+
+from pipeline.core.changefeed import Changefeed
+from schemas.errors import SourceDecodeError
+from tests.integration.test_changefeed import produce
+from tests.support.changefeed import changefeed_config, read_checkpoint, read_output, run_to_end
+from tests.support.kafka import consume_all
+
+T1, T2, T9 = (
+    "1700000000000000001.0000000000",
+    "1700000000000000002.0000000000",
+    "1700000000000000009.0000000000",
+)
+# numbers of every form, as a DECIMAL column or a big counter would carry them
+EXACT_AFTER = (
+    b'{"price":12345678901234567.89,"ratio":1.10,"n":18446744073709551617,"e":1E+2,'
+    b'"small":1e-7,"neg":-0,"zero":0.0,"i":42,"big":1e400,'
+    b'"s":"caf\xc3\xa9 \\"q\\" \\\\ \xf0\x9f\x98\x80",'
+    b'"nested":{"a":[1.50,{"b":-2.000E-3}],"c":null},"t":true}'
+)
+EXACT_BEFORE = b'{"price":0.10,"ratio":1.0,"n":1,"e":1e2,"nested":{"a":[]}}'
+
+
+def exact(data: bytes) -> Any:
+    """Parse JSON keeping every number's text (the standard library, not ours)."""
+    return json.loads(data, parse_float=lambda t: ("num", t), parse_int=lambda t: ("num", t))
+
+
+def test_values_reach_the_output_byte_for_byte(kafka_bootstrap: str, unique_name, spark) -> None:
+    source = unique_name("src")
+    key = '["eu-\\"west\\"", "Zürich", 7]'.encode()
+    updated = f'"updated":"{T1}"'.encode()
+    value = b'{"after":' + EXACT_AFTER + b',"before":' + EXACT_BEFORE + b"," + updated + b"}"
+    spaced = b'{ "after" : {"x": 1.10 ,"y":"\\u00e9"} , "updated" : "' + T2.encode() + b'" }'
+    produce(
+        kafka_bootstrap,
+        source,
+        [(0, key, value), (0, key, spaced), (0, None, {"resolved": T9})],
+    )
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        encoder={"updated": True, "diff": True},
+    )
+    run_to_end(config, spark)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert [m.key for m in out.rows] == [b'["eu-\\"west\\"","Z\xc3\xbcrich",7]'] * 2
+    first, second = (m.value for m in out.rows)
+    assert first == (
+        b'{"after":' + EXACT_AFTER + b',"before":' + EXACT_BEFORE + b"," + updated + b"}"
+    )
+    # the same JSON text, whitespace and escapes aside: every number as it was written
+    assert exact(second) == {
+        "after": exact(b'{"x": 1.10, "y": "\\u00e9"}'),
+        "before": None,
+        "updated": T2,
+    }
+    assert b'"x":1.10' in second
+
+
+BAD = {
+    "not json": (b'["k"]', b"{not json"),
+    "not utf-8": (b'["k"]', b'{"after": {"s": "\xff\xfe"}, "updated": "' + T1.encode() + b'"}'),
+    "key not utf-8": (b"\xff", b'{"after": {}, "updated": "' + T1.encode() + b'"}'),
+    "lone surrogate": (b'["k"]', b'{"after": {"s": "\\ud800"}, "updated": "' + T1.encode() + b'"}'),
+    "deep": (
+        b'["k"]',
+        b'{"after": {"d": ' + b"[" * 5000 + b"]" * 5000 + b'}, "updated": "' + T1.encode() + b'"}',
+    ),
+    "deep key": (b"[" * 5000 + b"]" * 5000, b'{"after": {}, "updated": "' + T1.encode() + b'"}'),
+    "array value": (b'["k"]', b"[1, 2]"),
+    "no updated": (b'["k"]', b'{"after": {"a": 1}}'),
+    "bad updated": (b'["k"]', b'{"after": {"a": 1}, "updated": "12:00"}'),
+    "key not array": (b'{"a": 1}', b'{"after": {}, "updated": "' + T1.encode() + b'"}'),
+    "null value": (b'["k"]', None),
+    "bad marker": (None, b'{"resolved": "soon"}'),
+    "after a string": (b'["k"]', b'{"after": "x", "updated": "' + T1.encode() + b'"}'),
+}
+
+
+def bad_feed(partitions: int = 3) -> list[tuple[int, Any, Any]]:
+    """Good rows and every kind of bad record, on every partition, then a marker on each."""
+    records: list[tuple[int, Any, Any]] = []
+    for p in range(partitions):
+        good = b'{"after": {"p": %d, "v": 1.10}, "updated": "%s"}'
+        records.append((p, [f"good-{p}"], good % (p, T2.encode())))
+        records.extend((p, key, value) for key, value in BAD.values())
+        records.append((p, [f"late-{p}"], good % (p, T9.encode())))
+        records.append((p, None, {"resolved": T9}))
+    return records
+
+
+def test_bad_records_of_every_kind_on_every_partition_go_to_the_dlq_and_the_feed_goes_on(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, bad_feed(), partitions=3)
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        on_error="dlq",
+        dlq_topic=unique_name("dlq"),
+    )
+    run_to_end(config, spark)  # one batch: every partition's bad records at once
+    dead = consume_all(kafka_bootstrap, config.effective_dlq_topic)
+    assert len(dead) == 3 * len(BAD)
+    expected = [(key, value) for _ in range(3) for key, value in BAD.values()]
+    assert sorted(((m.key, m.value) for m in dead), key=repr) == sorted(expected, key=repr)
+    for m in dead:
+        headers = dict(m.headers)
+        assert headers["highwater.error"], "every dead letter says why"
+        topic, _, where = headers["highwater.source"].decode().rpartition("/")
+        partition, offset = (int(x) for x in where.split("@"))
+        assert topic == source
+        assert 0 <= partition < 3
+        assert 1 <= offset <= len(BAD)
+    reasons = {dict(m.headers)["highwater.error"].decode() for m in dead}
+    assert "value is not a JSON object: JSON nested too deeply" in reasons
+    assert "value is not a JSON object: a string holds a lone surrogate (not Unicode text)" in (
+        reasons
+    )
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert sorted(m.key for m in out.rows) == sorted(
+        f'["{kind}-{p}"]'.encode() for p in range(3) for kind in ("good", "late")
+    )
+    assert all(b'"v":1.10' in m.value for m in out.rows)
+    assert {m.partition for m in out.markers} == {0, 1, 2}
+    assert {json.loads(m.value)["resolved"] for m in out.markers} == {T9}
+    record = read_checkpoint(kafka_bootstrap, config)
+    assert record["high_water"] == T9
+    assert record["partitions"][source]["offsets"] == [len(BAD) + 3] * 3
+
+
+def test_on_error_fail_names_the_first_bad_record_of_many_partitions(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, bad_feed(), partitions=3)
+    config = changefeed_config(kafka_bootstrap, unique_name("cf"), [(source, "orders")])
+    with pytest.raises(SourceDecodeError) as caught:
+        Changefeed(config, spark).run()
+    ref = caught.value.record
+    assert (ref.topic, ref.partition, ref.offset) == (source, 0, 1)
+    assert f"topic={source} partition=0 offset=1" in str(caught.value)

@@ -1,0 +1,79 @@
+"""Values pass through unchanged (contract §5.6): every number keeps its text, in any form."""
+
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from encoders.base import ChangeRow, Context
+from encoders.json import JsonEncoder
+from pipeline.config import EncoderConfig
+from pipeline.core.sources import BadRecord, NativeAdapter
+from schemas.hlc import Hlc
+
+pytestmark = pytest.mark.unit
+T = "1700000000000000001.0000000000"
+
+digits = st.text("0123456789", min_size=1, max_size=25)
+integer = st.builds(
+    lambda sign, d: sign + (d.lstrip("0") or "0"), st.sampled_from(["", "-"]), digits
+)
+fraction = st.builds(lambda i, f: f"{i}.{f}", integer, digits)
+exponent = st.builds(
+    lambda m, e, sign, d: f"{m}{e}{sign}{d}",
+    st.one_of(integer, fraction),
+    st.sampled_from(["e", "E"]),
+    st.sampled_from(["", "+", "-"]),
+    st.text("0123456789", min_size=1, max_size=3),
+)
+number = st.one_of(integer, fraction, exponent, st.just("-0"), st.just("1e400"))
+string = st.text(st.characters(exclude_categories=("Cs",)), max_size=12).map(
+    lambda s: json.dumps(s, ensure_ascii=False)
+)
+scalar = st.one_of(number, string, st.sampled_from(["true", "false", "null"]))
+text = st.recursive(
+    scalar,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4).map(lambda xs: "[" + ",".join(xs) + "]"),
+        st.dictionaries(string, inner, max_size=4).map(
+            lambda d: "{" + ",".join(f"{k}:{v}" for k, v in d.items()) + "}"
+        ),
+    ),
+    max_leaves=12,
+)
+row = st.dictionaries(string, text, max_size=6).map(
+    lambda d: "{" + ",".join(f"{k}:{v}" for k, v in d.items()) + "}"
+)
+
+
+def exact(data: str | bytes) -> Any:
+    """The standard library's parse with every number as its text (independent of our code)."""
+    return json.loads(data, parse_float=lambda t: ("n", t), parse_int=lambda t: ("n", t))
+
+
+@settings(max_examples=400)
+@given(row, st.one_of(st.none(), row), st.lists(number, min_size=1, max_size=3))
+def test_after_before_and_key_keep_every_number_text(
+    after: str, before: str | None, key: list[str]
+) -> None:
+    source_key = ("[" + ",".join(key) + "]").encode()
+    value = f'{{"after":{after},"before":{before or "null"},"updated":"{T}"}}'.encode()
+    change = NativeAdapter().decode(source_key, value)
+    assert not isinstance(change, BadRecord)
+    encoder = JsonEncoder(EncoderConfig(diff=True, updated=True))
+    row_ = ChangeRow("t", change.key, change.after, change.before, Hlc.parse(T), Hlc.parse(T))
+    out = encoder.value(row_, Context("out"))
+    assert out is not None
+    assert exact(out) == {"after": exact(after), "before": exact(before or "null"), "updated": T}
+    assert exact(encoder.key(row_, Context("out"))) == exact(source_key)
+
+
+def test_the_issue_s_example_comes_out_as_it_went_in() -> None:
+    after = '{"price":12345678901234567.89,"ratio":1.10,"n":18446744073709551617,"e":1E+2}'
+    value = f'{{"after":{after},"updated":"{T}"}}'.encode()
+    change = NativeAdapter().decode(b"[1]", value)
+    row_ = ChangeRow("t", change.key, change.after, None, Hlc.parse(T), Hlc.parse(T))
+    out = JsonEncoder(EncoderConfig()).value(row_, Context("out"))
+    assert out == f'{{"after":{after}}}'.encode()
