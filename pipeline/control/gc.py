@@ -110,7 +110,7 @@ def _times(
     decode = adapter(source_format).decode
     for message in read_range(consumer, sp, low, high):
         try:
-            item = decode(message.key(), message.value())
+            item = decode(message.key(), message.value(), exact=False)  # times only
         except BadRecord:
             yield message.offset(), None
             continue

@@ -266,7 +266,7 @@ class Task:
 
     def __init__(self, plan: BatchPlan) -> None:
         self.plan = plan
-        self.decoders = {topic: adapter(fmt).decode for topic, fmt in plan.formats.items()}
+        self.adapters = {topic: adapter(fmt) for topic, fmt in plan.formats.items()}
         self.contexts = {topic: Context(output) for topic, output in plan.routes.items()}
         self.seen: dict[tuple[str, int], PartitionSeen] = {}
         self.floors: dict[tuple[str, int], Hlc] = {}
@@ -331,18 +331,19 @@ class Task:
         sp, state = self.partition(run)
         topic = sp[0]
         floor, end_time = self.floors[sp], self.plan.end_time
-        decode, ctx, table = self.decoders[topic], self.contexts[topic], self.plan.tables[topic]
+        source, ctx, table = self.adapters[topic], self.contexts[topic], self.plan.tables[topic]
+        decode = source.decode
         encoder = self.plan.encoders[topic]
         encode_key, encode_value = encoder.key, encoder.value
         add_key, add_value = out.key.append, out.value.append
         errors = run.column("error").to_pylist() if "error" in run.schema.names else None
         emitted = 0  # rows appended since the last topic run was recorded
         kept = 0  # rows emitted in this stretch
-        for i, (key, value) in enumerate(
-            zip(run.column("key").to_pylist(), run.column("value").to_pylist(), strict=True)
-        ):
+        keys, values = run.column("key"), run.column("value")
+        exact = source.exact(keys, values)  # which records the exact JSON reader must read
+        for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
-                item = decode(key, value)
+                item = decode(key, value, exact[i])
                 if errors is not None and errors[i] is not None:
                     raise BadRecord(errors[i])
             except Exception as exc:  # no record, however strange, stops a feed

@@ -158,6 +158,7 @@ class ScanTask(Task):
         keeps = run.column("keep").to_pylist() if "keep" in names else None
         errors = run.column("error").to_pylist() if "error" in names else None
         offsets = run.column("offset").to_pylist()
+        exact = source.exact(run.column("key"), run.column("value"))
         keys, values = run.column("key").to_pylist(), run.column("value").to_pylist()
         for i, key in enumerate(keys):
             if key != self.key:
@@ -169,7 +170,7 @@ class ScanTask(Task):
                     continue  # the stream's concern: the scan knows its statement time
                 if self.key_values is None:
                     raise BadRecord(self.key_error or "no key")
-                item = change(self.key_values, values[i])
+                item = change(self.key_values, values[i], exact[i])
                 if errors is not None and errors[i] is not None:
                     raise BadRecord(errors[i])
             except Exception as exc:  # no record, however strange, stops a scan
@@ -188,8 +189,8 @@ class ScanTask(Task):
         if key is not None:
             try:
                 self.key_values = parse(key)
-            except BadRecord as exc:
-                self.key_error = str(exc)
+            except Exception as exc:  # reported with each of the key's versions
+                self.key_error = bad_reason(exc)
 
     def keep_undecodable(self, run: pa.RecordBatch, i: int, offset: int) -> None:
         """An undecodable version of a key still supersedes older ones, if its time is read."""

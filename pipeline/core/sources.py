@@ -46,27 +46,35 @@ class BadRecord(Exception):
 
 
 NOT_JSON = "not JSON"
+# A number token (outside strings) whose text orjson might not give back; see NativeAdapter.exact
+_RISKY_NUMBER = (
+    r'^(?:[^"]|"(?:[^"\\]|\\.)*")*?[:\[,]\s*(?:-0[,\]}\s]|'
+    r"-?(?:\d{19}|\d+\.\d+0(?:[^0-9]|$)|\d+\.\d{6}|\d{10}\d*\.|\d+(?:\.\d+)?[eE]))"
+)
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes, exact: bool | None = None) -> Any:
     """Parse JSON, every number exactly as the source wrote it (``schemas/jsontext.py``).
 
-    orjson first; the exact reader where orjson's values lost a number's text, and for what
-    orjson refuses that may still be JSON (numbers beyond a double's range). Raises
-    :class:`BadRecord` for anything that is not JSON, nesting deeper than can be read, and
-    strings with lone surrogates (text no consumer's UTF-8 can hold).
+    ``exact``: whether the text holds a number orjson would change (:meth:`NativeAdapter.exact`
+    tells, for a whole batch at once); None: find out after parsing. orjson reads what it
+    can read without loss; the exact reader the rest, and what orjson refuses that may still
+    be JSON (numbers beyond a double's range). Raises :class:`BadRecord` for anything that is
+    not JSON, nesting deeper than can be read, and strings with lone surrogates (text no
+    consumer's UTF-8 can hold).
     """
-    try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError:
-        return _loads_refused(data)
-    if not lossy(value, data):
-        return value
+    if not exact:
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return _loads_refused(data)
+        if exact is False or not lossy(value, data):
+            return value
     try:
         return loads_exact(data)
     except RecursionError:
         raise BadRecord("JSON nested too deeply") from None
-    except ValueError:
+    except (ValueError, UnicodeDecodeError):
         raise BadRecord(NOT_JSON) from None
 
 
@@ -136,16 +144,35 @@ class NativeAdapter:
         logical = pc.cast(pc.if_else(pc.equal(logical, b""), b"0", logical), pa.int64())
         return wall, logical
 
-    def decode(self, key: bytes | None, value: bytes | None) -> Change | Marker:
-        """Decode one record."""
+    def exact(self, keys: pa.Array, values: pa.Array) -> list[bool]:
+        """Per record, whether its key or value holds a number orjson would change.
+
+        Vectorised over a batch (RE2, outside strings): a record it flags is read with the
+        exact reader; one it does not is read by orjson alone. It may flag more than needed
+        (that costs time, never exactness): any number with an exponent, a fraction ending in
+        0 (but ``.0``) or of six digits or more, ten integer digits or more before a
+        fraction, nineteen digits or more, and ``-0``.
+        """
+        import pyarrow.compute as pc  # noqa: PLC0415 - pyarrow loads on the executors only
+
+        risky = pc.or_kleene(
+            pc.match_substring_regex(keys, _RISKY_NUMBER),
+            pc.match_substring_regex(values, _RISKY_NUMBER),
+        )
+        return [bool(flag) for flag in pc.fill_null(risky, False).to_pylist()]
+
+    def decode(
+        self, key: bytes | None, value: bytes | None, exact: bool | None = None
+    ) -> Change | Marker:
+        """Decode one record (``exact``: as :meth:`exact` flagged it; None: find out)."""
         if key is None:
             return self.marker(value)
-        return self.change(self.key(key), value)
+        return self.change(self.key(key, exact), value, exact)
 
-    def key(self, key: bytes) -> list[Any]:
+    def key(self, key: bytes, exact: bool | None = None) -> list[Any]:
         """A row's key: its primary-key values (the initial scan parses each key once)."""
         try:
-            key_values = loads(key)
+            key_values = loads(key, exact)
         except BadRecord as exc:
             raise BadRecord(_unreadable("key is not a JSON array", exc)) from None
         if type(key_values) is not list:
@@ -159,9 +186,11 @@ class NativeAdapter:
             raise BadRecord("null key but no 'resolved' field")
         return Marker(parse_hlc(body["resolved"], "resolved"))
 
-    def change(self, key_values: list[Any], value: bytes | None) -> Change:
+    def change(
+        self, key_values: list[Any], value: bytes | None, exact: bool | None = None
+    ) -> Change:
         """A row change, its key already parsed."""
-        body = _object(value)
+        body = _object(value, exact)
         updated = body.get("updated")
         if updated is None:
             raise BadRecord("no 'updated' field")
@@ -179,12 +208,12 @@ class NativeAdapter:
         return Change(key_values, after, before, op, ts)
 
 
-def _object(value: bytes | None) -> dict[str, Any]:
+def _object(value: bytes | None, exact: bool | None = None) -> dict[str, Any]:
     """A JSON object value, or :class:`BadRecord`."""
     if value is None:
         raise BadRecord("null value")
     try:
-        body = loads(value)
+        body = loads(value, exact)
     except BadRecord as exc:
         raise BadRecord(_unreadable("value is not a JSON object", exc)) from None
     if type(body) is not dict:

@@ -3,6 +3,7 @@
 import json
 from typing import Any
 
+import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -53,21 +54,32 @@ def exact(data: str | bytes) -> Any:
     return json.loads(data, parse_float=lambda t: ("n", t), parse_int=lambda t: ("n", t))
 
 
-@settings(max_examples=400)
+@settings(max_examples=400, deadline=None)
 @given(row, st.one_of(st.none(), row), st.lists(number, min_size=1, max_size=3))
 def test_after_before_and_key_keep_every_number_text(
     after: str, before: str | None, key: list[str]
 ) -> None:
     source_key = ("[" + ",".join(key) + "]").encode()
     value = f'{{"after":{after},"before":{before or "null"},"updated":"{T}"}}'.encode()
-    change = NativeAdapter().decode(source_key, value)
-    assert not isinstance(change, BadRecord)
+    adapter = NativeAdapter()
+    # as the executors read it: which records need the exact reader, for the batch at once
+    (flag,) = adapter.exact(pa.array([source_key], pa.binary()), pa.array([value], pa.binary()))
     encoder = JsonEncoder(EncoderConfig(diff=True, updated=True))
-    row_ = ChangeRow("t", change.key, change.after, change.before, Hlc.parse(T), Hlc.parse(T))
-    out = encoder.value(row_, Context("out"))
-    assert out is not None
-    assert exact(out) == {"after": exact(after), "before": exact(before or "null"), "updated": T}
-    assert exact(encoder.key(row_, Context("out"))) == exact(source_key)
+    outputs = []
+    # as the executors read it (flagged for the batch at once), and as a driver-side reader
+    for change in (adapter.decode(source_key, value, flag), adapter.decode(source_key, value)):
+        assert not isinstance(change, BadRecord)
+        row_ = ChangeRow("t", change.key, change.after, change.before, Hlc.parse(T), Hlc.parse(T))
+        out = encoder.value(row_, Context("out"))
+        assert out is not None
+        assert exact(out) == {
+            "after": exact(after),
+            "before": exact(before or "null"),
+            "updated": T,
+        }
+        assert exact(encoder.key(row_, Context("out"))) == exact(source_key)
+        outputs.append(out)
+    assert outputs[0] == outputs[1]
 
 
 def test_the_issue_s_example_comes_out_as_it_went_in() -> None:
@@ -77,3 +89,29 @@ def test_the_issue_s_example_comes_out_as_it_went_in() -> None:
     row_ = ChangeRow("t", change.key, change.after, None, Hlc.parse(T), Hlc.parse(T))
     out = JsonEncoder(EncoderConfig()).value(row_, Context("out"))
     assert out == f'{{"after":{after}}}'.encode()
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "123456789012.34567",  # 17 significant digits: a double cannot keep them
+        "1234567890123456.7",
+        "9007199254740993",
+        "0.1000000000000000055511151231257827",
+        "1.10",
+        "100.00",
+        "-0",
+        "-0.0",
+        "1e5",
+        "2.50E-3",
+        "18446744073709551616",
+    ],
+)
+def test_numbers_a_double_cannot_keep_are_flagged_for_the_exact_reader(number: str) -> None:
+    value = f'{{"after":{{"x":{number},"y":[{number}]}},"updated":"{T}"}}'.encode()
+    adapter = NativeAdapter()
+    (flag,) = adapter.exact(pa.array([b"[1]"], pa.binary()), pa.array([value], pa.binary()))
+    change = adapter.decode(b"[1]", value, flag)
+    row_ = ChangeRow("t", change.key, change.after, None, Hlc.parse(T), Hlc.parse(T))
+    out = JsonEncoder(EncoderConfig()).value(row_, Context("out"))
+    assert out == f'{{"after":{{"x":{number},"y":[{number}]}}}}'.encode()
