@@ -28,7 +28,12 @@ from pathlib import Path
 from pipeline.config import load_config
 from pipeline.control.cli import add_operator_commands
 from pipeline.runtime.process import reporting_errors, state_dir
-from pipeline.runtime.submit import spark_submit_command, spark_submit_env, supervise
+from pipeline.runtime.submit import (
+    printable,
+    spark_submit_command,
+    spark_submit_env,
+    supervise,
+)
 
 PLUGIN_GROUP = "highwater.commands"
 
@@ -64,7 +69,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     command = spark_submit_command(args.config, config, state_dir() / "submit")
-    print(" ".join(command), file=sys.stderr)
+    print(printable(command), file=sys.stderr)
     if args.dry_run:
         return 0
     sys.stdout.flush()

@@ -88,7 +88,14 @@ def _yaml_yes_no(value: object) -> object:
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 Time = Annotated[Hlc, BeforeValidator(_parse_hlc)]
 Name = Annotated[str, Field(min_length=1, pattern=_NAME)]
-_SECRET_WORDS = ("password", "secret", "jaas", "token", "key.password", "credentials")
+_SECRET_WORDS = ("password", "secret", "jaas", "token", "credentials", "sasl", "ssl.key")
+MASK = "**********"
+
+
+def looks_secret(name: str) -> bool:
+    """True for a setting whose value must never be printed or logged (``sasl.jaas.config``…)."""
+    lowered = name.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
 
 
 def _combination(field: str, reason: str) -> PydanticCustomError:
@@ -114,10 +121,7 @@ class KafkaOptions(_Section):
         yield from super().__repr_args__()
         yield (
             "options",
-            {
-                k: "**********" if any(w in k.lower() for w in _SECRET_WORDS) else v
-                for k, v in self.options.items()
-            },
+            {k: MASK if looks_secret(k) else v for k, v in self.options.items()},
         )
 
 
@@ -351,6 +355,15 @@ class ChangefeedConfig(_Section):
         return self
 
     def _check_sources(self, problems: list[tuple[str, str]]) -> None:
+        if self.sink.topic_name is not None and len(self.sources) > 1:
+            problems.append(
+                (
+                    "sink.topic_name",
+                    "cannot hold several tables: rows of different tables could have the same "
+                    "key (and in Avro each table's envelope needs its own <topic>-value "
+                    "subject); use topic_prefix, one topic per table",
+                )
+            )
         seen_topics: set[str] = set()
         seen_tables: set[str] = set()
         for i, source in enumerate(self.sources):
@@ -369,14 +382,7 @@ class ChangefeedConfig(_Section):
                             "is required with encoder.format: avro (the columns and their types)",
                         )
                     )
-            if self.sink.topic_name is not None and len(self.sources) > 1:
-                problems.append(
-                    (
-                        "sink.topic_name",
-                        "cannot hold several tables in Avro: each table's envelope needs its "
-                        "own <topic>-value subject",
-                    )
-                )
+
         for option in ("select", "where"):
             if getattr(self.encoder, option) is None:
                 continue

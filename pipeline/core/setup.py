@@ -29,8 +29,8 @@ from encoders.base import Context, Encoder
 from encoders.json import JsonEncoder
 from pipeline.config import ChangefeedConfig
 from schemas.avro import OutputSchemas
-from schemas.errors import SourceError
-from schemas.hlc import Hlc
+from schemas.errors import ConfigError, SourceError
+from schemas.hlc import ZERO, Hlc
 from sinks.admin import ensure_topics, partition_counts, topic_configs
 from sinks.compacted import CompactedTopic
 from sinks.resolved import ResolvedBroadcaster
@@ -168,6 +168,8 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
         if position.backfill is not None:
             check_history_complete(start_offsets, outputs.source_configs)
         _hold_safepoint(outputs, position)
+        if position.backfill is None:
+            check_sources_hold(outputs, position)
         return position
     if restored.config_fingerprint and restored.config_fingerprint != config.fingerprint:
         log.warning(
@@ -185,7 +187,7 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
         "" if position.backfill is None else ", initial scan unfinished",
     )
     _hold_safepoint(outputs, position)
-    check_offsets_exist(outputs.source, position)
+    check_sources_hold(outputs, position)
     return position
 
 
@@ -213,6 +215,10 @@ def create(
                 "snapshot there would not be consistent yet"
             )
         statement = cursor or found.time
+        if config.end_time is not None and config.end_time < statement:
+            raise ConfigError(
+                [("end_time", f"is below the statement time {statement}: nothing could be emitted")]
+            )
         start_offsets = found.start_offsets
         if mode == "no":
             position = Position(Frontier(partitions, start=statement), statement)
@@ -255,28 +261,49 @@ def check_history_complete(
         )
 
 
-def check_offsets_exist(source: Mapping[str, Any], position: Position) -> None:
-    """Refuse to resume when records the changefeed still needs were deleted.
+def check_sources_hold(outputs: Outputs, position: Position) -> None:
+    """Refuse to start or resume when source records the changefeed needs were deleted.
 
-    That is every record from a partition's checkpointed offset on, and, while the initial
-    scan is unfinished, the ranges of its pending chunks.
+    A partition read from a checkpointed offset needs every record from there on (and, while
+    the initial scan is unfinished, its pending chunk's range). A partition read from its
+    beginning (a cursor, no scan, a checkpoint that kept no offsets, a partition the
+    checkpoint does not know) needs every record above its floor: records deleted from its
+    beginning are only known to be at or below the floor when the GC safe point says so (GC
+    trims nothing above it, and a start below it is refused); anything else deleted them
+    (retention, DeleteRecords by hand) and they may hold changes that would be skipped.
     """
-    consumer = Consumer({**source, "group.id": "highwater-offset-check"})
+    needed = position.needed()
+    gc = _gc_safe_point(outputs)
+    consumer = Consumer({**outputs.source, "group.id": "highwater-offset-check"})
     gone = []
     try:
-        for sp, (offset, what) in sorted(position.needed().items()):
+        for sp, progress in sorted(position.frontier.progress().items()):
             low, _high = consumer.get_watermark_offsets(
                 TopicPartition(sp.topic, sp.partition), timeout=30
             )
-            if low > offset:
-                gone.append(f"{sp} offsets {offset}..{low - 1} ({what})")
+            if sp in needed:
+                offset, what = needed[sp]
+                if low > offset:
+                    gone.append(f"{sp} offsets {offset}..{low - 1} ({what})")
+            elif low > 0 and not (ZERO < gc <= progress.resolved):
+                gone.append(
+                    f"{sp} offsets 0..{low - 1} (read from the beginning for changes after "
+                    f"{progress.resolved}; no GC safe point accounts for their deletion)"
+                )
     finally:
         consumer.close()
     if gone:
         raise SourceError(
-            "source data this changefeed still needs was deleted from Kafka, so it cannot "
+            "source data this changefeed needs was deleted from Kafka, so it cannot start or "
             "resume without losing changes: " + "; ".join(gone)
         )
+
+
+def _gc_safe_point(outputs: Outputs) -> Hlc:
+    """The cluster's GC safe point (time zero without safepoints, or before any GC)."""
+    if outputs.safepoint is None:
+        return ZERO
+    return outputs.safepoint.registry.read().gc_safe_point
 
 
 def _hold_safepoint(outputs: Outputs, position: Position) -> None:

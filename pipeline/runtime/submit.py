@@ -9,7 +9,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from pipeline.config import ChangefeedConfig
+from pipeline.config import MASK, ChangefeedConfig, looks_secret
 from pipeline.runtime.jars import spark_jars
 from pipeline.runtime.session import SPARK_LOG4J2, local_network_conf
 
@@ -71,6 +71,17 @@ def spark_submit_command(config_path: Path, config: ChangefeedConfig, work_dir: 
     if not spark.master.startswith("local"):
         command += ["--py-files", str(package_zip(work_dir))]
     return [*command, str(JOB), "--config", str(config_path.resolve())]
+
+
+def printable(command: list[str]) -> str:
+    """The command as it may be shown: values of secret-looking ``--conf`` settings masked."""
+    shown = []
+    for previous, arg in zip(["", *command], command, strict=False):
+        key, equals, _value = arg.partition("=")
+        shown.append(
+            f"{key}={MASK}" if previous == "--conf" and equals and looks_secret(key) else arg
+        )
+    return " ".join(shown)
 
 
 def package_zip(work_dir: Path) -> Path:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pipeline.core.changefeed import Changefeed
-from schemas.errors import SourceDecodeError
+from schemas.errors import ConfigError, SourceDecodeError, SourceError
 from tests.integration.test_changefeed import produce
 from tests.support.changefeed import changefeed_config, read_checkpoint, read_output, run_to_end
 from tests.support.kafka import consume_all
@@ -152,3 +152,65 @@ def test_on_error_fail_names_the_first_bad_record_of_many_partitions(
     ref = caught.value.record
     assert (ref.topic, ref.partition, ref.offset) == (source, 0, 1)
     assert f"topic={source} partition=0 offset=1" in str(caught.value)
+
+
+def _rows_and_markers(partitions: int = 2) -> list[tuple[int, Any, Any]]:
+    records: list[tuple[int, Any, Any]] = []
+    for p in range(partitions):
+        for i, ts in enumerate((T1, T2)):
+            records.append((p, [f"k{p}-{i}"], {"after": {"i": i}, "updated": ts}))
+        records.append((p, None, {"resolved": T2}))
+    return records
+
+
+def test_a_start_over_records_deleted_outside_gc_is_refused_naming_them(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
+    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
+
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, _rows_and_markers(), partitions=2)
+    admin = AdminClient({"bootstrap.servers": kafka_bootstrap})
+    for future in admin.delete_records([TopicPartition(source, 1, 2)]).values():
+        future.result(30)  # as retention would: the first two records of partition 1 are gone
+    config = changefeed_config(kafka_bootstrap, unique_name("cf"), [(source, "orders")])
+    with pytest.raises(SourceError) as caught:
+        Changefeed(config, spark).run()
+    assert f"{source}/1 offsets 0..1" in str(caught.value)
+    assert f"{source}/0" not in str(caught.value)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert out.rows == [], "nothing emitted"
+
+
+def test_an_aborted_upstream_transaction_never_reaches_the_output(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    from confluent_kafka import Producer  # noqa: PLC0415
+
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, [(0, ["kept"], {"after": {"a": 1}, "updated": T1})])
+    tx = Producer({"bootstrap.servers": kafka_bootstrap, "transactional.id": unique_name("tx")})
+    tx.init_transactions(30)
+    tx.begin_transaction()
+    row = json.dumps({"after": {"a": 2}, "updated": T2}).encode()
+    tx.produce(source, key=b'["aborted"]', value=row, partition=0)
+    tx.flush(30)
+    tx.abort_transaction(30)
+    produce(kafka_bootstrap, source, [(0, None, {"resolved": T9})])
+    config = changefeed_config(kafka_bootstrap, unique_name("cf"), [(source, "orders")])
+    run_to_end(config, spark)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert [m.key for m in out.rows] == [b'["kept"]']
+
+
+def test_an_end_time_below_the_statement_time_is_refused(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    produce(kafka_bootstrap, source, _rows_and_markers(1), partitions=1)
+    config = changefeed_config(
+        kafka_bootstrap, unique_name("cf"), [(source, "orders")], initial_scan="yes", end_time=T1
+    )
+    with pytest.raises(ConfigError, match="end_time: is below the statement time"):
+        Changefeed(config, spark).run()

@@ -1,6 +1,7 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pipeline.cli import main
 
@@ -46,3 +47,21 @@ def test_kafka_cli_without_a_broker_says_how_to_start_one(
     monkeypatch.setenv("HIGHWATER_STATE_DIR", str(tmp_path))
     assert main(["dev", "kafka-cli", "--name", "nope", "topics", "--list"]) == 1
     assert "highwater dev kafka start --name nope" in capsys.readouterr().err
+
+
+def test_the_printed_command_never_shows_a_secret(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    secret = "hunter2-not-for-logs"  # noqa: S105 - the probe this test looks for
+    path = tmp_path / "cf.yaml"
+    raw = yaml.safe_load((EXAMPLES / "orders.yaml").read_text(encoding="utf-8"))
+    raw.setdefault("spark", {}).setdefault("conf", {})["spark.kafka.sasl.jaas.config"] = (
+        f"org.apache.kafka.common.security.plain.PlainLoginModule required password='{secret}';"
+    )
+    raw["spark"]["conf"]["spark.executor.memory"] = "1g"
+    path.write_text(yaml.safe_dump(raw), encoding="utf-8")
+    assert main(["run", "--config", str(path), "--dry-run"]) == 0
+    err = capsys.readouterr().err
+    assert secret not in err
+    assert "spark.kafka.sasl.jaas.config=**********" in err
+    assert "spark.executor.memory=1g" in err

@@ -167,3 +167,11 @@ def test_not_a_mapping_and_unreadable_file(tmp_path: Path) -> None:
     bad.write_text("a: [", encoding="utf-8")
     with pytest.raises(ConfigError, match="not valid YAML"):
         load_config(bad)
+
+
+def test_one_topic_for_several_tables_is_refused_as_keys_could_collide() -> None:
+    raw = minimal(sink={"topic_name": "all"})
+    raw["sources"] = [{"topic": "src.a", "table": "a"}, {"topic": "src.b", "table": "b"}]
+    with pytest.raises(ConfigError) as caught:
+        parse_config(raw, env={})
+    assert "sink.topic_name: cannot hold several tables" in str(caught.value)
