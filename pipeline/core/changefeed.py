@@ -168,9 +168,15 @@ class Changefeed:
         restored = outputs.restored
         if restored is None:
             self._write_checkpoint(last_marker=None)
-        else:
-            self.policy.resume(restored.high_water, restored.last_marker)
-            self._finished = self.config.scan_mode == "only" and position.backfill is None
+            return
+        pending = self.policy.resume(
+            restored.high_water, restored.last_marker, restored.marker_sent
+        )
+        if pending is not None:
+            log.info("re-sending marker %s: checkpointed, perhaps never sent", pending)
+            self._emit_marker(pending)
+            self._write_checkpoint(last_marker=pending)  # which now says it was sent
+        self._finished = self.config.scan_mode == "only" and position.backfill is None
 
     def _stream(self) -> None:
         """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
@@ -302,20 +308,22 @@ class Changefeed:
         """Checkpoint and emit a marker if due; notice ``end_time`` and a stalled high-water."""
         frontier = self.position.frontier
         lag = frontier.lag_nanos() / 1e9
-        self._carry_out(
-            self.policy.after_batch(frontier.high_water(), lag, self._clock(), final=final)
-        )
+        decision = self.policy.after_batch(frontier.high_water(), lag, self._clock(), final=final)
+        self._carry_out(decision, final=final)
         self._check_stall()
         self._refresh_safepoint()
 
-    def _carry_out(self, decision: Decision) -> None:
-        """The checkpoint first, then the marker it covers."""
+    def _carry_out(self, decision: Decision, *, final: bool = False) -> None:
+        """The checkpoint first, then the marker it covers; at a run's end, confirm it."""
         if decision.checkpoint:
             self._write_checkpoint(last_marker=decision.record_marker)
         if decision.marker is not None:
+            faults.reached("before_marker")
             self._emit_marker(decision.marker)
         if decision.finished:
             self._finished = True
+        if (final or decision.finished) and self.policy.unconfirmed():
+            self._write_checkpoint(last_marker=self.policy.last_marker)
 
     def _tick(self) -> None:
         """Between batches: keep the safepoint fresh, notice a stalled high-water mark.
@@ -348,7 +356,9 @@ class Changefeed:
 
     def _write_checkpoint(self, *, last_marker: Hlc | None) -> None:
         config, position = self.config, self.position
-        checkpoint = position.checkpoint(config.changefeed_id, config.fingerprint, last_marker)
+        checkpoint = position.checkpoint(
+            config.changefeed_id, config.fingerprint, last_marker, self.policy.sent
+        )
         started = time.perf_counter()
         size = self.outputs.checkpoints.write(checkpoint)
         seconds = time.perf_counter() - started

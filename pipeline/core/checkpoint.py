@@ -5,10 +5,13 @@ One JSON record per changefeed in a compacted topic, keyed by changefeed id (con
     {"format_version": 1, "changefeed_id": "orders", "high_water": "<hlc>",
      "partitions": {"src.orders": {"offsets": [120, 98, null], "resolved": ["<hlc>", …]}},
      "leading": {"resolved": "<hlc>", "partitions": {"src.orders": "0-1,5"}},
-     "last_marker": "<hlc>", "statement_time": null, "backfill": null,
+     "last_marker": "<hlc>", "marker_sent": "<hlc>", "statement_time": null, "backfill": null,
      "config_fingerprint": "…", "fallback": null, "written_at": "<RFC 3339>"}
 
 ``offsets`` are the next offsets to read per partition number (``null``: from the start).
+``last_marker`` is the marker the record covers: it is broadcast only once the record is
+durable, and ``marker_sent`` is the last one known to have reached every output partition,
+so a resume re-sends a marker the last run checkpointed but may not have sent.
 The record must fit ``frontier_checkpoint_max_bytes``; when it does not, detail is given up
 in steps that are each safe, because on resume a partition's resolved time is only ever
 *lowered* (more re-emission, never a lost or misplaced row):
@@ -46,11 +49,12 @@ class Checkpoint:
     high_water: Hlc
     offsets: Mapping[SourcePartition, int | None]
     resolved: Mapping[SourcePartition, Hlc] = field(default_factory=dict)
-    last_marker: Hlc | None = None
+    last_marker: Hlc | None = None  # the marker this record covers (sent after it is durable)
     statement_time: Hlc | None = None
     backfill: Mapping[str, Any] | None = None
     config_fingerprint: str = ""
     level: str = "full"
+    marker_sent: Hlc | None = None  # the last marker known to have reached every partition
 
     @classmethod
     def of(
@@ -62,6 +66,7 @@ class Checkpoint:
         statement_time: Hlc | None = None,
         backfill: Mapping[str, Any] | None = None,
         config_fingerprint: str = "",
+        marker_sent: Hlc | None = None,
     ) -> Checkpoint:
         """The checkpoint of a frontier as it stands."""
         progress = frontier.progress()
@@ -74,6 +79,7 @@ class Checkpoint:
             statement_time=statement_time,
             backfill=backfill,
             config_fingerprint=config_fingerprint,
+            marker_sent=marker_sent,
         )
 
     def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
@@ -162,6 +168,7 @@ def decode(data: bytes) -> Checkpoint:
             backfill=raw.get("backfill"),
             config_fingerprint=raw.get("config_fingerprint", ""),
             level=raw.get("fallback") or "full",
+            marker_sent=_hlc_or_none(raw.get("marker_sent")),
         )
     except CheckpointError:
         raise
@@ -197,6 +204,7 @@ def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
         "partitions": partitions,
         "leading": leading,
         "last_marker": None if cp.last_marker is None else str(cp.last_marker),
+        "marker_sent": None if cp.marker_sent is None else str(cp.marker_sent),
         "statement_time": None if cp.statement_time is None else str(cp.statement_time),
         "backfill": cp.backfill,
         "config_fingerprint": cp.config_fingerprint,

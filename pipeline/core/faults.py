@@ -6,6 +6,7 @@ spark-submit JVM and this driver: what ``kill -9`` of the job does) the n-th tim
 
 * ``during_write``: a moment after a batch's write to Kafka has started;
 * ``after_write``: the batch's records are acknowledged, its checkpoint not yet written;
+* ``before_marker``: a checkpoint covering a marker is durable, the marker not yet sent;
 * ``after_marker``: right after a resolved marker was broadcast;
 * ``after_chunk``: an initial-scan chunk was recorded as done (others are in flight).
 """
@@ -17,7 +18,7 @@ import signal
 import threading
 
 _COUNTS: dict[str, int] = {}
-POINTS = ("during_write", "after_write", "after_marker", "after_chunk")
+POINTS = ("during_write", "after_write", "before_marker", "after_marker", "after_chunk")
 
 
 def _target() -> tuple[str, int] | None:

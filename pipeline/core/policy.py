@@ -76,14 +76,25 @@ class Policy:
         self.cadence = cadence
         self.checkpointed_hw = ZERO  # the high-water mark of the last durable record
         self.last_marker: Hlc | None = None  # the last marker sent, or covered by the record
+        self.sent: Hlc | None = None  # the last marker broadcast to every output partition
+        self.recorded_sent: Hlc | None = None  # what the last durable record says was sent
         self.last_checkpoint_at = float("-inf")
         self.last_marker_at = float("-inf")
         self.dirty = False  # progress since the last durable checkpoint
 
-    def resume(self, checkpointed_hw: Hlc, last_marker: Hlc | None) -> None:
-        """Start from a checkpoint record: its high-water mark and the marker it covers."""
+    def resume(
+        self, checkpointed_hw: Hlc, last_marker: Hlc | None, marker_sent: Hlc | None
+    ) -> Hlc | None:
+        """Start from a checkpoint record; returns a marker to send again, if any.
+
+        A record's marker is broadcast after the record is durable: if the last run stopped
+        in between, the record covers a marker it does not say was sent, and the resume
+        sends it (contract §5.3: markers are never lost, and a repeat never goes backwards).
+        """
         self.checkpointed_hw = checkpointed_hw
         self.last_marker = last_marker
+        self.sent = self.recorded_sent = marker_sent
+        return last_marker if last_marker is not None and last_marker != marker_sent else None
 
     def progressed(self) -> None:
         """A batch moved the frontier (read offsets or resolved times)."""
@@ -134,15 +145,24 @@ class Policy:
         return Decision(checkpoint=True, record_marker=marker, marker=marker, finished=finished)
 
     def checkpointed(self, high_water: Hlc, now: float) -> None:
-        """A checkpoint record at ``high_water`` is durable."""
+        """A checkpoint record at ``high_water`` is durable (it says :attr:`sent` was sent)."""
         self.checkpointed_hw = high_water
         self.last_checkpoint_at = now
         self.dirty = False
+        self.recorded_sent = self.sent
 
     def marker_sent(self, marker: Hlc, now: float) -> None:
         """``marker`` reached every output partition."""
-        self.last_marker = marker
+        self.last_marker = self.sent = marker
         self.last_marker_at = now
+
+    def unconfirmed(self) -> bool:
+        """Whether the durable record does not say the last marker was sent.
+
+        Checked as a run ends (a stop, ``end_time``, a drain's end): one more record then
+        spares the next run re-sending a marker that did reach every partition.
+        """
+        return self.sent != self.recorded_sent
 
 
 class HighWaterWatch:

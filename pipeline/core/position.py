@@ -69,13 +69,18 @@ class Position:
         return json.dumps(offsets)
 
     def checkpoint(
-        self, changefeed_id: str, fingerprint: str, last_marker: Hlc | None
+        self,
+        changefeed_id: str,
+        fingerprint: str,
+        last_marker: Hlc | None,
+        marker_sent: Hlc | None = None,
     ) -> Checkpoint:
         """The checkpoint record of this position."""
         return Checkpoint.of(
             changefeed_id,
             self.frontier,
             last_marker=last_marker,
+            marker_sent=marker_sent,
             statement_time=self.statement_time,
             backfill=None if self.backfill is None else self.backfill.to_record(),
             config_fingerprint=fingerprint,

@@ -4,6 +4,7 @@ Expectations are built from the source bytes with the standard library, not with
 """
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -11,8 +12,15 @@ import pytest
 from pipeline.core.changefeed import Changefeed
 from schemas.errors import ConfigError, SourceDecodeError, SourceError
 from tests.integration.test_changefeed import produce
-from tests.support.changefeed import changefeed_config, read_checkpoint, read_output, run_to_end
+from tests.support.changefeed import (
+    changefeed_config,
+    checkpoint_records,
+    read_checkpoint,
+    read_output,
+    run_to_end,
+)
 from tests.support.kafka import consume_all
+from tests.support.process import run, write_config
 
 T1, T2, T9 = (
     "1700000000000000001.0000000000",
@@ -214,3 +222,36 @@ def test_an_end_time_below_the_statement_time_is_refused(
     )
     with pytest.raises(ConfigError, match="end_time: is below the statement time"):
         Changefeed(config, spark).run()
+
+
+def test_a_marker_checkpointed_but_not_sent_is_sent_by_the_next_run(
+    kafka_bootstrap: str, unique_name, tmp_path: Path
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    produce(kafka_bootstrap, source, _rows_and_markers(2), partitions=2)
+    raw = {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "sources": [{"topic": source, "table": "orders"}],
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+        "initial_scan": "only",
+    }
+    config_file = write_config(tmp_path / "cf.yaml", raw)
+    log = tmp_path / "runs.log"
+    topic = f"{changefeed_id}.orders"
+
+    code = run(config_file, log, HIGHWATER_CRASH_AT="before_marker:1")
+    assert code != 0, log.read_text()[-3000:]
+    record = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
+    assert record["backfill"] is None, "the snapshot was done and checkpointed"
+    assert record["last_marker"] == record["statement_time"] == T2
+    assert read_output(kafka_bootstrap, topic).markers == [], "killed before the broadcast"
+
+    assert run(config_file, log) == 0, log.read_text()[-3000:]
+    markers = read_output(kafka_bootstrap, topic).markers
+    assert sorted((m.partition, json.loads(m.value)["resolved"]) for m in markers) == [
+        (p, T2) for p in range(3)
+    ]
+    assert checkpoint_records(kafka_bootstrap, changefeed_id)[-1]["marker_sent"] == T2
+    assert run(config_file, log) == 0  # and a further run sends nothing twice
+    assert len(read_output(kafka_bootstrap, topic).markers) == 3

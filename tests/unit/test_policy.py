@@ -72,6 +72,7 @@ class Simulation:
     crashes: list[tuple[dict[int, int], dict[int, int], str]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        self.die_before_marker = False
         self.parts = [SourcePartition("src", p) for p in range(len(self.logs))]
         self.frontier = Frontier(self.parts)
         self.policy = Policy(self.cadence)
@@ -80,7 +81,9 @@ class Simulation:
     # -- the driver ----------------------------------------------------------------------
 
     def write_checkpoint(self, last_marker: Hlc | None) -> bool:
-        record = Checkpoint.of("cf", self.frontier, last_marker=last_marker)
+        record = Checkpoint.of(
+            "cf", self.frontier, last_marker=last_marker, marker_sent=self.policy.sent
+        )
         try:
             self.durable = record.encode(self.budget)
         except CheckpointError:
@@ -90,15 +93,23 @@ class Simulation:
         self.policy.checkpointed(record.high_water, self.now)
         return True
 
-    def carry_out(self, decision: Decision) -> bool:
+    def carry_out(self, decision: Decision, *, final: bool = False) -> bool:
         if decision.checkpoint and not self.write_checkpoint(decision.record_marker):
             return False
         if decision.marker is not None:
-            self.check_marker(decision.marker)
-            self.sent.append(decision.marker)
-            self.sent_this_run.append(decision.marker)
-            self.policy.marker_sent(decision.marker, self.now)
+            if self.die_before_marker:
+                self.die_before_marker = False
+                return False  # the driver dies between the checkpoint and the broadcast
+            self.send(decision.marker)
+        if (final or decision.finished) and self.policy.unconfirmed():
+            return self.write_checkpoint(self.policy.last_marker)
         return True
+
+    def send(self, marker: Hlc) -> None:
+        self.check_marker(marker)
+        self.sent.append(marker)
+        self.sent_this_run.append(marker)
+        self.policy.marker_sent(marker, self.now)
 
     def check_marker(self, marker: Hlc) -> None:
         assert self.durable is not None
@@ -140,7 +151,7 @@ class Simulation:
         self.now += seconds
         self.read(reads)
         hw, lag = self.frontier.high_water(), self.frontier.lag_nanos() / 1e9
-        return self.carry_out(self.policy.after_batch(hw, lag, self.now, final=final))
+        return self.carry_out(self.policy.after_batch(hw, lag, self.now, final=final), final=final)
 
     def crash(self) -> None:
         """Kill the driver; restart from the durable record alone, then read to where it was.
@@ -155,8 +166,13 @@ class Simulation:
         restored = decode(self.durable)
         self.frontier = Frontier.restore(restored.progress(self.parts))
         self.policy = Policy(self.cadence)
-        self.policy.resume(restored.high_water, restored.last_marker)
         self.sent_this_run = []
+        pending = self.policy.resume(
+            restored.high_water, restored.last_marker, restored.marker_sent
+        )
+        if pending is not None:  # checkpointed, perhaps never sent: the resume sends it
+            self.send(pending)
+            self.write_checkpoint(pending)
         for sp in self.parts:
             self.read({sp.partition: at_crash[sp.partition] - (self.frontier[sp].offset or 0)})
         replayed = {
@@ -183,6 +199,7 @@ action = st.one_of(
         st.sampled_from([0.0, 0.5, 1.0, 4.0]),
     ),
     st.tuples(st.just("crash"), st.just({}), st.just(0.0)),
+    st.tuples(st.just("die before a marker"), st.just({}), st.just(0.0)),
     st.tuples(st.just("stop"), st.just({}), st.just(0.0)),
 )
 
@@ -207,6 +224,8 @@ def test_markers_follow_durable_checkpoints_and_nothing_beneath_them_is_lost(
     for kind, reads, seconds in actions:
         if kind == "crash":
             sim.crash()
+        elif kind == "die before a marker":
+            sim.die_before_marker = True
         else:
             ok = sim.batch(
                 {p: n for p, n in reads.items() if p < len(logs)}, seconds, final=kind == "stop"
@@ -214,7 +233,18 @@ def test_markers_follow_durable_checkpoints_and_nothing_beneath_them_is_lost(
             if not ok:
                 sim.crash()  # a checkpoint that cannot be written fails the job
     # drain everything and stop: every row at or below the last marker was emitted
-    sim.batch(dict.fromkeys(range(len(logs)), 1000), 1.0, final=True)
+    sim.die_before_marker = False
+    clean_stop = sim.batch(dict.fromkeys(range(len(logs)), 1000), 1.0, final=True)
+    if not clean_stop:
+        sim.crash()
+    # every marker a durable record covers reached the partitions (no marker lost), and
+    # after a clean stop the record says so: the next run sends nothing twice
+    assert sim.durable is not None
+    last = decode(sim.durable)
+    if last.last_marker is not None:
+        assert last.last_marker in sim.sent
+        pending = Policy(cadence).resume(last.high_water, last.last_marker, last.marker_sent)
+        assert pending is None or not clean_stop
     for replayed, since, level in sim.crashes:
         if level != "high_water":  # offsets kept: only what followed the checkpoint replays
             for p, count in replayed.items():
@@ -325,7 +355,7 @@ def test_the_scan_end_sends_the_statement_time_after_its_checkpoint() -> None:
 
 def test_no_marker_without_progress_above_the_last_one() -> None:
     policy = Policy(Cadence(resolved_interval=0.0, checkpoint_frequency=0.0))
-    policy.resume(Hlc(3 * SECOND), Hlc(3 * SECOND))
+    assert policy.resume(Hlc(3 * SECOND), Hlc(3 * SECOND), Hlc(3 * SECOND)) is None
     assert policy.after_batch(Hlc(3 * SECOND), 0.0, now=10.0) == Decision(
         record_marker=Hlc(3 * SECOND)
     )
