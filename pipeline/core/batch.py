@@ -270,6 +270,7 @@ class Task:
         self.contexts = {topic: Context(output) for topic, output in plan.routes.items()}
         self.seen: dict[tuple[str, int], PartitionSeen] = {}
         self.floors: dict[tuple[str, int], Hlc] = {}
+        self.halted: set[tuple[str, int]] = set()  # stopped at a bad record
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Records out for each input batch, then the summaries."""
@@ -329,6 +330,8 @@ class Task:
         """
         offsets = run.column("offset")
         sp, state = self.partition(run)
+        if sp in self.halted:
+            return  # stopped at a bad record (no dead-letter topic): nothing after it
         topic = sp[0]
         floor, end_time = self.floors[sp], self.plan.end_time
         source, ctx, table = self.adapters[topic], self.contexts[topic], self.plan.tables[topic]
@@ -341,42 +344,55 @@ class Task:
         kept = 0  # rows emitted in this stretch
         keys, values = run.column("key"), run.column("value")
         exact = source.exact(keys, values)  # which records the exact JSON reader must read
+        stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
                 item = decode(key, value, exact[i])
                 if errors is not None and errors[i] is not None:
                     raise BadRecord(errors[i])
+                if isinstance(item, Marker):
+                    floor = max(floor, item.resolved)
+                    state.resolved = max(state.resolved or ZERO, item.resolved)
+                    continue
+                ts = item.ts
+                if ts <= floor:
+                    state.duplicates += 1
+                    continue
+                if end_time is not None and ts > end_time:
+                    continue
+                row = ChangeRow(table, item.key, item.after, item.before, ts, ts)
+                key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
             except Exception as exc:  # no record, however strange, stops a feed
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
-                self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i)
-                continue
-            if isinstance(item, Marker):
-                floor = max(floor, item.resolved)
-                state.resolved = max(state.resolved or ZERO, item.resolved)
-                continue
-            ts = item.ts
-            if ts <= floor:
-                state.duplicates += 1
-                continue
-            if end_time is not None and ts > end_time:
-                continue
-            row = ChangeRow(table, item.key, item.after, item.before, ts, ts)
-            try:
-                key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
-            except Exception as exc:  # e.g. a value that does not fit its Avro type
-                out.topic_run(ctx.topic, emitted)
-                emitted = 0
-                self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i)
+                if self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i):
+                    stop = i
+                    break
                 continue
             add_key(key_bytes)
             add_value(value_bytes)
             emitted += 1
             kept += 1
         out.topic_run(ctx.topic, emitted)
+        self.walked(sp, state, floor, kept, offsets, stop)
+
+    def walked(  # noqa: PLR0917 - where a stretch's walk got to
+        self,
+        sp: tuple[str, int],
+        state: PartitionSeen,
+        floor: Hlc,
+        kept: int,
+        offsets: pa.Array,
+        stop: int,
+    ) -> None:
+        """Record a stretch's end: its rows, its floor, and where the partition resumes."""
         state.emitted += kept
         self.floors[sp] = floor
-        state.next_offset = offsets[-1].as_py() + 1
+        if stop < len(offsets):  # the checkpoint resumes at the bad record, which is named
+            self.halted.add(sp)
+            state.next_offset = offsets[stop].as_py()
+        else:
+            state.next_offset = offsets[-1].as_py() + 1
 
     def bad(  # noqa: PLR0917 - the record, where it sits in its stretch
         self,
@@ -386,13 +402,17 @@ class Task:
         reason: str,
         run: pa.RecordBatch,
         index: int,
-    ) -> None:
-        """Count an undecodable record; with a dead-letter topic, write it there as it came."""
+    ) -> bool:
+        """Count a bad record; with a dead-letter topic, write it there as it came.
+
+        Returns True when the partition's walk stops here: without a dead-letter topic
+        (``on_error: fail`` or ``pause``) nothing after a bad record is written.
+        """
         state.bad += 1
         if state.first_bad is None:
             state.first_bad = (offset, reason)
         if self.plan.dlq_topic is None:
-            return
+            return True
         sp = state.partition
         headers = run.column("headers")[index].as_py() if "headers" in run.schema.names else None
         ours = [
@@ -404,6 +424,7 @@ class Task:
         out.value.append(run.column("value")[index].as_py())
         out.headers.append([*(headers or []), *ours])
         out.topic_run(self.plan.dlq_topic, 1)
+        return False
 
 
 def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -> DataFrame:

@@ -285,7 +285,6 @@ class Changefeed:
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
         plan = BatchPlan.of(self.config, self.outputs.encoders, floors)
         result, seconds = write_batch(batch, batch_id, plan, self.config)
-        result.raise_first_bad(self.config.on_error)
         for seen in result.partitions:
             frontier.forward(seen.partition, resolved=seen.resolved, next_offset=seen.next_offset)
         if result.partitions:
@@ -300,6 +299,11 @@ class Changefeed:
             seconds,
             frontier.high_water(),
         )
+        if result.first_bad is not None and self.config.on_error != "dlq":
+            # Each partition was written up to its first bad record: checkpoint just before
+            # it, then stop there, naming it.
+            self._after_batch(final=True)
+            result.raise_first_bad(self.config.on_error)
         self._after_batch()
 
     # -- carrying out the policy's decisions ----------------------------------------------------

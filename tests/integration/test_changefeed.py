@@ -193,7 +193,13 @@ def test_undecodable_record_stops_the_job_naming_topic_partition_offset(
         caught.value.record.offset,
     ) == (source, 0, 1)
     assert f"topic={source} partition=0 offset=1" in str(caught.value)
-    assert_no_progress_checkpointed(kafka_bootstrap, config)
+    # it stopped at the record: the row before it went out, nothing after it, and the
+    # checkpoint resumes at it (contract §5.7)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert [json.loads(m.value)["after"] for m in out.rows] == [V1]
+    record = read_checkpoint(kafka_bootstrap, config)
+    assert record["partitions"][source]["offsets"] == [1]
+    assert record["last_marker"] is None
 
 
 def test_dead_letter_topic_keeps_the_raw_record_and_the_reason(

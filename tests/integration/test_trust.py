@@ -160,6 +160,11 @@ def test_on_error_fail_names_the_first_bad_record_of_many_partitions(
     ref = caught.value.record
     assert (ref.topic, ref.partition, ref.offset) == (source, 0, 1)
     assert f"topic={source} partition=0 offset=1" in str(caught.value)
+    # every partition stopped at its first bad record: what came before it went out, nothing
+    # after it, and the checkpoint resumes at it
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert sorted(m.key for m in out.rows) == [f'["good-{p}"]'.encode() for p in range(3)]
+    assert read_checkpoint(kafka_bootstrap, config)["partitions"][source]["offsets"] == [1] * 3
 
 
 def _rows_and_markers(partitions: int = 2) -> list[tuple[int, Any, Any]]:
