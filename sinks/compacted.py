@@ -90,8 +90,8 @@ class CompactedTopic:
                 error, key = msg.error(), msg.key()
                 if error is not None:
                     raise SinkError(f"reading {self.topic!r} failed: {error.str()}")
-                if key is not None:
-                    latest[key.decode()] = msg.value()
+                if key is not None:  # a key that is not UTF-8 is shown, not fatal
+                    latest[key.decode(errors="backslashreplace")] = msg.value()
                 partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
                 if offset + 1 >= ends.get(partition, 0):
                     ends.pop(partition, None)

@@ -113,7 +113,13 @@ def _gc_and_server_commands(commands: Any) -> list[argparse.ArgumentParser]:
 
 
 def _list_changefeeds(args: argparse.Namespace) -> int:
-    rows = [JobStatus.decode(data) for data in operator_context(args).job_records().values()]
+    context = operator_context(args)
+    rows, unreadable = [], []
+    for key, data in sorted(context.job_records().items()):
+        try:
+            rows.append(JobStatus.decode(data))
+        except HighwaterError as exc:
+            unreadable.append(f"WARNING: topic {context.jobs_topic}, key {key!r}: {exc}")
     print(f"{'CHANGEFEED':24} {'STATE':9} {'HIGH-WATER':30} {'UPDATED':29} SCAN")
     for status in sorted(rows, key=lambda r: r.changefeed_id):
         scan = status.scan
@@ -122,6 +128,8 @@ def _list_changefeeds(args: argparse.Namespace) -> int:
             f"{status.changefeed_id:24} {status.state:9} {status.high_water or '-'!s:30} "
             f"{status.updated_at:29} {done}"
         )
+    for line in unreadable:
+        print(line)
     return 0
 
 
@@ -231,6 +239,8 @@ def _safepoint_query(args: argparse.Namespace) -> int:
             f"{sp.owner:24} {'expired' if sp.expired(now) else 'active'}"
         )
     print(f"GC safe point: {state.gc_safe_point}")
+    for key, why in sorted(state.unreadable.items()):
+        print(f"WARNING: topic {registry.topic}, key {key!r}: unreadable, skipped ({why})")
     topics = sorted(
         {t.topic for sp in state.safepoints.values() for t in sp.offsets} | set(args.source_topics)
     )

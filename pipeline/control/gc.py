@@ -33,7 +33,7 @@ from pipeline.core.frontier import SourcePartition
 from pipeline.core.kafka_clients import range_reader, read_range
 from pipeline.core.safepoints import Safepoint, SafepointRegistry, retention_warnings
 from pipeline.core.sources import BadRecord, Marker, adapter
-from schemas.errors import SourceError
+from schemas.errors import SafepointError, SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import topic_configs
 
@@ -136,6 +136,13 @@ class GarbageCollector:
         """One pass: move the GC safe point, then trim below it."""
         now = self.registry.clock()
         state = self.registry.read()
+        if state.unreadable:
+            raise SafepointError(
+                "GC trims nothing while safepoint records are unreadable (they may protect "
+                f"data) in topic {self.registry.topic}: "
+                + "; ".join(f"key {k!r}: {why}" for k, why in sorted(state.unreadable.items()))
+                + "; rewrite or delete them"
+            )
         held = list(state.safepoints.values())
         report = GcReport(previous=state.gc_safe_point)
         gc = next_safe_point(now, self.life_time, held, state.gc_safe_point)

@@ -120,7 +120,13 @@ class CheckpointStore:
         data = self.topic.get(self.changefeed_id)
         if data is None:
             return None
-        checkpoint = decode(data)
+        try:
+            checkpoint = decode(data)
+        except CheckpointError as exc:
+            raise CheckpointError(
+                f"topic {self.topic.topic}, key {self.changefeed_id!r}: {exc}; the changefeed "
+                "cannot know where it stands (restore the record, or start anew under another id)"
+            ) from exc
         if checkpoint.changefeed_id != self.changefeed_id:
             raise CheckpointError(
                 f"checkpoint keyed {self.changefeed_id!r} names {checkpoint.changefeed_id!r}"

@@ -19,6 +19,7 @@ the cluster (``pipeline/control/gc.py`` moves it, never backwards) is kept in th
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -31,6 +32,8 @@ from schemas.hlc import ZERO, Hlc
 from sinks.compacted import CompactedTopic
 
 from .frontier import SourcePartition
+
+log = logging.getLogger(__name__)
 
 DEFAULT_SUFFIX = "user-defined"
 DEFAULT_TTL = 86_400.0
@@ -112,6 +115,7 @@ class Registry:
 
     safepoints: Mapping[str, Safepoint]
     gc_safe_point: Hlc = ZERO
+    unreadable: Mapping[str, str] = field(default_factory=dict)  # key -> why, reported
 
 
 class SafepointRegistry:
@@ -151,17 +155,43 @@ class SafepointRegistry:
     # -- reads ------------------------------------------------------------------------------
 
     def read(self) -> Registry:
-        """The cluster's safepoints and GC safe point, latest values."""
+        """The cluster's safepoints and GC safe point, latest values.
+
+        A safepoint record that cannot be read is reported (``unreadable``, and a warning
+        naming topic and key) and left out: it must not stop every changefeed. The GC safe
+        point itself must be readable: nothing could be checked against it otherwise.
+        """
         safepoints: dict[str, Safepoint] = {}
+        unreadable: dict[str, str] = {}
         gc = ZERO
         for key, value in self._read_all().items():
             if key == GC_KEY + self.cluster:
-                gc = Hlc.parse(json.loads(value)["gc_safe_point"])
+                gc = self._gc_record(key, value)
             elif not key.startswith(GC_KEY):
-                safepoint = Safepoint.from_json(json.loads(value))
+                try:
+                    safepoint = Safepoint.from_json(json.loads(value))
+                except (ValueError, SafepointError) as exc:
+                    unreadable[key] = str(exc)
+                    log.warning(
+                        "topic %s, key %r: unreadable safepoint record skipped: %s",
+                        self.topic,
+                        key,
+                        exc,
+                    )
+                    continue
                 if safepoint.cluster == self.cluster:  # cluster "a" is no prefix of "a-b"
                     safepoints[key] = safepoint
-        return Registry(safepoints, gc)
+        return Registry(safepoints, gc, unreadable)
+
+    def _gc_record(self, key: str, value: bytes) -> Hlc:
+        try:
+            return Hlc.parse(json.loads(value)["gc_safe_point"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SafepointError(
+                f"topic {self.topic}, key {key!r}: the GC safe point record is unreadable "
+                f"({exc}); rewrite it before GC or any changefeed relies on it",
+                code="internal",
+            ) from exc
 
     def _read_all(self) -> dict[str, bytes]:
         return self._store.read_all()
@@ -171,7 +201,13 @@ class SafepointRegistry:
         value = self._read_all().get(service_id)
         if value is None:
             return None
-        found = Safepoint.from_json(json.loads(value))
+        try:
+            found = Safepoint.from_json(json.loads(value))
+        except ValueError as exc:
+            raise SafepointError(
+                f"topic {self.topic}, key {service_id!r}: unreadable safepoint record: {exc}",
+                code="internal",
+            ) from exc
         if found.owner != "user" or found.cluster != self.cluster:
             raise SafepointError(
                 f"{service_id} belongs to {found.owner} of cluster {found.cluster!r}; only "

@@ -29,7 +29,7 @@ from encoders.base import Context, Encoder
 from encoders.json import JsonEncoder
 from pipeline.config import ChangefeedConfig
 from schemas.avro import OutputSchemas
-from schemas.errors import ConfigError, SourceError
+from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import ensure_topics, partition_counts, topic_configs
 from sinks.compacted import CompactedTopic
@@ -106,7 +106,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
             config.changefeed_id,
             warnings=warnings,
             safepoint=safepoint,
-            scan=None if previous is None else JobStatus.decode(previous).scan,
+            scan=_previous_scan(config, previous),
         ),
         safepoint=safepoint,
         source=source,
@@ -114,6 +114,22 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         source_configs=source_configs,
         restored=restored,
     )
+
+
+def _previous_scan(config: ChangefeedConfig, record: bytes | None) -> Mapping[str, Any] | None:
+    """The last run's scan numbers from its job status (an unreadable record is reported)."""
+    if record is None:
+        return None
+    try:
+        return JobStatus.decode(record).scan
+    except HighwaterError as exc:
+        log.warning(
+            "topic %s, key %r: %s; the status is written anew",
+            config.jobs.topic,
+            config.changefeed_id,
+            exc,
+        )
+        return None
 
 
 def _compacted(

@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
+from pipeline.cli import main as highwater
 from pipeline.core.changefeed import Changefeed
-from schemas.errors import ConfigError, SourceDecodeError, SourceError
+from schemas.errors import CheckpointError, ConfigError, SourceDecodeError, SourceError
 from tests.integration.test_changefeed import produce
 from tests.support.changefeed import (
     changefeed_config,
@@ -260,3 +261,35 @@ def test_a_marker_checkpointed_but_not_sent_is_sent_by_the_next_run(
     assert checkpoint_records(kafka_bootstrap, changefeed_id)[-1]["marker_sent"] == T2
     assert run(config_file, log) == 0  # and a further run sends nothing twice
     assert len(read_output(kafka_bootstrap, topic).markers) == 3
+
+
+def test_corrupt_internal_records_are_named_and_a_bad_safepoint_stops_no_changefeed(
+    kafka_bootstrap: str, unique_name, spark, capsys: pytest.CaptureFixture[str]
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    cluster, safepoints, jobs = unique_name("cl"), unique_name("sp"), unique_name("jobs")
+    produce(kafka_bootstrap, source, _rows_and_markers(1), partitions=1)
+    foreign = f"highwater-{cluster}-user-defined"
+    produce(kafka_bootstrap, safepoints, [(0, foreign.encode(), b"{broken")])
+    produce(kafka_bootstrap, jobs, [(0, changefeed_id.encode(), b"\xff not a status")])
+    config = changefeed_config(
+        kafka_bootstrap,
+        changefeed_id,
+        [(source, "orders")],
+        safepoints={"topic": safepoints, "cluster": cluster},
+        jobs={"topic": jobs},
+    )
+    run_to_end(config, spark)  # the unreadable safepoint is another's: reported, skipped
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert len(out.rows) == 2
+    where = ["--bootstrap-servers", kafka_bootstrap, "--cluster", cluster]
+    assert highwater(["safepoint", "query", "--safepoint-topic", safepoints, *where]) == 0
+    assert f"WARNING: topic {safepoints}, key '{foreign}': unreadable" in capsys.readouterr().out
+    gc = ["gc", "run", "--once", "--topic", source, "--safepoint-topic", safepoints, *where]
+    assert highwater(gc) == 1
+    assert "GC trims nothing while safepoint records are unreadable" in capsys.readouterr().err
+
+    produce(kafka_bootstrap, config.checkpoint.topic, [(0, changefeed_id.encode(), b"{broken")])
+    with pytest.raises(CheckpointError) as caught:
+        Changefeed(config, spark).run()
+    assert f"topic {config.checkpoint.topic}, key '{changefeed_id}'" in str(caught.value)
