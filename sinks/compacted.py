@@ -26,26 +26,43 @@ from .producer import AcknowledgedProducer
 log = logging.getLogger(__name__)
 
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
+RECORD_OVERHEAD = 64 * 1024  # room for a key and the record's framing beside a value
 
 
 class CompactedTopic:
-    """Latest-value-per-key over one compacted topic."""
+    """Latest-value-per-key over one compacted topic.
+
+    ``max_value_bytes``: the largest value it must hold; the producer's message size limit
+    and, for a topic it creates, the topic's are raised to fit it with its key.
+    """
 
     def __init__(
-        self, client_config: Mapping[str, Any], topic: str, *, timeout: float = 30.0
+        self,
+        client_config: Mapping[str, Any],
+        topic: str,
+        *,
+        timeout: float = 30.0,
+        max_value_bytes: int | None = None,
     ) -> None:
         self.topic = topic
         self._config = dict(client_config)
         self._timeout = timeout
-        self._producer = AcknowledgedProducer(self._config, timeout=timeout)
+        self._limit = None if max_value_bytes is None else max_value_bytes + RECORD_OVERHEAD
+        producer = dict(self._config)
+        if self._limit is not None:
+            producer["message.max.bytes"] = max(self._limit, 1_000_000)
+        self._producer = AcknowledgedProducer(producer, timeout=timeout)
 
     def ensure(self, replication_factor: int = 1) -> None:
         """Create the topic (one partition, compacted) if it is missing."""
+        settings = dict(COMPACTED)
+        if self._limit is not None:
+            settings["max.message.bytes"] = str(max(self._limit, 1_048_588))
         ensure_topics(
             self._config,
             {self.topic: 1},
             replication_factor=replication_factor,
-            topic_config=COMPACTED,
+            topic_config=settings,
         )
         self._producer.connect()
 

@@ -43,6 +43,10 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, Observation
 
+DEFAULT_MAX_REQUEST = 1_048_576  # Kafka producers' max.request.size
+# what Kafka adds to a record's key and value (batch header, varints), with room to spare
+RECORD_FRAMING = 512
+
 ERROR_HEADER = "highwater.error"
 SOURCE_HEADER = "highwater.source"
 
@@ -65,6 +69,7 @@ class BatchPlan:
     encoders: Mapping[str, Encoder]  # source topic -> its output topic's encoder
     dlq_topic: str | None  # None: bad records are reported, not written
     end_time: Hlc | None = None
+    max_record_bytes: int = DEFAULT_MAX_REQUEST  # the sink producer's max.request.size
 
     @classmethod
     def of(
@@ -82,6 +87,7 @@ class BatchPlan:
             encoders=encoders,
             dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
             end_time=config.end_time,
+            max_record_bytes=int(config.sink.producer.get("max.request.size", DEFAULT_MAX_REQUEST)),
         )
 
 
@@ -224,6 +230,14 @@ class Output:
         )
 
 
+def too_large(key: bytes, value: bytes | None, limit: int) -> EncodingError:
+    """An output record the producer would refuse: a bad record, not a failed batch."""
+    size = len(key) + len(value or b"")
+    return EncodingError(
+        "value", f"the output record of {size:,} bytes exceeds max.request.size ({limit:,})"
+    )
+
+
 def bad_reason(exc: Exception) -> str:
     """Why a record is bad: our reason, or what went wrong where nothing expected it."""
     if isinstance(exc, BadRecord):
@@ -345,6 +359,7 @@ class Task:
         keys, values = run.column("key"), run.column("value")
         exact = source.exact(keys, values)  # which records the exact JSON reader must read
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
+        room = self.plan.max_record_bytes - RECORD_FRAMING  # a sink-side dead letter beyond
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
                 item = decode(key, value, exact[i])
@@ -362,6 +377,8 @@ class Task:
                     continue
                 row = ChangeRow(table, item.key, item.after, item.before, ts, ts)
                 key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
+                if len(key_bytes) + len(value_bytes or b"") > room:
+                    raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)
             except Exception as exc:  # no record, however strange, stops a feed
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0

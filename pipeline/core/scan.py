@@ -43,6 +43,7 @@ from schemas.hlc import Hlc
 
 from .batch import (
     OUTPUT_SCHEMA,
+    RECORD_FRAMING,
     BatchPlan,
     Output,
     PartitionSeen,
@@ -50,6 +51,7 @@ from .batch import (
     bad_reason,
     records_observed,
     source_columns,
+    too_large,
 )
 from .frontier import SourcePartition
 from .sources import BadRecord, Change, adapter
@@ -253,6 +255,9 @@ class ScanTask(Task):
         row = ChangeRow(self.table, change.key, change.after, before, updated, change.ts)
         try:
             key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
+            limit = self.plan.max_record_bytes
+            if len(key) + len(value or b"") > limit - RECORD_FRAMING:
+                raise too_large(key, value, limit)
         except Exception as exc:  # e.g. a value that does not fit its Avro type
             self.flush(out)
             reason = bad_reason(exc)

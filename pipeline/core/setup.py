@@ -71,7 +71,8 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     ensure_topics(sink, outputs, replication_factor=replication)
     if config.on_error == "dlq":
         ensure_topics(sink, {config.effective_dlq_topic: 1}, replication_factor=replication)
-    checkpoint_topic = _compacted(sink, config.checkpoint.topic, config, resources)
+    budget = config.checkpoint.frontier_checkpoint_max_bytes  # a record of that size must fit
+    checkpoint_topic = _compacted(sink, config.checkpoint.topic, config, resources, budget)
     encoders = make_encoders(config, sink)
     by_output = {config.routes[topic]: e for topic, e in encoders.items()}
     broadcaster = ResolvedBroadcaster(
@@ -133,9 +134,13 @@ def _previous_scan(config: ChangefeedConfig, record: bytes | None) -> Mapping[st
 
 
 def _compacted(
-    client: Mapping[str, Any], topic: str, config: ChangefeedConfig, resources: ExitStack
+    client: Mapping[str, Any],
+    topic: str,
+    config: ChangefeedConfig,
+    resources: ExitStack,
+    max_value_bytes: int | None = None,
 ) -> CompactedTopic:
-    store = CompactedTopic(client, topic)
+    store = CompactedTopic(client, topic, max_value_bytes=max_value_bytes)
     resources.callback(store.close)
     store.ensure(config.checkpoint.replication_factor)
     return store

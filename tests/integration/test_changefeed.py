@@ -247,7 +247,7 @@ def test_a_failed_write_is_one_clear_error_and_nothing_is_checkpointed(
         kafka_bootstrap,
         unique_name("cf"),
         [(source, "orders")],
-        sink={"producer": {"max.request.size": "64"}},  # every record is too large
+        sink={"producer": {"compression.type": "bogus"}},  # the Kafka writer cannot start
     )
     with pytest.raises(SinkError, match="batch 0 failed, not checkpointed"):
         Changefeed(config, spark).run()

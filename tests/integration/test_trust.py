@@ -11,7 +11,11 @@ import pytest
 
 from pipeline.cli import main as highwater
 from pipeline.core.changefeed import Changefeed
+from pipeline.core.checkpoint import Checkpoint, CheckpointStore
+from pipeline.core.frontier import Frontier, SourcePartition
 from schemas.errors import CheckpointError, ConfigError, SourceDecodeError, SourceError
+from schemas.hlc import Hlc
+from sinks.compacted import CompactedTopic
 from tests.integration.test_changefeed import produce
 from tests.support.changefeed import (
     changefeed_config,
@@ -293,3 +297,60 @@ def test_corrupt_internal_records_are_named_and_a_bad_safepoint_stops_no_changef
     with pytest.raises(CheckpointError) as caught:
         Changefeed(config, spark).run()
     assert f"topic {config.checkpoint.topic}, key '{changefeed_id}'" in str(caught.value)
+
+
+def test_a_checkpoint_as_large_as_its_budget_is_written(kafka_bootstrap: str, unique_name) -> None:
+    budget = 1 << 20  # the default frontier_checkpoint_max_bytes
+    parts = [SourcePartition("src", p) for p in range(24_500)]
+    frontier = Frontier(parts)
+    for sp in parts:  # every partition ahead of the first: all of them in the record
+        frontier.forward(sp, resolved=Hlc(10**18 + sp.partition), next_offset=1_000_000)
+    record = Checkpoint.of("cf", frontier)
+    size = len(record.encode(budget))
+    assert 1_000_000 < size <= budget, size  # above the clients' default message size
+    topic = unique_name("checkpoints")
+    store = CompactedTopic({"bootstrap.servers": kafka_bootstrap}, topic, max_value_bytes=budget)
+    try:
+        store.ensure()
+        assert CheckpointStore(store, "cf", budget).write(record) == size
+        back = CheckpointStore(store, "cf", budget).load()
+    finally:
+        store.close()
+    assert back is not None
+    assert back.progress(parts) == frontier.progress()
+
+
+def test_an_output_record_too_large_for_the_producer_is_a_dead_letter_not_a_failed_batch(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    source = unique_name("src")
+    # its output (with key, topic and times added) is too large; the raw record still fits
+    huge = {"after": {"blob": "x" * 3_400}, "updated": T1}
+    records = [
+        (0, ["small-1"], {"after": {"a": 1}, "updated": T1}),
+        (0, ["huge"], huge),
+        (0, ["small-2"], {"after": {"a": 2}, "updated": T2}),
+        (0, None, {"resolved": T9}),
+    ]
+    produce(kafka_bootstrap, source, records)
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        sink={"producer": {"max.request.size": "4000"}},
+        encoder={
+            "key_in_value": True,
+            "topic_in_value": True,
+            "updated": True,
+            "mvcc_timestamp": True,
+        },
+        on_error="dlq",
+        dlq_topic=unique_name("dlq"),
+    )
+    run_to_end(config, spark)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert [m.key for m in out.rows] == [b'["small-1"]', b'["small-2"]']
+    (dead,) = consume_all(kafka_bootstrap, config.effective_dlq_topic)
+    assert (dead.key, dead.value) == (b'["huge"]', json.dumps(huge).encode())
+    assert b"exceeds max.request.size (4,000)" in dict(dead.headers)["highwater.error"]
+    assert read_checkpoint(kafka_bootstrap, config)["high_water"] == T9
