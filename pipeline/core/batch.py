@@ -70,6 +70,7 @@ class BatchPlan:
     dlq_topic: str | None  # None: bad records are reported, not written
     end_time: Hlc | None = None
     max_record_bytes: int = DEFAULT_MAX_REQUEST  # the sink producer's max.request.size
+    new_partition_floor: Hlc = ZERO  # for a source partition the frontier does not know yet
 
     @classmethod
     def of(
@@ -77,10 +78,16 @@ class BatchPlan:
         config: ChangefeedConfig,
         encoders: Mapping[str, Encoder],
         thresholds: Mapping[tuple[str, int], Hlc],
+        new_partition_floor: Hlc = ZERO,
     ) -> BatchPlan:
-        """The plan of a changefeed's batch, each partition's floor at ``thresholds``."""
+        """The plan of a changefeed's batch, each partition's floor at ``thresholds``.
+
+        A partition added to a source topic since the frontier was made enters at
+        ``new_partition_floor`` (the high-water mark), as it would after a restart.
+        """
         return cls(
             thresholds=thresholds,
+            new_partition_floor=new_partition_floor,
             tables=config.tables,
             formats=config.formats,
             routes=config.routes,
@@ -333,7 +340,7 @@ class Task:
         if state is None:
             first = run.column("offset")[0].as_py()
             state = self.seen[sp] = PartitionSeen(SourcePartition(topic, partition), first, None)
-            self.floors[sp] = self.plan.thresholds.get(sp, ZERO)
+            self.floors[sp] = self.plan.thresholds.get(sp, self.plan.new_partition_floor)
         return sp, state
 
     def records(self, run: pa.RecordBatch, out: Output) -> None:

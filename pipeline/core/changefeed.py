@@ -283,9 +283,15 @@ class Changefeed:
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         frontier = self.position.frontier
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
-        plan = BatchPlan.of(self.config, self.outputs.encoders, floors)
+        plan = BatchPlan.of(self.config, self.outputs.encoders, floors, frontier.high_water())
         result, seconds = write_batch(batch, batch_id, plan, self.config)
         for seen in result.partitions:
+            if seen.partition not in frontier:
+                log.warning(
+                    "source partition %s appeared: it enters at the high-water mark %s",
+                    seen.partition,
+                    frontier.high_water(),
+                )
             frontier.forward(seen.partition, resolved=seen.resolved, next_offset=seen.next_offset)
         if result.partitions:
             self.policy.progressed()

@@ -57,9 +57,12 @@ class Frontier:
         """Record that ``sp`` was read up to ``next_offset`` and resolved up to ``resolved``.
 
         Neither ever moves backwards: an old marker seen again (an upstream replay) changes
-        nothing.
+        nothing. A partition added to a source topic since enters at the high-water mark
+        (where a restart would put it), so it never drags the high-water mark back.
         """
-        old = self._progress.get(sp, Progress(None, ZERO))
+        old = self._progress.get(sp)
+        if old is None:
+            old = Progress(None, self.high_water())
         new_resolved = old.resolved if resolved is None else max(old.resolved, resolved)
         new_offset = next_offset if old.offset is None else max(old.offset, next_offset)
         self._progress[sp] = Progress(new_offset, new_resolved)
@@ -84,6 +87,9 @@ class Frontier:
 
     def __getitem__(self, sp: SourcePartition) -> Progress:
         return self._progress[sp]
+
+    def __contains__(self, sp: object) -> bool:
+        return sp in self._progress
 
     def __len__(self) -> int:
         return len(self._progress)

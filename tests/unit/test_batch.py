@@ -1,6 +1,7 @@
 """The per-task loop of a micro-batch, fed Arrow batches as Spark would, without Spark."""
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -195,3 +196,17 @@ def test_summaries_of_one_partition_merge() -> None:
     result = BatchResult.of([b, a])
     assert result.partitions == [PartitionSeen(sp, 20, Hlc(5), 5, 1, 2, (7, "x"))]
     assert (result.emitted, result.duplicates, result.bad) == (5, 1, 2)
+
+
+def test_a_partition_the_frontier_does_not_know_enters_at_the_high_water_mark() -> None:
+    # partition 0 is known (floor T[1]); partition 1 appeared since: the new-partition floor
+    known = replace(plan(1), new_partition_floor=Hlc.parse(T[2]))
+    records, result = run(
+        known,
+        arrow([row(1, 2), row(2, 3)], partition=0),
+        arrow([row(3, 2), row(4, 3)], partition=1),
+    )
+    kept = sorted((r["key"], json.loads(r["value"])["updated"]) for r in records)
+    assert kept == [(b"[1]", T[2]), (b"[2]", T[3]), (b"[4]", T[3])]
+    by_partition = {s.partition.partition: s for s in result.partitions}
+    assert by_partition[1].duplicates == 1  # at or below the high-water mark: old news

@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.core.frontier import Frontier, SourcePartition
+from pipeline.core.frontier import Frontier, Progress, SourcePartition
 from schemas.hlc import ZERO, Hlc
 
 PARTS = [SourcePartition("a", 0), SourcePartition("a", 1), SourcePartition("b", 0)]
@@ -44,3 +44,15 @@ def test_forward_without_a_marker_only_moves_the_offset() -> None:
     frontier.forward(PARTS[0], resolved=None, next_offset=42)
     assert frontier[PARTS[0]].offset == 42
     assert frontier[PARTS[0]].resolved == Hlc(7)
+
+
+def test_a_partition_added_to_a_source_topic_never_drags_the_high_water_mark_back() -> None:
+    old = [SourcePartition("t", 0), SourcePartition("t", 1)]
+    frontier = Frontier(old)
+    for sp in old:
+        frontier.forward(sp, resolved=Hlc(50), next_offset=10)
+    new = SourcePartition("t", 2)
+    assert new not in frontier
+    frontier.forward(new, resolved=Hlc(20), next_offset=3)  # its own first marker is older
+    assert frontier.high_water() == Hlc(50)
+    assert frontier[new] == Progress(3, Hlc(50))  # the floor a restart would give it too
