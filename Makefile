@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test check jars system clean bench bench-scan
+.PHONY: demo test check jars system clean bench bench-scan soak
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -43,3 +43,8 @@ bench: jars
 # The initial-scan benchmark: a snapshot of 2.1M keys vs a plain Spark batch read-and-write.
 bench-scan: jars
 	$(BIN)/python -m pipeline.dev.bench_scan
+
+# The chaos soak (not part of `make test`): the random workload under a steady producer, 20
+# SIGKILLs of the driver and a broker restart, then the validator; prints its numbers.
+soak: jars
+	HIGHWATER_SOAK_KILLS=20 $(BIN)/pytest tests/integration/test_chaos.py -s -p no:cacheprovider --timeout=3600

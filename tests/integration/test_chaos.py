@@ -1,0 +1,148 @@
+"""Chaos: random workload, steady producer, SIGKILLs at random moments, then the validator.
+
+The workload is seeded (``tests/support/workload.py``); the driver is killed with SIGKILL at
+random moments (and, in the soak, the broker is restarted); then the validator reads what
+users read.
+
+The suite runs a short version (``HIGHWATER_SOAK_KILLS``, default 3 kills); ``make soak``
+runs 20 kills and a broker restart on a broker of its own and prints the numbers that
+``docs/benchmarks.md`` records.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from pipeline.dev.broker import EmbeddedKafka
+from sinks.admin import ensure_topics
+from tests.support.changefeed import checkpoint_records
+from tests.support.kafka import consume_all
+from tests.support.process import run, write_config
+from tests.support.validator import validate
+from tests.support.workload import Workload
+
+KILLS = int(os.environ.get("HIGHWATER_SOAK_KILLS", "3"))
+SOAK = "HIGHWATER_SOAK_KILLS" in os.environ
+SEED = int(os.environ.get("HIGHWATER_SOAK_SEED", "7"))
+POINTS = ("during_write", "after_write", "before_marker", "after_marker")
+PARTITIONS = 3
+
+
+class SteadyProducer:
+    """Writes the workload in small steps until stopped; then its final markers."""
+
+    def __init__(self, bootstrap: str, topic: str, workload: Workload) -> None:
+        self.topic, self.workload = topic, workload
+        self.bootstrap = bootstrap
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self.error: BaseException | None = None
+
+    def start(self) -> SteadyProducer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(60)
+        assert self.error is None, self.error
+
+    def _run(self) -> None:
+        try:
+            producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+            while not self._stop.is_set():
+                self._write(producer, self.workload.records(20))
+                time.sleep(0.2)
+        except BaseException as exc:
+            self.error = exc
+
+    def _write(self, producer: Producer, records: list[tuple[int, Any, bytes]]) -> None:
+        for partition, key, value in records:
+            producer.produce(self.topic, key=key, value=value, partition=partition)
+        assert producer.flush(30) == 0
+
+    def finish(self) -> None:
+        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
+        self._write(producer, self.workload.final_markers())
+
+
+def config_for(bootstrap: str, changefeed_id: str, source: str) -> dict[str, Any]:
+    return {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": [{"topic": source, "table": "t"}],
+        "cursor": "0.0000000000",
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+        "encoder": {"updated": True, "diff": True},
+        "resolved": {"interval": "1s"},
+        "checkpoint": {"min_checkpoint_frequency": "1s"},
+        "on_error": "dlq",
+        "spark": {"trigger": {"processing_time": "300ms"}, "max_offsets_per_trigger": 300},
+    }
+
+
+def test_a_random_workload_survives_kills_and_the_validator_finds_nothing(
+    kafka_bootstrap: str, unique_name: Any, tmp_path: Path
+) -> None:
+    broker = EmbeddedKafka(tmp_path / "soak-kafka") if SOAK else None
+    bootstrap = broker.start().bootstrap_servers if broker is not None else kafka_bootstrap
+    try:
+        chaos(bootstrap, unique_name("src"), unique_name("cf"), tmp_path, broker)
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+def chaos(
+    bootstrap: str, source: str, changefeed_id: str, tmp_path: Path, broker: EmbeddedKafka | None
+) -> None:
+    rnd = random.Random(SEED)
+    workload = Workload(partitions=PARTITIONS, seed=SEED)
+    ensure_topics({"bootstrap.servers": bootstrap}, {source: PARTITIONS})
+    producer = SteadyProducer(bootstrap, source, workload).start()
+    config = write_config(tmp_path / "cf.yaml", config_for(bootstrap, changefeed_id, source))
+    log = tmp_path / "runs.log"
+    started = time.monotonic()
+    for kill in range(KILLS):
+        crash = f"{rnd.choice(POINTS)}:{rnd.randint(2, 5)}"
+        code = run(config, log, timeout=240, HIGHWATER_CRASH_AT=crash)
+        assert code != 0, (
+            f"kill {kill} ({crash}): the job was meant to die\n{log.read_text()[-3000:]}"
+        )
+        if broker is not None and kill == KILLS // 2:  # the soak restarts its broker once
+            producer.stop()
+            broker.stop()
+            bootstrap = broker.start().bootstrap_servers
+            config = write_config(
+                tmp_path / "cf.yaml", config_for(bootstrap, changefeed_id, source)
+            )
+            producer = SteadyProducer(bootstrap, source, workload).start()
+    producer.stop()
+    # the kills landed in a working changefeed: rows and checkpoints were written before them
+    before_drain = [m for m in consume_all(bootstrap, f"{changefeed_id}.t") if m.key is not None]
+    assert before_drain, "no run wrote a row before it was killed"
+    assert len(checkpoint_records(bootstrap, changefeed_id)) > 1, "no checkpoint past creation"
+    producer.finish()
+    drain = config_for(bootstrap, changefeed_id, source)
+    drain["spark"] = {"trigger": {"available_now": True}}
+    assert run(write_config(tmp_path / "drain.yaml", drain), log, timeout=300) == 0, (
+        log.read_text()[-3000:]
+    )
+    output = consume_all(bootstrap, f"{changefeed_id}.t")
+    dead = consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}")
+    report = validate(workload, output, dead)
+    print(
+        f"chaos: seed {SEED}, {KILLS} kills{', a broker restart' if broker else ''}, "
+        f"{len(workload.changes)} changes ({len(workload.duplicates)} upstream duplicates, "
+        f"{len(workload.bad)} bad records) in {time.monotonic() - started:.0f} s: "
+        f"{report.summary()}"
+    )
+    assert not report.violations, dict(report.violations)
+    assert report.distinct == len(workload.changes)  # every change, at least once
