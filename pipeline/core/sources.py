@@ -171,12 +171,7 @@ class NativeAdapter:
 
     def key(self, key: bytes, exact: bool | None = None) -> list[Any]:
         """A row's key: its primary-key values (the initial scan parses each key once)."""
-        try:
-            key_values = loads(key, exact)
-        except BadRecord as exc:
-            raise BadRecord(_unreadable("key is not a JSON array", exc)) from None
-        if type(key_values) is not list:
-            raise BadRecord("key is not a JSON array")
+        key_values: list[Any] = _parsed(key, exact, list, "key is not a JSON array")
         return key_values
 
     def marker(self, value: bytes | None) -> Marker:
@@ -212,18 +207,23 @@ def _object(value: bytes | None, exact: bool | None = None) -> dict[str, Any]:
     """A JSON object value, or :class:`BadRecord`."""
     if value is None:
         raise BadRecord("null value")
-    try:
-        body = loads(value, exact)
-    except BadRecord as exc:
-        raise BadRecord(_unreadable("value is not a JSON object", exc)) from None
-    if type(body) is not dict:
-        raise BadRecord("value is not a JSON object")
+    body: dict[str, Any] = _parsed(value, exact, dict, "value is not a JSON object")
     return body
 
 
-def _unreadable(what: str, exc: BadRecord) -> str:
-    reason = str(exc)
-    return what if reason == NOT_JSON else f"{what}: {reason}"
+def _parsed(data: bytes, exact: bool | None, kind: type, what: str) -> Any:
+    """``data`` parsed, if it is JSON of type ``kind``; else :class:`BadRecord` saying ``what``.
+
+    A specific reason (too deep, a lone surrogate) follows ``what``.
+    """
+    try:
+        parsed = loads(data, exact)
+    except BadRecord as exc:
+        reason = str(exc)
+        raise BadRecord(what if reason == NOT_JSON else f"{what}: {reason}") from None
+    if type(parsed) is not kind:
+        raise BadRecord(what)
+    return parsed
 
 
 ADAPTERS = {"native": NativeAdapter}
