@@ -21,7 +21,7 @@ import orjson
 
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
-from schemas.jsontext import dumps
+from schemas.jsontext import fragment
 
 from .base import ChangeRow, Context, EnvelopeOptions
 
@@ -31,7 +31,7 @@ META_FIELD = "__hw__"
 def _dumps(obj: Any, side: str = "value") -> bytes:
     """Compact UTF-8 JSON, numbers as the source wrote them (``schemas/jsontext.py``)."""
     try:
-        return dumps(obj)
+        return orjson.dumps(obj, default=fragment)
     except orjson.JSONEncodeError as exc:  # e.g. nesting beyond orjson's depth
         raise EncodingError(side, f"{side} cannot be written as JSON: {exc}") from None
 

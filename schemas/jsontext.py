@@ -89,7 +89,8 @@ def _has_float(value: Any) -> bool:
     return False
 
 
-def _fragment(value: Any) -> Any:
+def fragment(value: Any) -> Any:
+    """Orjson's ``default`` hook: a :class:`Number` is written as its text."""
     if type(value) is Number:
         return orjson.Fragment(value.text)
     raise TypeError(f"{type(value).__name__} is not JSON")
@@ -97,4 +98,4 @@ def _fragment(value: Any) -> Any:
 
 def dumps(value: Any) -> bytes:
     """Compact UTF-8 JSON; a :class:`Number` is written as its text."""
-    return orjson.dumps(value, default=_fragment)
+    return orjson.dumps(value, default=fragment)

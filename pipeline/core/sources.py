@@ -216,14 +216,27 @@ def _parsed(data: bytes, exact: bool | None, kind: type, what: str) -> Any:
 
     A specific reason (too deep, a lone surrogate) follows ``what``.
     """
-    try:
-        parsed = loads(data, exact)
+    try:  # the common case first, with no call in between: this runs twice per change
+        parsed = orjson.loads(data) if exact is False else loads(data, exact)
+    except orjson.JSONDecodeError:
+        parsed = _refused(data, what)
     except BadRecord as exc:
-        reason = str(exc)
-        raise BadRecord(what if reason == NOT_JSON else f"{what}: {reason}") from None
+        raise BadRecord(_reason(what, exc)) from None
     if type(parsed) is not kind:
         raise BadRecord(what)
     return parsed
+
+
+def _refused(data: bytes, what: str) -> Any:
+    try:
+        return _loads_refused(data)
+    except BadRecord as exc:
+        raise BadRecord(_reason(what, exc)) from None
+
+
+def _reason(what: str, exc: BadRecord) -> str:
+    reason = str(exc)
+    return what if reason == NOT_JSON else f"{what}: {reason}"
 
 
 ADAPTERS = {"native": NativeAdapter}
