@@ -185,6 +185,9 @@ class BatchResult:
             first_bad=bads[0] if bads else None,
         )
 
+    def __str__(self) -> str:
+        return f"{self.emitted} rows emitted, {self.duplicates} duplicates dropped, {self.bad} bad"
+
     def raise_first_bad(self, on_error: str) -> None:
         """Without a dead-letter topic (``on_error`` not ``dlq``), a bad record stops the job."""
         if self.first_bad is not None and on_error != "dlq":

@@ -286,24 +286,12 @@ class Changefeed:
         plan = BatchPlan.of(self.config, self.outputs.encoders, floors, frontier.high_water())
         result, seconds = write_batch(batch, batch_id, plan, self.config)
         for seen in result.partitions:
-            if seen.partition not in frontier:
-                log.warning(
-                    "source partition %s appeared: it enters at the high-water mark %s",
-                    seen.partition,
-                    frontier.high_water(),
-                )
             frontier.forward(seen.partition, resolved=seen.resolved, next_offset=seen.next_offset)
         if result.partitions:
             self.policy.progressed()
         self.stats.count(result)
         log.info(
-            "batch %d: %d rows emitted, %d duplicates dropped, %d bad in %.2fs; high-water %s",
-            batch_id,
-            result.emitted,
-            result.duplicates,
-            result.bad,
-            seconds,
-            frontier.high_water(),
+            "batch %d: %s in %.2fs; high-water %s", batch_id, result, seconds, frontier.high_water()
         )
         if result.first_bad is not None and self.config.on_error != "dlq":
             # Each partition was written up to its first bad record: checkpoint just before

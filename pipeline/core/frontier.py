@@ -11,10 +11,13 @@ Pure Python, owned by the Spark driver (the coordinator).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from schemas.hlc import ZERO, Hlc
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, order=True)
@@ -63,6 +66,11 @@ class Frontier:
         old = self._progress.get(sp)
         if old is None:
             old = Progress(None, self.high_water())
+            log.warning(
+                "source partition %s appeared: it enters at the high-water mark %s",
+                sp,
+                old.resolved,
+            )
         new_resolved = old.resolved if resolved is None else max(old.resolved, resolved)
         new_offset = next_offset if old.offset is None else max(old.offset, next_offset)
         self._progress[sp] = Progress(new_offset, new_resolved)

@@ -169,17 +169,21 @@ def main(argv: list[str] | None = None) -> int:
                     f"{rows / scan_seconds:,.0f} rows/s (cpu {scan_cpu}) | ratio {ratio:.2f}",
                     flush=True,
                 )
-            if ratios:
-                print(
-                    f"RATIO: median {statistics.median(ratios):.2f} over {len(ratios)} rounds "
-                    f"({', '.join(f'{r:.2f}' for r in ratios)}); target 0.6",
-                    flush=True,
-                )
+            _print_ratio(ratios)
             spark.stop()
         finally:
             if broker is not None:
                 broker.stop()
     return 0
+
+
+def _print_ratio(ratios: list[float]) -> None:
+    if ratios:
+        print(
+            f"RATIO: median {statistics.median(ratios):.2f} over {len(ratios)} rounds "
+            f"({', '.join(f'{r:.2f}' for r in ratios)}); target 0.6",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

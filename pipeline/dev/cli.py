@@ -75,7 +75,20 @@ def add_dev_commands(commands: Any) -> None:
     cli.add_argument("tool_args", nargs=argparse.REMAINDER)
     cli.set_defaults(handler=_kafka_cli)
 
-    gen = dev.add_parser("generate", help="write orders changes to a source topic")
+    _generate_args(dev.add_parser("generate", help="write orders changes to a source topic"))
+
+    demo = dev.add_parser("demo", help="broker + generated orders + the changefeed + output")
+    demo.add_argument("--rows", type=int, default=5_000)
+    demo.add_argument(
+        "--config",
+        type=Path,
+        help="the changefeed config (default examples/orders.yaml; "
+        "examples/orders-avro.yaml writes Avro against the embedded registry)",
+    )
+    demo.set_defaults(handler=_demo)
+
+
+def _generate_args(gen: argparse.ArgumentParser) -> None:
     _broker_args(gen)
     gen.add_argument("--bootstrap-servers")
     gen.add_argument("--topic", required=True)
@@ -95,16 +108,6 @@ def add_dev_commands(commands: Any) -> None:
     gen.add_argument("--seed", type=int, default=0)
     gen.add_argument("--first-order-id", type=int, default=1)
     gen.set_defaults(handler=_generate)
-
-    demo = dev.add_parser("demo", help="broker + generated orders + the changefeed + output")
-    demo.add_argument("--rows", type=int, default=5_000)
-    demo.add_argument(
-        "--config",
-        type=Path,
-        help="the changefeed config (default examples/orders.yaml; "
-        "examples/orders-avro.yaml writes Avro against the embedded registry)",
-    )
-    demo.set_defaults(handler=_demo)
 
 
 def _fetch_jars(_args: argparse.Namespace) -> int:

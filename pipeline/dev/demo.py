@@ -100,13 +100,7 @@ def run_demo(rows: int, state: Path, config_file: Path | None = None) -> int:
         _say(f"the changefeed failed with exit code {job.returncode}")
         return job.returncode
 
-    if registry_url is not None:
-        _say(f"output topic {output}, read back with confluent-kafka's AvroDeserializer:")
-        _show(avro_messages(output, bootstrap, registry_url))
-        _say(f"subjects in the registry: {', '.join(subjects(registry_url))}")
-    else:
-        _say(f"output topic {output}, read back with the Kafka console consumer:")
-        _show(read_topic(output, bootstrap))
+    _show_output(output, bootstrap, registry_url)
     _say(f"done in {time.monotonic() - started:.0f}s. The broker keeps running; try:")
     print(
         f"    highwater dev kafka-cli --name demo console-consumer --topic {output} "
@@ -117,6 +111,17 @@ def run_demo(rows: int, state: Path, config_file: Path | None = None) -> int:
     if registry_url is not None:
         print("    highwater dev registry --name demo stop")
     return 0
+
+
+def _show_output(output: str, bootstrap: str, registry_url: str | None) -> None:
+    """The output topic as a consumer reads it: Avro with the registry, else the console."""
+    if registry_url is not None:
+        _say(f"output topic {output}, read back with confluent-kafka's AvroDeserializer:")
+        _show(avro_messages(output, bootstrap, registry_url))
+        _say(f"subjects in the registry: {', '.join(subjects(registry_url))}")
+    else:
+        _say(f"output topic {output}, read back with the Kafka console consumer:")
+        _show(read_topic(output, bootstrap))
 
 
 def subjects(registry_url: str) -> list[str]:
