@@ -334,6 +334,7 @@ class ChangefeedSafepoint:
         self.changefeed_id = changefeed_id
         self.ttl = ttl
         self.current: Safepoint | None = None
+        self.gc_safe_point = ZERO  # as read when the hold was set (start)
         self._refreshed_at = float("-inf")
 
     @property
@@ -360,6 +361,7 @@ class ChangefeedSafepoint:
             self._refuse_below(restart, before.gc_safe_point, previous, gone)
         self.refresh(restart, offsets, force=True)
         after = self.registry.read().gc_safe_point  # a GC pass may have raced the hold
+        self.gc_safe_point = after
         if check and restart < after:
             self.release()
             self._refuse_below(restart, after, previous, gone)

@@ -321,10 +321,11 @@ def check_sources_hold(outputs: Outputs, position: Position) -> None:
 
 
 def _gc_safe_point(outputs: Outputs) -> Hlc:
-    """The cluster's GC safe point (time zero without safepoints, or before any GC)."""
-    if outputs.safepoint is None:
-        return ZERO
-    return outputs.safepoint.registry.read().gc_safe_point
+    """The cluster's GC safe point as the safepoint's hold read it (zero without safepoints).
+
+    The hold is set first, so GC cannot have moved past what it read since.
+    """
+    return ZERO if outputs.safepoint is None else outputs.safepoint.gc_safe_point
 
 
 def _hold_safepoint(outputs: Outputs, position: Position) -> None:
