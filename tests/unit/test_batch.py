@@ -183,10 +183,10 @@ def test_bad_records_go_to_the_dead_letter_topic_with_headers() -> None:
 
 
 def test_big_integers_survive() -> None:
-    big = 2**70
+    big = 2**70 + 1  # not a power of two: a float round trip would change its digits
     records, _ = run(plan(), arrow([rec([big], {"after": {"n": big}, "updated": T[1]})]))
-    assert json.loads(records[0]["key"]) == [big]
-    assert json.loads(records[0]["value"])["after"] == {"n": big}
+    assert records[0]["key"] == f"[{big}]".encode()  # bytes: a parse would hide a float
+    assert f'"after":{{"n":{big}}}'.encode() in records[0]["value"]
 
 
 def test_summaries_of_one_partition_merge() -> None:
