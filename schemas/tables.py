@@ -8,12 +8,17 @@ columns with it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from functools import cached_property
 from typing import Any
 
 import fastavro
 from fastavro.schema import SchemaParseException
+
+from .jsontext import Number
 
 
 @dataclass(frozen=True)
@@ -47,3 +52,80 @@ class TableSchema:
     def name(self) -> str:
         """The record's name."""
         return str(self.record["name"])
+
+    @cached_property
+    def _decimal_columns(self) -> tuple[tuple[str, Any], ...]:
+        """(name, type) of the columns whose type holds a decimal somewhere."""
+        return tuple(
+            (f["name"], f["type"]) for f in self.record["fields"] if '"decimal"' in json.dumps(f)
+        )
+
+    def misfit(self, row: Mapping[str, Any]) -> str | None:
+        """Why ``row`` holds a decimal its declared column cannot hold exactly, or None.
+
+        ``row`` is a JSON object, numbers as ``schemas/jsontext.py`` reads them. A decimal fits
+        ``decimal(p, s)`` when it needs no more than ``s`` fraction digits and ``p - s``
+        integer digits (trailing zeros do not count): what a reader of that type holds
+        without rounding. Other types are not judged here.
+        """
+        for name, avro in self._decimal_columns:
+            if name in row:
+                reason = _misfit(avro, row[name], name)
+                if reason is not None:
+                    return reason
+        return None
+
+
+def _misfit(avro: Any, value: Any, path: str) -> str | None:
+    """The first decimal in ``value`` that its type ``avro`` cannot hold exactly."""
+    if value is None or isinstance(avro, str):
+        return None
+    if isinstance(avro, dict) and avro.get("logicalType") == "decimal":
+        return _decimal_misfit(value, int(avro["precision"]), int(avro.get("scale", 0)), path)
+    for inner, item, where in _inside(avro, value, path):
+        reason = _misfit(inner, item, where)
+        if reason is not None:
+            return reason
+    return None
+
+
+def _inside(avro: Any, value: Any, path: str) -> Iterator[tuple[Any, Any, str]]:
+    """(type, value, path) of what ``value`` holds, as its type ``avro`` sees it."""
+    if isinstance(avro, list):  # a union: each branch that could describe it
+        yield from ((branch, value, path) for branch in avro)
+        return
+    kind = avro.get("type")
+    if kind == "record" and type(value) is dict:
+        for field in avro["fields"]:
+            if field["name"] in value:
+                yield field["type"], value[field["name"]], f"{path}.{field['name']}"
+    elif kind == "array" and type(value) is list:
+        yield from ((avro["items"], item, f"{path}[{i}]") for i, item in enumerate(value))
+    elif kind == "map" and type(value) is dict:
+        yield from ((avro["values"], item, f"{path}[{k!r}]") for k, item in value.items())
+    elif isinstance(kind, list | dict):
+        yield kind, value, path
+
+
+def _decimal_misfit(value: Any, precision: int, scale: int, path: str) -> str | None:
+    if type(value) is bool or not isinstance(value, int | float | str | Number):
+        return None  # not a number: the reader of the declared type refuses it itself
+    text = value.text if type(value) is Number else str(value)  # a float's str is its repr
+    try:
+        number = Decimal(text)
+    except InvalidOperation:
+        return None  # not a decimal's text: the same
+    if number.is_finite():
+        if not number:
+            return None  # zero fits every decimal
+        _, digits, exponent = number.as_tuple()
+        assert isinstance(exponent, int)  # noqa: S101 - finite
+        significant = len(digits)
+        while digits[significant - 1] == 0:  # trailing zeros say nothing of the value
+            significant -= 1
+            exponent += 1
+        fraction = max(0, -exponent)
+        integer = max(0, significant + exponent)
+        if fraction <= scale and integer <= precision - scale:
+            return None
+    return f"column {path!r}: {text} does not fit decimal({precision},{scale}) without rounding"

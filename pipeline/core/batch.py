@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +37,7 @@ from schemas.errors import EncodingError, RecordRef, SourceDecodeError
 from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
+from .queries import RowShape
 from .sources import BadRecord, Marker, adapter
 
 if TYPE_CHECKING:
@@ -71,6 +72,7 @@ class BatchPlan:
     end_time: Hlc | None = None
     max_record_bytes: int = DEFAULT_MAX_REQUEST  # the sink producer's max.request.size
     new_partition_floor: Hlc = ZERO  # for a source partition the frontier does not know yet
+    shapes: Mapping[str, RowShape] = field(default_factory=dict)  # source topic -> its CDC query's
 
     @classmethod
     def of(
@@ -85,7 +87,11 @@ class BatchPlan:
         A partition added to a source topic since the frontier was made enters at
         ``new_partition_floor`` (the high-water mark), as it would after a restart.
         """
+        query = config.query
         return cls(
+            shapes={}
+            if query is None
+            else {config.sources[0].topic: RowShape.of(query[1], config.encoder)},
             thresholds=thresholds,
             new_partition_floor=new_partition_floor,
             tables=config.tables,
@@ -363,7 +369,8 @@ class Task:
         encoder = self.plan.encoders[topic]
         encode_key, encode_value = encoder.key, encoder.value
         add_key, add_value = out.key.append, out.value.append
-        errors = run.column("error").to_pylist() if "error" in run.schema.names else None
+        query = self.plan.shapes.get(topic)
+        shape = None if query is None else query.stretch(run, source)
         emitted = 0  # rows appended since the last topic run was recorded
         kept = 0  # rows emitted in this stretch
         keys, values = run.column("key"), run.column("value")
@@ -373,12 +380,12 @@ class Task:
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
                 item = decode(key, value, exact[i])
-                if errors is not None and errors[i] is not None:
-                    raise BadRecord(errors[i])
                 if isinstance(item, Marker):
                     floor = max(floor, item.resolved)
                     state.resolved = max(state.resolved or ZERO, item.resolved)
                     continue
+                if shape is not None:
+                    item = shape(i, item)
                 ts = item.ts
                 if ts <= floor:
                     state.duplicates += 1
@@ -469,8 +476,8 @@ def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
     columns = ["key", "value", "topic", "partition", "offset"]
     if plan.dlq_topic is not None:
         columns.append("headers")
-    # error: a CDC query found values that do not fit their table; keep: its where clause
-    columns.extend(c for c in ("error", "keep") if c in batch.columns)
+    # a CDC query's: values that do not fit their table, the selected values, its where clause
+    columns.extend(c for c in ("error", "projected", "keep") if c in batch.columns)
     return columns
 
 

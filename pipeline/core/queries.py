@@ -15,18 +15,30 @@ changefeed's per-record loop (``pipeline/core/batch.py``):
 * a value that does not fit the declared types is marked, and the loop treats it as an
   undecodable record (``on_error``), naming topic, partition and offset.
 
+Spark reads a declared decimal rounded to its scale and prints what it selects its own way,
+so the per-record loop finishes the query exactly (:class:`RowShape`): every declared decimal
+of the source row must fit its type (one that does not is a bad record, never rounded), and a
+``select`` item that names a column takes the source's value as written; computed items are
+Spark's (exact decimals, as Spark prints them).
+
 Markers and records that are not rows pass through untouched, in order: the projection is
 narrow, so nothing is reordered.
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from schemas.errors import ConfigError
 from schemas.tables import TableSchema
 
+from .sources import BadRecord, Change, NativeAdapter
+
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import Column, DataFrame, SparkSession
 
     from pipeline.config import EncoderConfig
@@ -88,11 +100,13 @@ def apply_query(
     *,
     mark_only: bool = False,
 ) -> DataFrame:
-    """The source records with ``where`` applied and ``select`` projected into the values.
+    """The source records with ``where`` applied and ``select`` projected.
 
-    Columns out: ``key, value, topic, partition, offset, headers, error``. With
-    ``mark_only``, ``where`` drops nothing and adds a ``keep`` column instead: the initial
-    scan must see every version to know which one is the latest before it judges it.
+    Columns out: ``key, value, topic, partition, offset, headers, error``, and with ``select``
+    ``projected`` (the envelope of the selected values, null where the record is not a row
+    that fits); ``value`` stays the source's. With ``mark_only``, ``where`` drops nothing and
+    adds a ``keep`` column instead: the initial scan must see every version to know which one
+    is the latest before it judges it.
     """
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
@@ -126,7 +140,7 @@ def apply_query(
             p["updated"].alias("updated"),
         )
         projected = F.to_json(envelope, {"ignoreNullFields": "false"}).cast("binary")
-        columns["value"] = F.when(is_row & fits, projected).otherwise(F.col("__hw_r.value"))
+        columns["projected"] = F.when(is_row & fits, projected)
     out = frame.select(*(column.alias(name) for name, column in columns.items()))
     if encoder.where is None:
         return out
@@ -178,3 +192,62 @@ def check_query(
         except (AnalysisException, ParseException) as exc:
             first = str(exc).strip().splitlines()[0]
             raise ConfigError([(f"encoder.{option}", first)]) from None
+
+
+# A select item that names a column, optionally renamed: ``price``, ``price AS p``, `` `p` ``.
+_NAME = r"(`[^`]+`|[A-Za-z_][A-Za-z0-9_]*)"
+_NAMED = re.compile(rf"\s*{_NAME}(?:\s+(?:[Aa][Ss]\s+)?{_NAME})?\s*")
+
+
+@dataclass(frozen=True)
+class RowShape:
+    """The executors' part of a CDC query: what Spark's projection cannot do exactly."""
+
+    schema: TableSchema
+    selects: bool  # the records carry ``projected``: the selected values
+    named: tuple[tuple[str, str], ...] = ()  # (output field, source column) of plain items
+
+    @classmethod
+    def of(cls, schema: TableSchema, encoder: EncoderConfig) -> RowShape:
+        """The shape of ``encoder``'s query over ``schema``'s table."""
+        columns = {f["name"] for f in schema.record["fields"]}
+        named = []
+        for item in encoder.select or ():
+            found = _NAMED.fullmatch(item)
+            if found is not None and found[1].strip("`") in columns:
+                column = found[1].strip("`")
+                named.append(((found[2] or column).strip("`"), column))
+        return cls(schema, encoder.select is not None, tuple(named))
+
+    def stretch(
+        self, run: pa.RecordBatch, source: NativeAdapter
+    ) -> Callable[[int, Change], Change]:
+        """For a stretch of records: record ``i``'s source change → the query's change.
+
+        Raises :class:`BadRecord` for what Spark marked (``error``) and a decimal that does
+        not fit its declared type.
+        """
+        errors = run.column("error").to_pylist()
+        texts: list[bytes | None] = []
+        exact: list[bool] = []
+        if self.selects:
+            projected = run.column("projected")
+            texts, exact = projected.to_pylist(), source.exact(run.column("key"), projected)
+        misfit, named = self.schema.misfit, self.named
+
+        def shape(i: int, change: Change) -> Change:
+            if errors[i] is not None:
+                raise BadRecord(errors[i])
+            for image in (change.after, change.before):
+                reason = None if image is None else misfit(image)
+                if reason is not None:
+                    raise BadRecord(reason)
+            if not self.selects:
+                return change
+            selected = source.change(change.key, texts[i], exact[i])
+            for image, values in ((selected.after, change.after), (selected.before, change.before)):
+                if image is not None and values is not None:
+                    image.update((field, values[col]) for field, col in named if col in values)
+            return change._replace(after=selected.after, before=selected.before)
+
+        return shape

@@ -158,7 +158,8 @@ class ScanTask(Task):
         marker, change = source.marker, source.change
         names = run.schema.names
         keeps = run.column("keep").to_pylist() if "keep" in names else None
-        errors = run.column("error").to_pylist() if "error" in names else None
+        query = self.plan.shapes.get(self.chunk.topic)
+        shape = None if query is None else query.stretch(run, source)
         offsets = run.column("offset").to_pylist()
         exact = source.exact(run.column("key"), run.column("value"))
         keys, values = run.column("key").to_pylist(), run.column("value").to_pylist()
@@ -173,8 +174,8 @@ class ScanTask(Task):
                 if self.key_values is None:
                     raise BadRecord(self.key_error or "no key")
                 item = change(self.key_values, values[i], exact[i])
-                if errors is not None and errors[i] is not None:
-                    raise BadRecord(errors[i])
+                if shape is not None:
+                    item = shape(i, item)
             except Exception as exc:  # no record, however strange, stops a scan
                 self.flush(out)  # the rows before it, then its dead-letter record
                 self.bad(out, state, offsets[i], bad_reason(exc), run, i)

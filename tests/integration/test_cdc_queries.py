@@ -134,3 +134,109 @@ def test_the_initial_scan_judges_each_key_by_its_latest_version(
         {"after": shaped(2, 500.0), "before": None, "updated": T[4]},  # the snapshot at T4
         {"after": shaped(2, 600.0), "before": shaped(2, 500.0), "updated": T[5]},
     ]
+
+
+LEDGER = {
+    "type": "record",
+    "name": "ledger",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {
+            "name": "price",
+            "type": [
+                "null",
+                {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 2},
+            ],
+        },
+        {"name": "ratio", "type": ["null", "double"]},
+        {
+            "name": "legs",
+            "type": [
+                "null",
+                {
+                    "type": "array",
+                    "items": {
+                        "type": "bytes",
+                        "logicalType": "decimal",
+                        "precision": 6,
+                        "scale": 3,
+                    },
+                },
+            ],
+        },
+    ],
+}
+
+
+def ledger_row(row_id: int, price: str, ratio: str = "1.10", legs: str = "[]") -> bytes:
+    return f'{{"id":{row_id},"price":{price},"ratio":{ratio},"legs":{legs}}}'.encode()
+
+
+def ledger_value(after: bytes | None, before: bytes | None, updated: str) -> bytes:
+    after_text = b"null" if after is None else after
+    before_text = b"null" if before is None else before
+    return b'{"after":%s,"before":%s,"updated":"%s"}' % (after_text, before_text, updated.encode())
+
+
+@pytest.mark.parametrize("select", [None, ["id", "price", "ratio AS r", "price * 2 AS doubled"]])
+def test_declared_decimals_are_exact_never_rounded(
+    kafka_bootstrap: str, unique_name, spark, select
+) -> None:
+    """A decimal that does not fit its declared type is a bad record, never rounded.
+
+    Selected columns keep the source's text; computed ones are Spark's exact decimals.
+    """
+    source = unique_name("src")
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [{"topic": source, "table": "ledger", "table_schema": LEDGER, "primary_key": ["id"]}],
+        encoder={"updated": True, "diff": True, "where": "price > 1.00", "select": select},
+        on_error="dlq",
+    )
+    big = ledger_row(1, "12345678901234567.89", legs="[1.500,2E+0]")
+    big_later = ledger_row(1, "12345678901234567.90", ratio="1E+2")
+    rounded = ledger_row(2, "1.105")  # decimal(20,2) would round it to 1.11
+    cheap = ledger_row(3, "0.50")  # filtered out by where
+    leg_rounded = ledger_row(4, "7.00", legs="[1.5,1.0005]")  # a nested decimal(6,3)
+    hundred = ledger_row(5, "1E+2", ratio="-0")
+    records = [
+        (0, b"[1]", ledger_value(big, None, T[1])),
+        (0, b"[2]", ledger_value(rounded, None, T[2])),
+        (0, b"[3]", ledger_value(cheap, None, T[3])),
+        (0, b"[1]", ledger_value(big_later, big, T[4])),
+        (1, b"[4]", ledger_value(leg_rounded, None, T[2])),
+        (1, b"[5]", ledger_value(hundred, None, T[3])),
+        (0, None, {"resolved": T[5]}),
+        (1, None, {"resolved": T[5]}),
+    ]
+    produce(kafka_bootstrap, source, records, partitions=2)
+    run_to_end(config, spark)
+
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    if select is None:  # where alone: the source's bytes
+        expected = [records[0][2], records[3][2], records[5][2]]
+    else:
+        expected = [
+            ledger_value(
+                b'{"id":1,"price":12345678901234567.89,"r":1.10,"doubled":24691357802469135.78}',
+                None,
+                T[1],
+            ),
+            ledger_value(
+                b'{"id":1,"price":12345678901234567.90,"r":1E+2,"doubled":24691357802469135.80}',
+                b'{"id":1,"price":12345678901234567.89,"r":1.10,"doubled":24691357802469135.78}',
+                T[4],
+            ),
+            ledger_value(b'{"id":5,"price":1E+2,"r":-0,"doubled":200.00}', None, T[3]),
+        ]
+    assert sorted(m.value for m in out.rows) == sorted(expected)
+    dead = {
+        m.value: dict(m.headers) for m in consume_all(kafka_bootstrap, config.effective_dlq_topic)
+    }
+    assert set(dead) == {records[1][2], records[4][2]}  # the source records, as they came
+    assert b"price" in dead[records[1][2]]["highwater.error"]
+    assert b"1.105" in dead[records[1][2]]["highwater.error"]
+    assert b"1.0005" in dead[records[4][2]]["highwater.error"]
+    assert dead[records[4][2]]["highwater.source"] == f"{source}/1@0".encode()
+    assert {json.loads(m.value)["resolved"] for m in out.markers} == {T[5]}

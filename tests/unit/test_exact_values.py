@@ -1,6 +1,8 @@
 """Values pass through unchanged (contract §5.6): every number keeps its text, in any form."""
 
+import decimal
 import json
+from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
@@ -13,6 +15,7 @@ from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.sources import BadRecord, NativeAdapter
 from schemas.hlc import Hlc
+from schemas.tables import TableSchema
 
 pytestmark = pytest.mark.unit
 T = "1700000000000000001.0000000000"
@@ -115,3 +118,67 @@ def test_numbers_a_double_cannot_keep_are_flagged_for_the_exact_reader(number: s
     row_ = ChangeRow("t", change.key, change.after, None, Hlc.parse(T), Hlc.parse(T))
     out = JsonEncoder(EncoderConfig()).value(row_, Context("out"))
     assert out == f'{{"after":{{"x":{number},"y":[{number}]}}}}'.encode()
+
+
+DECIMAL_TABLE = TableSchema.of(
+    {
+        "type": "record",
+        "name": "t",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {
+                "name": "d",
+                "type": [
+                    "null",
+                    {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 3},
+                ],
+            },
+            {
+                "name": "nested",
+                "type": {
+                    "type": "record",
+                    "name": "n",
+                    "fields": [
+                        {
+                            "name": "xs",
+                            "type": {
+                                "type": "map",
+                                "values": {
+                                    "type": "array",
+                                    "items": {
+                                        "type": "bytes",
+                                        "logicalType": "decimal",
+                                        "precision": 9,
+                                        "scale": 3,
+                                    },
+                                },
+                            },
+                        }
+                    ],
+                },
+            },
+        ],
+    },
+    ["id"],
+)
+
+
+def fits_decimal_9_3(text: str) -> bool:
+    """The oracle: the value survives decimal(9,3) with no rounding (independent arithmetic)."""
+    value = Fraction(decimal.Decimal(text))
+    scaled = value * 1000
+    return scaled.denominator == 1 and abs(scaled) < 10**9
+
+
+@settings(max_examples=500, deadline=None)
+@given(number)
+def test_a_declared_decimal_fits_exactly_when_no_rounding_is_needed(number: str) -> None:
+    if number == "1e400":
+        number = "1e4"
+    expected = fits_decimal_9_3(number)
+    for row in (f'{{"id":1,"d":{number}}}', f'{{"id":1,"nested":{{"xs":{{"k":[0,{number}]}}}}}}'):
+        value = NativeAdapter().change([1], f'{{"after":{row},"updated":"{T}"}}'.encode()).after
+        reason = DECIMAL_TABLE.misfit(value)
+        assert (reason is None) == expected, (row, reason)
+        if reason is not None:
+            assert number in reason
