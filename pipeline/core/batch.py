@@ -448,14 +448,26 @@ class Task:
         if self.plan.dlq_topic is None:
             return True
         sp = state.partition
+        where = f"{sp.topic}/{sp.partition}@{offset}"
         headers = run.column("headers")[index].as_py() if "headers" in run.schema.names else None
+        key, value = run.column("key")[index].as_py(), run.column("value")[index].as_py()
+        size = len(key or b"") + len(value or b"")
+        size += sum(len(h["key"]) + len(h["value"] or b"") for h in headers or ())
+        if size + len(reason) > self.plan.max_record_bytes - RECORD_FRAMING - len(where):
+            # the producer would refuse the copy: the dead letter points at the source record
+            reason += (
+                f"; the source record ({size:,} bytes) is too large to copy here: read {where}"
+            )
+            headers, value = None, None
+            if len(key or b"") > (self.plan.max_record_bytes - RECORD_FRAMING) // 2:
+                key = None
         ours = [
             {"key": ERROR_HEADER, "value": reason.encode()},
-            {"key": SOURCE_HEADER, "value": f"{sp.topic}/{sp.partition}@{offset}".encode()},
+            {"key": SOURCE_HEADER, "value": where.encode()},
         ]
         out.headers.extend([None] * (len(out.key) - len(out.headers)))  # rows before it
-        out.key.append(run.column("key")[index].as_py())
-        out.value.append(run.column("value")[index].as_py())
+        out.key.append(key)
+        out.value.append(value)
         out.headers.append([*(headers or []), *ours])
         out.topic_run(self.plan.dlq_topic, 1)
         return False

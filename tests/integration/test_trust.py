@@ -320,15 +320,22 @@ def test_a_checkpoint_as_large_as_its_budget_is_written(kafka_bootstrap: str, un
     assert back.progress(parts) == frontier.progress()
 
 
+@pytest.mark.parametrize(("key_size", "blob"), [(1_500, 1_500), (10, 5_000)])
 def test_an_output_record_too_large_for_the_producer_is_a_dead_letter_not_a_failed_batch(
-    kafka_bootstrap: str, unique_name, spark
+    kafka_bootstrap: str, unique_name, spark, key_size: int, blob: int
 ) -> None:
+    """A record the producer (4,000 bytes) would refuse goes to the dead-letter topic.
+
+    (1,500, 1,500): the output (the key twice, topic and times added) is too large, the raw
+    record fits the dead-letter topic; (10, 5,000): the raw record is too large for the
+    dead-letter topic's producer as well, and the dead letter points at it.
+    """
     source = unique_name("src")
-    # its output (with key, topic and times added) is too large; the raw record still fits
-    huge = {"after": {"blob": "x" * 3_400}, "updated": T1}
+    huge = {"after": {"blob": "x" * blob}, "updated": T1}
+    huge_key = ["k" * key_size]
     records = [
         (0, ["small-1"], {"after": {"a": 1}, "updated": T1}),
-        (0, ["huge"], huge),
+        (0, huge_key, huge),
         (0, ["small-2"], {"after": {"a": 2}, "updated": T2}),
         (0, None, {"resolved": T9}),
     ]
@@ -351,6 +358,17 @@ def test_an_output_record_too_large_for_the_producer_is_a_dead_letter_not_a_fail
     out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
     assert [m.key for m in out.rows] == [b'["small-1"]', b'["small-2"]']
     (dead,) = consume_all(kafka_bootstrap, config.effective_dlq_topic)
-    assert (dead.key, dead.value) == (b'["huge"]', json.dumps(huge).encode())
-    assert b"exceeds max.request.size (4,000)" in dict(dead.headers)["highwater.error"]
+    headers = dict(dead.headers)
+    assert b"exceeds max.request.size (4,000)" in headers["highwater.error"]
+    assert headers["highwater.source"] == f"{source}/0@1".encode()
+    key = json.dumps(huge_key).encode()
+    if blob < 4_000:
+        assert (dead.key, dead.value) == (key, json.dumps(huge).encode())
+    else:  # a pointer to the source record: the key, no value, the reason saying so
+        assert (dead.key, dead.value) == (key, None)
+        size = len(json.dumps(huge)) + len(key)
+        assert (
+            f"the source record ({size:,} bytes) is too large to copy here".encode()
+            in (headers["highwater.error"])
+        )
     assert read_checkpoint(kafka_bootstrap, config)["high_water"] == T9
