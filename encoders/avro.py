@@ -152,7 +152,14 @@ class AvroEncoder:
         out = bytearray(header)
         try:
             write(out, datum)
-        except (ValueError, TypeError, KeyError, AttributeError, struct.error) as exc:
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            ArithmeticError,
+            struct.error,
+        ) as exc:
             raise self._misfit(side, exc) from None
         return bytes(out)
 

@@ -11,8 +11,8 @@ generated function with its primitive fields inlined, so no call is made per fie
 else (logical types, enums, arrays, maps, fixed, other unions) is not compiled: the caller
 then uses fastavro for that schema, so every schema is written one way or the other.
 
-A value of the wrong type raises ``TypeError``, ``ValueError``, ``AttributeError`` or
-``struct.error``; the encoder turns that into an ``EncodingError``.
+A value of the wrong type raises ``TypeError`` naming it, one out of the type's range
+``ValueError``; the encoder turns either into an ``EncodingError``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,14 @@ _LONG_CHECK = [
 ]
 # Source lines that write the value ``v`` of a primitive type into ``out``.
 _INLINE: dict[str, list[str]] = {
-    "string": ["b = v.encode()", "n = len(b) << 1", *_VARINT, "out += b"],  # zig-zag length
+    "string": [
+        "if type(v) is not str:",
+        "    raise TypeError(f'{v!r} is not a string')",
+        "b = v.encode()",
+        "n = len(b) << 1",  # zig-zag length
+        *_VARINT,
+        "out += b",
+    ],
     "bytes": [
         "if not isinstance(v, (bytes, bytearray)):",
         "    raise TypeError(f'{type(v).__name__} is not bytes')",
@@ -54,13 +61,13 @@ _INLINE: dict[str, list[str]] = {
     "long": _LONG_CHECK,
     "int": _LONG_CHECK,
     "double": [
-        "if type(v) is bool:",
-        "    raise TypeError('a boolean is not a double')",
+        "if type(v) is not float and type(v) is not int:",
+        "    raise TypeError(f'{v!r} is not a number')",
         "out += _DOUBLE(v)",
     ],
     "float": [
-        "if type(v) is bool:",
-        "    raise TypeError('a boolean is not a float')",
+        "if type(v) is not float and type(v) is not int:",
+        "    raise TypeError(f'{v!r} is not a number')",
         "out += _FLOAT(v)",
     ],
     "boolean": [

@@ -2,7 +2,9 @@
 
 ``HIGHWATER_CRASH_AT=<point>:<n>`` makes the job kill its own process group with SIGKILL (the
 spark-submit JVM and this driver: what ``kill -9`` of the job does) the n-th time it reaches
-``point``:
+``point``. Just before, it appends ``crash point <point>:<n>: SIGKILL`` to the file named by
+``HIGHWATER_CRASH_LOG`` if set (stderr would go through the JVM, which dies with it), so a
+test can show where the kill landed; ``highwater run`` then exits with 137 (128 + SIGKILL):
 
 * ``during_write``: a moment after a batch's write to Kafka has started;
 * ``after_write``: the batch's records are acknowledged, its checkpoint not yet written;
@@ -31,7 +33,11 @@ def _target() -> tuple[str, int] | None:
     return point, int(nth or 1)
 
 
-def _die() -> None:
+def _die(point: str, nth: int) -> None:
+    record = os.environ.get("HIGHWATER_CRASH_LOG")
+    if record:
+        with open(record, "a", encoding="utf-8") as log:
+            log.write(f"crash point {point}:{nth}: SIGKILL\n")
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
@@ -44,6 +50,6 @@ def reached(point: str) -> None:
     if _COUNTS[point] != target[1]:
         return
     if point == "during_write":
-        threading.Timer(0.3, _die).start()  # while the executors are writing
+        threading.Timer(0.3, _die, (point, target[1])).start()  # while the executors write
     else:
-        _die()
+        _die(point, target[1])

@@ -101,8 +101,9 @@ def supervise(command: list[str], env: dict[str, str]) -> int:
 
     A signal to the JVM would kill the job mid-batch; instead the job watches a stop file
     (``HIGHWATER_STOP_FILE``): on a signal we create it, the job finishes its batch,
-    checkpoints and exits, and we exit with its code. spark-submit runs in its own session so
-    a terminal's Ctrl-C reaches only us.
+    checkpoints and exits, and we exit with its code (128 + the signal's number if a signal
+    killed it, as a shell reports it). spark-submit runs in its own session so a terminal's
+    Ctrl-C reaches only us.
     """
     with tempfile.TemporaryDirectory(prefix="highwater-run-") as scratch:
         stop_file = Path(scratch) / "stop"
@@ -116,7 +117,8 @@ def supervise(command: list[str], env: dict[str, str]) -> int:
 
         previous = {s: signal.signal(s, request_stop) for s in (signal.SIGTERM, signal.SIGINT)}
         try:
-            return child.wait()
+            code = child.wait()
+            return 128 - code if code < 0 else code
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from pipeline.dev.generator import GeneratorSpec, write
-from schemas.hlc import Hlc, HlcClock
+from schemas.hlc import HlcClock
 from tests.support.changefeed import (
     changefeed_config,
     checkpoint_records,
@@ -15,7 +15,8 @@ from tests.support.changefeed import (
     run_to_end,
 )
 from tests.support.kafka import consume_all
-from tests.support.process import run, start_run, write_config
+from tests.support.process import run, run_killed_at, start_run, write_config
+from tests.support.validator import hlc_order
 
 BASE = 1_800_000_000_000_000_000
 
@@ -61,8 +62,7 @@ def test_stalled_partition_does_not_make_the_leading_ones_replay(
         "spark": {"trigger": {"processing_time": "200ms"}, "max_offsets_per_trigger": 300},
     }
     log = tmp_path / "runs.log"
-    code = run(write_config(tmp_path / "a.yaml", raw), log, HIGHWATER_CRASH_AT="after_write:7")
-    assert code != 0, log.read_text()[-2000:]
+    run_killed_at(write_config(tmp_path / "a.yaml", raw), log, "after_write:7")
     checkpoint = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
     # The high-water mark is stuck at partition 0's last marker, yet the leading partitions'
     # progress was checkpointed.
@@ -157,7 +157,7 @@ def test_end_time_stops_with_a_last_marker_at_end_time(
     )
     for partition in range(3):
         assert out.marker_times(partition)[-1] == str(end)
-    assert all(Hlc.parse(t) <= end for p in range(3) for t in out.marker_times(p))
+    assert all(hlc_order(t) <= hlc_order(str(end)) for p in range(3) for t in out.marker_times(p))
 
 
 def test_sigterm_finishes_the_batch_checkpoints_and_exits_0(

@@ -25,7 +25,7 @@ from tests.support.changefeed import (
     run_to_end,
 )
 from tests.support.kafka import consume_all
-from tests.support.process import run, write_config
+from tests.support.process import run, run_killed_at, write_config
 
 T1, T2, T9 = (
     "1700000000000000001.0000000000",
@@ -250,8 +250,7 @@ def test_a_marker_checkpointed_but_not_sent_is_sent_by_the_next_run(
     log = tmp_path / "runs.log"
     topic = f"{changefeed_id}.orders"
 
-    code = run(config_file, log, HIGHWATER_CRASH_AT="before_marker:1")
-    assert code != 0, log.read_text()[-3000:]
+    run_killed_at(config_file, log, "before_marker:1")
     record = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
     assert record["backfill"] is None, "the snapshot was done and checkpointed"
     assert record["last_marker"] == record["statement_time"] == T2

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
+SIGKILLED = 128 + 9  # highwater run's exit code when a SIGKILL ended its spark-submit
 
 
 def write_config(path: Path, raw: dict[str, Any]) -> Path:
@@ -39,3 +40,22 @@ def run(config_file: Path, log_file: Path, timeout: float = 300, **env: str) -> 
     except subprocess.TimeoutExpired:
         process.kill()
         raise
+
+
+def run_killed_at(config_file: Path, log_file: Path, crash: str, timeout: float = 300) -> str:
+    """Run with ``HIGHWATER_CRASH_AT=crash``; show the SIGKILL landed there; the run's log.
+
+    Any failure is not enough: the exit code must be a SIGKILL's and the crash point must
+    have been reached (``pipeline/core/faults.py`` records it just before the kill).
+    """
+    logged = log_file.stat().st_size if log_file.exists() else 0
+    record = log_file.with_name(f"{log_file.name}.crashes")
+    record.unlink(missing_ok=True)
+    code = run(
+        config_file, log_file, timeout, HIGHWATER_CRASH_AT=crash, HIGHWATER_CRASH_LOG=str(record)
+    )
+    run_log = log_file.read_bytes()[logged:].decode(errors="replace")
+    assert code == SIGKILLED, f"{crash}: exit {code}, not a SIGKILL\n{run_log[-3000:]}"
+    reached = record.read_text(encoding="utf-8") if record.exists() else ""
+    assert reached == f"crash point {crash}: SIGKILL\n", f"{reached!r}\n{run_log[-3000:]}"
+    return run_log

@@ -30,7 +30,8 @@ def exact(text: str | bytes) -> Any:
     return json.loads(text, parse_float=lambda t: ("n", t), parse_int=lambda t: ("n", t))
 
 
-def _hlc(text: str) -> tuple[int, int]:
+def hlc_order(text: str) -> tuple[int, int]:
+    """A ``<wall>.<logical>`` time as a sortable pair (independent of ``schemas.hlc``)."""
     wall, _, logical = text.partition(".")
     return int(wall), int(logical or 0)
 
@@ -110,7 +111,7 @@ def _order(report: Report, output: list[Message]) -> None:
         key, updated = _row_id(m)
         if (key, updated) not in emitted:
             emitted.add((key, updated))
-            first[key].append(_hlc(updated))
+            first[key].append(hlc_order(updated))
     for key, versions in first.items():
         if versions != sorted(versions):
             report.fail("order", f"{key}: first emissions out of order")
@@ -125,13 +126,13 @@ def _resolved(report: Report, output: list[Message]) -> None:
         seen: set[tuple[str, str]] = set()
         for m in messages:
             if m.key is None:
-                ts = _hlc(json.loads(m.value or b"{}")["resolved"])
+                ts = hlc_order(json.loads(m.value or b"{}")["resolved"])
                 if resolved is not None and ts < resolved:
                     report.fail("resolved", f"partition {partition}: marker went backwards")
                 resolved = ts
                 continue
             rid = _row_id(m)
-            if resolved is not None and _hlc(rid[1]) <= resolved and rid not in seen:
+            if resolved is not None and hlc_order(rid[1]) <= resolved and rid not in seen:
                 report.fail("resolved", f"partition {partition}: {rid} after a marker above it")
             seen.add(rid)
 
@@ -140,14 +141,14 @@ def _complete(report: Report, workload: Workload, output: list[Message]) -> None
     last: dict[int, tuple[int, int]] = {}
     for m in output:
         if m.key is None:
-            last[m.partition] = _hlc(json.loads(m.value or b"{}")["resolved"])
+            last[m.partition] = hlc_order(json.loads(m.value or b"{}")["resolved"])
     if not last:
         return
     floor = min(last.values())
     emitted = {_row_id(m) for m in output if m.key is not None}
     for change in workload.changes:
         rid = _key(change.key, change.updated)
-        if _hlc(change.updated) <= floor and rid not in emitted:
+        if hlc_order(change.updated) <= floor and rid not in emitted:
             report.fail("complete", f"{rid} at or below the last marker was never emitted")
 
 
