@@ -91,6 +91,10 @@ class SinkError(HighwaterError):
     """Writing to the output topics failed after retries."""
 
 
+class FencedError(SinkError):
+    """Another instance of the changefeed took over its writes; this one must stop."""
+
+
 class CheckpointError(HighwaterError):
     """The checkpoint topic could not be read or written, or holds a record we cannot use."""
 

@@ -3,7 +3,8 @@
 Checkpoints, and later safepoints, job status and schemas, live in compacted topics: the latest
 record per key is the value, a null value (tombstone) deletes it. Writes wait for the broker's
 acknowledgement (``acks=all``, idempotent producer), so a value returned from :meth:`put` is
-durable. Reads scan the topic to its end offsets as of the call.
+durable; a changefeed's own records go through its fencing producer
+(``sinks/producer.py``). Reads take committed records only, up to the end as of the call.
 
 Delivery guarantee: :meth:`put` is at-least-once per call; replaying a put is a no-op for
 readers because only the latest value per key counts.
@@ -16,12 +17,12 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from schemas.errors import SinkError
 
 from .admin import ensure_topics
-from .producer import AcknowledgedProducer
+from .producer import AcknowledgedProducer, Record
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +34,8 @@ class CompactedTopic:
     """Latest-value-per-key over one compacted topic.
 
     ``max_value_bytes``: the largest value it must hold; the producer's message size limit
-    and, for a topic it creates, the topic's are raised to fit it with its key.
+    and, for a topic it creates, the topic's are raised to fit it with its key. ``producer``:
+    write through this one (shared, owned by the caller) instead of one of its own.
     """
 
     def __init__(
@@ -43,15 +45,18 @@ class CompactedTopic:
         *,
         timeout: float = 30.0,
         max_value_bytes: int | None = None,
+        producer: AcknowledgedProducer | None = None,
     ) -> None:
         self.topic = topic
         self._config = dict(client_config)
         self._timeout = timeout
         self._limit = None if max_value_bytes is None else max_value_bytes + RECORD_OVERHEAD
-        producer = dict(self._config)
-        if self._limit is not None:
-            producer["message.max.bytes"] = max(self._limit, 1_000_000)
-        self._producer = AcknowledgedProducer(producer, timeout=timeout)
+        self._owned = producer is None
+        if producer is None:
+            producer = AcknowledgedProducer(
+                {**self._config, **producer_limit(max_value_bytes)}, timeout=timeout
+            )
+        self._producer = producer
 
     def ensure(self, replication_factor: int = 1) -> None:
         """Create the topic (one partition, compacted) if it is missing."""
@@ -68,8 +73,9 @@ class CompactedTopic:
 
     def put(self, key: str, value: bytes | None) -> None:
         """Write ``value`` for ``key`` (None deletes) and wait until the broker acknowledged it."""
-        self._producer.produce(self.topic, value, key=key.encode())
-        self._producer.wait(f"writing {key!r} to {self.topic!r}")
+        self._producer.send(
+            [Record(self.topic, value, key.encode())], f"writing {key!r} to {self.topic!r}"
+        )
 
     def get(self, key: str) -> bytes | None:
         """The latest value of ``key``, or None when absent or deleted."""
@@ -83,7 +89,9 @@ class CompactedTopic:
                 "group.id": f"highwater-reader-{uuid.uuid4().hex}",
                 "enable.auto.commit": False,
                 "auto.offset.reset": "earliest",
-            }
+                "isolation.level": "read_committed",
+                "enable.partition.eof": True,  # the end: committed records end before a
+            }  # transaction's control record, so an offset never says it
         )
         try:
             metadata = consumer.list_topics(self.topic, timeout=self._timeout).topics.get(
@@ -105,17 +113,26 @@ class CompactedTopic:
                 if msg is None:
                     raise SinkError(f"reading {self.topic!r} timed out")
                 error, key = msg.error(), msg.key()
+                partition = int(msg.partition() or 0)
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    ends.pop(partition, None)
+                    continue
                 if error is not None:
                     raise SinkError(f"reading {self.topic!r} failed: {error.str()}")
                 if key is not None:  # a key that is not UTF-8 is shown, not fatal
                     latest[key.decode(errors="backslashreplace")] = msg.value()
-                partition, offset = int(msg.partition() or 0), int(msg.offset() or 0)
-                if offset + 1 >= ends.get(partition, 0):
-                    ends.pop(partition, None)
             return {k: v for k, v in latest.items() if v is not None}
         finally:
             consumer.close()
 
     def close(self) -> None:
-        """Flush and release the producer."""
-        self._producer.close()
+        """Flush and release the producer (a shared one is its owner's to close)."""
+        if self._owned:
+            self._producer.close()
+
+
+def producer_limit(max_value_bytes: int | None) -> dict[str, Any]:
+    """Producer settings that let a value of ``max_value_bytes`` (and its key) through."""
+    if max_value_bytes is None:
+        return {}
+    return {"message.max.bytes": max(max_value_bytes + RECORD_OVERHEAD, 1_000_000)}

@@ -2,25 +2,55 @@
 
 Checkpoints and resolved markers are promises: a checkpoint must be durable before a marker
 goes out, and a marker must reach every partition. Both use this one wrapper: idempotent,
-``acks=all``, and :meth:`AcknowledgedProducer.wait` raises a :class:`SinkError` unless every
-record since the last wait was acknowledged by the broker.
+``acks=all``, and :meth:`AcknowledgedProducer.send` returns only once every record it was
+given is acknowledged by the broker, or raises a :class:`SinkError`.
+
+**One writer.** With a ``transactional_id`` (one per changefeed and cluster), each
+:meth:`~AcknowledgedProducer.send` is a Kafka transaction, and opening the producer
+(:meth:`~AcknowledgedProducer.connect`) fences every earlier producer of the same id: the
+broker bumps the id's epoch and refuses the older one's next write, which then raises
+:class:`FencedError`. A changefeed writes its checkpoints, markers, safepoint and status
+through such producers, so of two instances only the one started last can write them;
+readers of those records read committed records only.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import KafkaError, KafkaException, Producer
 
-from schemas.errors import SinkError
+from schemas.errors import FencedError, SinkError
+
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+}
+
+
+class Record(NamedTuple):
+    """One record to send."""
+
+    topic: str
+    value: bytes | None
+    key: bytes | None = None
+    partition: int | None = None
 
 
 class AcknowledgedProducer:
-    """An idempotent ``acks=all`` producer with an all-or-error ``wait``."""
+    """An idempotent ``acks=all`` producer with an all-or-error :meth:`send`."""
 
     def __init__(
-        self, client_config: Mapping[str, Any], *, timeout: float, linger_ms: int = 0
+        self,
+        client_config: Mapping[str, Any],
+        *,
+        timeout: float,
+        linger_ms: int = 0,
+        transactional_id: str | None = None,
     ) -> None:
         self._timeout = timeout
         self._config = {
@@ -30,21 +60,34 @@ class AcknowledgedProducer:
             "linger.ms": linger_ms,
             "delivery.timeout.ms": int(timeout * 1000),
         }
+        self.transactional_id = transactional_id
+        if transactional_id is not None:
+            self._config["transactional.id"] = transactional_id
+            self._config["transaction.timeout.ms"] = int(timeout * 1000) + 10_000
         self._live: Producer | None = None
         self._failures: list[KafkaError] = []
+        self._lock = threading.Lock()  # one send (one transaction) at a time
+        # A transactional producer is opened once: opening another would fence the instance
+        # that fenced this one. After a fatal error or a fence it only says so.
+        self._broken: SinkError | None = None
 
     @property
     def producer(self) -> Producer:
-        """The underlying producer, created on first use."""
+        """The underlying producer, created (and, transactional, fencing) on first use."""
+        if self._broken is not None:
+            raise self._broken
         if self._live is None:
-            self._live = Producer(self._config)
+            live = Producer(self._config)
+            if self.transactional_id is not None:
+                self._transact(lambda: live.init_transactions(self._timeout), "taking over")
+            self._live = live
         return self._live
 
     def connect(self) -> None:
-        """Create the producer now.
+        """Create the producer now: a transactional one fences its predecessors here.
 
-        Its idempotence handshake (a producer id from the broker, ~0.5 s) then overlaps with
-        start-up instead of delaying the first write.
+        Its handshake (a producer id from the broker, ~0.5 s) then overlaps with start-up
+        instead of delaying the first write.
         """
         _ = self.producer
 
@@ -52,32 +95,82 @@ class AcknowledgedProducer:
         if err is not None:
             self._failures.append(err)
 
-    def produce(
-        self,
-        topic: str,
-        value: bytes | None,
-        *,
-        key: bytes | None = None,
-        partition: int | None = None,
-    ) -> None:
-        """Queue one record."""
-        if partition is None:
-            self.producer.produce(topic, value=value, key=key, on_delivery=self._delivered)
-        else:
-            self.producer.produce(
-                topic, value=value, key=key, partition=partition, on_delivery=self._delivered
-            )
+    def send(self, records: Sequence[Record], what: str) -> None:
+        """Write ``records`` (one transaction if transactional); return once all are acked.
 
-    def wait(self, what: str) -> None:
-        """Wait for every queued record; raise SinkError naming ``what`` if any was not acked."""
-        remaining = self.producer.flush(self._timeout + 5)
-        failures, self._failures = self._failures, []
-        if failures or remaining:
-            reason = failures[0].str() if failures else "no acknowledgement in time"
-            raise SinkError(f"{what} failed: {reason}")
+        Raises :class:`FencedError` if another instance took this producer's id over,
+        :class:`SinkError` naming ``what`` for any other failure (nothing was committed).
+        """
+        with self._lock:
+            producer = self.producer
+            transactional = self.transactional_id is not None
+            if transactional:
+                self._transact(producer.begin_transaction, what)
+            try:
+                for r in records:
+                    if r.partition is None:
+                        producer.produce(
+                            r.topic, value=r.value, key=r.key, on_delivery=self._delivered
+                        )
+                    else:
+                        producer.produce(
+                            r.topic,
+                            value=r.value,
+                            key=r.key,
+                            partition=r.partition,
+                            on_delivery=self._delivered,
+                        )
+                if transactional:
+                    self._transact(lambda: producer.commit_transaction(self._timeout), what)
+                remaining = producer.flush(self._timeout + 5)
+            except SinkError:
+                if transactional:
+                    self._abort(producer)
+                raise
+            failures, self._failures = self._failures, []
+            if failures or remaining:
+                if any(f.code() in _FENCED for f in failures):
+                    self._broken = FencedError(self._fenced_message(what))
+                    raise self._broken
+                reason = failures[0].str() if failures else "no acknowledgement in time"
+                raise SinkError(f"{what} failed: {reason}")
+
+    def _transact(self, call: Any, what: str) -> None:
+        """A transactional call; its failure as our error."""
+        try:
+            call()
+        except KafkaException as exc:
+            error: KafkaError = exc.args[0]
+            if error.code() in _FENCED:
+                self._broken = FencedError(self._fenced_message(what))
+                raise self._broken from None
+            failed = SinkError(f"{what} failed: {error.str()}")
+            if error.fatal():
+                self._broken = failed
+            raise failed from None
+
+    def _abort(self, producer: Producer) -> None:
+        if self._broken is not None:
+            return  # nothing to abort with: the broker aborts what a fenced producer left
+        try:
+            producer.abort_transaction(self._timeout)
+        except KafkaException as exc:
+            self._broken = SinkError(f"aborting a transaction failed: {exc.args[0].str()}")
+
+    def _fenced_message(self, what: str) -> str:
+        return (
+            f"{what}: another instance of this changefeed took over its writes "
+            f"(transactional id {self.transactional_id!r} fenced); this one stops"
+        )
 
     def close(self) -> None:
-        """Flush and release the producer (a later produce makes a new one)."""
+        """Flush and release the producer.
+
+        A later send makes a new one, unless it is transactional: then a later send is an
+        error, as opening another would fence whoever holds the id now.
+        """
         if self._live is not None:
             self._live.flush(self._timeout)
             self._live = None
+            if self.transactional_id is not None:
+                self._broken = SinkError(f"producer {self.transactional_id!r} is closed")

@@ -17,7 +17,7 @@ from typing import Any
 from schemas.errors import SinkError
 from schemas.hlc import Hlc
 
-from .producer import AcknowledgedProducer
+from .producer import AcknowledgedProducer, Record
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +32,15 @@ class ResolvedBroadcaster:
         encode: Callable[[Hlc, str], bytes],
         *,
         timeout: float = 60.0,
+        producer: AcknowledgedProducer | None = None,
     ) -> None:
         self.topics = list(topics)
         self._encode = encode
         self._timeout = timeout
-        self._producer = AcknowledgedProducer(client_config, timeout=timeout, linger_ms=5)
+        self._owned = producer is None  # a shared producer is its owner's to close
+        if producer is None:
+            producer = AcknowledgedProducer(client_config, timeout=timeout, linger_ms=5)
+        self._producer = producer
         self._producer.connect()
 
     def partitions(self, topic: str) -> list[int]:
@@ -48,16 +52,15 @@ class ResolvedBroadcaster:
 
     def emit(self, ts: Hlc) -> int:
         """Send ``ts`` to every partition and wait for the acknowledgements; return the count."""
-        sent = 0
+        records: list[Record] = []
         for topic in self.topics:
             value = self._encode(ts, topic)
-            for partition in self.partitions(topic):
-                self._producer.produce(topic, value, partition=partition)
-                sent += 1
-        self._producer.wait(f"sending resolved marker {ts}")
-        log.info("resolved %s sent to %d partitions", ts, sent)
-        return sent
+            records.extend(Record(topic, value, partition=p) for p in self.partitions(topic))
+        self._producer.send(records, f"sending resolved marker {ts}")
+        log.info("resolved %s sent to %d partitions", ts, len(records))
+        return len(records)
 
     def close(self) -> None:
         """Flush what is pending and release the producer (a later emit makes a new one)."""
-        self._producer.close()
+        if self._owned:
+            self._producer.close()

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from pipeline.config import KafkaOptions
 from schemas.errors import SourceError
@@ -95,6 +95,7 @@ def range_reader(client: Mapping[str, Any], group: str) -> Any:
             "enable.auto.commit": False,
             "fetch.wait.max.ms": 10,
             "isolation.level": "read_committed",
+            "enable.partition.eof": True,  # a range may end in transaction control records
         }
     )
 
@@ -103,7 +104,9 @@ def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Ite
     """The records of ``sp`` from offset ``start`` up to ``stop`` (confluent-kafka messages).
 
     For the driver's own short reads (a partition's tail, GC's prefix); a missing record or a
-    read error is a :class:`SourceError` naming the partition and offset.
+    read error is a :class:`SourceError` naming the partition and offset. The committed
+    records end where the consumer reports the partition's end: offsets up to ``stop`` after
+    it hold transaction markers or records not committed (yet), which no reader sees.
     """
     consumer.assign([TopicPartition(sp.topic, sp.partition, start)])
     position = start
@@ -111,7 +114,12 @@ def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Ite
         message = consumer.poll(10)
         if message is None:
             raise SourceError(f"{sp}: no record at offset {position} (end {stop}) in 10 s")
-        if message.error() is not None:
-            raise SourceError(f"{sp}: reading offset {position}: {message.error()}")
+        error = message.error()
+        if error is not None and error.code() == KafkaError._PARTITION_EOF:
+            if (message.topic(), message.partition()) == (sp.topic, sp.partition):
+                return
+            continue  # the end of a partition read before
+        if error is not None:
+            raise SourceError(f"{sp}: reading offset {position}: {error}")
         position = message.offset() + 1
         yield message

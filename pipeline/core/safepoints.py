@@ -30,6 +30,7 @@ from typing import Any
 from schemas.errors import SafepointError
 from schemas.hlc import ZERO, Hlc
 from sinks.compacted import CompactedTopic
+from sinks.producer import AcknowledgedProducer
 
 from .frontier import SourcePartition
 
@@ -128,11 +129,12 @@ class SafepointRegistry:
         cluster: str,
         *,
         clock: Callable[[], float] = time.time,
+        producer: AcknowledgedProducer | None = None,
     ) -> None:
         self.topic = topic
         self.cluster = cluster
         self.clock = clock
-        self._store = CompactedTopic(client, topic)
+        self._store = CompactedTopic(client, topic, producer=producer)
 
     def ensure(self, replication_factor: int = 1) -> None:
         """Create the topic if it is missing."""

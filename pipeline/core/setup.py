@@ -2,8 +2,12 @@
 
 :func:`open_outputs` creates the missing output, dead-letter and internal topics, registers
 or publishes the Avro schemas, and opens the clients a run writes through; every one of them
-is handed to the caller's ``ExitStack`` to be closed. :func:`find_start` then decides where
-the changefeed starts:
+is handed to the caller's ``ExitStack`` to be closed. The changefeed's own records
+(checkpoints and markers on the sink cluster, safepoint and status beside the sources) go
+through a transactional producer named after the changefeed (one per cluster when the sink
+is a cluster of its own): opening it fences every earlier instance of the changefeed, whose
+next write of those records fails (contract §5.8, one writer). :func:`find_start` then
+decides where the changefeed starts:
 
 * **resume**: from its checkpoint record alone, refusing when records it still needs were
   deleted from the sources;
@@ -32,7 +36,8 @@ from schemas.avro import OutputSchemas
 from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import ensure_topics, partition_counts, topic_configs
-from sinks.compacted import CompactedTopic
+from sinks.compacted import CompactedTopic, producer_limit
+from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
 from sinks.schemas import publish, register
 
@@ -72,14 +77,28 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     if config.on_error == "dlq":
         ensure_topics(sink, {config.effective_dlq_topic: 1}, replication_factor=replication)
     budget = config.checkpoint.frontier_checkpoint_max_bytes  # a record of that size must fit
-    checkpoint_topic = _compacted(sink, config.checkpoint.topic, config, resources, budget)
+    source = client_config(config.kafka)
+    sink_writer = _writer(config, {**sink, **producer_limit(budget)}, "sink", resources)
+    # One cluster (the usual case): one writer for all, so one fence decides the winner.
+    # Two clusters: the sink's fence is taken first; two instances started at the same
+    # moment may each end up holding one cluster's, and then both stop (neither writes).
+    source_writer = (
+        sink_writer
+        if config.sink.kafka is None or config.sink_kafka == config.kafka
+        else _writer(config, source, "source", resources)
+    )
+    checkpoint_topic = _compacted(
+        sink, config.checkpoint.topic, config, resources, sink_writer, max_value_bytes=budget
+    )
     encoders = make_encoders(config, sink)
     by_output = {config.routes[topic]: e for topic, e in encoders.items()}
     broadcaster = ResolvedBroadcaster(
-        sink, list(by_output), lambda ts, topic: by_output[topic].resolved(ts, Context(topic))
+        sink,
+        list(by_output),
+        lambda ts, topic: by_output[topic].resolved(ts, Context(topic)),
+        producer=sink_writer,
     )
     resources.callback(broadcaster.close)
-    source = client_config(config.kafka)
     topics = list(config.routes)
     try:
         counts = partition_counts(source, topics)
@@ -88,7 +107,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     source_configs = topic_configs(source, topics)  # read once: retention, compaction
     safepoint, warnings = None, []
     if config.safepoints.enabled:
-        safepoint = _safepoint(config, source, resources)
+        safepoint = _safepoint(config, source, resources, source_writer)
         warnings = retention_warnings(source_configs)
         for warning in warnings:
             log.warning("%s", warning)
@@ -96,7 +115,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         checkpoint_topic, config.changefeed_id, config.checkpoint.frontier_checkpoint_max_bytes
     )
     restored = checkpoints.load()
-    jobs = _compacted(source, config.jobs.topic, config, resources)  # beside the safepoints
+    jobs = _compacted(source, config.jobs.topic, config, resources, source_writer)
     previous = jobs.get(config.changefeed_id) if restored is not None else None
     return Outputs(
         encoders=encoders,
@@ -133,23 +152,51 @@ def _previous_scan(config: ChangefeedConfig, record: bytes | None) -> Mapping[st
         return None
 
 
+def _writer(
+    config: ChangefeedConfig, client: Mapping[str, Any], cluster: str, resources: ExitStack
+) -> AcknowledgedProducer:
+    """The changefeed's fencing producer on one cluster, opened (earlier instances fenced)."""
+    writer = AcknowledgedProducer(
+        client, timeout=60.0, linger_ms=5, transactional_id=writer_id(config, cluster)
+    )
+    resources.callback(writer.close)
+    writer.connect()
+    return writer
+
+
+def writer_id(config: ChangefeedConfig, cluster: str) -> str:
+    """The transactional id of a changefeed's writes on one cluster.
+
+    ``sink``: the sink cluster (the only one, usually); ``source``: the source cluster when
+    the sink is another.
+    """
+    return f"highwater-{config.changefeed_id}-{cluster}"
+
+
 def _compacted(
     client: Mapping[str, Any],
     topic: str,
     config: ChangefeedConfig,
     resources: ExitStack,
+    writer: AcknowledgedProducer,
+    *,
     max_value_bytes: int | None = None,
 ) -> CompactedTopic:
-    store = CompactedTopic(client, topic, max_value_bytes=max_value_bytes)
+    store = CompactedTopic(client, topic, max_value_bytes=max_value_bytes, producer=writer)
     resources.callback(store.close)
     store.ensure(config.checkpoint.replication_factor)
     return store
 
 
 def _safepoint(
-    config: ChangefeedConfig, source: Mapping[str, Any], resources: ExitStack
+    config: ChangefeedConfig,
+    source: Mapping[str, Any],
+    resources: ExitStack,
+    writer: AcknowledgedProducer,
 ) -> ChangefeedSafepoint:
-    registry = SafepointRegistry(source, config.safepoints.topic, config.safepoints.cluster)
+    registry = SafepointRegistry(
+        source, config.safepoints.topic, config.safepoints.cluster, producer=writer
+    )
     resources.callback(registry.close)
     registry.ensure(config.checkpoint.replication_factor)
     ttl = config.safepoints.gc_ttl.total_seconds()
