@@ -107,23 +107,12 @@ class AcknowledgedProducer:
             if transactional:
                 self._transact(producer.begin_transaction, what)
             try:
-                for r in records:
-                    if r.partition is None:
-                        producer.produce(
-                            r.topic, value=r.value, key=r.key, on_delivery=self._delivered
-                        )
-                    else:
-                        producer.produce(
-                            r.topic,
-                            value=r.value,
-                            key=r.key,
-                            partition=r.partition,
-                            on_delivery=self._delivered,
-                        )
+                self._produce(producer, records, what)
                 if transactional:
                     self._transact(lambda: producer.commit_transaction(self._timeout), what)
                 remaining = producer.flush(self._timeout + 5)
             except SinkError:
+                self._failures = []
                 if transactional:
                     self._abort(producer)
                 raise
@@ -134,6 +123,25 @@ class AcknowledgedProducer:
                     raise self._broken
                 reason = failures[0].str() if failures else "no acknowledgement in time"
                 raise SinkError(f"{what} failed: {reason}")
+
+    def _produce(self, producer: Producer, records: Sequence[Record], what: str) -> None:
+        """Queue ``records``; what the client refuses at once (too large, full) is our error."""
+        try:
+            for r in records:
+                if r.partition is None:
+                    producer.produce(r.topic, value=r.value, key=r.key, on_delivery=self._delivered)
+                else:
+                    producer.produce(
+                        r.topic,
+                        value=r.value,
+                        key=r.key,
+                        partition=r.partition,
+                        on_delivery=self._delivered,
+                    )
+        except KafkaException as exc:
+            raise SinkError(f"{what} failed: {exc.args[0].str()}") from None
+        except BufferError as exc:
+            raise SinkError(f"{what} failed: {exc}") from None
 
     def _transact(self, call: Any, what: str) -> None:
         """A transactional call; its failure as our error."""
