@@ -113,6 +113,7 @@ class AvroEncoder:
         self.schemas = schemas
         self.framing = framing
         self.table = table
+        self.verbatim: tuple[str, ...] | None = None  # Avro writes every record itself
         self._key_only = options.envelope == "key_only"
         self._diff, self._key = options.diff, options.key_in_value
         self._topic, self._updated = options.topic_in_value, options.updated

@@ -45,11 +45,26 @@ class EnvelopeOptions(Protocol):
         """Include the output topic's name."""
 
 
+class SourceText(NamedTuple):
+    """A change's key and value as the source wrote them (JSON, already validated).
+
+    ``members`` are the value's top-level member names, in order; the source adapter gives a
+    text only where its ``updated`` member is written as the encoders write a time. An encoder
+    whose output would be these very members with these values passes the bytes on instead
+    of writing them again: exact by construction, and the cheapest work there is.
+    """
+
+    key: bytes
+    value: bytes
+    members: tuple[str, ...]
+
+
 class ChangeRow(NamedTuple):
     """One version of one row, as the pipeline hands it to an encoder.
 
     ``updated`` is the time the changefeed reports (the statement time during an initial
-    scan); ``mvcc_timestamp`` is the row's own commit time.
+    scan); ``mvcc_timestamp`` is the row's own commit time. ``source``: the source's text of
+    this very change (a stream's row whose values the pipeline did not change), or None.
     """
 
     table: str
@@ -58,6 +73,7 @@ class ChangeRow(NamedTuple):
     before: dict[str, Any] | None
     updated: Hlc
     mvcc_timestamp: Hlc
+    source: SourceText | None = None
 
 
 @dataclass(frozen=True)
@@ -69,6 +85,10 @@ class Context:
 
 class Encoder(Protocol):
     """Turns change rows and resolved markers into record bytes."""
+
+    #: The top-level members of a source value (``SourceText.members``) that this encoder
+    #: writes exactly as it came, key and value; None: it writes every record itself.
+    verbatim: tuple[str, ...] | None
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The record key."""

@@ -49,16 +49,26 @@ class JsonEncoder:
         self._updated = options.updated
         self._mvcc = options.mvcc_timestamp
         self._has_meta = any((self._diff, self._key, self._topic, self._updated, self._mvcc))
+        # A wrapped value made of the source's own members only: a source value with exactly
+        # these members (``SourceText``) already is the output.
+        self.verbatim: tuple[str, ...] | None = None
+        if self._envelope == "wrapped" and not (self._key or self._topic or self._mvcc):
+            self.verbatim = ("after", *("before",) * self._diff, *("updated",) * self._updated)
         self._last: tuple[Hlc, str] | None = None  # an initial scan's rows share one `updated`
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
-        """The JSON array of primary-key values."""
+        """The JSON array of primary-key values (the source's own text where there is one)."""
+        if row.source is not None:
+            return row.source.key
         return _dumps(row.key, "key")
 
     def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
         """The envelope, or None (a tombstone) where the envelope has no value."""
         envelope = self._envelope
         if envelope == "wrapped":
+            source = row.source
+            if source is not None and source.members == self.verbatim:
+                return source.value
             return _dumps(self._metadata(row, ctx, {"after": row.after}))
         if envelope == "key_only" or row.after is None:
             return None  # bare and row: a delete is a tombstone

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -38,7 +38,7 @@ from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
 from .queries import RowShape
-from .sources import BadRecord, Marker, adapter
+from .sources import BadRecord, Change, Marker, NativeAdapter, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -289,6 +289,34 @@ def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
     return list(zip(starts, [*starts[1:], n], strict=True))
 
 
+def _reader(
+    source: NativeAdapter, keys: pa.Array, values: pa.Array, verbatim: tuple[str, ...] | None
+) -> Callable[[int, bytes | None, bytes | None], Change | Marker]:
+    """Decodes record ``i`` of a stretch (its key and value), its numbers as exact as needed.
+
+    The exact JSON reader reads the records the source adapter flags (``exact``), for the
+    whole stretch at once. A change the encoder passes on as the source wrote it
+    (``verbatim``: its members) needs no exact numbers: with such an encoder, records are read
+    by orjson alone, and the flags are found at the first change it would write itself.
+    """
+    decode = source.decode
+    if not verbatim:
+        flags = source.exact(keys, values)
+        return lambda i, key, value: decode(key, value, flags[i])
+    exact: list[bool] = []
+
+    def read(i: int, key: bytes | None, value: bytes | None) -> Change | Marker:
+        if exact:
+            return decode(key, value, exact[i])
+        item = decode(key, value, False)
+        if type(item) is Change and (item.text is None or item.text.members != verbatim):
+            exact.extend(source.exact(keys, values))
+            return decode(key, value, exact[i])
+        return item
+
+    return read
+
+
 class Task:
     """One task's walk over its records; the state of each source partition it meets."""
 
@@ -365,7 +393,6 @@ class Task:
         topic = sp[0]
         floor, end_time = self.floors[sp], self.plan.end_time
         source, ctx, table = self.adapters[topic], self.contexts[topic], self.plan.tables[topic]
-        decode = source.decode
         encoder = self.plan.encoders[topic]
         encode_key, encode_value = encoder.key, encoder.value
         add_key, add_value = out.key.append, out.value.append
@@ -374,12 +401,12 @@ class Task:
         emitted = 0  # rows appended since the last topic run was recorded
         kept = 0  # rows emitted in this stretch
         keys, values = run.column("key"), run.column("value")
-        exact = source.exact(keys, values)  # which records the exact JSON reader must read
+        decode = _reader(source, keys, values, encoder.verbatim if shape is None else None)
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
         room = self.plan.max_record_bytes - RECORD_FRAMING  # a sink-side dead letter beyond
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
-                item = decode(key, value, exact[i])
+                item = decode(i, key, value)
                 if isinstance(item, Marker):
                     floor = max(floor, item.resolved)
                     state.resolved = max(state.resolved or ZERO, item.resolved)
@@ -392,7 +419,7 @@ class Task:
                     continue
                 if end_time is not None and ts > end_time:
                     continue
-                row = ChangeRow(table, item.key, item.after, item.before, ts, ts)
+                row = ChangeRow(table, item.key, item.after, item.before, ts, ts, item.text)
                 key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
                 if len(key_bytes) + len(value_bytes or b"") > room:
                     raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)

@@ -248,6 +248,6 @@ class RowShape:
             for image, values in ((selected.after, change.after), (selected.before, change.before)):
                 if image is not None and values is not None:
                     image.update((field, values[col]) for field, col in named if col in values)
-            return change._replace(after=selected.after, before=selected.before)
+            return change._replace(after=selected.after, before=selected.before, text=None)
 
         return shape

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 import orjson
 
+from encoders.base import SourceText
 from schemas.hlc import Hlc
 from schemas.jsontext import dumps, loads_exact, lossy
 
@@ -33,6 +34,7 @@ class Change(NamedTuple):
     before: dict[str, Any] | None
     op: Op
     ts: Hlc
+    text: SourceText | None = None  # the source's own text, where encoders may pass it on
 
 
 class Marker(NamedTuple):
@@ -108,6 +110,11 @@ def parse_hlc(text: Any, field: str) -> Hlc:
     raise BadRecord(f"{field!r} is not an HLC timestamp")
 
 
+def _canonical(text: str) -> bool:
+    """Whether an HLC text :func:`parse_hlc` read is written as ``str(Hlc)`` writes it."""
+    return len(text) > 11 and text[-11] == "." and (text[0] != "0" or text[1] == ".")
+
+
 # The top-level ``updated`` of a native value when it is the value's last member, as CockroachDB
 # and the generator write it (walls that fit an int64 only). In valid JSON a match can only be
 # the last member of the outermost object: ``"updated"`` followed by ``:`` is a member name
@@ -167,7 +174,7 @@ class NativeAdapter:
         """Decode one record (``exact``: as :meth:`exact` flagged it; None: find out)."""
         if key is None:
             return self.marker(value)
-        return self.change(self.key(key, exact), value, exact)
+        return self.change(self.key(key, exact), value, exact, key)
 
     def key(self, key: bytes, exact: bool | None = None) -> list[Any]:
         """A row's key: its primary-key values (the initial scan parses each key once)."""
@@ -182,9 +189,13 @@ class NativeAdapter:
         return Marker(parse_hlc(body["resolved"], "resolved"))
 
     def change(
-        self, key_values: list[Any], value: bytes | None, exact: bool | None = None
+        self,
+        key_values: list[Any],
+        value: bytes | None,
+        exact: bool | None = None,
+        key: bytes | None = None,
     ) -> Change:
-        """A row change, its key already parsed."""
+        """A row change, its key already parsed (``key``: its text, kept with the value's)."""
         body = _object(value, exact)
         updated = body.get("updated")
         if updated is None:
@@ -200,7 +211,9 @@ class NativeAdapter:
             raise BadRecord("'after' is not an object or null")
         if before is not None and type(before) is not dict:
             raise BadRecord("'before' is not an object or null")
-        return Change(key_values, after, before, op, ts)
+        if key is None or value is None or not _canonical(updated):
+            return Change(key_values, after, before, op, ts)
+        return Change(key_values, after, before, op, ts, SourceText(key, value, tuple(body)))
 
 
 def _object(value: bytes | None, exact: bool | None = None) -> dict[str, Any]:

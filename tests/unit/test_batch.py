@@ -186,7 +186,7 @@ def test_big_integers_survive() -> None:
     big = 2**70 + 1  # not a power of two: a float round trip would change its digits
     records, _ = run(plan(), arrow([rec([big], {"after": {"n": big}, "updated": T[1]})]))
     assert records[0]["key"] == f"[{big}]".encode()  # bytes: a parse would hide a float
-    assert f'"after":{{"n":{big}}}'.encode() in records[0]["value"]
+    assert json.loads(records[0]["value"])["after"] == {"n": big}  # the stdlib reads ints exactly
 
 
 def test_summaries_of_one_partition_merge() -> None:
