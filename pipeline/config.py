@@ -458,8 +458,11 @@ class ChangefeedConfig(_Section):
         return f"{self.sink.topic_prefix}{table}"
 
 
-def load_config(path: str | Path) -> ChangefeedConfig:
-    """Read and validate a YAML config file; raise :class:`ConfigError` listing every problem."""
+def load_config(path: str | Path, base_dir: str | Path | None = None) -> ChangefeedConfig:
+    """Read and validate a YAML config file; raise :class:`ConfigError` listing every problem.
+
+    Relative paths in it start at ``base_dir`` (default: the file's folder).
+    """
     file = Path(path)
     try:
         raw = yaml.safe_load(file.read_text(encoding="utf-8"))
@@ -467,7 +470,7 @@ def load_config(path: str | Path) -> ChangefeedConfig:
         raise ConfigError([("", f"cannot read {file}: {exc.strerror}")]) from exc
     except yaml.YAMLError as exc:
         raise ConfigError([("", f"{file} is not valid YAML: {exc}")]) from exc
-    return parse_config(raw, base_dir=file.parent)
+    return parse_config(raw, base_dir=file.parent if base_dir is None else Path(base_dir))
 
 
 def parse_config(

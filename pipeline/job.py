@@ -33,6 +33,7 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(prog="pipeline/job.py")
     parser.add_argument("--config", required=True, help="the changefeed's YAML config")
+    parser.add_argument("--base-dir", help="where its relative paths start (the file's folder)")
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -44,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda *_: stop.set())
 
     def run() -> int:
-        config = load_config(args.config)
+        config = load_config(args.config, args.base_dir)
         spark = build_session(config.spark, f"highwater-{config.changefeed_id}")
         changefeed.run(config, spark, stop)
         return 0

@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 
 class HighwaterError(Exception):
-    """Root of every error Highwater raises on purpose."""
+    """Root of every error Highwater raises on purpose.
+
+    ``retryable``: whether running the job again may succeed without anyone changing
+    anything (Kafka was unreachable); the server restarts such a changefeed with back-off.
+    """
+
+    retryable = False
 
 
 class ConfigError(HighwaterError):
@@ -90,13 +96,19 @@ class SchemaError(HighwaterError):
 class SinkError(HighwaterError):
     """Writing to the output topics failed after retries."""
 
+    retryable = True
+
 
 class FencedError(SinkError):
     """Another instance of the changefeed took over its writes; this one must stop."""
 
+    retryable = False
+
 
 class CheckpointError(HighwaterError):
     """The checkpoint topic could not be read or written, or holds a record we cannot use."""
+
+    retryable = True
 
 
 class SafepointError(HighwaterError):
@@ -108,5 +120,17 @@ class SafepointError(HighwaterError):
     """
 
     def __init__(self, message: str, *, code: str = "data_gone") -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class LifecycleError(HighwaterError):
+    """An operator's request about a changefeed (create, pause, resume, remove) was refused.
+
+    ``code`` is the kind, as the REST API reports it: ``invalid_argument``, ``not_found`` or
+    ``conflict`` (not in a state that allows it).
+    """
+
+    def __init__(self, message: str, *, code: str = "conflict") -> None:
         self.code = code
         super().__init__(message)

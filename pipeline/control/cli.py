@@ -1,11 +1,13 @@
 """The operators' commands: job status, safepoints, GC and the REST API server.
 
+    highwater changefeed create --config cf.yaml
+    highwater changefeed pause | resume [--skip-bad-record] | remove ID
     highwater changefeed list | query ID [--watch]
     highwater safepoint set --service-id-suffix S --start-ts T --ttl SECONDS
     highwater safepoint delete --service-id-suffix S
     highwater safepoint query
     highwater gc run --topic T [--once] [--interval 5m] [--gc-life-time 24h]
-    highwater server [--port 8300] [--token …]
+    highwater server [--port 8300] [--token …] [--no-run]
 
 Each finds the cluster from ``--config cf.yaml`` (a changefeed's: Kafka settings,
 ``safepoints.topic``, ``safepoints.cluster``, ``jobs.topic``) or from the flags.
@@ -23,6 +25,7 @@ from typing import Any
 
 from pipeline.config import load_config, parse_duration
 from pipeline.core.backfill import progress_line
+from pipeline.core.lifecycle import statuses_of
 from pipeline.core.safepoints import (
     DEFAULT_SUFFIX,
     DEFAULT_TTL,
@@ -30,10 +33,12 @@ from pipeline.core.safepoints import (
     retention_warnings,
 )
 from pipeline.core.status import JobStatus
+from pipeline.runtime.process import state_dir
 from schemas.errors import ConfigError, HighwaterError
 from schemas.hlc import parse_time
 from sinks.admin import topic_configs
 
+from .changefeeds import Changefeeds
 from .context import OperatorContext
 from .gc import GarbageCollector
 
@@ -46,8 +51,29 @@ def add_operator_commands(commands: Any) -> None:
 
 
 def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
-    changefeed = commands.add_parser("changefeed", help="read the changefeeds' job status")
+    changefeed = commands.add_parser(
+        "changefeed", help="create, pause, resume, remove changefeeds; read their status"
+    )
     actions = changefeed.add_subparsers(dest="action", required=True)
+    create = actions.add_parser(
+        "create", help="a new changefeed from --config (the server runs it)"
+    )
+    create.set_defaults(handler=_create_changefeed)
+    verbs = [create]
+    for verb, help_ in (
+        ("pause", "finish the batch, checkpoint and stop; the safepoint stays held"),
+        ("resume", "go on from the checkpoint"),
+        ("remove", "stop for good and release the safepoint"),
+    ):
+        parser = actions.add_parser(verb, help=help_)
+        parser.add_argument("changefeed_id")
+        parser.set_defaults(handler=_lifecycle, verb=verb)
+        verbs.append(parser)
+    verbs[2].add_argument(
+        "--skip-bad-record",
+        action="store_true",
+        help="send the record it paused at (on_error: pause) to the dead-letter topic",
+    )
     listing = actions.add_parser("list", help="every changefeed's state and high-water mark")
     query = actions.add_parser("query", help="one changefeed's status and scan progress")
     query.add_argument("changefeed_id")
@@ -57,7 +83,28 @@ def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
     query.add_argument("--interval", type=float, default=2.0, help="seconds between redraws")
     listing.set_defaults(handler=_list_changefeeds)
     query.set_defaults(handler=_query_changefeed)
-    return [listing, query]
+    return [*verbs, listing, query]
+
+
+def _create_changefeed(args: argparse.Namespace) -> int:
+    if args.config is None:
+        raise ConfigError([("--config", "the changefeed's YAML config is required")])
+    text = args.config.read_text(encoding="utf-8")
+    created = Changefeeds(operator_context(args)).create(text, str(args.config.resolve().parent))
+    print(f"created changefeed {created.changefeed_id} (desired: {created.desired})")
+    return 0
+
+
+def _lifecycle(args: argparse.Namespace) -> int:
+    changefeeds = Changefeeds(operator_context(args))
+    if args.verb == "pause":
+        done = changefeeds.pause(args.changefeed_id)
+    elif args.verb == "resume":
+        done = changefeeds.resume(args.changefeed_id, skip_bad_record=args.skip_bad_record)
+    else:
+        done = changefeeds.remove(args.changefeed_id)
+    print(f"changefeed {done.changefeed_id}: desired {done.desired}")
+    return 0
 
 
 def _safepoint_commands(commands: Any) -> list[argparse.ArgumentParser]:
@@ -108,25 +155,31 @@ def _gc_and_server_commands(commands: Any) -> list[argparse.ArgumentParser]:
     server.add_argument(
         "--token", default=None, help="bearer token (default: $HIGHWATER_API_TOKEN)"
     )
+    server.add_argument(
+        "--no-run",
+        action="store_true",
+        help="serve the API only; do not run the changefeeds created through it",
+    )
     server.set_defaults(handler=_server)
     return [gc_run, server]
 
 
 def _list_changefeeds(args: argparse.Namespace) -> int:
     context = operator_context(args)
-    rows, unreadable = [], []
-    for key, data in sorted(context.job_records().items()):
+    unreadable = []
+    for key, data in sorted(statuses_of(context.job_records()).items()):
         try:
-            rows.append(JobStatus.decode(data))
+            JobStatus.decode(data)
         except HighwaterError as exc:
             unreadable.append(f"WARNING: topic {context.jobs_topic}, key {key!r}: {exc}")
-    print(f"{'CHANGEFEED':24} {'STATE':9} {'HIGH-WATER':30} {'UPDATED':29} SCAN")
-    for status in sorted(rows, key=lambda r: r.changefeed_id):
+    print(f"{'CHANGEFEED':24} {'DESIRED':9} {'STATE':9} {'HIGH-WATER':30} {'UPDATED':29} SCAN")
+    for changefeed in Changefeeds(context).all().values():
+        status = changefeed.status or JobStatus(changefeed.changefeed_id, "-", updated_at="-")
         scan = status.scan
         done = "" if scan is None else f"{scan['chunks_done']}/{scan['chunks_total']} chunks"
         print(
-            f"{status.changefeed_id:24} {status.state:9} {status.high_water or '-'!s:30} "
-            f"{status.updated_at:29} {done}"
+            f"{changefeed.changefeed_id:24} {changefeed.desired or '-':9} {status.state:9} "
+            f"{status.high_water or '-'!s:30} {status.updated_at:29} {done}"
         )
     for line in unreadable:
         print(line)
@@ -135,10 +188,16 @@ def _list_changefeeds(args: argparse.Namespace) -> int:
 
 def _query_changefeed(args: argparse.Namespace) -> int:
     context = operator_context(args)
-    data = context.job_records().get(args.changefeed_id)
-    if data is None:
-        raise HighwaterError(f"no changefeed {args.changefeed_id!r} in the jobs topic")
-    status = JobStatus.decode(data)
+    found = Changefeeds(context).get(args.changefeed_id)
+    spec = found.spec
+    if spec is not None:
+        print(f"{'desired':15} {spec.desired}" + (f" ({spec.reason})" if spec.reason else ""))
+        if spec.bad_record is not None:
+            print(f"{'bad record':15} {spec.bad_record}")
+    if found.status is None:
+        print(f"{'state':15} not started")
+        return 0
+    status = found.status
     for name, value in (
         ("state", status.state),
         ("high-water", status.high_water),
@@ -159,7 +218,7 @@ def _query_changefeed(args: argparse.Namespace) -> int:
         print(f"WARNING: {warning}")
     while args.watch and status.state == "scanning":
         time.sleep(args.interval)
-        status = JobStatus.decode(context.job_records().get(args.changefeed_id) or data)
+        status = Changefeeds(context).get(args.changefeed_id).status or status
         if status.scan is not None:
             end = "\r" if sys.stdout.isatty() else "\n"
             print(f"{'initial scan':15} {progress_line(status.scan)}", end=end, flush=True)
@@ -284,5 +343,16 @@ def _server(args: argparse.Namespace) -> int:
     token = args.token or os.environ.get("HIGHWATER_API_TOKEN")
     if not token:
         raise ConfigError([("--token", "a bearer token is required (or HIGHWATER_API_TOKEN)")])
-    serve(operator_context(args), token, host=args.host, port=args.port)
+    context = operator_context(args)
+    supervisor = None
+    if not args.no_run:
+        from .supervisor import Supervisor  # noqa: PLC0415
+
+        supervisor = Supervisor(context, state_dir() / "server" / context.cluster)
+        supervisor.start()
+    try:
+        serve(context, token, host=args.host, port=args.port)
+    finally:
+        if supervisor is not None:
+            supervisor.stop()
     return 0

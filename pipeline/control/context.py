@@ -36,7 +36,7 @@ class OperatorContext:
         return SafepointRegistry(self.client, self.safepoint_topic, self.cluster)
 
     def job_records(self) -> dict[str, bytes]:
-        """Every changefeed's job status record, by changefeed id."""
+        """Every record of the jobs topic: job statuses by changefeed id, and specs."""
         jobs = CompactedTopic(self.client, self.jobs_topic)
         try:
             return jobs.read_all()

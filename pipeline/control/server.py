@@ -3,22 +3,29 @@
     GET    /api/v2/safepoint            every safepoint and the GC safe point
     POST   /api/v2/safepoint            {"service_id_suffix", "start_ts", "ttl"}: set one
     DELETE /api/v2/safepoint            {"service_id_suffix"}: delete one
-    GET    /api/v2/changefeeds          every changefeed's job status
-    GET    /api/v2/changefeeds/{id}     one changefeed's job status
+    GET    /api/v2/changefeeds          every changefeed: desired state and job status
+    POST   /api/v2/changefeeds          {"config": "<YAML>", "base_dir"}: create one (running)
+    GET    /api/v2/changefeeds/{id}     one changefeed
+    POST   /api/v2/changefeeds/{id}/pause    finish the batch, checkpoint, stop
+    POST   /api/v2/changefeeds/{id}/resume   {"skip_bad_record": false}: go on
+    DELETE /api/v2/changefeeds/{id}     remove it: stop, release its safepoint
     GET    /openapi.json                the OpenAPI document (no token needed, nor for /docs)
 
 Every ``/api`` route needs ``Authorization: Bearer <token>`` (401 without a valid one).
 Errors are JSON ``{"error_code", "error_msg"}``: 400 ``invalid_argument`` for a bad request,
 401 ``unauthorized``, 403 ``forbidden`` for a changefeed's own safepoint, 404 ``not_found``,
-405 ``method_not_allowed``, 500 ``internal`` when Kafka fails or holds an unreadable record.
-The same operations as ``highwater safepoint`` (``pipeline/core/safepoints.py`` does the work for
-both). The routes live on a module-level router; :func:`create_app` keeps the context and the
-token in ``app.state``, where the dependencies find them.
+405 ``method_not_allowed``, 409 ``conflict`` for a changefeed not in a state that allows the
+request, 500 ``internal`` when Kafka fails or holds an unreadable record. The same operations
+as ``highwater safepoint`` and ``highwater changefeed`` (``pipeline/core/safepoints.py`` and
+``pipeline/control/changefeeds.py`` do the work for both). The routes live on a module-level
+router; :func:`create_app` keeps the context and the token in ``app.state``, where the
+dependencies find them.
 """
 
 from __future__ import annotations
 
 import hmac
+import json
 import logging
 import re
 from collections.abc import Iterator, Mapping
@@ -34,10 +41,10 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
 from pipeline.core.safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, MAX_TTL, SafepointRegistry
-from pipeline.core.status import JobStatus
-from schemas.errors import HighwaterError, SafepointError
+from schemas.errors import ConfigError, HighwaterError, LifecycleError, SafepointError
 from schemas.hlc import Hlc, parse_time
 
+from .changefeeds import Changefeed, Changefeeds
 from .context import OperatorContext
 
 log = logging.getLogger(__name__)
@@ -49,13 +56,16 @@ CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    409: "conflict",
     500: "internal",
 }
 # The status of each SafepointError code that is a refusal; any other means the registry failed.
-REFUSALS = {"invalid_argument": 400, "forbidden": 403, "not_found": 404}
+REFUSALS = {"invalid_argument": 400, "forbidden": 403, "not_found": 404, "conflict": 409}
 
 # The OpenAPI format of ``start_ts``: what schemas.hlc.parse_time accepts.
 TIME_FORMAT = "highwater-time"
+# The OpenAPI format of a changefeed config: YAML that `highwater validate` accepts.
+CONFIG_FORMAT = "highwater-config"
 
 # A suffix is not empty, neither starts nor ends with white space, and has no control
 # characters (the registry refuses the first two; the third keeps service ids printable).
@@ -156,11 +166,43 @@ class SafepointsOut(BaseModel):
     safepoints: list[SafepointOut]
 
 
+class CreateChangefeed(_Request):
+    """The body of ``POST /api/v2/changefeeds``."""
+
+    config: str = Field(
+        min_length=1,
+        max_length=1_000_000,
+        description="the changefeed's YAML config, as `highwater validate` takes it",
+        json_schema_extra={"format": CONFIG_FORMAT},
+    )
+    base_dir: str = Field(
+        "",
+        max_length=4096,
+        description="where the config's relative paths (table schemas) start, on the server",
+    )
+
+
+class ResumeChangefeed(_Request):
+    """The body of ``POST /api/v2/changefeeds/{id}/resume``."""
+
+    skip_bad_record: bool = Field(
+        False, description="send the record it paused at (on_error: pause) to the dead letters"
+    )
+
+
 class ChangefeedOut(BaseModel):
-    """One changefeed's job status (``pipeline/core/status.py``)."""
+    """One changefeed: what was asked of it (its spec) and its job status."""
 
     changefeed_id: str
-    state: str = Field(description="scanning, running, stopped, finished or failed")
+    desired: str | None = Field(
+        None, description="running, paused or removed; null for one run by `highwater run` only"
+    )
+    reason: str | None = Field(None, description="why it was paused or removed")
+    bad_record: str | None = Field(None, description="topic/partition@offset it paused at")
+    state: str = Field(
+        description="pending (not started), scanning, running, paused, stopped, finished, "
+        "removed or failed"
+    )
     high_water: str | None = None
     statement_time: str | None = None
     last_marker: str | None = None
@@ -177,6 +219,7 @@ def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
         401: "no valid bearer token",
         403: "a changefeed's own safepoint",
         404: "not there",
+        409: "not in a state that allows it",
         500: "Kafka failed, or holds an unreadable record",
     }
     return {status: {"model": ErrorBody, "description": described[status]} for status in statuses}
@@ -218,11 +261,12 @@ def _registry(context: Context) -> Iterator[SafepointRegistry]:
 Registry = Annotated[SafepointRegistry, Depends(_registry)]
 
 
-def _jobs(context: Context) -> dict[str, bytes]:
-    return context.job_records()
+def _changefeeds(context: Context) -> Changefeeds:
+    return Changefeeds(context)
 
 
-Jobs = Annotated[dict[str, bytes], Depends(_jobs)]
+Feeds = Annotated[Changefeeds, Depends(_changefeeds)]
+ChangefeedId = Annotated[str, Path(examples=["orders"])]
 
 
 # -- routes -----------------------------------------------------------------------------------
@@ -266,26 +310,48 @@ def delete_safepoint(body: DeleteSafepoint, store: Registry) -> SafepointOut:
 
 
 @router.get("/changefeeds", tags=["changefeeds"])
-def list_changefeeds(jobs: Jobs) -> list[ChangefeedOut]:
-    """Every changefeed's job status."""
-    out = []
-    for key, data in sorted(jobs.items()):
-        try:
-            out.append(_changefeed(data))
-        except HighwaterError as exc:  # one bad record hides only itself
-            log.warning("job status %r skipped: %s", key, exc)
-    return out
+def list_changefeeds(feeds: Feeds) -> list[ChangefeedOut]:
+    """Every changefeed: its desired state and job status."""
+    return [_changefeed(found) for found in feeds.all().values()]
+
+
+@router.post("/changefeeds", tags=["changefeeds"], status_code=201, responses=_responses(400, 409))
+def create_changefeed(body: CreateChangefeed, feeds: Feeds) -> ChangefeedOut:
+    """Create a changefeed from its YAML config (validated first); the server runs it."""
+    return _changefeed(feeds.create(body.config, body.base_dir))
 
 
 @router.get("/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=_responses(404))
-def get_changefeed(
-    changefeed_id: Annotated[str, Path(examples=["orders"])], jobs: Jobs
+def get_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
+    """One changefeed: its desired state and job status."""
+    return _changefeed(feeds.get(changefeed_id))
+
+
+@router.post(
+    "/changefeeds/{changefeed_id}/pause", tags=["changefeeds"], responses=_responses(404, 409)
+)
+def pause_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
+    """Finish the batch, checkpoint and stop; the safepoint stays held."""
+    return _changefeed(feeds.pause(changefeed_id))
+
+
+@router.post(
+    "/changefeeds/{changefeed_id}/resume",
+    tags=["changefeeds"],
+    responses=_responses(400, 404, 409),
+)
+def resume_changefeed(
+    changefeed_id: ChangefeedId, feeds: Feeds, body: ResumeChangefeed | None = None
 ) -> ChangefeedOut:
-    """One changefeed's job status."""
-    data = jobs.get(changefeed_id)
-    if data is None:
-        raise HTTPException(404, f"no changefeed {changefeed_id!r}")
-    return _changefeed(data)
+    """Go on from the checkpoint (optionally past the bad record it paused at)."""
+    skip = body is not None and body.skip_bad_record
+    return _changefeed(feeds.resume(changefeed_id, skip_bad_record=skip))
+
+
+@router.delete("/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=_responses(404, 409))
+def remove_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
+    """Stop it for good and release its safepoint."""
+    return _changefeed(feeds.remove(changefeed_id))
 
 
 def _start(text: str) -> Hlc:
@@ -299,8 +365,20 @@ def _start(text: str) -> Hlc:
     return start
 
 
-def _changefeed(data: bytes) -> ChangefeedOut:
-    return ChangefeedOut.model_validate_json(JobStatus.decode(data).encode())
+def _changefeed(found: Changefeed) -> ChangefeedOut:
+    spec, status = found.spec, found.status
+    asked = {
+        "desired": found.desired,
+        "reason": None if spec is None else spec.reason,
+        "bad_record": None if spec is None or spec.bad_record is None else str(spec.bad_record),
+    }
+    if status is None:
+        updated = "" if spec is None else spec.updated_at
+        return ChangefeedOut(
+            changefeed_id=found.changefeed_id, state="pending", updated_at=updated, **asked
+        )
+    reported = json.loads(status.encode())
+    return ChangefeedOut.model_validate({**reported, **asked})
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -350,8 +428,10 @@ def _allowed(path: str) -> str | None:
 
 async def _handle(request: Request, exc: Exception) -> JSONResponse:
     """Every error as ``{"error_code", "error_msg"}``."""
-    if isinstance(exc, SafepointError):
+    if isinstance(exc, SafepointError | LifecycleError):
         return _error(REFUSALS.get(exc.code, 500), str(exc))
+    if isinstance(exc, ConfigError):
+        return _error(400, str(exc))
     if isinstance(exc, RequestValidationError):
         return _error(400, _describe(exc))
     if isinstance(exc, HTTPException):
@@ -391,7 +471,8 @@ def create_app(context: OperatorContext, token: str) -> FastAPI:
     app = _Api(
         title="Highwater",
         version="2",
-        description="Safepoints that hold source data back from GC, and changefeed status.",
+        description="Changefeeds (create, pause, resume, remove, status) and the safepoints "
+        "that hold source data back from GC.",
     )
     app.state.context = context
     app.state.token = token

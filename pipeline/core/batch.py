@@ -73,6 +73,9 @@ class BatchPlan:
     max_record_bytes: int = DEFAULT_MAX_REQUEST  # the sink producer's max.request.size
     new_partition_floor: Hlc = ZERO  # for a source partition the frontier does not know yet
     shapes: Mapping[str, RowShape] = field(default_factory=dict)  # source topic -> its CDC query's
+    # resume --skip-bad-record: this bad record goes to the dead-letter topic, whatever on_error
+    skip: RecordRef | None = None
+    skip_topic: str | None = None
 
     @classmethod
     def of(
@@ -81,11 +84,13 @@ class BatchPlan:
         encoders: Mapping[str, Encoder],
         thresholds: Mapping[tuple[str, int], Hlc],
         new_partition_floor: Hlc = ZERO,
+        skip: RecordRef | None = None,
     ) -> BatchPlan:
         """The plan of a changefeed's batch, each partition's floor at ``thresholds``.
 
         A partition added to a source topic since the frontier was made enters at
-        ``new_partition_floor`` (the high-water mark), as it would after a restart.
+        ``new_partition_floor`` (the high-water mark), as it would after a restart. ``skip``:
+        a bad record an operator chose to divert to the dead-letter topic.
         """
         query = config.query
         return cls(
@@ -101,6 +106,8 @@ class BatchPlan:
             dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
             end_time=config.end_time,
             max_record_bytes=int(config.sink.producer.get("max.request.size", DEFAULT_MAX_REQUEST)),
+            skip=skip,
+            skip_topic=config.effective_dlq_topic,
         )
 
 
@@ -470,11 +477,15 @@ class Task:
         (``on_error: fail`` or ``pause``) nothing after a bad record is written.
         """
         state.bad += 1
-        if state.first_bad is None:
-            state.first_bad = (offset, reason)
-        if self.plan.dlq_topic is None:
-            return True
         sp = state.partition
+        dlq = self.plan.dlq_topic
+        if dlq is None and self.plan.skip == RecordRef(sp.topic, sp.partition, offset):
+            dlq = self.plan.skip_topic
+            reason = f"skipped by an operator (resume --skip-bad-record): {reason}"
+        elif state.first_bad is None:
+            state.first_bad = (offset, reason)
+        if dlq is None:
+            return True
         where = f"{sp.topic}/{sp.partition}@{offset}"
         headers = run.column("headers")[index].as_py() if "headers" in run.schema.names else None
         key, value = run.column("key")[index].as_py(), run.column("value")[index].as_py()
@@ -496,7 +507,7 @@ class Task:
         out.key.append(key)
         out.value.append(value)
         out.headers.append([*(headers or []), *ours])
-        out.topic_run(self.plan.dlq_topic, 1)
+        out.topic_run(dlq, 1)
         return False
 
 
@@ -513,7 +524,7 @@ def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -
 def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
     """The source columns a task reads (headers only for the dead-letter topic)."""
     columns = ["key", "value", "topic", "partition", "offset"]
-    if plan.dlq_topic is not None:
+    if plan.dlq_topic is not None or plan.skip is not None:
         columns.append("headers")
     # a CDC query's: values that do not fit their table, the selected values, its where clause
     columns.extend(c for c in ("error", "projected", "keep") if c in batch.columns)

@@ -32,13 +32,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
-from schemas.errors import HighwaterError, SinkError, SourceError
+from schemas.errors import HighwaterError, SinkError, SourceDecodeError, SourceError
 from schemas.hlc import Hlc
+from sinks.admin import ensure_topics
+from sinks.compacted import COMPACTED
 
 from . import faults
 from .backfill import Backfill, Chunk, ScanProgress
 from .batch import BatchPlan, BatchResult
 from .frontier import SourcePartition
+from .kafka_clients import client_config
+from .lifecycle import ChangefeedSpec, SpecWatch, wait_while_paused
 from .policy import Cadence, Decision, HighWaterWatch, Policy
 from .position import Position
 from .queries import check_query
@@ -56,20 +60,41 @@ log = logging.getLogger(__name__)
 
 
 class StopRequest:
-    """A request to stop after the current batch (set by SIGTERM, or a stop file)."""
+    """A request to stop after the current batch: SIGTERM, a stop file, or the spec.
+
+    ``reason`` is the state the run ends in: ``stopped`` (a signal or stop file), or what the
+    changefeed's spec asks (``paused``, ``removed``; see ``lifecycle.py``), read at most once
+    a second through :meth:`follow`.
+    """
 
     def __init__(self, stop_file: Path | None = None) -> None:
         self._event = threading.Event()
         self._file = stop_file
+        self.reason = "stopped"
+        self._spec: Callable[[], ChangefeedSpec | None] | None = None
+        self._asked = 0.0
 
-    def set(self) -> None:
-        """Ask the changefeed to stop."""
+    def follow(self, spec: Callable[[], ChangefeedSpec | None]) -> None:
+        """Stop too when ``spec()`` no longer says ``running``."""
+        self._spec = spec
+
+    def set(self, reason: str = "stopped") -> None:
+        """Ask the changefeed to stop (the first reason given stands)."""
+        if not self._event.is_set():
+            self.reason = reason
         self._event.set()
 
     def is_set(self) -> bool:
         """True once a stop was asked for."""
         if self._file is not None and self._file.exists():
-            self._event.set()
+            self.set()
+        if not self._event.is_set() and self._spec is not None:
+            now = time.monotonic()
+            if now - self._asked >= 1.0:
+                self._asked = now
+                spec = self._spec()
+                if spec is not None and spec.desired != "running":
+                    self.set(spec.desired)
         return self._event.is_set()
 
 
@@ -100,6 +125,8 @@ class Changefeed:
         self._closing = False  # batches that start from now on do nothing
         self._finished = False  # end_time reached, or an ``only`` scan done: release all
         self._error: BaseException | None = None  # a batch's error, raised by the loop
+        self._spec: ChangefeedSpec | None = None  # as it stood when the run started
+        self._paused_at: str | None = None  # on_error: pause stopped here (the error)
 
     # -- what tests, tools and the status read while it runs -------------------------------
 
@@ -135,8 +162,14 @@ class Changefeed:
     # -- a run ------------------------------------------------------------------------------
 
     def run(self) -> None:
-        """Prepare, scan if a scan is due, then stream until the end or an error."""
+        """Prepare, scan if a scan is due, then stream until the end, a stop or an error.
+
+        A changefeed whose spec says ``paused`` waits for ``resume`` first; one that says
+        ``removed`` does not start.
+        """
         try:
+            if not self._admitted():
+                return
             query = self.config.query
             if query is not None:
                 check_query(self.spark, *query, self.config.encoder)
@@ -145,17 +178,44 @@ class Changefeed:
             if scanned and not self._finished:
                 self.outputs.status.state = "running"
                 self._stream()
-            if self._finished:
-                if self.outputs.safepoint is not None:
-                    self.outputs.safepoint.release()  # the source data is not needed any more
-                self._publish("finished")
-            else:
-                self._publish("stopped")
+            reason = self.stop_request.reason
+            released = self._finished or reason == "removed"  # the source data is not needed
+            if released and self.outputs.safepoint is not None:
+                self.outputs.safepoint.release()
+            self._publish("finished" if self._finished else reason, error=self._paused_at)
         except Exception as exc:
             self._publish("failed", error=str(exc) or repr(exc), best_effort=True)
             raise
         finally:
             self._resources.close()
+
+    def _admitted(self) -> bool:
+        """Follow the spec; wait while it says ``paused``. False: stopped before starting."""
+        config = self.config
+        client = client_config(config.kafka)
+        ensure_topics(  # the watch follows the jobs topic from its start
+            client,
+            {config.jobs.topic: 1},
+            replication_factor=config.checkpoint.replication_factor,
+            topic_config=COMPACTED,
+        )
+        watch = SpecWatch(client, config.jobs.topic, config.changefeed_id)
+        self._resources.callback(watch.close)
+        self._spec = spec = wait_while_paused(
+            watch.current,
+            self.stop_request.is_set,
+            on_wait=lambda s: log.warning(
+                "changefeed %s is paused (%s): waiting for resume",
+                config.changefeed_id,
+                s.reason or "by an operator",
+            ),
+        )
+        if spec is not None and spec.desired == "removed":
+            raise HighwaterError(
+                f"changefeed {config.changefeed_id!r} was removed: create it again to run it"
+            )
+        self.stop_request.follow(watch.current)
+        return not self.stop_request.is_set()
 
     def prepare(self) -> None:
         """Topics, encoders and clients; then the start, its safepoint held.
@@ -283,7 +343,11 @@ class Changefeed:
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         frontier = self.position.frontier
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
-        plan = BatchPlan.of(self.config, self.outputs.encoders, floors, frontier.high_water())
+        spec = self._spec
+        skip = spec.bad_record if spec is not None and spec.skip_bad_record else None
+        plan = BatchPlan.of(
+            self.config, self.outputs.encoders, floors, frontier.high_water(), skip=skip
+        )
         result, seconds = write_batch(batch, batch_id, plan, self.config)
         for seen in result.partitions:
             frontier.forward(seen.partition, resolved=seen.resolved, next_offset=seen.next_offset)
@@ -297,8 +361,25 @@ class Changefeed:
             # Each partition was written up to its first bad record: checkpoint just before
             # it, then stop there, naming it.
             self._after_batch(final=True)
-            result.raise_first_bad(self.config.on_error)
+            try:
+                result.raise_first_bad(self.config.on_error)
+            except SourceDecodeError as exc:
+                if self.config.on_error != "pause":
+                    raise
+                self._pause_at(exc)
+                return
         self._after_batch()
+
+    def _pause_at(self, exc: SourceDecodeError) -> None:
+        """``on_error: pause``: the spec says paused at the record, and the run stops."""
+        log.error("%s", exc)
+        self._paused_at = str(exc)
+        spec = self._spec or ChangefeedSpec(self.config.changefeed_id, "running")
+        self.outputs.specs.put(
+            spec.to("paused", reason=str(exc), bad_record=exc.record, skip_bad_record=False)
+        )
+        self._closing = True  # no later batch may write what follows the record
+        self.stop_request.set("paused")
 
     # -- carrying out the policy's decisions ----------------------------------------------------
 

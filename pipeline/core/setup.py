@@ -45,6 +45,7 @@ from .backfill import Backfill
 from .checkpoint import Checkpoint, CheckpointStore
 from .frontier import Frontier, Progress, SourcePartition
 from .kafka_clients import client_config
+from .lifecycle import SpecStore
 from .position import Position
 from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnings
 from .statement import statement_time
@@ -61,6 +62,7 @@ class Outputs:
     checkpoints: CheckpointStore
     broadcaster: ResolvedBroadcaster
     status: StatusPublisher
+    specs: SpecStore  # the desired states (jobs topic), for on_error: pause
     safepoint: ChangefeedSafepoint | None  # (safepoints.enabled)
     source: Mapping[str, Any]  # the source cluster's client settings
     partitions: list[SourcePartition]  # every partition of every source topic
@@ -74,7 +76,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     replication = config.sink.replication_factor
     outputs = dict.fromkeys(config.routes.values(), config.sink.partitions)
     ensure_topics(sink, outputs, replication_factor=replication)
-    if config.on_error == "dlq":
+    if config.on_error != "fail":  # pause: where resume --skip-bad-record puts the record
         ensure_topics(sink, {config.effective_dlq_topic: 1}, replication_factor=replication)
     budget = config.checkpoint.frontier_checkpoint_max_bytes  # a record of that size must fit
     source = client_config(config.kafka)
@@ -128,6 +130,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
             safepoint=safepoint,
             scan=_previous_scan(config, previous),
         ),
+        specs=SpecStore(jobs),
         safepoint=safepoint,
         source=source,
         partitions=[SourcePartition(t, p) for t, n in counts.items() for p in range(n)],

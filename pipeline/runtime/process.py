@@ -9,6 +9,8 @@ from pathlib import Path
 
 from schemas.errors import ConfigError, HighwaterError
 
+RETRYABLE = 75  # the exit code of a run that failed in a way a new run may not
+
 
 def state_dir() -> Path:
     """Where local state lives (``$HIGHWATER_STATE_DIR``, default ``.highwater``).
@@ -21,7 +23,8 @@ def state_dir() -> Path:
 def reporting_errors(action: Callable[[], int]) -> int:
     """Run ``action``; our errors become one clear line on stderr and an exit code.
 
-    2 for a config the user must fix, 1 for any other error of ours, 130 for Ctrl-C.
+    2 for a config the user must fix, 75 (``EX_TEMPFAIL``) for an error of ours that a new
+    run may not meet (:attr:`HighwaterError.retryable`), 1 for any other, 130 for Ctrl-C.
     """
     try:
         return action()
@@ -30,6 +33,6 @@ def reporting_errors(action: Callable[[], int]) -> int:
         return 2
     except HighwaterError as exc:
         print(f"highwater: {exc}", file=sys.stderr)
-        return 1
+        return RETRYABLE if exc.retryable else 1
     except KeyboardInterrupt:
         return 130

@@ -41,11 +41,14 @@ def spark_submit_env(base: dict[str, str], master: str) -> dict[str, str]:
     }
 
 
-def spark_submit_command(config_path: Path, config: ChangefeedConfig, work_dir: Path) -> list[str]:
+def spark_submit_command(
+    config_path: Path, config: ChangefeedConfig, work_dir: Path, base_dir: str | None = None
+) -> list[str]:
     """The full ``spark-submit`` command line that runs ``config``.
 
     On a non-local master the executors need our code too: it is zipped into ``work_dir``
-    and shipped with ``--py-files``.
+    and shipped with ``--py-files``. ``base_dir``: where the config's relative paths start,
+    when not beside the file.
     """
     spark = config.spark
     command = [
@@ -70,7 +73,8 @@ def spark_submit_command(config_path: Path, config: ChangefeedConfig, work_dir: 
         command += ["--conf", f"{key}={value}"]
     if not spark.master.startswith("local"):
         command += ["--py-files", str(package_zip(work_dir))]
-    return [*command, str(JOB), "--config", str(config_path.resolve())]
+    command += [str(JOB), "--config", str(config_path.resolve())]
+    return command if base_dir is None else [*command, "--base-dir", base_dir]
 
 
 def printable(command: list[str]) -> str:

@@ -6,8 +6,10 @@ name, so it sees only its own data.
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -18,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from pipeline.control.context import OperatorContext
-from pipeline.control.server import TIME_FORMAT, create_app
+from pipeline.control.server import CONFIG_FORMAT, TIME_FORMAT, create_app
 from pipeline.core.frontier import SourcePartition
 from pipeline.core.safepoints import SafepointRegistry
 from pipeline.core.status import JobStatus
@@ -32,7 +34,11 @@ ROUTES = [
     ("POST", "/api/v2/safepoint"),
     ("DELETE", "/api/v2/safepoint"),
     ("GET", "/api/v2/changefeeds"),
+    ("POST", "/api/v2/changefeeds"),
     ("GET", "/api/v2/changefeeds/orders"),
+    ("POST", "/api/v2/changefeeds/orders/pause"),
+    ("POST", "/api/v2/changefeeds/orders/resume"),
+    ("DELETE", "/api/v2/changefeeds/orders"),
 ]
 
 
@@ -77,6 +83,13 @@ TIMES = st.one_of(
     ).map(datetime.isoformat),
 )
 schemathesis.openapi.format(TIME_FORMAT, TIMES)
+# Valid changefeed configs for the API's jobs topic (one of this module's, fixed at import:
+# examples may be drawn before the fixture runs).
+API_JOBS = f"_highwater_jobs_api_{uuid.uuid4().hex[:8]}"
+CONFIGS = st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True).map(
+    lambda changefeed_id: _config(OperatorContext({}, jobs_topic=API_JOBS), changefeed_id)
+)
+schemathesis.openapi.format(CONFIG_FORMAT, CONFIGS)
 
 # The document is read once, at import; the fixture points the app at each run's topics.
 API = create_app(OperatorContext({}), TOKEN)
@@ -87,6 +100,7 @@ schema.config.generation.update(max_examples=25)
 @pytest.fixture
 def api(context: OperatorContext) -> OperatorContext:
     """API, on this run's topics, with a changefeed's status and safepoint to return."""
+    context = replace(context, jobs_topic=API_JOBS)
     jobs = CompactedTopic(context.client, context.jobs_topic)
     registry = SafepointRegistry(context.client, context.safepoint_topic, context.cluster)
     try:
@@ -151,7 +165,11 @@ def test_the_openapi_document_needs_no_token_and_declares_auth_and_errors(
             ("POST", "/api/v2/safepoint"),
             ("DELETE", "/api/v2/safepoint"),
             ("GET", "/api/v2/changefeeds"),
+            ("POST", "/api/v2/changefeeds"),
             ("GET", "/api/v2/changefeeds/{changefeed_id}"),
+            ("POST", "/api/v2/changefeeds/{changefeed_id}/pause"),
+            ("POST", "/api/v2/changefeeds/{changefeed_id}/resume"),
+            ("DELETE", "/api/v2/changefeeds/{changefeed_id}"),
         ]
     )
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
@@ -319,6 +337,9 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
     assert one.status_code == 200, one.text
     assert one.json() == {
         "changefeed_id": "orders",
+        "desired": None,  # run by `highwater run`, not created through the control plane
+        "reason": None,
+        "bad_record": None,
         "state": "scanning",
         "high_water": "1701102311425045162.0000000003",
         "statement_time": "1701102300000000000.0000000000",
@@ -336,3 +357,68 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
     ]
     missing = client.get("/api/v2/changefeeds/nope", headers=AUTH)
     assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]
+
+
+def _config(context: OperatorContext, changefeed_id: str, **extra: Any) -> str:
+    raw = {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": context.client.get("bootstrap.servers", "localhost:9092")},
+        "sources": [{"topic": "src", "table": "t"}],
+        "jobs": {"topic": context.jobs_topic},
+        **extra,
+    }
+    return json.dumps(raw)  # YAML is a superset of JSON
+
+
+def test_a_changefeed_is_created_paused_resumed_and_removed(
+    client: TestClient, context: OperatorContext
+) -> None:
+    api = "/api/v2/changefeeds"
+    created = client.post(api, headers=AUTH, json={"config": _config(context, "cf1")})
+    assert created.status_code == 201, created.text
+    assert created.json()["desired"] == "running"
+    assert created.json()["state"] == "pending"  # no server runs it here
+    again = client.post(api, headers=AUTH, json={"config": _config(context, "cf1")})
+    assert "exists" in _is_error(again, 409, "conflict")["error_msg"]
+
+    resumed = client.post(f"{api}/cf1/resume", headers=AUTH)
+    assert "not paused" in _is_error(resumed, 409, "conflict")["error_msg"]
+    paused = client.post(f"{api}/cf1/pause", headers=AUTH)
+    assert (paused.status_code, paused.json()["desired"]) == (200, "paused"), paused.text
+    skip = client.post(f"{api}/cf1/resume", headers=AUTH, json={"skip_bad_record": True})
+    assert "nothing to skip" in _is_error(skip, 400, "invalid_argument")["error_msg"]
+    resumed = client.post(f"{api}/cf1/resume", headers=AUTH, json={})
+    assert (resumed.status_code, resumed.json()["desired"]) == (200, "running"), resumed.text
+
+    removed = client.delete(f"{api}/cf1", headers=AUTH)
+    assert (removed.status_code, removed.json()["desired"]) == (200, "removed"), removed.text
+    after = client.post(f"{api}/cf1/pause", headers=AUTH)
+    assert "removed" in _is_error(after, 409, "conflict")["error_msg"]
+    recreated = client.post(api, headers=AUTH, json={"config": _config(context, "cf1")})
+    assert recreated.status_code == 201, recreated.text  # a removed id may be used again
+    for verb in ("pause", "resume"):
+        missing = client.post(f"{api}/nope/{verb}", headers=AUTH)
+        _is_error(missing, 404, "not_found")
+
+
+@pytest.mark.parametrize(
+    ("config", "mentions"),
+    [
+        ("changefeed_id: [", "not valid YAML"),
+        ('{"changefeed_id": "x"}', "kafka"),
+        ('{"changefeed_id": "bad id!"}', "changefeed_id"),
+    ],
+)
+def test_a_config_that_does_not_validate_is_refused_naming_the_key(
+    client: TestClient, config: str, mentions: str
+) -> None:
+    refused = client.post("/api/v2/changefeeds", headers=AUTH, json={"config": config})
+    assert mentions in _is_error(refused, 400, "invalid_argument")["error_msg"]
+
+
+def test_a_config_for_another_jobs_topic_is_refused(
+    client: TestClient, context: OperatorContext
+) -> None:
+    other = _config(context, "cf2", jobs={"topic": "_someone_elses_jobs"})
+    refused = client.post("/api/v2/changefeeds", headers=AUTH, json={"config": other})
+    assert "jobs.topic" in _is_error(refused, 400, "invalid_argument")["error_msg"]

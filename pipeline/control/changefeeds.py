@@ -1,0 +1,152 @@
+"""The operators' changefeed operations, for the CLI and the REST API alike.
+
+Each turns a request into a spec record in the jobs topic (``pipeline/core/lifecycle.py``):
+the changefeed's own run obeys it (``pause``, ``remove``) and the server starts what says
+``running``. A refusal is a :class:`~schemas.errors.LifecycleError` with its REST code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from pipeline.config import ChangefeedConfig, parse_config
+from pipeline.core.lifecycle import ChangefeedSpec, SpecStore, specs_of, statuses_of
+from pipeline.core.status import JobStatus
+from schemas.errors import ConfigError, HighwaterError, LifecycleError
+from sinks.compacted import CompactedTopic
+
+from .context import OperatorContext
+
+
+@dataclass(frozen=True)
+class Changefeed:
+    """What an operator sees of one changefeed: its spec (if any) and its status (if any)."""
+
+    changefeed_id: str
+    spec: ChangefeedSpec | None
+    status: JobStatus | None
+
+    @property
+    def desired(self) -> str | None:
+        """What was asked: ``running``, ``paused``, ``removed``; None: run by ``highwater run``."""
+        return None if self.spec is None else self.spec.desired
+
+
+def parse_spec_config(text: str, base_dir: str) -> ChangefeedConfig:
+    """Validate a config's YAML text as ``highwater validate`` would (relative to ``base_dir``)."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([("", f"not valid YAML: {exc}")]) from exc
+    return parse_config(raw, base_dir=Path(base_dir) if base_dir else None)
+
+
+class Changefeeds:
+    """The changefeeds of one cluster's jobs topic."""
+
+    def __init__(self, context: OperatorContext) -> None:
+        self.context = context
+
+    def _jobs(self) -> CompactedTopic:
+        return CompactedTopic(self.context.client, self.context.jobs_topic)
+
+    def all(self) -> dict[str, Changefeed]:
+        """Every changefeed with a spec or a status (a record that cannot be read is skipped)."""
+        jobs = self._jobs()
+        try:
+            records = jobs.read_all()
+        finally:
+            jobs.close()
+        specs = specs_of(records)
+        statuses = {}
+        for key, data in statuses_of(records).items():
+            try:
+                statuses[key] = JobStatus.decode(data)
+            except HighwaterError:
+                continue
+        ids = sorted(set(specs) | set(statuses))
+        return {i: Changefeed(i, specs.get(i), statuses.get(i)) for i in ids}
+
+    def get(self, changefeed_id: str) -> Changefeed:
+        """One changefeed, or ``not_found``."""
+        found = self.all().get(changefeed_id)
+        if found is None:
+            raise LifecycleError(f"no changefeed {changefeed_id!r}", code="not_found")
+        return found
+
+    def _put(self, spec: ChangefeedSpec, status: JobStatus | None = None) -> Changefeed:
+        jobs = self._jobs()
+        try:
+            jobs.ensure()
+            SpecStore(jobs).put(spec)
+        finally:
+            jobs.close()
+        return Changefeed(spec.changefeed_id, spec, status)
+
+    def create(self, text: str, base_dir: str) -> Changefeed:
+        """A new changefeed from its YAML config (validated first), desired ``running``.
+
+        The config's own cluster must be this one: its jobs topic is where it lives.
+        """
+        config = parse_spec_config(text, base_dir)
+        if config.jobs.topic != self.context.jobs_topic:
+            raise LifecycleError(
+                f"jobs.topic: the config names {config.jobs.topic!r}, this server's is "
+                f"{self.context.jobs_topic!r}",
+                code="invalid_argument",
+            )
+        existing = self.all().get(config.changefeed_id)
+        if existing is not None and existing.desired not in {None, "removed"}:
+            raise LifecycleError(
+                f"changefeed {config.changefeed_id!r} exists ({existing.desired}): update or "
+                "remove it first"
+            )
+        status = None if existing is None else existing.status
+        return self._put(ChangefeedSpec(config.changefeed_id, "running", text, base_dir), status)
+
+    def pause(self, changefeed_id: str) -> Changefeed:
+        """Ask it to finish its batch, checkpoint and stop; its safepoint stays held."""
+        found, spec = self._spec_or_new(changefeed_id)
+        if spec.desired == "removed":
+            raise LifecycleError(f"changefeed {changefeed_id!r} was removed")
+        return self._put(spec.to("paused", reason="paused by an operator"), found.status)
+
+    def resume(self, changefeed_id: str, *, skip_bad_record: bool = False) -> Changefeed:
+        """Let a paused changefeed go on from its checkpoint.
+
+        ``skip_bad_record``: the record it paused at (``on_error: pause``) goes to the
+        dead-letter topic instead of stopping it again.
+        """
+        found, spec = self._spec_or_new(changefeed_id)
+        if spec.desired != "paused":
+            raise LifecycleError(f"changefeed {changefeed_id!r} is {spec.desired}, not paused")
+        if skip_bad_record and spec.bad_record is None:
+            raise LifecycleError(
+                f"changefeed {changefeed_id!r} did not pause at a bad record: nothing to skip",
+                code="invalid_argument",
+            )
+        resumed = spec.to("running", reason=None, skip_bad_record=skip_bad_record)
+        return self._put(resumed, found.status)
+
+    def remove(self, changefeed_id: str) -> Changefeed:
+        """Stop it for good and release its safepoint (its run releases it too, if running)."""
+        found, spec = self._spec_or_new(changefeed_id)
+        removed = self._put(spec.to("removed", reason="removed by an operator"), found.status)
+        registry = self.context.registry()
+        try:
+            if registry.changefeed_service_id(changefeed_id) in registry.read().safepoints:
+                registry.release(changefeed_id)
+        finally:
+            registry.close()
+        return removed
+
+    def _spec_or_new(self, changefeed_id: str) -> tuple[Changefeed, ChangefeedSpec]:
+        """It, and its spec or a new one without a config (one ``highwater run`` runs).
+
+        Its run obeys such a spec; the server does not run it.
+        """
+        found = self.get(changefeed_id)
+        return found, found.spec or ChangefeedSpec(changefeed_id, "running")

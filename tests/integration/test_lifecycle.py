@@ -1,0 +1,219 @@
+"""A changefeed's life through the control plane, on a real broker with real spark-submits.
+
+* the server runs what was created, pause stops it at a batch's end with the safepoint held,
+  resume goes on, a server killed and restarted picks the changefeed up again; on a steady
+  feed, the validator then finds nothing lost and no marker backwards;
+* ``on_error: pause`` pauses at the bad record, naming it; a ``highwater run`` started while
+  paused waits; ``resume --skip-bad-record`` sends the record to the dead-letter topic and
+  the feed goes on.
+
+What is asserted is what operators and consumers see: the spec and status records (through
+the CLI and the REST API), the output and dead-letter topics, the safepoint registry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from pipeline.cli import main as highwater
+from pipeline.control.changefeeds import Changefeeds
+from pipeline.control.context import OperatorContext
+from sinks.admin import ensure_topics
+from tests.integration.test_chaos import SteadyProducer, config_for
+from tests.support.kafka import consume_all
+from tests.support.process import ROOT, run, start_run, write_config
+from tests.support.validator import validate
+from tests.support.workload import Workload
+
+TOKEN = "lifecycle-token"  # noqa: S105 - a test token
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def call(method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    """An API call as any HTTP client makes it: the status and the JSON body."""
+    data = None if body is None else json.dumps(body).encode()
+    headers = {**AUTH, "Content-Type": "application/json"}
+    request = urllib.request.Request(url, data, headers)  # noqa: S310 - our server's http URL
+    request.method = method
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310 - our server
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read())
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def start_server(bootstrap: str, port: int, state: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``highwater server`` as operators start it (it runs the changefeeds created)."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    command = ["server", "--port", str(port), "--token", TOKEN, "--bootstrap-servers", bootstrap]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", *command],
+            cwd=ROOT,
+            env={**clean, "HIGHWATER_STATE_DIR": str(state)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            found = check()
+        except OSError:
+            found = None
+        if found:
+            return found
+        time.sleep(1)
+    runs = "\n".join(p.read_text(errors="replace")[-2000:] for p in log.parent.rglob("*.log"))
+    raise AssertionError(f"timed out waiting for {what}\n{runs}")
+
+
+def rows(bootstrap: str, topic: str) -> int:
+    return sum(1 for m in consume_all(bootstrap, topic, timeout=30) if m.key is not None)
+
+
+def test_the_server_runs_pauses_resumes_and_picks_up_a_changefeed(
+    kafka_bootstrap: str, unique_name: Any, tmp_path: Path
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    out = f"{changefeed_id}.t"
+    workload = Workload(partitions=3, seed=31)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 3})
+    feed = SteadyProducer(kafka_bootstrap, source, workload).start()
+    raw = config_for(kafka_bootstrap, changefeed_id, source)
+    port, state, log = free_port(), tmp_path / "state", tmp_path / "server.log"
+    api = f"http://127.0.0.1:{port}/api/v2/changefeeds"
+    server = start_server(kafka_bootstrap, port, state, log)
+    try:
+        wait_for("the API", lambda: call("GET", api)[0] == 200, 60, log)
+        status, created = call("POST", api, {"config": json.dumps(raw)})
+        assert status == 201, created
+        assert created["desired"] == "running"
+        status, again = call("POST", api, {"config": json.dumps(raw)})
+        assert (status, again["error_code"]) == (409, "conflict"), again  # it exists
+
+        one = f"{api}/{changefeed_id}"
+        wait_for("rows", lambda: rows(kafka_bootstrap, out) > 50, 180, log)
+        status, paused = call("POST", f"{one}/pause")
+        assert (status, paused["desired"]) == (200, "paused"), paused
+        wait_for("paused", lambda: call("GET", one)[1]["state"] == "paused", 60, log)
+        held = call("GET", one)[1]["safepoint"]
+        assert held is not None, "a paused changefeed keeps its safepoint"
+        written = rows(kafka_bootstrap, out)
+        time.sleep(8)  # the feed goes on upstream; nothing comes out while paused
+        assert rows(kafka_bootstrap, out) == written
+
+        assert call("POST", f"{one}/resume", {})[0] == 200
+        wait_for("resumed", lambda: rows(kafka_bootstrap, out) > written, 180, log)
+
+        server.kill()  # the server dies; its changefeed's run is left to be fenced
+        server.wait()
+        starts = log.read_text().count("started (pid")
+        server = start_server(kafka_bootstrap, port, state, log)
+        before = rows(kafka_bootstrap, out)
+        wait_for(
+            "a new run after the server's restart",
+            lambda: (
+                log.read_text().count("started (pid") > starts
+                and rows(kafka_bootstrap, out) > before
+            ),
+            180,
+            log,
+        )
+    finally:
+        feed.stop()
+        server.send_signal(signal.SIGTERM)  # each run finishes its batch, checkpoints, stops
+        server.wait(180)
+    feed.finish()
+    drain = {**raw, "spark": {"trigger": {"available_now": True}}}
+    drained = tmp_path / "drain.log"
+    code = run(write_config(tmp_path / "drain.yaml", drain), drained)
+    assert code == 0, drained.read_text()[-3000:]
+
+    report = validate(
+        workload,
+        consume_all(kafka_bootstrap, out),
+        consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}"),
+    )
+    assert not report.violations, dict(report.violations)
+    assert report.distinct == len(workload.changes)
+
+
+def test_on_error_pause_names_the_record_and_resume_can_skip_it(
+    kafka_bootstrap: str, unique_name: Any, tmp_path: Path
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 1})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    values = [
+        b'{"after":{"id":1},"updated":"10.0000000000"}',
+        b'{"after":{"id":2},"updated":"20.0000000000"}',
+        b"not json {",  # offset 2
+        b'{"after":{"id":3},"updated":"30.0000000000"}',
+        b'{"resolved":"40.0000000000"}',
+    ]
+    for i, value in enumerate(values):
+        key = None if i == len(values) - 1 else f"[{i}]".encode()
+        producer.produce(source, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+    raw = config_for(kafka_bootstrap, changefeed_id, source)
+    raw |= {"on_error": "pause", "spark": {"trigger": {"available_now": True}}}
+    config = write_config(tmp_path / "cf.yaml", raw)
+    cli = ["--config", str(config)]
+    log = tmp_path / "run.log"
+
+    assert run(config, log) == 0, log.read_text()[-3000:]  # paused: not a failure
+    context = OperatorContext({"bootstrap.servers": kafka_bootstrap})
+    found = Changefeeds(context).get(changefeed_id)
+    assert found.spec is not None
+    assert found.status is not None
+    assert found.spec.desired == "paused"
+    assert str(found.spec.bad_record) == f"{source}/0@2"
+    assert found.status.state == "paused"
+    assert f"topic={source} partition=0 offset=2" in (found.status.error or "")
+    out = consume_all(kafka_bootstrap, f"{changefeed_id}.t")
+    assert sorted(m.key for m in out if m.key) == [b"[0]", b"[1]"]  # nothing after the record
+
+    waiting = start_run(config, tmp_path / "waiting.log")
+    try:
+        wait_for(
+            "a run that waits while paused",
+            lambda: "is paused" in (tmp_path / "waiting.log").read_text(),
+            120,
+            log,
+        )
+        assert waiting.poll() is None
+        assert highwater(["changefeed", "resume", changefeed_id, "--skip-bad-record", *cli]) == 0
+        assert waiting.wait(240) == 0, (tmp_path / "waiting.log").read_text()[-3000:]
+    finally:
+        if waiting.poll() is None:
+            waiting.kill()
+    out = consume_all(kafka_bootstrap, f"{changefeed_id}.t")
+    assert sorted(m.key for m in out if m.key) == [b"[0]", b"[1]", b"[3]"]
+    dead = consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}")
+    assert [(m.key, m.value) for m in dead] == [(b"[2]", b"not json {")]
+    reason = dict(dead[0].headers)["highwater.error"].decode()
+    assert reason.startswith("skipped by an operator (resume --skip-bad-record): ")
+    assert Changefeeds(context).get(changefeed_id).spec.desired == "running"  # type: ignore[union-attr]
