@@ -50,8 +50,10 @@ class SourceText(NamedTuple):
 
     ``members`` are the value's top-level member names, in order; the source adapter gives a
     text only where its ``updated`` member is written as the encoders write a time. An encoder
-    whose output would be these very members with these values passes the bytes on instead
-    of writing them again: exact by construction, and the cheapest work there is.
+    whose output value would be these very members with these values passes the value's bytes
+    on instead of writing them again: exact by construction, and the cheapest work there is.
+    Keys are always written in one form (partitioning and compaction go by their bytes); the
+    source's key text tells whether the key's numbers were read exactly.
     """
 
     key: bytes
@@ -87,7 +89,7 @@ class Encoder(Protocol):
     """Turns change rows and resolved markers into record bytes."""
 
     #: The top-level members of a source value (``SourceText.members``) that this encoder
-    #: writes exactly as it came, key and value; None: it writes every record itself.
+    #: passes on as it came; None: it writes every value itself.
     verbatim: tuple[str, ...] | None
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:

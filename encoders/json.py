@@ -21,7 +21,7 @@ import orjson
 
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
-from schemas.jsontext import fragment
+from schemas.jsontext import fragment, loads_exact
 
 from .base import ChangeRow, Context, EnvelopeOptions
 
@@ -57,10 +57,18 @@ class JsonEncoder:
         self._last: tuple[Hlc, str] | None = None  # an initial scan's rows share one `updated`
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
-        """The JSON array of primary-key values (the source's own text where there is one)."""
-        if row.source is not None:
-            return row.source.key
-        return _dumps(row.key, "key")
+        """The JSON array of primary-key values, compact: one text per key, whatever the source.
+
+        Kafka partitions and compacts by the key's bytes, so a row's key is written the same
+        way by the initial scan and the stream, however the source spaced or escaped it. A
+        key read without exact numbers (``SourceText``: the value passes on as it came) is
+        read again exactly when its text is not already what is written here.
+        """
+        key = _dumps(row.key, "key")
+        source = row.source
+        if source is not None and key != source.key:
+            key = _dumps(loads_exact(source.key), "key")
+        return key
 
     def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
         """The envelope, or None (a tombstone) where the envelope has no value."""
