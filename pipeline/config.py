@@ -298,6 +298,14 @@ class SafepointsConfig(_Section):
     gc_ttl: Duration = timedelta(hours=24)
 
 
+class MetricsConfig(_Section):
+    """The run's Prometheus endpoint (``/metrics``); its address goes into the job status."""
+
+    enabled: bool = True
+    host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
+    port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: any free port
+
+
 class TriggerConfig(_Section):
     """How often Spark runs a micro-batch; ``available_now`` drains what is there and stops."""
 
@@ -335,6 +343,7 @@ class ChangefeedConfig(_Section):
     dlq_topic: Name | None = None
     safepoints: SafepointsConfig = SafepointsConfig()
     jobs: JobsConfig = JobsConfig()
+    metrics: MetricsConfig = MetricsConfig()
     spark: SparkConfig = SparkConfig()
 
     @model_validator(mode="after")
@@ -345,8 +354,8 @@ class ChangefeedConfig(_Section):
             problems.append(("end_time", "cannot be used with initial_scan.mode: only"))
         if self.cursor is not None and self.end_time is not None and self.end_time <= self.cursor:
             problems.append(("end_time", f"must be after cursor ({self.cursor})"))
-        if self.dlq_topic is not None and self.on_error != "dlq":
-            problems.append(("dlq_topic", "is only used with on_error: dlq"))
+        if self.dlq_topic is not None and self.on_error == "fail":
+            problems.append(("dlq_topic", "is only used with on_error: dlq or pause"))
         if problems:
             # Several cross-section problems at once: one message per key path.
             raise PydanticCustomError(

@@ -9,6 +9,7 @@
     POST   /api/v2/changefeeds/{id}/pause    finish the batch, checkpoint, stop
     POST   /api/v2/changefeeds/{id}/resume   {"skip_bad_record": false}: go on
     DELETE /api/v2/changefeeds/{id}     remove it: stop, release its safepoint
+    GET    /metrics                     every running changefeed's metrics, and the server's
     GET    /openapi.json                the OpenAPI document (no token needed, nor for /docs)
 
 Every ``/api`` route needs ``Authorization: Bearer <token>`` (401 without a valid one).
@@ -34,9 +35,10 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, FastAPI, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from fastapi.routing import APIRoute
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
@@ -46,6 +48,7 @@ from schemas.hlc import Hlc, parse_time
 
 from .changefeeds import Changefeed, Changefeeds
 from .context import OperatorContext
+from .metrics import aggregate
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +214,7 @@ class ChangefeedOut(BaseModel):
     safepoint: dict[str, Any] | None = None
     warnings: list[str] = Field(default_factory=list)
     updated_at: str
+    metrics_url: str | None = Field(None, description="the run's Prometheus endpoint")
 
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -354,6 +358,16 @@ def remove_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOu
     return _changefeed(feeds.remove(changefeed_id))
 
 
+# Prometheus' text format, not a JSON route: outside the OpenAPI document, behind the token.
+scrape = APIRouter(dependencies=[Depends(_authorized)], include_in_schema=False)
+
+
+@scrape.get("/metrics")
+def metrics(feeds: Feeds) -> Response:
+    """The live runs' series merged, with the server's own (``pipeline/control/metrics.py``)."""
+    return Response(aggregate(feeds.all().values()), media_type=CONTENT_TYPE_LATEST)
+
+
 def _start(text: str) -> Hlc:
     try:
         start = parse_time(text)
@@ -479,6 +493,7 @@ def create_app(context: OperatorContext, token: str) -> FastAPI:
     for error in (HighwaterError, RequestValidationError, HTTPException, Exception):
         app.add_exception_handler(error, _handle)
     app.include_router(router)
+    app.include_router(scrape)
     return app
 
 

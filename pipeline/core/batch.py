@@ -122,6 +122,7 @@ class PartitionSeen:
     duplicates: int = 0
     bad: int = 0
     first_bad: tuple[int, str] | None = None  # (offset, reason)
+    bytes: int = 0  # the emitted rows' keys and values
 
     def to_json(self) -> str:
         """The summary row's text."""
@@ -135,6 +136,7 @@ class PartitionSeen:
                 "duplicates": self.duplicates,
                 "bad": self.bad,
                 "first_bad": self.first_bad,
+                "bytes": self.bytes,
             }
         )
 
@@ -151,6 +153,7 @@ class PartitionSeen:
             int(data["duplicates"]),
             int(data["bad"]),
             None if first_bad is None else (int(first_bad[0]), str(first_bad[1])),
+            int(data.get("bytes", 0)),
         )
 
     def merge(self, other: PartitionSeen) -> PartitionSeen:
@@ -165,6 +168,7 @@ class PartitionSeen:
             self.duplicates + other.duplicates,
             self.bad + other.bad,
             min(bads) if bads else None,
+            self.bytes + other.bytes,
         )
 
 
@@ -177,6 +181,7 @@ class BatchResult:
     duplicates: int = 0
     bad: int = 0
     first_bad: tuple[RecordRef, str] | None = None
+    bytes: int = 0
 
     @classmethod
     def of(cls, summaries: list[PartitionSeen]) -> BatchResult:
@@ -196,6 +201,7 @@ class BatchResult:
             duplicates=sum(s.duplicates for s in merged.values()),
             bad=sum(s.bad for s in merged.values()),
             first_bad=bads[0] if bads else None,
+            bytes=sum(s.bytes for s in merged.values()),
         )
 
     def __str__(self) -> str:
@@ -405,8 +411,8 @@ class Task:
         add_key, add_value = out.key.append, out.value.append
         query = self.plan.shapes.get(topic)
         shape = None if query is None else query.stretch(run, source)
-        emitted = 0  # rows appended since the last topic run was recorded
-        kept = 0  # rows emitted in this stretch
+        # rows appended since the last topic run was recorded; rows of this stretch, their bytes
+        emitted = kept = size = 0
         keys, values = run.column("key"), run.column("value")
         decode = _reader(source, keys, values, encoder.verbatim if shape is None else None)
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
@@ -428,7 +434,8 @@ class Task:
                     continue
                 row = ChangeRow(table, item.key, item.after, item.before, ts, ts, item.text)
                 key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
-                if len(key_bytes) + len(value_bytes or b"") > room:
+                record_size = len(key_bytes) + len(value_bytes or b"")
+                if record_size > room:
                     raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)
             except Exception as exc:  # no record, however strange, stops a feed
                 out.topic_run(ctx.topic, emitted)
@@ -441,20 +448,22 @@ class Task:
             add_value(value_bytes)
             emitted += 1
             kept += 1
+            size += record_size
         out.topic_run(ctx.topic, emitted)
-        self.walked(sp, state, floor, kept, offsets, stop)
+        self.walked(sp, state, floor, (kept, size), offsets, stop)
 
     def walked(  # noqa: PLR0917 - where a stretch's walk got to
         self,
         sp: tuple[str, int],
         state: PartitionSeen,
         floor: Hlc,
-        kept: int,
+        kept: tuple[int, int],
         offsets: pa.Array,
         stop: int,
     ) -> None:
-        """Record a stretch's end: its rows, its floor, and where the partition resumes."""
-        state.emitted += kept
+        """Record a stretch's end: its rows and their bytes, its floor, where it resumes."""
+        state.emitted += kept[0]
+        state.bytes += kept[1]
         self.floors[sp] = floor
         if stop < len(offsets):  # the checkpoint resumes at the bad record, which is named
             self.halted.add(sp)

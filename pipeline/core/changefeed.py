@@ -43,6 +43,7 @@ from .batch import BatchPlan, BatchResult
 from .frontier import SourcePartition
 from .kafka_clients import client_config
 from .lifecycle import ChangefeedSpec, SpecWatch, wait_while_paused
+from .metrics import STATES, ChangefeedMetrics
 from .policy import Cadence, Decision, HighWaterWatch, Policy
 from .position import Position
 from .queries import check_query
@@ -113,6 +114,7 @@ class Changefeed:
         self.spark = spark
         self.stop_request = stop or StopRequest()
         self.stats = ChangefeedStats()
+        self.metrics = ChangefeedMetrics(config.changefeed_id)
         self.policy = Policy(Cadence.of(config))
         self._clock = clock
         self._lock = threading.Lock()  # one batch, chunk or tick at a time
@@ -170,6 +172,9 @@ class Changefeed:
         try:
             if not self._admitted():
                 return
+            if self.config.metrics.enabled:
+                self.metrics.serve(self.config.metrics.host, self.config.metrics.port)
+                self._resources.callback(self.metrics.close)
             query = self.config.query
             if query is not None:
                 check_query(self.spark, *query, self.config.encoder)
@@ -223,6 +228,7 @@ class Changefeed:
         A new changefeed's start is checkpointed before anything is emitted.
         """
         outputs = self._outputs = open_outputs(self.config, self._resources)
+        outputs.status.metrics_url = self.metrics.url
         position = self._position = find_start(self.config, outputs)
         self._durable = (position.restart_time(), position.needed_offsets())
         restored = outputs.restored
@@ -291,6 +297,7 @@ class Changefeed:
         assert backfill is not None  # noqa: S101 - run() checked
         assert statement is not None  # noqa: S101 - a scan has a statement time
         status.progress = ScanProgress.of(backfill)
+        self.metrics.scan(status.progress)
         self._publish("scanning")
         plan = BatchPlan.of(config, self.outputs.encoders, thresholds={})
         scan = InitialScan(
@@ -319,6 +326,8 @@ class Changefeed:
             position.backfill = position.backfill.finished(chunk, result.emitted)
             progress.add(chunk, result.emitted)
             self.stats.count(result, scan=True)
+            self.metrics.batch(result, None, scan=True)
+            self.metrics.scan(progress)
             self._write_checkpoint(last_marker=None)
             faults.reached("after_chunk")
 
@@ -354,6 +363,8 @@ class Changefeed:
         if result.partitions:
             self.policy.progressed()
         self.stats.count(result)
+        self.metrics.batch(result, seconds)
+        self.metrics.lags(frontier)
         log.info(
             "batch %d: %s in %.2fs; high-water %s", batch_id, result, seconds, frontier.high_water()
         )
@@ -413,6 +424,7 @@ class Changefeed:
             if self._error is not None or self._closing:
                 return
             try:
+                self.metrics.lags(self.position.frontier)
                 self._check_stall()
                 self._refresh_safepoint()
             except HighwaterError as exc:
@@ -430,6 +442,7 @@ class Changefeed:
         self.outputs.broadcaster.emit(marker)
         log.info("marker %s sent in %.1f ms", marker, (time.perf_counter() - started) * 1000)
         self.stats.markers.append((time.time(), marker))
+        self.metrics.markers.inc()
         self.policy.marker_sent(marker, self._clock())
         faults.reached("after_marker")
 
@@ -442,6 +455,7 @@ class Changefeed:
         size = self.outputs.checkpoints.write(checkpoint)
         seconds = time.perf_counter() - started
         self.stats.checkpoint_seconds.append(seconds)
+        self.metrics.checkpoint(seconds, size)
         self.policy.checkpointed(checkpoint.high_water, self._clock())
         self._durable = (position.restart_time(), position.needed_offsets())
         log.info(
@@ -463,10 +477,14 @@ class Changefeed:
         self, state: str | None = None, *, error: str | None = None, best_effort: bool = False
     ) -> None:
         """Write the job status (``jobs.topic``) an operator reads with ``highwater changefeed``."""
+        current = state
         if self._outputs is not None:  # else it failed before the topic was set up
             self._outputs.status.publish(
                 self._position, self.policy.last_marker, state, error=error, best_effort=best_effort
             )
+            current = self._outputs.status.state
+        if current in STATES:
+            self.metrics.state.state(current)
 
 
 def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:

@@ -266,6 +266,7 @@ class ScanTask(Task):
             return
         out.key.append(key)
         out.value.append(value)
+        state.bytes += len(key) + len(value or b"")
         self.pending += 1
 
 

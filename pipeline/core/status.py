@@ -9,7 +9,7 @@ after every initial-scan chunk and at every change of state:
      "scan": {"chunks_done": 3, "chunks_total": 12, "records_done": …, "records_total": …,
               "rows": …, "rows_per_second": …, "eta_seconds": …},
      "error": null, "safepoint": {"service_id": …, "safepoint": "<hlc>", "expires_at": …},
-     "warnings": [], "updated_at": "<RFC 3339>"}
+     "warnings": [], "updated_at": "<RFC 3339>", "metrics_url": "http://host:port/metrics"}
 
 States: ``scanning`` (initial scan), ``running`` (streaming), ``stopped`` (asked to, or an
 ``available_now`` drain ended), ``finished`` (``end_time`` reached, or ``initial_scan: only``
@@ -55,6 +55,7 @@ class JobStatus:
     safepoint: Mapping[str, Any] | None = None  # the changefeed's own (core/safepoints.py)
     warnings: list[str] = field(default_factory=list)  # e.g. a source topic's retention
     updated_at: str = field(default_factory=_now)
+    metrics_url: str | None = None  # the run's Prometheus endpoint
 
     def encode(self) -> bytes:
         """The record's bytes."""
@@ -70,6 +71,7 @@ class JobStatus:
                 "safepoint": None if self.safepoint is None else dict(self.safepoint),
                 "warnings": self.warnings,
                 "updated_at": self.updated_at,
+                "metrics_url": self.metrics_url,
             },
             separators=(",", ":"),
         ).encode()
@@ -90,6 +92,7 @@ class JobStatus:
                 safepoint=raw.get("safepoint"),
                 warnings=list(raw.get("warnings") or []),
                 updated_at=raw.get("updated_at", ""),
+                metrics_url=raw.get("metrics_url"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise HighwaterError(f"unreadable job status record: {exc}") from exc
@@ -145,6 +148,7 @@ class StatusPublisher:
         self.state = "scanning"
         self.scan = scan  # a previous run's scan numbers, until this run scans
         self.progress: ScanProgress | None = None  # this run's scan
+        self.metrics_url: str | None = None  # this run's Prometheus endpoint
 
     def publish(
         self,
@@ -169,6 +173,7 @@ class StatusPublisher:
             error=error,
             safepoint=None if held is None else held.to_json(),
             warnings=list(self.warnings),
+            metrics_url=self.metrics_url,
         )
         try:
             self.jobs.put(self.changefeed_id, status.encode())

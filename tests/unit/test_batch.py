@@ -75,9 +75,11 @@ def test_rows_are_encoded_routed_and_summarised() -> None:
         ("out.orders", b"[2]", {"after": {"order_id": 2, "v": 2}, "updated": T[2]}),
         ("out.orders", b"[1]", {"after": {"order_id": 1, "v": 3}, "updated": T[3]}),
     ]
+    size = sum(len(r["key"]) + len(r["value"]) for r in records)  # what the metrics count
     assert result.partitions == [
-        PartitionSeen(SourcePartition(SRC, 0), 4, Hlc.parse(T[2]), emitted=3)
+        PartitionSeen(SourcePartition(SRC, 0), 4, Hlc.parse(T[2]), emitted=3, bytes=size)
     ]
+    assert result.bytes == size
 
 
 def test_rows_at_or_below_the_floor_are_dropped_within_and_across_arrow_batches() -> None:

@@ -1,0 +1,141 @@
+"""A changefeed's metrics, in Prometheus' text format, served by the run itself.
+
+Each run has a registry of its own (``prometheus_client``), every series labelled with its
+``changefeed``, served on ``metrics.host``:``metrics.port`` (port 0: any free one); the job
+status names the address (``metrics_url``), where the server finds it for its aggregate.
+
+==========================================  ====================================================
+``highwater_rows_emitted_total``            rows written to the output topics (scan included)
+``highwater_bytes_emitted_total``           their keys' and values' bytes
+``highwater_duplicates_dropped_total``      rows at or below a partition's floor, not written
+``highwater_bad_records_total``             records that went where ``on_error`` says
+``highwater_markers_sent_total``            resolved markers broadcast (each to every partition)
+``highwater_batch_duration_seconds``        a micro-batch's write, Kafka acknowledgement included
+``highwater_checkpoint_write_seconds``      a checkpoint record's write
+``highwater_checkpoint_bytes``              the last checkpoint record's size
+``highwater_high_water_lag_seconds``        now minus the high-water mark
+``highwater_partition_lag_seconds``         now minus each source partition's resolved time
+``highwater_scan_chunks``                   the initial scan's chunks, ``done`` and ``total``
+``highwater_scan_rows_total``               rows the initial scan wrote
+``highwater_state``                         1 for the run's state, 0 for the others
+==========================================  ====================================================
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
+from prometheus_client.exposition import start_http_server
+
+if TYPE_CHECKING:
+    from .backfill import ScanProgress
+    from .batch import BatchResult
+    from .frontier import Frontier
+
+STATES = ("scanning", "running", "paused", "stopped", "finished", "removed", "failed")
+_SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+class ChangefeedMetrics:
+    """The series of one changefeed's run (and the HTTP endpoint serving them)."""
+
+    def __init__(self, changefeed_id: str) -> None:
+        self.registry = CollectorRegistry()
+        self.changefeed_id = changefeed_id
+        self._server: Any = None
+        self.url: str | None = None
+        r, cf = self.registry, [changefeed_id]
+        names = ["changefeed"]
+
+        def counter(name: str, doc: str) -> Any:
+            return Counter(name, doc, names, registry=r).labels(*cf)
+
+        self.rows = counter("highwater_rows_emitted", "Rows written to the output topics")
+        self.bytes = counter("highwater_bytes_emitted", "Bytes of the rows' keys and values")
+        self.duplicates = counter(
+            "highwater_duplicates_dropped", "Rows at or below their partition's floor"
+        )
+        self.bad = counter("highwater_bad_records", "Records that went where on_error says")
+        self.markers = counter("highwater_markers_sent", "Resolved markers broadcast")
+        self.scan_rows = counter("highwater_scan_rows", "Rows the initial scan wrote")
+        self.batch_seconds = Histogram(
+            "highwater_batch_duration_seconds",
+            "A micro-batch's write, until Kafka acknowledged it",
+            names,
+            buckets=_SECONDS,
+            registry=r,
+        ).labels(*cf)
+        self.checkpoint_seconds = Histogram(
+            "highwater_checkpoint_write_seconds",
+            "A checkpoint record's write",
+            names,
+            buckets=_SECONDS,
+            registry=r,
+        ).labels(*cf)
+        self.checkpoint_bytes = Gauge(
+            "highwater_checkpoint_bytes", "The last checkpoint record's size", names, registry=r
+        ).labels(*cf)
+        self.high_water_lag = Gauge(
+            "highwater_high_water_lag_seconds", "Now minus the high-water mark", names, registry=r
+        ).labels(*cf)
+        self.partition_lag = Gauge(
+            "highwater_partition_lag_seconds",
+            "Now minus the source partition's resolved time",
+            [*names, "topic", "partition"],
+            registry=r,
+        )
+        self.scan_chunks = Gauge(
+            "highwater_scan_chunks", "The initial scan's chunks", [*names, "of"], registry=r
+        )
+        self.state = Enum(
+            "highwater_state", "The run's state", names, states=list(STATES), registry=r
+        ).labels(*cf)
+
+    def serve(self, host: str, port: int) -> str:
+        """Serve ``/metrics`` on ``host:port`` (0: any free port); returns its URL."""
+        self._server, _thread = start_http_server(port, addr=host, registry=self.registry)
+        self.url = f"http://{host}:{self._server.server_port}/metrics"
+        return self.url
+
+    def close(self) -> None:
+        """Stop serving."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    # -- what the coordinator reports ---------------------------------------------------------
+
+    def batch(self, result: BatchResult, seconds: float | None, *, scan: bool = False) -> None:
+        """A batch (or an initial-scan chunk, ``scan``) was written and acknowledged."""
+        self.rows.inc(result.emitted)
+        self.bytes.inc(result.bytes)
+        self.duplicates.inc(result.duplicates)
+        self.bad.inc(result.bad)
+        if scan:
+            self.scan_rows.inc(result.emitted)
+        if seconds is not None:
+            self.batch_seconds.observe(seconds)
+
+    def checkpoint(self, seconds: float, size: int) -> None:
+        """A checkpoint record of ``size`` bytes was written in ``seconds``."""
+        self.checkpoint_seconds.observe(seconds)
+        self.checkpoint_bytes.set(size)
+
+    def lags(self, frontier: Frontier, now_nanos: int | None = None) -> None:
+        """The high-water and per-partition lags as of now (wall clock)."""
+        now = time.time_ns() if now_nanos is None else now_nanos
+        progress = frontier.progress()
+        if not progress:
+            return
+        self.high_water_lag.set(max(0, now - frontier.high_water().wall) / 1e9)
+        for sp, p in progress.items():
+            lag = max(0, now - p.resolved.wall) / 1e9
+            self.partition_lag.labels(self.changefeed_id, sp.topic, str(sp.partition)).set(lag)
+
+    def scan(self, progress: ScanProgress) -> None:
+        """The initial scan's progress."""
+        self.scan_chunks.labels(self.changefeed_id, "done").set(progress.chunks_done)
+        self.scan_chunks.labels(self.changefeed_id, "total").set(progress.chunks_total)
