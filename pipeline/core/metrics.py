@@ -52,6 +52,9 @@ class ChangefeedMetrics:
         def counter(name: str, doc: str) -> Any:
             return Counter(name, doc, names, registry=r).labels(*cf)
 
+        def histogram(name: str, doc: str) -> Any:
+            return Histogram(name, doc, names, buckets=_SECONDS, registry=r).labels(*cf)
+
         self.rows = counter("highwater_rows_emitted", "Rows written to the output topics")
         self.bytes = counter("highwater_bytes_emitted", "Bytes of the rows' keys and values")
         self.duplicates = counter(
@@ -60,20 +63,12 @@ class ChangefeedMetrics:
         self.bad = counter("highwater_bad_records", "Records that went where on_error says")
         self.markers = counter("highwater_markers_sent", "Resolved markers broadcast")
         self.scan_rows = counter("highwater_scan_rows", "Rows the initial scan wrote")
-        self.batch_seconds = Histogram(
-            "highwater_batch_duration_seconds",
-            "A micro-batch's write, until Kafka acknowledged it",
-            names,
-            buckets=_SECONDS,
-            registry=r,
-        ).labels(*cf)
-        self.checkpoint_seconds = Histogram(
-            "highwater_checkpoint_write_seconds",
-            "A checkpoint record's write",
-            names,
-            buckets=_SECONDS,
-            registry=r,
-        ).labels(*cf)
+        self.batch_seconds = histogram(
+            "highwater_batch_duration_seconds", "A micro-batch's write, until Kafka acknowledged it"
+        )
+        self.checkpoint_seconds = histogram(
+            "highwater_checkpoint_write_seconds", "A checkpoint record's write"
+        )
         self.checkpoint_bytes = Gauge(
             "highwater_checkpoint_bytes", "The last checkpoint record's size", names, registry=r
         ).labels(*cf)
