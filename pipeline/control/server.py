@@ -71,9 +71,12 @@ TIME_FORMAT = "highwater-time"
 CONFIG_FORMAT = "highwater-config"
 
 # A suffix is not empty, neither starts nor ends with white space, and has no control
-# characters (the registry refuses the first two; the third keeps service ids printable).
-# The same pattern is enforced here and published in the OpenAPI document.
-SUFFIX_PATTERN = r"^[^\s\x00-\x1f\x7f\ufeff](?:[^\x00-\x1f\x7f]*[^\s\x00-\x1f\x7f\ufeff])?$"
+# characters, C1 included (the registry refuses the first two; the third keeps service ids
+# printable). The same pattern is enforced here and published in the OpenAPI document; C1
+# matters for both: Python's \s takes U+0085 as white space, JavaScript's does not.
+SUFFIX_PATTERN = (
+    r"^[^\s\x00-\x1f\x7f-\x9f\ufeff](?:[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f\ufeff])?$"
+)
 
 
 class ErrorBody(BaseModel):
