@@ -449,11 +449,29 @@ class ChangefeedConfig(_Section):
         return None if schema is None else (first.table, schema)
 
     @cached_property
+    def shape(self) -> dict[str, Any]:
+        """What the existing output depends on, as the checkpoint record keeps it.
+
+        The clusters, the sources, the encoder and topic naming: a resume compares it with
+        the config it runs with (``pipeline/core/update.py``), so a changed envelope is
+        refused and an added table gets its own scan. Secrets are masked.
+        """
+        shape = self.model_dump(mode="json", include={"kafka", "sources", "encoder", "sink"})
+        shape["kafka"] = {"bootstrap_servers": self.kafka.bootstrap_servers}
+        sink = self.sink
+        shape["sink"] = {
+            "kafka": None
+            if sink.kafka is None
+            else {"bootstrap_servers": sink.kafka.bootstrap_servers},
+            "topic_prefix": sink.topic_prefix,
+            "topic_name": sink.topic_name,
+        }
+        return shape
+
+    @cached_property
     def fingerprint(self) -> str:
-        """A hash of what shapes the output: sources, encoder and topic naming."""
-        shape = self.model_dump(mode="json", include={"sources", "encoder", "sink"})
-        shape["sink"] = {k: shape["sink"][k] for k in ("topic_prefix", "topic_name")}
-        return hashlib.sha256(json.dumps(shape, sort_keys=True).encode()).hexdigest()[:16]
+        """A short hash of :attr:`shape`, for logs and the checkpoint record."""
+        return hashlib.sha256(json.dumps(self.shape, sort_keys=True).encode()).hexdigest()[:16]
 
     def output_topic(self, source: SourceConfig) -> str:
         """The output topic for a source table (contract §4)."""

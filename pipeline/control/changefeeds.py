@@ -15,6 +15,7 @@ import yaml
 from pipeline.config import ChangefeedConfig, parse_config
 from pipeline.core.lifecycle import ChangefeedSpec, SpecStore, specs_of, statuses_of
 from pipeline.core.status import JobStatus
+from pipeline.core.update import ConfigUpdate, check_update
 from schemas.errors import ConfigError, HighwaterError, LifecycleError
 from sinks.compacted import CompactedTopic
 
@@ -130,6 +131,42 @@ class Changefeeds:
             )
         resumed = spec.to("running", reason=None, skip_bad_record=skip_bad_record)
         return self._put(resumed, found.status)
+
+    def update(
+        self, changefeed_id: str, text: str, base_dir: str
+    ) -> tuple[Changefeed, ConfigUpdate]:
+        """Give a paused changefeed a changed config; it takes effect at ``resume``.
+
+        Tables may be added (each gets its own initial scan then) or dropped, and safe
+        options changed; a change its existing output cannot follow (format, envelope, key
+        shape, topic names, clusters) is refused naming each option (``update.py``).
+        """
+        found, spec = self._spec_or_new(changefeed_id)
+        if spec.desired != "paused":
+            raise LifecycleError(
+                f"changefeed {changefeed_id!r} is {spec.desired}: pause it before updating it"
+            )
+        if not spec.config:
+            raise LifecycleError(
+                f"changefeed {changefeed_id!r} is run by `highwater run`, not by the server: "
+                "change its config file; its next run checks the change the same way"
+            )
+        new = parse_spec_config(text, base_dir)
+        if new.changefeed_id != changefeed_id:
+            raise LifecycleError(
+                f"changefeed_id: the config names {new.changefeed_id!r}, not {changefeed_id!r}",
+                code="invalid_argument",
+            )
+        old = parse_spec_config(spec.config, spec.base_dir)
+        try:
+            update = check_update(old.model_dump(mode="json"), new.model_dump(mode="json"))
+        except ConfigError as exc:
+            raise LifecycleError(
+                f"changefeed {changefeed_id!r} cannot take this update: {exc}",
+                code="invalid_argument",
+            ) from exc
+        updated = spec.to("paused", config=text, base_dir=base_dir)
+        return self._put(updated, found.status), update
 
     def remove(self, changefeed_id: str) -> Changefeed:
         """Stop it for good and release its safepoint (its run releases it too, if running)."""

@@ -1,6 +1,7 @@
 """The operators' commands: job status, safepoints, GC and the REST API server.
 
     highwater changefeed create --config cf.yaml
+    highwater changefeed update ID --config cf.yaml      (while paused)
     highwater changefeed pause | resume [--skip-bad-record] | remove ID
     highwater changefeed list | query ID [--watch]
     highwater safepoint set --service-id-suffix S --start-ts T --ttl SECONDS
@@ -52,14 +53,20 @@ def add_operator_commands(commands: Any) -> None:
 
 def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
     changefeed = commands.add_parser(
-        "changefeed", help="create, pause, resume, remove changefeeds; read their status"
+        "changefeed", help="create, update, pause, resume, remove changefeeds; read their status"
     )
     actions = changefeed.add_subparsers(dest="action", required=True)
     create = actions.add_parser(
         "create", help="a new changefeed from --config (the server runs it)"
     )
     create.set_defaults(handler=_create_changefeed)
-    verbs = [create]
+    update = actions.add_parser(
+        "update",
+        help="a paused changefeed's changed --config: add or drop tables, change safe options",
+    )
+    update.add_argument("changefeed_id")
+    update.set_defaults(handler=_update_changefeed)
+    verbs = [create, update]
     for verb, help_ in (
         ("pause", "finish the batch, checkpoint and stop; the safepoint stays held"),
         ("resume", "go on from the checkpoint"),
@@ -69,7 +76,7 @@ def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
         parser.add_argument("changefeed_id")
         parser.set_defaults(handler=_lifecycle, verb=verb)
         verbs.append(parser)
-    verbs[2].add_argument(
+    verbs[3].add_argument(
         "--skip-bad-record",
         action="store_true",
         help="send the record it paused at (on_error: pause) to the dead-letter topic",
@@ -92,6 +99,18 @@ def _create_changefeed(args: argparse.Namespace) -> int:
     text = args.config.read_text(encoding="utf-8")
     created = Changefeeds(operator_context(args)).create(text, str(args.config.resolve().parent))
     print(f"created changefeed {created.changefeed_id} (desired: {created.desired})")
+    return 0
+
+
+def _update_changefeed(args: argparse.Namespace) -> int:
+    if args.config is None:
+        raise ConfigError([("--config", "the changefeed's changed YAML config is required")])
+    text = args.config.read_text(encoding="utf-8")
+    changefeeds = Changefeeds(operator_context(args))
+    updated, change = changefeeds.update(
+        args.changefeed_id, text, str(args.config.resolve().parent)
+    )
+    print(f"changefeed {updated.changefeed_id}: {change.describe()}; resume it to apply")
     return 0
 
 

@@ -6,6 +6,7 @@
     GET    /api/v2/changefeeds          every changefeed: desired state and job status
     POST   /api/v2/changefeeds          {"config": "<YAML>", "base_dir"}: create one (running)
     GET    /api/v2/changefeeds/{id}     one changefeed
+    PUT    /api/v2/changefeeds/{id}     {"config", "base_dir"}: a paused one's changed config
     POST   /api/v2/changefeeds/{id}/pause    finish the batch, checkpoint, stop
     POST   /api/v2/changefeeds/{id}/resume   {"skip_bad_record": false}: go on
     DELETE /api/v2/changefeeds/{id}     remove it: stop, release its safepoint
@@ -173,7 +174,7 @@ class SafepointsOut(BaseModel):
 
 
 class CreateChangefeed(_Request):
-    """The body of ``POST /api/v2/changefeeds``."""
+    """The body of ``POST /api/v2/changefeeds`` and ``PUT /api/v2/changefeeds/{id}``."""
 
     config: str = Field(
         min_length=1,
@@ -332,6 +333,21 @@ def create_changefeed(body: CreateChangefeed, feeds: Feeds) -> ChangefeedOut:
 def get_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
     """One changefeed: its desired state and job status."""
     return _changefeed(feeds.get(changefeed_id))
+
+
+@router.put(
+    "/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=_responses(400, 404, 409)
+)
+def update_changefeed(
+    changefeed_id: ChangefeedId, body: CreateChangefeed, feeds: Feeds
+) -> ChangefeedOut:
+    """Give a paused changefeed a changed config (added or dropped tables, safe options).
+
+    It takes effect at resume; a change its existing output cannot follow (format,
+    envelope, key shape, topic names, clusters) is refused naming each option.
+    """
+    updated, _change = feeds.update(changefeed_id, body.config, body.base_dir)
+    return _changefeed(updated)
 
 
 @router.post(

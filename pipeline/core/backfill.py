@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from schemas.errors import CheckpointError
+from schemas.hlc import Hlc
 
 from .checkpoint import numbers_to_ranges, ranges_to_numbers
 from .frontier import SourcePartition
@@ -39,23 +40,27 @@ class Backfill:
     """An unfinished scan: its chunks, which are done, and the rows emitted so far.
 
     In the checkpoint record (``backfill``) as ``{"partitions": {topic: {"from": [...],
-    "to": [...], "done": "0-3,7"}}, "rows": n}``: finished partitions merged into ranges,
-    so the record stays small however many partitions finish.
+    "to": [...], "done": "0-3,7"}}, "rows": n, "time": null}``: finished partitions merged
+    into ranges, so the record stays small however many partitions finish. ``time`` is the
+    snapshot's time when it is not the statement time: the scan of tables an update added.
     """
 
     chunks: Mapping[SourcePartition, Chunk]
     done: frozenset[SourcePartition] = frozenset()
     rows: int = 0
+    time: Hlc | None = None  # None: the changefeed's first scan, at its statement time
 
     @classmethod
     def of(
         cls,
         start_offsets: Mapping[SourcePartition, int],
         end_offsets: Mapping[SourcePartition, int],
+        time: Hlc | None = None,
     ) -> Backfill:
         """A new scan of every partition's range; empty ranges are done already."""
         chunks = {sp: Chunk(sp, start_offsets[sp], end) for sp, end in end_offsets.items()}
-        return cls(chunks, frozenset(sp for sp, c in chunks.items() if c.records <= 0))
+        done = frozenset(sp for sp, c in chunks.items() if c.records <= 0)
+        return cls(chunks, done, time=time)
 
     def pending(self) -> list[Chunk]:
         """Chunks still to scan, the largest first (the run ends sooner)."""
@@ -79,7 +84,11 @@ class Backfill:
                 entry["done"].append(sp.partition)
         for entry in topics.values():
             entry["done"] = numbers_to_ranges(entry["done"])
-        return {"partitions": topics, "rows": self.rows}
+        return {
+            "partitions": topics,
+            "rows": self.rows,
+            "time": None if self.time is None else str(self.time),
+        }
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Backfill:
@@ -93,8 +102,14 @@ class Backfill:
                         SourcePartition(topic, p), int(start), int(end)
                     )
                 done.update(SourcePartition(topic, p) for p in ranges_to_numbers(entry["done"]))
-            return cls(chunks, frozenset(done), int(record.get("rows", 0)))
-        except (KeyError, TypeError, ValueError) as exc:
+            time = record.get("time")
+            return cls(
+                chunks,
+                frozenset(done),
+                int(record.get("rows", 0)),
+                None if time is None else Hlc.parse(time),
+            )
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"unreadable backfill in the checkpoint record: {exc}") from exc
 
 

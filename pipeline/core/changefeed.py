@@ -291,10 +291,13 @@ class Changefeed:
 
         Each finished chunk is recorded in the checkpoint before it counts as done. Returns
         False when a stop was requested first (the chunks in flight run again next time).
+        The scan of tables an update added (at a time of its own) ends like a batch: the
+        marker goes as far as the high-water mark has come.
         """
         config, position, status = self.config, self.position, self.outputs.status
-        backfill, statement = position.backfill, position.statement_time
+        backfill = position.backfill
         assert backfill is not None  # noqa: S101 - run() checked
+        statement = backfill.time or position.statement_time
         assert statement is not None  # noqa: S101 - a scan has a statement time
         status.progress = ScanProgress.of(backfill)
         self.metrics.scan(status.progress)
@@ -313,7 +316,14 @@ class Changefeed:
             return False
         position.backfill = None  # the whole snapshot is acknowledged: T is resolved
         status.state = "running"
-        self._carry_out(self.policy.after_scan(statement, only=config.scan_mode == "only"))
+        only = config.scan_mode == "only"
+        if backfill.time is None:
+            self._carry_out(self.policy.after_scan(statement, only=only))
+        else:
+            self.policy.progressed()
+            with self._lock:
+                self._after_batch(final=True)
+            self._finished = self._finished or only
         return True
 
     def _chunk_done(self, chunk: Chunk, result: BatchResult) -> None:
@@ -448,9 +458,7 @@ class Changefeed:
 
     def _write_checkpoint(self, *, last_marker: Hlc | None) -> None:
         config, position = self.config, self.position
-        checkpoint = position.checkpoint(
-            config.changefeed_id, config.fingerprint, last_marker, self.policy.sent
-        )
+        checkpoint = position.checkpoint(config, last_marker, self.policy.sent)
         started = time.perf_counter()
         size = self.outputs.checkpoints.write(checkpoint)
         seconds = time.perf_counter() - started

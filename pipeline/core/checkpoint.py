@@ -6,9 +6,12 @@ One JSON record per changefeed in a compacted topic, keyed by changefeed id (con
      "partitions": {"src.orders": {"offsets": [120, 98, null], "resolved": ["<hlc>", …]}},
      "leading": {"resolved": "<hlc>", "partitions": {"src.orders": "0-1,5"}},
      "last_marker": "<hlc>", "marker_sent": "<hlc>", "statement_time": null, "backfill": null,
-     "config_fingerprint": "…", "fallback": null, "written_at": "<RFC 3339>"}
+     "config_fingerprint": "…", "shape": {…}, "fallback": null, "written_at": "<RFC 3339>"}
 
 ``offsets`` are the next offsets to read per partition number (``null``: from the start).
+``shape`` is what the output depends on of the config (``ChangefeedConfig.shape``: clusters,
+sources, encoder, topic naming); a resume checks the config it runs with against it
+(``update.py``). ``config_fingerprint`` is its hash, for logs.
 ``last_marker`` is the marker the record covers: it is broadcast only once the record is
 durable, and ``marker_sent`` is the last one known to have reached every output partition,
 so a resume re-sends a marker the last run checkpointed but may not have sent.
@@ -55,6 +58,7 @@ class Checkpoint:
     config_fingerprint: str = ""
     level: str = "full"
     marker_sent: Hlc | None = None  # the last marker known to have reached every partition
+    shape: Mapping[str, Any] | None = None  # the config the output depends on (None: older)
 
     @classmethod
     def of(
@@ -67,6 +71,7 @@ class Checkpoint:
         backfill: Mapping[str, Any] | None = None,
         config_fingerprint: str = "",
         marker_sent: Hlc | None = None,
+        shape: Mapping[str, Any] | None = None,
     ) -> Checkpoint:
         """The checkpoint of a frontier as it stands."""
         progress = frontier.progress()
@@ -80,6 +85,7 @@ class Checkpoint:
             backfill=backfill,
             config_fingerprint=config_fingerprint,
             marker_sent=marker_sent,
+            shape=shape,
         )
 
     def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
@@ -175,6 +181,7 @@ def decode(data: bytes) -> Checkpoint:
             config_fingerprint=raw.get("config_fingerprint", ""),
             level=raw.get("fallback") or "full",
             marker_sent=_hlc_or_none(raw.get("marker_sent")),
+            shape=raw.get("shape"),
         )
     except CheckpointError:
         raise
@@ -214,6 +221,7 @@ def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
         "statement_time": None if cp.statement_time is None else str(cp.statement_time),
         "backfill": cp.backfill,
         "config_fingerprint": cp.config_fingerprint,
+        "shape": cp.shape,
         "fallback": None if level == "full" else level,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
     }

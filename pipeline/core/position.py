@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from pipeline.config import ChangefeedConfig
 from schemas.hlc import ZERO, Hlc
 
 from .backfill import Backfill
@@ -70,18 +71,18 @@ class Position:
 
     def checkpoint(
         self,
-        changefeed_id: str,
-        fingerprint: str,
+        config: ChangefeedConfig,
         last_marker: Hlc | None,
         marker_sent: Hlc | None = None,
     ) -> Checkpoint:
-        """The checkpoint record of this position."""
+        """The checkpoint record of this position, for the changefeed ``config`` describes."""
         return Checkpoint.of(
-            changefeed_id,
+            config.changefeed_id,
             self.frontier,
             last_marker=last_marker,
             marker_sent=marker_sent,
             statement_time=self.statement_time,
             backfill=None if self.backfill is None else self.backfill.to_record(),
-            config_fingerprint=fingerprint,
+            config_fingerprint=config.fingerprint,
+            shape=config.shape,
         )

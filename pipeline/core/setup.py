@@ -10,7 +10,8 @@ next write of those records fails (contract §5.8, one writer). :func:`find_star
 decides where the changefeed starts:
 
 * **resume**: from its checkpoint record alone, refusing when records it still needs were
-  deleted from the sources;
+  deleted from the sources, and a config that changed what the output depends on
+  (``update.py``); tables the config added start with a scan of their own;
 * **create**: its statement time and start (contract §7), refusing a snapshot over a trimmed
   change log.
 
@@ -50,6 +51,7 @@ from .position import Position
 from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnings
 from .statement import statement_time
 from .status import JobStatus, StatusPublisher
+from .update import ConfigUpdate, check_update
 
 log = logging.getLogger(__name__)
 
@@ -242,14 +244,16 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
         if position.backfill is None:
             check_sources_hold(outputs, position)
         return position
-    if restored.config_fingerprint and restored.config_fingerprint != config.fingerprint:
-        log.warning(
-            "changefeed %s: config changed since the checkpoint (%s -> %s)",
-            config.changefeed_id,
-            restored.config_fingerprint,
-            config.fingerprint,
-        )
+    update = ConfigUpdate()
+    if restored.shape is not None:
+        update = check_update(restored.shape, config.shape)  # refuses what breaks the output
+    elif restored.config_fingerprint not in ("", config.fingerprint):  # an older release's
+        log.warning("changefeed %s: config changed since the checkpoint", config.changefeed_id)
+    if update:
+        log.info("changefeed %s: config updated: %s", config.changefeed_id, update.describe())
     position = Position.restored(restored, outputs.partitions)
+    if update.added:
+        position = add_tables(config, outputs, position, update.added)
     log.info(
         "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
         config.changefeed_id,
@@ -307,6 +311,49 @@ def create(
         mode,
     )
     return position, start_offsets
+
+
+def add_tables(
+    config: ChangefeedConfig, outputs: Outputs, position: Position, topics: tuple[str, ...]
+) -> Position:
+    """Source topics an update added: they start at their own high-water mark, now.
+
+    That time, T, is read as a new changefeed's statement time is, over their partitions
+    alone: they get an initial scan at T (unless ``initial_scan`` is ``no``: then every
+    change after T), checkpointed like any scan; the other tables go on where they were,
+    without one. Their output topics never had a marker, so T may lie below the last one;
+    the next marker waits until they are resolved past it.
+    """
+    if position.backfill is not None:
+        raise ConfigError(
+            [
+                (
+                    "sources",
+                    f"cannot add {', '.join(topics)} while the initial scan is unfinished: run "
+                    "the changefeed with its config as it was until the scan ends, then add them",
+                )
+            ]
+        )
+    new = [sp for sp in outputs.partitions if sp.topic in topics]
+    found = statement_time(outputs.source, config.formats, new)
+    progress = position.frontier.progress()
+    backfill = None
+    if config.scan_mode == "no":
+        progress.update({sp: Progress(None, found.time) for sp in new})
+    else:
+        check_history_complete(found.start_offsets, outputs.source_configs)
+        progress.update(
+            {sp: Progress(found.end_offsets[sp], max(found.time, found.markers[sp])) for sp in new}
+        )
+        backfill = Backfill.of(found.start_offsets, found.end_offsets, time=found.time)
+    log.info(
+        "changefeed %s: added %s at %s, initial scan %s",
+        config.changefeed_id,
+        ", ".join(topics),
+        found.time,
+        "no" if backfill is None else "yes",
+    )
+    return Position(Frontier.restore(progress), position.statement_time, backfill)
 
 
 def check_history_complete(

@@ -26,11 +26,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from confluent_kafka import Producer
 
 from pipeline.cli import main as highwater
 from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
+from schemas.errors import LifecycleError
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import SteadyProducer, config_for
 from tests.support.kafka import consume_all
@@ -217,3 +219,112 @@ def test_on_error_pause_names_the_record_and_resume_can_skip_it(
     reason = dict(dead[0].headers)["highwater.error"].decode()
     assert reason.startswith("skipped by an operator (resume --skip-bad-record): ")
     assert Changefeeds(context).get(changefeed_id).spec.desired == "running"  # type: ignore[union-attr]
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[bytes | None, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap})
+    for key, value in records:
+        producer.produce(topic, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+
+
+def change(key: int, ts: int, after: str | None) -> tuple[bytes, bytes]:
+    value = "null" if after is None else after
+    return f"[{key}]".encode(), f'{{"after":{value},"updated":"{ts}.0000000000"}}'.encode()
+
+
+def marker(ts: int) -> tuple[None, bytes]:
+    return None, f'{{"resolved":"{ts}.0000000000"}}'.encode()
+
+
+def test_update_adds_a_table_with_its_own_scan_and_refuses_what_breaks_the_output(
+    kafka_bootstrap: str, unique_name: Any, tmp_path: Path
+) -> None:
+    orders, customers, changefeed_id = unique_name("orders"), unique_name("cust"), unique_name("cf")
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {orders: 1, customers: 1})
+    produce(kafka_bootstrap, orders, [change(1, 10, '{"id":1,"n":1.50}'), marker(40)])
+    produce(
+        kafka_bootstrap,
+        customers,
+        [
+            change(7, 10, '{"id":7,"v":"old"}'),
+            change(8, 15, '{"id":8,"v":"ü"}'),
+            change(9, 12, '{"id":9}'),
+            change(7, 20, '{"id":7,"v":"new"}'),
+            change(9, 25, None),  # deleted before the update: not in the snapshot
+            marker(50),
+        ],
+    )
+    raw = {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "sources": [{"topic": orders, "table": "orders"}],
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 2},
+        "encoder": {"updated": True},
+        "spark": {"trigger": {"available_now": True}},
+    }
+    first = write_config(tmp_path / "cf.yaml", raw)
+    context = OperatorContext({"bootstrap.servers": kafka_bootstrap})
+    feeds = Changefeeds(context)
+    feeds.create(first.read_text(), str(tmp_path))
+    assert run(first, tmp_path / "first.log") == 0, (tmp_path / "first.log").read_text()[-3000:]
+    assert highwater(["changefeed", "pause", changefeed_id, "--config", str(first)]) == 0
+
+    # Refused: the envelope's fields would change on the existing topic. Nothing is written.
+    reshaped = write_config(tmp_path / "reshaped.yaml", raw | {"encoder": {"diff": True}})
+    with pytest.raises(LifecycleError) as refusal:
+        feeds.update(changefeed_id, reshaped.read_text(), str(tmp_path))
+    assert refusal.value.code == "invalid_argument"
+    assert "encoder.diff: shapes every message" in str(refusal.value)
+    assert feeds.get(changefeed_id).spec.config == first.read_text()  # type: ignore[union-attr]
+
+    added = {**raw, "sources": [*raw["sources"], {"topic": customers, "table": "customers"}]}
+    added |= {"resolved": {"interval": "1s"}}
+    second = write_config(tmp_path / "added.yaml", added)
+    assert highwater(["changefeed", "update", changefeed_id, "--config", str(second)]) == 0
+    assert highwater(["changefeed", "resume", changefeed_id, "--config", str(second)]) == 0
+    produce(kafka_bootstrap, orders, [change(2, 60, '{"id":2}'), marker(70)])
+    later = [change(8, 55, '{"id":8,"v":"live"}'), marker(70), change(7, 80, '{"id":7}')]
+    produce(kafka_bootstrap, customers, later)
+    log = tmp_path / "second.log"
+    assert run(second, log) == 0, log.read_text()[-3000:]
+
+    def rows_of(topic: str) -> list[tuple[bytes, bytes]]:
+        return sorted((m.key, m.value) for m in consume_all(kafka_bootstrap, topic) if m.key)
+
+    # The added table: its snapshot at its own time (its source's high-water mark when the
+    # run started: 70), then the change after it; the other table: no snapshot again, only
+    # what is new.
+    assert rows_of(f"{changefeed_id}.customers") == [
+        (b"[7]", b'{"after":{"id":7,"v":"new"},"updated":"70.0000000000"}'),
+        (b"[7]", b'{"after":{"id":7},"updated":"80.0000000000"}'),
+        (b"[8]", b'{"after":{"id":8,"v":"live"},"updated":"70.0000000000"}'),
+    ]
+    assert rows_of(f"{changefeed_id}.orders") == [
+        (b"[1]", b'{"after":{"id":1,"n":1.50},"updated":"40.0000000000"}'),  # the first scan
+        (b"[2]", b'{"after":{"id":2},"updated":"60.0000000000"}'),
+    ]
+    for topic in ("orders", "customers"):  # markers on every partition of both, up to 70
+        markers = [
+            (m.partition, json.loads(m.value)["resolved"])
+            for m in consume_all(kafka_bootstrap, f"{changefeed_id}.{topic}")
+            if m.key is None
+        ]
+        assert {p for p, _ in markers} == {0, 1}
+        assert max(r for _, r in markers) == "70.0000000000"
+    records = [
+        json.loads(m.value)
+        for m in consume_all(kafka_bootstrap, "_highwater_checkpoints")
+        if m.key == changefeed_id.encode()
+    ]
+    assert records[-1]["backfill"] is None
+    assert [s["topic"] for s in records[-1]["shape"]["sources"]] == [orders, customers]
+    assert any((r["backfill"] or {}).get("time") == "70.0000000000" for r in records)
+
+    # `highwater run` with a file that changes the envelope: refused at start, naming it.
+    assert highwater(["changefeed", "pause", changefeed_id, "--config", str(second)]) == 0
+    assert highwater(["changefeed", "resume", changefeed_id, "--config", str(second)]) == 0
+    edited = write_config(tmp_path / "edited.yaml", added | {"encoder": {"updated": False}})
+    refused = tmp_path / "refused.log"
+    assert run(edited, refused) != 0
+    assert "encoder.updated: shapes every message" in refused.read_text()

@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
+from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
 from pipeline.control.server import CONFIG_FORMAT, TIME_FORMAT, create_app
 from pipeline.core.frontier import SourcePartition
@@ -36,6 +37,7 @@ ROUTES = [
     ("GET", "/api/v2/changefeeds"),
     ("POST", "/api/v2/changefeeds"),
     ("GET", "/api/v2/changefeeds/orders"),
+    ("PUT", "/api/v2/changefeeds/orders"),
     ("POST", "/api/v2/changefeeds/orders/pause"),
     ("POST", "/api/v2/changefeeds/orders/resume"),
     ("DELETE", "/api/v2/changefeeds/orders"),
@@ -167,6 +169,7 @@ def test_the_openapi_document_needs_no_token_and_declares_auth_and_errors(
             ("GET", "/api/v2/changefeeds"),
             ("POST", "/api/v2/changefeeds"),
             ("GET", "/api/v2/changefeeds/{changefeed_id}"),
+            ("PUT", "/api/v2/changefeeds/{changefeed_id}"),
             ("POST", "/api/v2/changefeeds/{changefeed_id}/pause"),
             ("POST", "/api/v2/changefeeds/{changefeed_id}/resume"),
             ("DELETE", "/api/v2/changefeeds/{changefeed_id}"),
@@ -400,6 +403,37 @@ def test_a_changefeed_is_created_paused_resumed_and_removed(
     for verb in ("pause", "resume"):
         missing = client.post(f"{api}/nope/{verb}", headers=AUTH)
         _is_error(missing, 404, "not_found")
+
+
+def test_a_paused_changefeed_is_updated_and_a_shape_change_is_refused_naming_it(
+    client: TestClient, context: OperatorContext
+) -> None:
+    api = "/api/v2/changefeeds"
+    assert (
+        client.post(api, headers=AUTH, json={"config": _config(context, "up")}).status_code == 201
+    )
+    two = [{"topic": "src", "table": "t"}, {"topic": "src2", "table": "u"}]
+    added = {"config": _config(context, "up", sources=two, resolved={"interval": "2s"})}
+    running = client.put(f"{api}/up", headers=AUTH, json=added)
+    assert "pause it" in _is_error(running, 409, "conflict")["error_msg"]
+    assert client.post(f"{api}/up/pause", headers=AUTH).status_code == 200
+
+    reshaped = {"config": _config(context, "up", encoder={"envelope": "bare", "diff": True})}
+    refused = _is_error(
+        client.put(f"{api}/up", headers=AUTH, json=reshaped), 400, "invalid_argument"
+    )
+    assert "encoder.envelope: shapes every message" in refused["error_msg"]
+    assert "encoder.diff: shapes every message" in refused["error_msg"]
+    other = {"config": _config(context, "other")}
+    named = _is_error(client.put(f"{api}/up", headers=AUTH, json=other), 400, "invalid_argument")
+    assert "changefeed_id" in named["error_msg"]
+    _is_error(client.put(f"{api}/nope", headers=AUTH, json=added), 404, "not_found")
+
+    updated = client.put(f"{api}/up", headers=AUTH, json=added)
+    assert (updated.status_code, updated.json()["desired"]) == (200, "paused"), updated.text
+    spec = Changefeeds(context).get("up").spec
+    assert spec is not None
+    assert spec.config == added["config"]  # what the next run (after resume) runs with
 
 
 @pytest.mark.parametrize(

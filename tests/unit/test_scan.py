@@ -363,10 +363,14 @@ def test_backfill_record_round_trip_merges_finished_partitions() -> None:
             "b": {"from": [0], "to": [50], "done": "0"},
         },
         "rows": 15,
+        "time": None,
     }
     again = Backfill.from_record(json.loads(json.dumps(record)))
     assert again == backfill
     assert [c.partition for c in again.pending()] == [parts[1], parts[0]]
+    added = replace(backfill, time=Hlc(7, 1))  # the scan of tables an update added
+    assert added.to_record()["time"] == "7.0000000001"
+    assert Backfill.from_record(json.loads(json.dumps(added.to_record()))) == added
 
 
 def test_progress_counts_records_rows_and_an_eta() -> None:
