@@ -1,37 +1,59 @@
-"""The demo behind the README's first command: a real changefeed on the embedded default.
+"""The demo behind the README's first command: a living changefeed on the embedded default.
 
-Starts (or reuses) an embedded broker named ``demo``, writes generated ``orders`` changes to a
-source topic, runs the changefeed with ``spark-submit`` through ``highwater run``, and prints
-what landed on the output topic per partition, read back with the Kafka console consumer.
-When the config asks for Avro with a registry (``examples/orders-avro.yaml``), the embedded
-schema registry ``demo`` is started too and the output is read with confluent-kafka's
-Avro deserializer. Broker and registry are left running so the output can be explored; the
-closing lines say how.
+Starts (or reuses) an embedded broker named ``demo``, writes generated ``orders`` changes to
+a source topic, and starts the changefeed with ``spark-submit`` through ``highwater run``:
+first its initial scan (a snapshot of the table), then, while the generator keeps writing
+live changes, the stream, with resolved markers advancing on every output partition. Every
+few seconds it prints what the output topic holds and what the job status says (high-water
+mark, last marker, lag) and where the Prometheus metrics are; then it stops the changefeed as
+an operator would (SIGTERM: the batch finishes, a checkpoint, a last marker) and prints the
+output read back with the Kafka console consumer. When the config asks for Avro with a
+registry (``examples/orders-avro.yaml``), the embedded schema registry ``demo`` is started
+too and the output is read with confluent-kafka's Avro deserializer. Broker and registry are
+left running so the output can be explored; the closing lines say how.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import threading
 import time
+import urllib.request
 from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pipeline.config import load_config
+from pipeline.config import ChangefeedConfig, load_config
+from pipeline.core.status import JobStatus
 from pipeline.runtime import jars
+from schemas.errors import HighwaterError
+from schemas.hlc import Hlc
+from sinks.compacted import CompactedTopic
 
 from .broker import EmbeddedKafka
-from .generator import GeneratorSpec, write
+from .generator import GeneratorReport, GeneratorSpec, write
 from .kafka_tools import read_topic
 from .registry import EmbeddedRegistry
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "orders.yaml"
 SOURCE_TOPIC = "demo.orders.changes"
+LIVE_SECONDS = 20.0  # how long the generator writes while the changefeed runs
+LIVE_RATE = 100.0  # live changes per second
+SHOWN_METRICS = (
+    "highwater_rows_emitted_total",
+    "highwater_scan_rows_total",
+    "highwater_markers_sent_total",
+    "highwater_high_water_lag_seconds",
+)
 
 
 def _say(text: str) -> None:
@@ -51,7 +73,9 @@ def _fresh_topics(bootstrap: str, topics: list[str]) -> None:
         time.sleep(0.2)
 
 
-def run_demo(rows: int, state: Path, config_file: Path | None = None) -> int:
+def run_demo(
+    rows: int, state: Path, config_file: Path | None = None, live_seconds: float = LIVE_SECONDS
+) -> int:
     """Run the whole demo; return the changefeed's exit code."""
     config_file = (config_file or EXAMPLE).resolve()
     started = time.monotonic()
@@ -76,29 +100,41 @@ def run_demo(rows: int, state: Path, config_file: Path | None = None) -> int:
         config = load_config(config_file)
         _say(f"schema registry at {registry.url} (dir {registry.directory})")
     output = config.output_topic(config.sources[0])
-    _fresh_topics(bootstrap, [SOURCE_TOPIC, output, config.checkpoint.topic])
+    _fresh_topics(bootstrap, [SOURCE_TOPIC, output, config.checkpoint.topic, config.jobs.topic])
 
-    report = write(
-        GeneratorSpec(
-            topic=SOURCE_TOPIC, rows=rows, partitions=3, resolved_every=max(1, rows // 5)
-        ),
-        {"bootstrap.servers": bootstrap},
+    spec = GeneratorSpec(
+        topic=SOURCE_TOPIC, rows=rows, partitions=3, resolved_every=max(1, rows // 5)
     )
+    report = write(spec, {"bootstrap.servers": bootstrap})
     _say(
         f"wrote {report.total} orders changes ({report.inserts} inserts, {report.updates} "
         f"updates, {report.deletes} deletes) and {report.markers} resolved markers "
-        f"to {SOURCE_TOPIC}"
+        f"to {SOURCE_TOPIC}: the table the initial scan takes a snapshot of"
     )
 
-    _say(f"running the changefeed: highwater run --config {config_file}")
-    job = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file)],
-        env=env,
-        check=False,
-    )
-    if job.returncode != 0:
-        _say(f"the changefeed failed with exit code {job.returncode}")
-        return job.returncode
+    log_file = state / "demo" / "changefeed.log"
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    _say(f"starting the changefeed: highwater run --config {config_file} (its log: {log_file})")
+    with log_file.open("wb") as log:
+        job = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        live = _live(config, bootstrap, output, job, first_order_id=rows + 1, seconds=live_seconds)
+        if live:
+            _say("stopping the changefeed as an operator would (SIGTERM: finish the batch, stop)")
+            job.send_signal(signal.SIGTERM)
+        code = job.wait(300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    if not live or code != 0:
+        _say(f"the changefeed ended with exit code {code}; the end of its log:")
+        print("\n".join(log_file.read_text(errors="replace").splitlines()[-40:]))
+        return code or 1
 
     _show_output(output, bootstrap, registry_url)
     _say(f"done in {time.monotonic() - started:.0f}s. The broker keeps running; try:")
@@ -107,10 +143,175 @@ def run_demo(rows: int, state: Path, config_file: Path | None = None) -> int:
         "--from-beginning --timeout-ms 5000 --property print.partition=true "
         "--property print.key=true"
     )
+    print(f"    highwater changefeed query {config.changefeed_id} --bootstrap-servers {bootstrap}")
     print("    highwater dev kafka --name demo stop")
     if registry_url is not None:
         print("    highwater dev registry --name demo stop")
     return 0
+
+
+def _live(
+    config: ChangefeedConfig,
+    bootstrap: str,
+    output: str,
+    job: subprocess.Popen[bytes],
+    *,
+    first_order_id: int,
+    seconds: float,
+) -> bool:
+    """The scan, then live changes while the changefeed streams; False: the job ended."""
+    jobs = CompactedTopic({"bootstrap.servers": bootstrap}, config.jobs.topic)
+    status = _status(jobs, config.changefeed_id)
+    while status is None or status.state in ("starting", "scanning"):
+        if job.poll() is not None:
+            jobs.close()
+            return False
+        time.sleep(1)
+        status = _status(jobs, config.changefeed_id)
+    watch = OutputWatch(bootstrap, output)  # the changefeed has created the topic by now
+    try:
+        watch.poll()
+        snapshot = watch.rows
+        _say(
+            f"initial scan done: {snapshot:,} rows on {output} at the statement time "
+            f"{_clock(status.statement_time)}; the first marker says so"
+        )
+        if status.metrics_url:
+            _say(f"the changefeed's Prometheus metrics: {status.metrics_url}")
+        _say(f"writing live changes for {seconds:.0f}s at {LIVE_RATE:.0f}/s while it streams:")
+        live = LiveChanges(bootstrap, first_order_id, seconds)
+        live.start()
+        while live.is_alive() and job.poll() is None:
+            time.sleep(3)
+            watch.poll()
+            _progress(watch, _status(jobs, config.changefeed_id), lag=True)
+        live.join()
+        if live.report is not None:  # let the changefeed reach the generator's last marker
+            target = min(live.report.last_resolved.values())
+            deadline = time.monotonic() + 60
+            while job.poll() is None and time.monotonic() < deadline:
+                status = _status(jobs, config.changefeed_id)
+                if status is not None and (status.high_water or Hlc(0)) >= target:
+                    break
+                time.sleep(1)
+            watch.poll()
+            _progress(watch, status, lag=False)
+        _say(f"{snapshot:,} snapshot rows, then {watch.rows - snapshot:,} live change rows")
+        if status is not None and status.metrics_url:
+            _show_metrics(status.metrics_url)
+        return job.poll() is None
+    finally:
+        watch.close()
+        jobs.close()
+
+
+def _status(jobs: CompactedTopic, changefeed_id: str) -> JobStatus | None:
+    data = jobs.get(changefeed_id)
+    if data is None:
+        return None
+    try:
+        return JobStatus.decode(data)
+    except HighwaterError:
+        return None
+
+
+def _clock(ts: Hlc | None) -> str:
+    """An HLC as the wall-clock time it stands for."""
+    if ts is None:
+        return "-"
+    moment = datetime.fromtimestamp(ts.wall / 1e9, tz=timezone.utc)
+    return moment.strftime("%H:%M:%S.%f")[:-3]
+
+
+def _progress(watch: OutputWatch, status: JobStatus | None, *, lag: bool) -> None:
+    """A line: output rows and markers so far, the job status's high-water mark (and lag)."""
+    markers = "/".join(str(watch.markers[p]) for p in sorted(watch.markers)) or "0"
+    high_water = None if status is None else status.high_water
+    line = (
+        f"    rows {watch.rows:>7,}   markers per partition {markers:<12}  "
+        f"high-water {_clock(high_water)}"
+    )
+    if lag and high_water is not None:
+        line += f"  (lag {time.time() - high_water.wall / 1e9:.1f}s)"
+    print(line, flush=True)
+
+
+def _show_metrics(url: str) -> None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - its own URL
+            text = response.read().decode()
+    except OSError as exc:
+        _say(f"metrics at {url} did not answer: {exc}")
+        return
+    _say(f"a few of its metrics, scraped from {url}:")
+    for line in text.splitlines():
+        if line.startswith(SHOWN_METRICS):
+            print(f"    {line}")
+
+
+@dataclass
+class OutputWatch:
+    """Counts rows and markers per partition of an output topic as they arrive (any format)."""
+
+    bootstrap: str
+    topic: str
+    rows: int = 0
+    markers: Counter[int] = field(default_factory=Counter)
+
+    def __post_init__(self) -> None:
+        self._consumer = Consumer(
+            {
+                "bootstrap.servers": self.bootstrap,
+                "group.id": f"highwater-demo-watch-{time.time_ns()}",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+            }
+        )
+        topic = self._consumer.list_topics(self.topic, timeout=30).topics[self.topic]
+        self._consumer.assign(
+            [TopicPartition(self.topic, p, OFFSET_BEGINNING) for p in topic.partitions]
+        )
+
+    def poll(self, budget: float = 2.0) -> None:
+        """Take in what arrived since the last call (for at most ``budget`` seconds)."""
+        deadline = time.monotonic() + budget
+        while time.monotonic() < deadline:
+            batch = self._consumer.consume(10_000, timeout=0.5)
+            for message in batch:
+                if message.error() is not None:
+                    continue
+                if message.key() is None:
+                    self.markers[int(message.partition() or 0)] += 1
+                else:
+                    self.rows += 1
+            if not batch:
+                return
+
+    def close(self) -> None:
+        """Leave the topic."""
+        self._consumer.close()
+
+
+class LiveChanges(threading.Thread):
+    """The generator writing new orders (and changes to them) at a steady rate."""
+
+    def __init__(self, bootstrap: str, first_order_id: int, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.spec = GeneratorSpec(
+            topic=SOURCE_TOPIC,
+            rows=int(LIVE_RATE * seconds),
+            partitions=3,
+            rate=LIVE_RATE,
+            resolved_every=int(LIVE_RATE // 2),  # markers twice a second
+            first_order_id=first_order_id,
+            seed=1,
+        )
+        self.bootstrap = bootstrap
+        self.report: GeneratorReport | None = None
+
+    def run(self) -> None:
+        """Write the live changes, then keep what was written."""
+        self.report = write(self.spec, {"bootstrap.servers": self.bootstrap})
 
 
 def _show_output(output: str, bootstrap: str, registry_url: str | None) -> None:
