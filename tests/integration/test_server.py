@@ -96,7 +96,7 @@ schemathesis.openapi.format(CONFIG_FORMAT, CONFIGS)
 # The document is read once, at import; the fixture points the app at each run's topics.
 API = create_app(OperatorContext({}), TOKEN)
 schema = schemathesis.openapi.from_asgi("/openapi.json", API)
-schema.config.generation.update(max_examples=12)
+schema.config.generation.update(max_examples=8)
 
 
 @pytest.fixture
