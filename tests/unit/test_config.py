@@ -33,7 +33,8 @@ def test_example_config_loads_with_defaults_filled_in() -> None:
     assert config.resolved.interval == timedelta(0)
     assert config.checkpoint.topic == "_highwater_checkpoints"
     assert config.checkpoint.frontier_checkpoint_max_bytes == 1 << 20
-    assert config.spark.trigger.available_now is True
+    assert config.spark.trigger.available_now is False  # the demo runs until stopped
+    assert config.spark.trigger.processing_time == timedelta(seconds=1)
 
 
 def test_invalid_example_names_all_three_problems_by_key_path() -> None:
