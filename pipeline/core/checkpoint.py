@@ -6,12 +6,16 @@ One JSON record per changefeed in a compacted topic, keyed by changefeed id (con
      "partitions": {"src.orders": {"offsets": [120, 98, null], "resolved": ["<hlc>", …]}},
      "leading": {"resolved": "<hlc>", "partitions": {"src.orders": "0-1,5"}},
      "last_marker": "<hlc>", "marker_sent": "<hlc>", "statement_time": null, "backfill": null,
-     "config_fingerprint": "…", "shape": {…}, "fallback": null, "written_at": "<RFC 3339>"}
+     "config_fingerprint": "…", "topics": ["src.orders"], "fallback": null,
+     "written_at": "<RFC 3339>"}
 
 ``offsets`` are the next offsets to read per partition number (``null``: from the start).
-``shape`` is what the output depends on of the config (``ChangefeedConfig.shape``: clusters,
-sources, encoder, topic naming); a resume checks the config it runs with against it
-(``update.py``). ``config_fingerprint`` is its hash, for logs.
+``topics`` are the source topics the record covers, so a table added to the config is known
+as one (it gets its own scan) at every level. Beside the record, under the key
+``shape/<id>``, the store keeps what the output depends on of the config
+(``ChangefeedConfig.shape``: clusters, sources, encoder, topic naming), written when it
+changes: a resume checks the config it runs with against it (``update.py``).
+``config_fingerprint`` is its hash, for logs.
 ``last_marker`` is the marker the record covers: it is broadcast only once the record is
 durable, and ``marker_sent`` is the last one known to have reached every output partition,
 so a resume re-sends a marker the last run checkpointed but may not have sent.
@@ -41,6 +45,7 @@ from sinks.compacted import CompactedTopic
 from .frontier import Frontier, Progress, SourcePartition
 
 FORMAT_VERSION = 1
+SHAPE_PREFIX = "shape/"  # the key of a changefeed's config shape, beside its record
 LEVELS = ("full", "leading", "offsets", "high_water")
 
 
@@ -58,7 +63,7 @@ class Checkpoint:
     config_fingerprint: str = ""
     level: str = "full"
     marker_sent: Hlc | None = None  # the last marker known to have reached every partition
-    shape: Mapping[str, Any] | None = None  # the config the output depends on (None: older)
+    topics: tuple[str, ...] | None = None  # the source topics covered (None: an older record)
 
     @classmethod
     def of(
@@ -71,7 +76,7 @@ class Checkpoint:
         backfill: Mapping[str, Any] | None = None,
         config_fingerprint: str = "",
         marker_sent: Hlc | None = None,
-        shape: Mapping[str, Any] | None = None,
+        topics: tuple[str, ...] | None = None,
     ) -> Checkpoint:
         """The checkpoint of a frontier as it stands."""
         progress = frontier.progress()
@@ -85,7 +90,7 @@ class Checkpoint:
             backfill=backfill,
             config_fingerprint=config_fingerprint,
             marker_sent=marker_sent,
-            shape=shape,
+            topics=topics,
         )
 
     def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
@@ -139,6 +144,23 @@ class CheckpointStore:
             )
         return checkpoint
 
+    def load_shape(self) -> dict[str, Any] | None:
+        """The config shape kept beside the record (None: none yet, or an older release)."""
+        data = self.topic.get(SHAPE_PREFIX + self.changefeed_id)
+        if data is None:
+            return None
+        try:
+            shape = json.loads(data)
+        except ValueError as exc:
+            raise CheckpointError(f"unreadable config shape of {self.changefeed_id!r}") from exc
+        if not isinstance(shape, dict):
+            raise CheckpointError(f"unreadable config shape of {self.changefeed_id!r}")
+        return shape
+
+    def write_shape(self, shape: Mapping[str, Any]) -> None:
+        """Keep ``shape`` beside the record (durable on return)."""
+        self.topic.put(SHAPE_PREFIX + self.changefeed_id, _dump(dict(shape)))
+
     def write(self, checkpoint: Checkpoint) -> int:
         """Write ``checkpoint`` (at the level that fits the budget); durable on return.
 
@@ -181,12 +203,20 @@ def decode(data: bytes) -> Checkpoint:
             config_fingerprint=raw.get("config_fingerprint", ""),
             level=raw.get("fallback") or "full",
             marker_sent=_hlc_or_none(raw.get("marker_sent")),
-            shape=raw.get("shape"),
+            topics=_topics(raw.get("topics")),
         )
     except CheckpointError:
         raise
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise CheckpointError(f"unreadable checkpoint record: {exc}") from exc
+
+
+def _topics(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
+        raise CheckpointError("'topics' is not a list of topic names")
+    return tuple(value)
 
 
 def _hlc_or_none(text: str | None) -> Hlc | None:
@@ -221,7 +251,7 @@ def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
         "statement_time": None if cp.statement_time is None else str(cp.statement_time),
         "backfill": cp.backfill,
         "config_fingerprint": cp.config_fingerprint,
-        "shape": cp.shape,
+        "topics": None if cp.topics is None else list(cp.topics),
         "fallback": None if level == "full" else level,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
     }

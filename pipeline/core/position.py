@@ -84,5 +84,5 @@ class Position:
             statement_time=self.statement_time,
             backfill=None if self.backfill is None else self.backfill.to_record(),
             config_fingerprint=config.fingerprint,
-            shape=config.shape,
+            topics=tuple(config.routes),
         )

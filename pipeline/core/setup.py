@@ -51,7 +51,7 @@ from .position import Position
 from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnings
 from .statement import statement_time
 from .status import JobStatus, StatusPublisher
-from .update import ConfigUpdate, check_update
+from .update import check_update
 
 log = logging.getLogger(__name__)
 
@@ -237,6 +237,7 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
     """Where the changefeed starts: resumed or created, its safepoint held, its data there."""
     restored = outputs.restored
     if restored is None:
+        outputs.checkpoints.write_shape(config.shape)
         position, start_offsets = create(config, outputs)
         if position.backfill is not None:
             check_history_complete(start_offsets, outputs.source_configs)
@@ -244,16 +245,16 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
         if position.backfill is None:
             check_sources_hold(outputs, position)
         return position
-    update = ConfigUpdate()
-    if restored.shape is not None:
-        update = check_update(restored.shape, config.shape)  # refuses what breaks the output
-    elif restored.config_fingerprint not in ("", config.fingerprint):  # an older release's
-        log.warning("changefeed %s: config changed since the checkpoint", config.changefeed_id)
-    if update:
-        log.info("changefeed %s: config updated: %s", config.changefeed_id, update.describe())
+    shape = outputs.checkpoints.load_shape()
+    if shape is None or shape != config.shape:
+        if shape is not None:  # refuses what the output cannot follow, naming it
+            update = check_update(shape, config.shape)
+            log.info("changefeed %s: config updated: %s", config.changefeed_id, update.describe())
+        outputs.checkpoints.write_shape(config.shape)
     position = Position.restored(restored, outputs.partitions)
-    if update.added:
-        position = add_tables(config, outputs, position, update.added)
+    added = tuple(t for t in config.routes if restored.topics and t not in restored.topics)
+    if added:  # known from the record itself: a crash before its scan was recorded adds again
+        position = add_tables(config, outputs, position, added)
     log.info(
         "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
         config.changefeed_id,

@@ -8,7 +8,7 @@ record keeps), and says what the change is, or refuses it naming every option it
 * **tables** may be added (each gets its own initial scan at the time the changefeed next
   starts, unless ``initial_scan`` is ``no``; the other tables go on without one) or dropped
   (its output topic keeps what it has, and gets no more markers); a table kept must stay
-  as it was (its topic, columns, key);
+  as it was (its table, format, key), but its columns may evolve (``table_schema``);
 * **safe options** (:data:`SAFE`) may change: cadence, rate limits, error handling,
   metrics, Spark, credentials, the partitions of topics yet to be created;
 * anything else is refused with its reason (:data:`REFUSED`): what shapes the messages on
@@ -27,6 +27,10 @@ from typing import Any
 
 from schemas.errors import ConfigError
 
+# What may change of a table the changefeed keeps: its columns (schema evolution; an Avro
+# output registers a new version, and the registry's compatibility rule refuses what its
+# consumers could not read).
+EVOLVING = frozenset({"table_schema"})
 # Options (dotted paths, and what is under them) that may change.
 SAFE = (
     "resolved",
@@ -126,6 +130,8 @@ def _tables(
         if topic not in old:
             continue
         for key in sorted(set(source) | set(old[topic])):
+            if key in EVOLVING:
+                continue
             if source.get(key) != old[topic].get(key):
                 problems.append(
                     (

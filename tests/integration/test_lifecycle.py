@@ -312,13 +312,12 @@ def test_update_adds_a_table_with_its_own_scan_and_refuses_what_breaks_the_outpu
         ]
         assert {p for p, _ in markers} == {0, 1}
         assert max(r for _, r in markers) == "70.0000000000"
-    records = [
-        json.loads(m.value)
-        for m in consume_all(kafka_bootstrap, "_highwater_checkpoints")
-        if m.key == changefeed_id.encode()
-    ]
+    kept = consume_all(kafka_bootstrap, "_highwater_checkpoints")
+    records = [json.loads(m.value) for m in kept if m.key == changefeed_id.encode()]
     assert records[-1]["backfill"] is None
-    assert [s["topic"] for s in records[-1]["shape"]["sources"]] == [orders, customers]
+    assert records[-1]["topics"] == [orders, customers]
+    shapes = [json.loads(m.value) for m in kept if m.key == f"shape/{changefeed_id}".encode()]
+    assert [s["topic"] for s in shapes[-1]["sources"]] == [orders, customers]
     assert any((r["backfill"] or {}).get("time") == "70.0000000000" for r in records)
 
     # `highwater run` with a file that changes the envelope: refused at start, naming it.

@@ -22,7 +22,9 @@ def test_full_record_round_trips_and_is_readable_json() -> None:
     frontier = frontier_with(
         dict(zip(parts, [10, 30, 10, 20], strict=True)), dict(zip(parts, [5, 6, 7, 8], strict=True))
     )
-    cp = Checkpoint.of("cf", frontier, last_marker=Hlc(9), config_fingerprint="abc")
+    cp = Checkpoint.of(
+        "cf", frontier, last_marker=Hlc(9), config_fingerprint="abc", topics=("src", "other")
+    )
     data = cp.encode(1 << 20)
     record = json.loads(data)
     assert record["high_water"] == str(Hlc(10))
@@ -33,6 +35,8 @@ def test_full_record_round_trips_and_is_readable_json() -> None:
     assert back.progress(parts) == frontier.progress()
     assert back.last_marker == Hlc(9)
     assert back.config_fingerprint == "abc"
+    assert back.topics == ("src", "other")  # kept at every level: added tables are known
+    assert decode(cp.encode(len(data) - 1)).topics == ("src", "other")
 
 
 def test_budget_ladder_only_ever_lowers_resolved_times() -> None:

@@ -95,6 +95,14 @@ def test_a_kept_table_must_stay_as_it_was() -> None:
     assert "'src.orders'" in problems["sources[1].database"]
 
 
+def test_a_kept_table_may_evolve_its_columns() -> None:
+    schema = {"type": "record", "name": "orders", "fields": [{"name": "id", "type": "long"}]}
+    wider = {**schema, "fields": [*schema["fields"], {"name": "note", "type": ["null", "string"]}]}
+    before = shape(sources=[{**ORDERS, "table_schema": schema, "primary_key": ["id"]}])
+    after = shape(sources=[{**ORDERS, "table_schema": wider, "primary_key": ["id"]}])
+    assert not check_update(before, after)  # the registry's compatibility rule decides (Avro)
+
+
 def test_every_refusal_is_reported_at_once() -> None:
     after = full(encoder={"diff": True, "updated": True}, resolved={"interval": "1s"})
     assert set(refused(full(), after)) == {"encoder.diff", "encoder.updated"}
