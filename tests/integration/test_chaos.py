@@ -20,11 +20,12 @@ from typing import Any
 
 from confluent_kafka import Producer
 
+from pipeline.config import load_config
 from pipeline.dev.broker import EmbeddedKafka
 from sinks.admin import ensure_topics
-from tests.support.changefeed import checkpoint_records
+from tests.support.changefeed import checkpoint_records, run_to_end
 from tests.support.kafka import consume_all
-from tests.support.process import run, run_killed_at, write_config
+from tests.support.process import run_killed_at, write_config
 from tests.support.validator import validate
 from tests.support.workload import Workload
 
@@ -89,19 +90,24 @@ def config_for(bootstrap: str, changefeed_id: str, source: str) -> dict[str, Any
 
 
 def test_a_random_workload_survives_kills_and_the_validator_finds_nothing(
-    kafka_bootstrap: str, unique_name: Any, tmp_path: Path
+    kafka_bootstrap: str, unique_name: Any, tmp_path: Path, spark: Any
 ) -> None:
     broker = EmbeddedKafka(tmp_path / "soak-kafka") if SOAK else None
     bootstrap = broker.start().bootstrap_servers if broker is not None else kafka_bootstrap
     try:
-        chaos(bootstrap, unique_name("src"), unique_name("cf"), tmp_path, broker)
+        chaos(bootstrap, unique_name("src"), unique_name("cf"), tmp_path, broker, spark)
     finally:
         if broker is not None:
             broker.stop()
 
 
-def chaos(
-    bootstrap: str, source: str, changefeed_id: str, tmp_path: Path, broker: EmbeddedKafka | None
+def chaos(  # noqa: PLR0917 - one soak's parts
+    bootstrap: str,
+    source: str,
+    changefeed_id: str,
+    tmp_path: Path,
+    broker: EmbeddedKafka | None,
+    spark: Any,
 ) -> None:
     rnd = random.Random(SEED)
     workload = Workload(partitions=PARTITIONS, seed=SEED)
@@ -129,9 +135,7 @@ def chaos(
     producer.finish()
     drain = config_for(bootstrap, changefeed_id, source)
     drain["spark"] = {"trigger": {"available_now": True}}
-    assert run(write_config(tmp_path / "drain.yaml", drain), log, timeout=300) == 0, (
-        log.read_text()[-3000:]
-    )
+    run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)  # in-process
     output = consume_all(bootstrap, f"{changefeed_id}.t")
     dead = consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}")
     report = validate(workload, output, dead)

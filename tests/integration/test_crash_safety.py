@@ -5,10 +5,11 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from pipeline.config import load_config
 from pipeline.dev.generator import GeneratorSpec, write
-from tests.support.changefeed import checkpoint_records
+from tests.support.changefeed import checkpoint_records, run_to_end
 from tests.support.kafka import Message, consume_all
-from tests.support.process import run, run_killed_at, write_config
+from tests.support.process import run_killed_at, write_config
 from tests.support.validator import hlc_order
 
 CRASHES = ["during_write:3", "after_write:2", "after_marker:2"]
@@ -40,7 +41,7 @@ def row_id(m: Message) -> tuple[bytes, str]:
 
 
 def test_kill_9_at_three_points_then_resume_keeps_every_guarantee(
-    kafka_bootstrap: str, unique_name, tmp_path: Path
+    kafka_bootstrap: str, unique_name, tmp_path: Path, spark
 ) -> None:
     source, changefeed_id = unique_name("src"), unique_name("cf")
     write(
@@ -76,7 +77,7 @@ def test_kill_9_at_three_points_then_resume_keeps_every_guarantee(
     final_checkpoint = latest_checkpoint(kafka_bootstrap, changefeed_id)
     assert final_checkpoint is not None, "no checkpoint survived three crashes"
     raw["spark"]["trigger"] = {"available_now": True}
-    assert run(write_config(tmp_path / "drain.yaml", raw), log) == 0, log.read_text()[-3000:]
+    run_to_end(load_config(write_config(tmp_path / "drain.yaml", raw)), spark)  # in-process
 
     output = consume_all(kafka_bootstrap, out_topic)
     rows = [m for m in output if m.key is not None]

@@ -5,6 +5,7 @@ import signal
 import time
 from pathlib import Path
 
+from pipeline.config import load_config
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.hlc import HlcClock
 from tests.support.changefeed import (
@@ -15,7 +16,7 @@ from tests.support.changefeed import (
     run_to_end,
 )
 from tests.support.kafka import consume_all
-from tests.support.process import run, run_killed_at, start_run, write_config
+from tests.support.process import run_killed_at, start_run, write_config
 from tests.support.validator import hlc_order
 
 BASE = 1_800_000_000_000_000_000
@@ -32,7 +33,7 @@ def row_ids(messages) -> list[tuple[bytes, str]]:
 
 
 def test_stalled_partition_does_not_make_the_leading_ones_replay(
-    kafka_bootstrap: str, unique_name, tmp_path: Path
+    kafka_bootstrap: str, unique_name, tmp_path: Path, spark
 ) -> None:
     source, changefeed_id = unique_name("src"), unique_name("cf")
     write(
@@ -73,7 +74,7 @@ def test_stalled_partition_does_not_make_the_leading_ones_replay(
     ends = {m.partition: m.offset + 1 for m in first_run}
 
     raw["spark"]["trigger"] = {"available_now": True}
-    assert run(write_config(tmp_path / "b.yaml", raw), log) == 0, log.read_text()[-2000:]
+    run_to_end(load_config(write_config(tmp_path / "b.yaml", raw)), spark)  # in-process
     everything = consume_all(kafka_bootstrap, f"{changefeed_id}.orders")
     after = row_ids([m for m in everything if m.offset >= ends.get(m.partition, 0)])
     replayed = set(after) & set(before)

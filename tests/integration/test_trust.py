@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from pipeline.cli import main as highwater
+from pipeline.config import load_config
 from pipeline.core.changefeed import Changefeed
 from pipeline.core.checkpoint import Checkpoint, CheckpointStore
 from pipeline.core.frontier import Frontier, SourcePartition
@@ -25,7 +26,7 @@ from tests.support.changefeed import (
     run_to_end,
 )
 from tests.support.kafka import consume_all
-from tests.support.process import run, run_killed_at, write_config
+from tests.support.process import run_killed_at, write_config
 
 T1, T2, T9 = (
     "1700000000000000001.0000000000",
@@ -235,7 +236,7 @@ def test_an_end_time_below_the_statement_time_is_refused(
 
 
 def test_a_marker_checkpointed_but_not_sent_is_sent_by_the_next_run(
-    kafka_bootstrap: str, unique_name, tmp_path: Path
+    kafka_bootstrap: str, unique_name, tmp_path: Path, spark
 ) -> None:
     source, changefeed_id = unique_name("src"), unique_name("cf")
     produce(kafka_bootstrap, source, _rows_and_markers(2), partitions=2)
@@ -256,13 +257,13 @@ def test_a_marker_checkpointed_but_not_sent_is_sent_by_the_next_run(
     assert record["last_marker"] == record["statement_time"] == T2
     assert read_output(kafka_bootstrap, topic).markers == [], "killed before the broadcast"
 
-    assert run(config_file, log) == 0, log.read_text()[-3000:]
+    Changefeed(load_config(config_file), spark).run()  # the next run (in-process)
     markers = read_output(kafka_bootstrap, topic).markers
     assert sorted((m.partition, json.loads(m.value)["resolved"]) for m in markers) == [
         (p, T2) for p in range(3)
     ]
     assert checkpoint_records(kafka_bootstrap, changefeed_id)[-1]["marker_sent"] == T2
-    assert run(config_file, log) == 0  # and a further run sends nothing twice
+    Changefeed(load_config(config_file), spark).run()  # and a further one sends nothing twice
     assert len(read_output(kafka_bootstrap, topic).markers) == 3
 
 
