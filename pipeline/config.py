@@ -130,7 +130,7 @@ class SourceConfig(_Section):
 
     topic: Name
     table: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-    format: Literal["native"] = "native"
+    format: Literal["native", "canal-json"] = "native"
     database: Annotated[str, Field(min_length=1)] = "defaultdb"
     schema_name: Annotated[str, Field(min_length=1)] = "public"
     # The table's columns as an Avro record schema: inline, or the path of an .avsc file
@@ -350,6 +350,7 @@ class ChangefeedConfig(_Section):
     def _combinations(self) -> ChangefeedConfig:
         problems: list[tuple[str, str]] = []
         self._check_sources(problems)
+        self._check_formats(problems)
         if self.end_time is not None and self.initial_scan.mode == "only":
             problems.append(("end_time", "cannot be used with initial_scan.mode: only"))
         if self.cursor is not None and self.end_time is not None and self.end_time <= self.cursor:
@@ -404,6 +405,17 @@ class ChangefeedConfig(_Section):
                     (
                         f"encoder.{option}",
                         "a CDC query needs the table's columns: declare sources[0].table_schema",
+                    )
+                )
+
+    def _check_formats(self, problems: list[tuple[str, str]]) -> None:
+        for i, source in enumerate(self.sources):
+            if source.format == "canal-json" and self.scan_mode != "no":
+                problems.append(
+                    (
+                        f"sources[{i}].format",
+                        "canal-json records have no record key, so the initial scan cannot "
+                        "tell a row's versions apart yet: use initial_scan: no or a cursor",
                     )
                 )
 

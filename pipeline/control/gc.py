@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient
 from pipeline.core.frontier import SourcePartition
 from pipeline.core.kafka_clients import range_reader, read_range
 from pipeline.core.safepoints import Safepoint, SafepointRegistry, retention_warnings
-from pipeline.core.sources import BadRecord, Marker, adapter
+from pipeline.core.sources import BadRecord, adapter, record_time
 from schemas.errors import SafepointError, SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import topic_configs
@@ -114,7 +114,7 @@ def _times(
         except BadRecord:
             yield message.offset(), None
             continue
-        yield message.offset(), item.resolved if isinstance(item, Marker) else item.ts
+        yield message.offset(), record_time(item)
 
 
 class GarbageCollector:

@@ -38,7 +38,7 @@ from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
 from .queries import RowShape
-from .sources import BadRecord, Change, Marker, NativeAdapter, adapter
+from .sources import Adapter, BadRecord, Change, Marker, Rows, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -303,8 +303,8 @@ def _runs(batch: pa.RecordBatch) -> list[tuple[int, int]]:
 
 
 def _reader(
-    source: NativeAdapter, keys: pa.Array, values: pa.Array, verbatim: tuple[str, ...] | None
-) -> Callable[[int, bytes | None, bytes | None], Change | Marker]:
+    source: Adapter, keys: pa.Array, values: pa.Array, verbatim: tuple[str, ...] | None
+) -> Callable[[int, bytes | None, bytes | None], Change | Marker | Rows | None]:
     """Decodes record ``i`` of a stretch (its key and value), its numbers as exact as needed.
 
     The exact JSON reader reads the records the source adapter flags (``exact``), for the
@@ -318,7 +318,7 @@ def _reader(
         return lambda i, key, value: decode(key, value, flags[i])
     exact: list[bool] = []
 
-    def read(i: int, key: bytes | None, value: bytes | None) -> Change | Marker:
+    def read(i: int, key: bytes | None, value: bytes | None) -> Change | Marker | Rows | None:
         if exact:
             return decode(key, value, exact[i])
         item = decode(key, value, False)
@@ -393,7 +393,7 @@ class Task:
             self.floors[sp] = self.plan.thresholds.get(sp, self.plan.new_partition_floor)
         return sp, state
 
-    def records(self, run: pa.RecordBatch, out: Output) -> None:
+    def records(self, run: pa.RecordBatch, out: Output) -> None:  # noqa: PLR0915 - one frame
         """Decode, filter and encode a stretch of one source partition's records into ``out``.
 
         The hot loop of the changefeed: Python objects only for keys and values, appends
@@ -420,35 +420,41 @@ class Task:
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
                 item = decode(i, key, value)
-                if isinstance(item, Marker):
+                if isinstance(item, Change):
+                    changes: Rows = (item,)
+                elif isinstance(item, Marker):
                     floor = max(floor, item.resolved)
                     state.resolved = max(state.resolved or ZERO, item.resolved)
                     continue
-                if shape is not None:
-                    item = shape(i, item)
-                ts = item.ts
-                if ts <= floor:
-                    state.duplicates += 1
-                    continue
-                if end_time is not None and ts > end_time:
-                    continue
-                row = ChangeRow(table, item.key, item.after, item.before, ts, ts, item.text)
-                key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
-                record_size = len(key_bytes) + len(value_bytes or b"")
-                if record_size > room:
-                    raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)
+                else:
+                    changes = item or ()  # several rows (canal-json), or none (a tombstone)
+                for change in changes:
+                    if shape is not None:
+                        change = shape(i, change)  # noqa: PLW2901 - the query's change
+                    ts = change.ts
+                    if ts <= floor:
+                        state.duplicates += 1
+                        continue
+                    if end_time is not None and ts > end_time:
+                        continue
+                    row = ChangeRow(
+                        table, change.key, change.after, change.before, ts, ts, change.text
+                    )
+                    key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
+                    record_size = len(key_bytes) + len(value_bytes or b"")
+                    if record_size > room:
+                        raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)
+                    add_key(key_bytes)  # a record's rows before a bad one of it stay written
+                    add_value(value_bytes)
+                    emitted += 1
+                    kept += 1
+                    size += record_size
             except Exception as exc:  # no record, however strange, stops a feed
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
                 if self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i):
                     stop = i
                     break
-                continue
-            add_key(key_bytes)
-            add_value(value_bytes)
-            emitted += 1
-            kept += 1
-            size += record_size
         out.topic_run(ctx.topic, emitted)
         self.walked(sp, state, floor, (kept, size), offsets, stop)
 

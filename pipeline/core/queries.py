@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from schemas.errors import ConfigError
 from schemas.tables import TableSchema
 
-from .sources import BadRecord, Change, NativeAdapter
+from .sources import Adapter, BadRecord, Change
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -219,9 +219,7 @@ class RowShape:
                 named.append(((found[2] or column).strip("`"), column))
         return cls(schema, encoder.select is not None, tuple(named))
 
-    def stretch(
-        self, run: pa.RecordBatch, source: NativeAdapter
-    ) -> Callable[[int, Change], Change]:
+    def stretch(self, run: pa.RecordBatch, source: Adapter) -> Callable[[int, Change], Change]:
         """For a stretch of records: record ``i``'s source change → the query's change.
 
         Raises :class:`BadRecord` for what Spark marked (``error``) and a decimal that does
@@ -245,6 +243,8 @@ class RowShape:
             if not self.selects:
                 return change
             selected = source.change(change.key, texts[i], exact[i])
+            if selected is None:
+                raise BadRecord("the query's projection of the change is empty")
             for image, values in ((selected.after, change.after), (selected.before, change.before)):
                 if image is not None and values is not None:
                     image.update((field, values[col]) for field, col in named if col in values)

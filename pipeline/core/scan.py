@@ -174,6 +174,8 @@ class ScanTask(Task):
                 if self.key_values is None:
                     raise BadRecord(self.key_error or "no key")
                 item = change(self.key_values, values[i], exact[i])
+                if item is None:
+                    continue  # nothing to emit (a tombstone after a delete)
                 if shape is not None:
                     item = shape(i, item)
             except Exception as exc:  # no record, however strange, stops a scan

@@ -176,3 +176,12 @@ def test_one_topic_for_several_tables_is_refused_as_keys_could_collide() -> None
     with pytest.raises(ConfigError) as caught:
         parse_config(raw, env={})
     assert "sink.topic_name: cannot hold several tables" in str(caught.value)
+
+
+def test_canal_json_needs_no_initial_scan_and_says_so_by_key() -> None:
+    canal = [{"topic": "tidb-orders", "table": "orders", "format": "canal-json"}]
+    found = problems(minimal(sources=canal))
+    assert "initial scan cannot" in found["sources[0].format"]
+    assert parse_config(minimal(sources=canal, initial_scan="no"), env={}).scan_mode == "no"
+    assert parse_config(minimal(sources=canal, cursor="1.0"), env={}).scan_mode == "no"
+    assert "sources[0].format" in problems(minimal(sources=[{**canal[0], "format": "debezium"}]))

@@ -1,0 +1,60 @@
+"""Source adapters: one raw Kafka record in, one internal change (or marker) out.
+
+The contract is ``base.py``; one module per ``format:`` of a source:
+
+==============  =================================================================
+``native``      CockroachDB's changefeed JSON, resolved markers on every partition
+``canal-json``  TiCDC's Canal-JSON (TiDB extension): watermarks are the markers
+``debezium``    Debezium's JSON events (with or without schemas); no markers of its
+                own: not selectable in a config until they are derived from its
+                transaction metadata
+==============  =================================================================
+"""
+
+from __future__ import annotations
+
+from .base import (
+    NOT_JSON,
+    Adapter,
+    BadRecord,
+    Change,
+    Marker,
+    Op,
+    Rows,
+    exact_flags,
+    loads,
+    parse_hlc,
+    record_time,
+)
+from .canal import CanalJsonAdapter
+from .debezium import DebeziumAdapter
+from .native import NativeAdapter
+
+__all__ = [
+    "NOT_JSON",
+    "Adapter",
+    "BadRecord",
+    "CanalJsonAdapter",
+    "Change",
+    "DebeziumAdapter",
+    "Marker",
+    "NativeAdapter",
+    "Op",
+    "Rows",
+    "adapter",
+    "exact_flags",
+    "loads",
+    "parse_hlc",
+    "record_time",
+]
+
+ADAPTERS: dict[str, type[Adapter]] = {
+    "native": NativeAdapter,
+    "canal-json": CanalJsonAdapter,
+    "debezium": DebeziumAdapter,
+}
+
+
+def adapter(source_format: str) -> Adapter:
+    """The adapter for a source's ``format``."""
+    return ADAPTERS[source_format]()

@@ -1,0 +1,229 @@
+"""Format ``debezium``: Debezium's change events in JSON (``JsonConverter``).
+
+With ``schemas.enable=true`` each key and value is ``{"schema": …, "payload": …}``; without,
+the payload alone. A value's payload::
+
+    {"before": {…}|null, "after": {…}|null, "op": "c",
+     "source": {"connector": "postgresql", "ts_ms": 1700000000123, "ts_us": …, "ts_ns": …,
+                "lsn": 24023984, "txId": 771, …},
+     "transaction": {"id": "771:24023984", "total_order": 2, "data_collection_order": 1},
+     "ts_ms": …}
+
+* the key is the record key's fields, in order (Debezium keys a row by its primary key);
+* ``op``: ``c`` (insert), ``r`` (a snapshot read: a row as the connector's snapshot saw it),
+  ``u`` (update), ``d`` (delete); a null value (the tombstone after a delete) carries nothing;
+  ``t`` (truncate) cannot be said per key: a bad record, for ``on_error``;
+* the commit time is ``source.ts_ns`` (else ``ts_us``, ``ts_ms``) in nanoseconds, and the
+  event's place in its transaction (``transaction.total_order``) is the logical part: two
+  versions of a key in one transaction keep their order;
+* with a schema, values are read by their semantic types: ``Decimal`` and
+  ``VariableScaleDecimal`` (``decimal.handling.mode=precise``: base64 two's-complement bytes)
+  become JSON numbers with their exact digits, Debezium's and Kafka Connect's dates, times and
+  timestamps (days, milli-, micro-, nanoseconds) become ISO-8601 text, exactly; the rest
+  (``ZonedTimestamp`` text, strings, numbers) is kept as sent. Without a schema the payload is
+  kept as sent (``decimal.handling.mode=string`` keeps NUMERIC exact there).
+
+Debezium writes no resolved markers on the data topics: a null-key record there is not a
+marker, and the markers come from elsewhere (the transaction metadata topic).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from schemas.hlc import Hlc
+from schemas.jsontext import Number
+
+from .base import (
+    BadRecord,
+    Change,
+    Marker,
+    Op,
+    Rows,
+    exact_flags,
+    exact_number,
+    json_object,
+    no_times,
+    parse_json,
+)
+
+_OPS: dict[str, Op] = {"c": "insert", "r": "insert", "u": "update", "d": "delete"}
+_EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - Debezium's timestamps without a zone
+_DAY = date(1970, 1, 1)
+_DECIMAL = "org.apache.kafka.connect.data.Decimal"
+_VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
+# semantic type -> (what it counts, per second) for times of day and timestamps
+_TIMESTAMPS = {
+    "io.debezium.time.Timestamp": 1_000,
+    "io.debezium.time.MicroTimestamp": 1_000_000,
+    "io.debezium.time.NanoTimestamp": 1_000_000_000,
+    "org.apache.kafka.connect.data.Timestamp": 1_000,
+}
+_TIMES = {
+    "io.debezium.time.Time": 1_000,
+    "io.debezium.time.MicroTime": 1_000_000,
+    "io.debezium.time.NanoTime": 1_000_000_000,
+    "org.apache.kafka.connect.data.Time": 1_000,
+}
+_CLOCKS = (("ts_ns", 1), ("ts_us", 1_000), ("ts_ms", 1_000_000))  # field, ns per unit
+_DATES = frozenset({"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"})
+
+
+def commit_time(source: Any, transaction: Any) -> Hlc:
+    """The event's commit time (nanoseconds) and its place in the transaction."""
+    if type(source) is not dict:
+        raise BadRecord("no 'source' object")
+    found = [(f, source.get(f), scale) for f, scale in _CLOCKS if source.get(f) is not None]
+    if not found:
+        raise BadRecord("no 'source.ts_ms' (nor ts_us, ts_ns): the commit time is needed")
+    field, ts, scale = found[0]
+    if type(ts) is not int or ts < 0:
+        raise BadRecord(f"'source.{field}' is not a non-negative integer")
+    order = transaction.get("total_order") if type(transaction) is dict else None
+    logical = order if type(order) is int and 0 <= order < 10_000_000_000 else 0
+    return Hlc(ts * scale, logical)
+
+
+class DebeziumAdapter:
+    """Format ``debezium`` (see the module's description)."""
+
+    times = staticmethod(no_times)
+    exact = staticmethod(exact_flags)
+
+    def decode(
+        self, key: bytes | None, value: bytes | None, exact: bool | None = None
+    ) -> Change | Marker | Rows | None:
+        """One record: a change, or None (a tombstone)."""
+        if key is None:
+            raise BadRecord(
+                "no record key: Debezium keys rows by their primary key (a table without one "
+                "cannot be followed per key)"
+            )
+        return self.change(self.key(key, exact), value, exact, key)
+
+    def key(self, key: bytes, exact: bool | None = None) -> list[Any]:
+        """The key's fields, in order."""
+        body = parse_json(key, exact, dict, "key is not a JSON object")
+        payload = _payload(body)[0]
+        if type(payload) is not dict or not payload:
+            raise BadRecord("key has no fields")
+        return list(payload.values())
+
+    def change(
+        self,
+        key_values: list[Any],
+        value: bytes | None,
+        exact: bool | None = None,
+        key: bytes | None = None,
+    ) -> Change | None:
+        """A keyed record: its change, or None for a tombstone."""
+        if value is None:
+            return None
+        payload, schema = _payload(json_object(value, exact))
+        if payload is None:
+            return None  # a tombstone with schemas.enable=true
+        if type(payload) is not dict:
+            raise BadRecord("the payload is not an object")
+        code = payload.get("op")
+        op = _OPS.get(code)  # type: ignore[arg-type]
+        if op is None:
+            if code == "t":
+                raise BadRecord("a TRUNCATE removes every row at once: it cannot be said per key")
+            raise BadRecord(f"'op' {code!r} is not c, r, u or d")
+        ts = commit_time(payload.get("source"), payload.get("transaction"))
+        images = []
+        for field in ("after", "before"):
+            image = payload.get(field)
+            if image is not None and type(image) is not dict:
+                raise BadRecord(f"{field!r} is not an object or null")
+            if image is not None and schema is not None:
+                image = _typed(image, _field_schemas(schema, field), field)
+            images.append(image)
+        after, before = images
+        if (after is None) != (op == "delete"):
+            raise BadRecord(f"op {code!r} with {'no ' if after is None else ''}'after'")
+        return Change(key_values, after, before, op, ts)
+
+    def marker(self, value: bytes | None) -> Marker | None:
+        """Debezium writes no markers on its data topics."""
+        return None
+
+
+def _payload(body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
+    """``(payload, schema)`` of a ``{"schema", "payload"}`` envelope, or ``(body, None)``."""
+    if len(body) == 2 and "schema" in body and "payload" in body:
+        schema = body["schema"]
+        return body["payload"], schema if type(schema) is dict else None
+    return body, None
+
+
+def _field_schemas(schema: dict[str, Any], field: str) -> dict[str, dict[str, Any]]:
+    """The column schemas of the envelope's ``field`` (``after``, ``before``) by name."""
+    for entry in schema.get("fields") or ():
+        if type(entry) is dict and entry.get("field") == field:
+            columns = entry.get("fields") or ()
+            return {c["field"]: c for c in columns if type(c) is dict and "field" in c}
+    return {}
+
+
+def _typed(image: dict[str, Any], columns: dict[str, dict[str, Any]], field: str) -> dict[str, Any]:
+    """A row image with its semantic types read (see the module's description)."""
+    out = dict(image)
+    for name, value in image.items():
+        column = columns.get(name)
+        if value is None or column is None or not column.get("name"):
+            continue
+        try:
+            out[name] = _semantic(value, column)
+        except (ValueError, TypeError, KeyError, OverflowError, binascii.Error) as exc:
+            raise BadRecord(
+                f"{field}.{name}: {column['name']} value {value!r} cannot be read: {exc}"
+            ) from None
+    return out
+
+
+def _semantic(value: Any, column: dict[str, Any]) -> Any:
+    kind = column["name"]
+    if kind == _DECIMAL:
+        return decimal_number(value, int((column.get("parameters") or {})["scale"]))
+    if kind == _VARIABLE_DECIMAL:
+        return decimal_number(value["value"], int(value["scale"]))
+    if kind in _DATES:
+        return (_DAY + timedelta(days=_integer(value))).isoformat()
+    if kind in _TIMESTAMPS:
+        seconds, fraction = divmod(_integer(value), _TIMESTAMPS[kind])
+        moment = _EPOCH + timedelta(seconds=seconds)
+        return moment.isoformat() + _fraction(fraction, _TIMESTAMPS[kind])
+    if kind in _TIMES:
+        seconds, fraction = divmod(_integer(value), _TIMES[kind])
+        clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+        return clock + _fraction(fraction, _TIMES[kind])
+    return value
+
+
+def _integer(value: Any) -> int:
+    if type(value) is not int:
+        raise TypeError("not an integer")
+    return value
+
+
+def _fraction(count: int, per_second: int) -> str:
+    """``.123`` for 123 ms, ``.000123`` for 123 µs; nothing for a whole second."""
+    if not count:
+        return ""
+    digits = len(str(per_second)) - 1
+    return f".{count:0{digits}d}"
+
+
+def decimal_number(encoded: Any, scale: int) -> int | Number:
+    """Base64 big-endian two's-complement digits and a scale, as the exact number."""
+    if type(encoded) is not str:
+        raise TypeError("not base64 text")
+    unscaled = int.from_bytes(base64.b64decode(encoded, validate=True), "big", signed=True)
+    if scale <= 0:
+        return exact_number(str(unscaled * 10**-scale))
+    sign, digits = ("-" if unscaled < 0 else ""), str(abs(unscaled)).rjust(scale + 1, "0")
+    return Number(f"{sign}{digits[:-scale]}.{digits[-scale:]}")

@@ -1,0 +1,218 @@
+"""Debezium's JSON change events (``pipeline/core/sources/debezium.py``).
+
+The records are shaped as Debezium's PostgreSQL connector writes them through Kafka Connect's
+``JsonConverter``, with and without ``schemas.enable``: a table with NUMERIC of fixed and of
+variable scale (``decimal.handling.mode=precise``), dates, times, timestamps with and without
+a zone, text of any characters; transaction metadata on.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import json
+from decimal import Context, Decimal
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.core.sources import BadRecord, Change
+from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number
+from schemas.hlc import Hlc
+from schemas.jsontext import Number
+
+pytestmark = pytest.mark.unit
+
+
+def b64(unscaled: int) -> str:
+    size = max(1, (unscaled.bit_length() + 8) // 8)
+    return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
+
+
+def column(name: str, kind: str, semantic: str | None = None, **parameters: str) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": kind, "optional": True, "field": name}
+    if semantic is not None:
+        out["name"] = semantic
+    if parameters:
+        out["parameters"] = parameters
+    return out
+
+
+COLUMNS = [
+    column("id", "int32"),
+    column("amount", "bytes", "org.apache.kafka.connect.data.Decimal", scale="2"),
+    {
+        "type": "struct",
+        "optional": True,
+        "name": "io.debezium.data.VariableScaleDecimal",
+        "field": "ratio",
+        "fields": [{"type": "int32", "field": "scale"}, {"type": "bytes", "field": "value"}],
+    },
+    column("day", "int32", "io.debezium.time.Date"),
+    column("at", "int64", "io.debezium.time.MicroTimestamp"),
+    column("at_ms", "int64", "org.apache.kafka.connect.data.Timestamp"),
+    column("clock", "int64", "io.debezium.time.MicroTime"),
+    column("zoned", "string", "io.debezium.time.ZonedTimestamp"),
+    column("note", "string"),
+]
+SCHEMA = {
+    "type": "struct",
+    "name": "pg.public.orders.Envelope",
+    "fields": [
+        {"type": "struct", "fields": COLUMNS, "optional": True, "field": "before"},
+        {"type": "struct", "fields": COLUMNS, "optional": True, "field": "after"},
+        {"type": "struct", "fields": [], "optional": False, "field": "source"},
+        {"type": "string", "optional": False, "field": "op"},
+    ],
+}
+SOURCE = {
+    "version": "3.3.1.Final",
+    "connector": "postgresql",
+    "name": "pg",
+    "ts_ms": 1_700_000_000_123,
+    "ts_us": 1_700_000_000_123_456,
+    "ts_ns": 1_700_000_000_123_456_000,
+    "snapshot": "false",
+    "db": "shop",
+    "schema": "public",
+    "table": "orders",
+    "txId": 771,
+    "lsn": 24023984,
+}
+ROW = {
+    "id": 7,
+    "amount": b64(-123456),  # -1234.56
+    "ratio": {"scale": 30, "value": b64(12345678901234567890123456789012345)},
+    "day": 19782,  # 2024-02-29
+    "at": 1_709_251_199_999_999,  # 2024-02-29T23:59:59.999999
+    "at_ms": 1_709_251_199_120,
+    "clock": 45_296_000_001,  # 12:34:56.000001
+    "zoned": "2024-02-29T23:59:59.999999Z",
+    "note": 'ü 𝄞 "quoted" \\ \u2028',
+}
+TYPED = {
+    "id": 7,
+    "amount": Number("-1234.56"),
+    "ratio": Number("12345.678901234567890123456789012345"),
+    "day": "2024-02-29",
+    "at": "2024-02-29T23:59:59.999999",
+    "at_ms": "2024-02-29T23:59:59.120",
+    "clock": "12:34:56.000001",
+    "zoned": "2024-02-29T23:59:59.999999Z",
+    "note": ROW["note"],
+}
+TX = {"id": "771:24023984", "total_order": 2, "data_collection_order": 1}
+
+
+def payload(op: str, after: Any = None, before: Any = None, **extra: Any) -> dict[str, Any]:
+    return {
+        "before": before,
+        "after": after,
+        "source": SOURCE,
+        "op": op,
+        "ts_ms": 1_700_000_000_200,
+        "transaction": TX,
+        **extra,
+    }
+
+
+def decode(key: Any, value: Any, *, schema: bool = True) -> Any:
+    def enc(body: Any, body_schema: Any) -> bytes | None:
+        if body is None:
+            return None
+        wrapped = {"schema": body_schema, "payload": body} if schema else body
+        return json.dumps(wrapped, ensure_ascii=False).encode()
+
+    return DebeziumAdapter().decode(enc(key, {"type": "struct"}), enc(value, SCHEMA))
+
+
+def test_an_insert_with_a_schema_reads_every_semantic_type_exactly() -> None:
+    change = decode({"id": 7}, payload("c", after=ROW))
+    assert change == Change([7], TYPED, None, "insert", Hlc(1_700_000_000_123_456_000, 2))
+
+
+def test_updates_deletes_and_snapshot_reads() -> None:
+    old = {**ROW, "note": "old"}
+    update = decode({"id": 7}, payload("u", after=ROW, before=old))
+    assert (update.op, update.after, update.before) == ("update", TYPED, {**TYPED, "note": "old"})
+    delete = decode({"id": 7}, payload("d", before=ROW))
+    assert (delete.op, delete.after, delete.before) == ("delete", None, TYPED)
+    read = decode({"id": 7}, payload("r", after=ROW, transaction=None))
+    assert (read.op, read.ts) == ("insert", Hlc(1_700_000_000_123_456_000, 0))
+
+
+def test_tombstones_carry_nothing() -> None:
+    assert DebeziumAdapter().decode(b'{"id":7}', None) is None
+    assert decode({"id": 7}, None) is None
+    tombstone = json.dumps({"schema": None, "payload": None}).encode()
+    assert DebeziumAdapter().decode(b'{"id":7}', tombstone) is None
+
+
+def test_without_a_schema_the_payload_is_kept_as_sent() -> None:
+    sent = {**ROW, "amount": "-1234.56000000000000000001"}  # decimal.handling.mode=string
+    change = decode({"id": 7, "region": "eu"}, payload("c", after=sent), schema=False)
+    assert change.key == [7, "eu"]
+    assert change.after == sent
+
+
+def test_the_commit_time_falls_back_to_micro_then_milliseconds() -> None:
+    micro = {k: v for k, v in SOURCE.items() if k != "ts_ns"}
+    milli = {k: v for k, v in micro.items() if k != "ts_us"}
+    assert (
+        decode({"id": 1}, payload("c", after={}, source=micro)).ts.wall == 1_700_000_000_123_456_000
+    )
+    assert (
+        decode({"id": 1}, payload("c", after={}, source=milli)).ts.wall == 1_700_000_000_123_000_000
+    )
+
+
+def test_two_versions_of_a_key_in_one_transaction_keep_their_order() -> None:
+    first = decode({"id": 1}, payload("c", after={"id": 1}, transaction={**TX, "total_order": 1}))
+    second = decode({"id": 1}, payload("u", after={"id": 1}, transaction={**TX, "total_order": 2}))
+    assert first.ts < second.ts
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "reason"),
+    [
+        (None, payload("c", after=ROW), "no record key"),
+        ({}, payload("c", after=ROW), "key has no fields"),
+        ({"id": 7}, payload("t"), "TRUNCATE"),
+        ({"id": 7}, payload("x", after=ROW), "'op' 'x'"),
+        ({"id": 7}, payload("c"), "op 'c' with no 'after'"),
+        ({"id": 7}, payload("d", after=ROW), "op 'd' with 'after'"),
+        ({"id": 7}, payload("c", after=ROW, source=None), "no 'source'"),
+        ({"id": 7}, payload("c", after=ROW, source={"ts_ms": "x"}), "'source.ts_ms'"),
+        ({"id": 7}, payload("c", after=ROW, source={}), "commit time is needed"),
+        ({"id": 7}, payload("c", after={**ROW, "amount": "%%%"}), "after.amount"),
+        ({"id": 7}, payload("c", after={**ROW, "day": "today"}), "after.day"),
+        ({"id": 7}, payload("c", after=[1]), "'after' is not an object"),
+    ],
+)
+def test_what_cannot_be_read_is_a_bad_record_saying_why(key: Any, value: Any, reason: str) -> None:
+    if key is None:
+        with pytest.raises(BadRecord) as caught:
+            DebeziumAdapter().decode(None, json.dumps(value).encode())
+    else:
+        with pytest.raises(BadRecord) as caught:
+            decode(key, value)
+    assert reason in str(caught.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(-(10**40), 10**40), st.integers(-5, 40))
+def test_decimals_decode_to_their_exact_value(unscaled: int, scale: int) -> None:
+    number = decimal_number(b64(unscaled), scale)
+    text = number.text if isinstance(number, Number) else str(number)
+    assert Decimal(text) == Decimal(unscaled).scaleb(-scale, Context(prec=100))
+    if scale > 0:
+        assert len(text.split(".")[1]) == scale  # the declared scale's digits, trailing zeros too
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.binary(max_size=200) | st.none())
+def test_no_bytes_crash_the_adapter(key: bytes, value: bytes | None) -> None:
+    with contextlib.suppress(BadRecord):
+        DebeziumAdapter().decode(key, value)
