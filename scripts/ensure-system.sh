@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Make sure the system tools Highwater needs are there: Java 17+ (Kafka, Spark) and Maven
-# (fetches the jars once). Installs them with apt-get when missing and we may; otherwise
-# says what is missing and stops.
+# Make sure the system tools Highwater needs are there: Java 17+ (Kafka, Spark), Maven
+# (fetches the jars once) and PostgreSQL's server (the upstream of the Debezium tests and
+# demo; `highwater dev postgres` runs it as the postgres user, through util-linux's setpriv).
+# Installs them with apt-get when missing and we may; otherwise says what is missing and stops.
 set -euo pipefail
 
 need=()
@@ -11,6 +12,8 @@ if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
 fi
 command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
+compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 
@@ -19,6 +22,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 else
-  echo "Highwater needs: ${need[*]} (Java 17+ and Maven). Install them and run again." >&2
+  echo "Highwater needs: ${need[*]} (Java 17+, Maven, PostgreSQL). Install them and run again." >&2
   exit 1
 fi

@@ -16,6 +16,7 @@ from .broker import EmbeddedKafka
 from .demo import run_demo
 from .generator import GeneratorSpec, write
 from .kafka_tools import TOOLS, tool_command
+from .postgres import EmbeddedPostgres
 from .registry import EmbeddedRegistry
 from .service import LocalService
 
@@ -58,11 +59,15 @@ def add_dev_commands(commands: Any) -> None:
     _broker_args(kafka)
     kafka.set_defaults(handler=_kafka)
 
-    registry = dev.add_parser("registry", help="the embedded schema registry (Apicurio)")
-    registry.add_argument("action", choices=("start", "stop", "status"))
-    registry.add_argument("--name", default="default", help="embedded registry name")
-    registry.add_argument("--dir", type=Path, help="embedded registry folder (overrides --name)")
-    registry.set_defaults(handler=_registry)
+    for name, what, handler in (
+        ("registry", "the embedded schema registry (Apicurio)", _registry),
+        ("postgres", "the embedded PostgreSQL (logical decoding on, for Debezium)", _postgres),
+    ):
+        service = dev.add_parser(name, help=what)
+        service.add_argument("action", choices=("start", "stop", "status"))
+        service.add_argument("--name", default="default", help=f"embedded {name} name")
+        service.add_argument("--dir", type=Path, help=f"embedded {name} folder (overrides --name)")
+        service.set_defaults(handler=handler)
 
     cli = dev.add_parser(
         "kafka-cli",
@@ -128,6 +133,15 @@ def _kafka(args: argparse.Namespace) -> int:
 
 def _registry(args: argparse.Namespace) -> int:
     return _service(args.action, registry_for(args), lambda i: i.url)
+
+
+def postgres_for(args: argparse.Namespace) -> EmbeddedPostgres:
+    """The embedded PostgreSQL named by ``--name`` (or placed by ``--dir``)."""
+    return EmbeddedPostgres(args.dir or state_dir() / "postgres" / args.name, owned=False)
+
+
+def _postgres(args: argparse.Namespace) -> int:
+    return _service(args.action, postgres_for(args), lambda i: i.dsn)
 
 
 def _service(action: str, service: LocalService[Any], where: Any) -> int:
