@@ -1,6 +1,7 @@
-"""JVM artifacts from Maven Central: broker and CLI tools, Spark's connector, the registry.
+"""JVM artifacts from Maven Central: broker, CLI tools, Connect, Spark's connector and more.
 
-The schema registry (Apicurio) comes as an application archive, unpacked in place.
+The schema registry (Apicurio) comes as an application archive, unpacked in place; Debezium's
+PostgreSQL connector as its jars, for the Kafka Connect among the broker jars.
 
 ``fetch_all()`` is idempotent: each jar set lands in its own folder with a stamp naming the
 POM and versions it came from, and a second call with the same stamp does nothing (no Maven,
@@ -142,9 +143,15 @@ def registry_app() -> JarSet:
     )
 
 
+def debezium_jars() -> JarSet:
+    """Debezium's PostgreSQL connector for the broker jars' Kafka Connect."""
+    return JarSet("debezium", _JVM / "debezium" / "pom.xml")
+
+
 def fetch_all() -> dict[str, bool]:
     """Fetch every jar set that is missing or stale; report which were fetched."""
-    return {s.name: s.fetch() for s in (broker_jars(), spark_jar_set(), registry_app())}
+    sets = (broker_jars(), spark_jar_set(), registry_app(), debezium_jars())
+    return {s.name: s.fetch() for s in sets}
 
 
 def registry_runner() -> Path:
@@ -189,5 +196,15 @@ def broker_classpath() -> str:
     if not jar_set.jars():
         raise JarsError(
             f"Kafka broker jars are not in {jar_set.directory}: run 'highwater dev fetch-jars'"
+        )
+    return str(jar_set.directory / "*")
+
+
+def debezium_classpath() -> str:
+    """A Java classpath entry with Debezium's connector (beside :func:`broker_classpath`)."""
+    jar_set = debezium_jars()
+    if not jar_set.jars():
+        raise JarsError(
+            f"Debezium's jars are not in {jar_set.directory}: run 'highwater dev fetch-jars'"
         )
     return str(jar_set.directory / "*")

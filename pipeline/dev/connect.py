@@ -1,0 +1,185 @@
+"""Kafka Connect standalone running Debezium's PostgreSQL connector: the Debezium upstream.
+
+A :class:`~pipeline.dev.service.LocalService`: the directory holds the worker's and the
+connector's properties, the worker's offsets file and its log. Connect comes with the broker
+jars, the connector with the ``debezium`` jar set (``pipeline/jvm/debezium/pom.xml``); both
+go on one classpath. The connector is set up as Highwater wants a Debezium source:
+
+* ``JsonConverter`` with schemas (a value's schema carries NUMERIC's scale and the semantic
+  types), ``decimal.handling.mode=precise``;
+* ``plugin.name=pgoutput`` (built into PostgreSQL), a slot and a publication of its own;
+* ``provide.transaction.metadata=true``: BEGIN/END events on ``<prefix>.transaction`` and a
+  ``transaction`` block on every change, what Highwater's markers for Debezium are made of;
+* the topics it creates get ``partitions`` partitions (the transaction topic too).
+
+Ready when the worker's REST API says the connector and its task are RUNNING.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.runtime.jars import broker_classpath, debezium_classpath
+from schemas.errors import PlatformError
+
+from .postgres import DATABASE, USER, PostgresInfo
+from .service import LocalService, free_port
+
+log = logging.getLogger(__name__)
+
+_LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
+CONNECTOR = "highwater-pg"
+
+
+class ConnectError(PlatformError):
+    """Kafka Connect (or its Debezium connector) did not start or run."""
+
+
+@dataclass(frozen=True)
+class ConnectInfo:
+    """Where a running worker listens and what it captures."""
+
+    directory: str
+    pid: int
+    port: int
+    topic_prefix: str
+
+    @property
+    def url(self) -> str:
+        """The worker's REST API."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def topic(self, table: str) -> str:
+        """The change topic of ``schema.table``."""
+        return f"{self.topic_prefix}.{table}"
+
+    @property
+    def transaction_topic(self) -> str:
+        """The transaction metadata topic (BEGIN/END events)."""
+        return f"{self.topic_prefix}.transaction"
+
+
+def connector_config(
+    postgres: PostgresInfo, tables: list[str], topic_prefix: str, partitions: int
+) -> dict[str, str]:
+    """The Debezium PostgreSQL connector's settings (see the module's description)."""
+    # PostgreSQL names: lowercase, digits and underscores, at most 63 characters
+    slot = "hw_" + hashlib.sha256(topic_prefix.encode()).hexdigest()[:16]
+    return {
+        "name": CONNECTOR,
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "tasks.max": "1",
+        "database.hostname": "127.0.0.1",
+        "database.port": str(postgres.port),
+        "database.user": USER,
+        "database.password": "",
+        "database.dbname": DATABASE,
+        "topic.prefix": topic_prefix,
+        "table.include.list": ",".join(tables),
+        "plugin.name": "pgoutput",
+        "slot.name": f"{slot}_slot",
+        "publication.name": f"{slot}_publication",
+        "publication.autocreate.mode": "filtered",
+        "provide.transaction.metadata": "true",
+        "decimal.handling.mode": "precise",
+        "snapshot.mode": "initial",
+        "topic.creation.default.partitions": str(partitions),
+        "topic.creation.default.replication.factor": "1",
+        "heartbeat.interval.ms": "1000",
+    }
+
+
+def _get(url: str) -> object:
+    with urllib.request.urlopen(url, timeout=5) as response:  # noqa: S310 - loopback URL
+        return json.loads(response.read())
+
+
+class EmbeddedConnect(LocalService[ConnectInfo]):
+    """Kafka Connect standalone with the Debezium connector, in ``directory``."""
+
+    name = "Kafka Connect"
+    state_file_name = "connect.json"
+    error = ConnectError
+    info_type = ConnectInfo
+
+    def start(self, timeout: float = 120.0) -> ConnectInfo:
+        """Return the running worker (start one with :meth:`capture`)."""
+        running = self.status()
+        if running is None:
+            raise ConnectError(f"no Kafka Connect runs in {self.directory}: use capture()")
+        return running
+
+    def capture(
+        self,
+        bootstrap: str,
+        postgres: PostgresInfo,
+        tables: list[str],
+        *,
+        topic_prefix: str = "pg",
+        partitions: int = 3,
+        timeout: float = 180.0,
+    ) -> ConnectInfo:
+        """Start the worker capturing ``tables`` (``schema.table``) once its task runs."""
+        running = self.status()
+        if running is not None:
+            return running
+        self.directory.mkdir(parents=True, exist_ok=True)
+        port = free_port()
+        worker = {
+            "bootstrap.servers": bootstrap,
+            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+            "key.converter.schemas.enable": "true",
+            "value.converter.schemas.enable": "true",
+            "offset.storage.file.filename": str(self.directory / "offsets"),
+            "offset.flush.interval.ms": "1000",
+            "listeners": f"http://127.0.0.1:{port}",
+            "topic.creation.enable": "true",
+        }
+        connector = connector_config(postgres, tables, topic_prefix, partitions)
+        _write(self.directory / "worker.properties", worker)
+        _write(self.directory / "connector.properties", connector)
+        classpath = f"{broker_classpath()}:{debezium_classpath()}"
+        command = [
+            "java",
+            "-Xms64m",
+            "-Xmx512m",
+            f"-Dlog4j2.configurationFile={_LOG4J2}",
+            f"-Dhighwater.log.file={self.directory / 'connect.log'}",
+            "-cp",
+            classpath,
+            "org.apache.kafka.connect.cli.ConnectStandalone",
+            str(self.directory / "worker.properties"),
+            str(self.directory / "connector.properties"),
+        ]
+        process = self.spawn(command, "connect.out")
+        info = ConnectInfo(str(self.directory), process.pid, port, topic_prefix)
+        self.record(info)
+        self.wait_ready(process, lambda: self._running(info), timeout)
+        log.info("Kafka Connect capturing %s at %s (pid %s)", tables, info.url, info.pid)
+        return info
+
+    def _running(self, info: ConnectInfo) -> bool:
+        status = _get(f"{info.url}/connectors/{CONNECTOR}/status")
+        if not isinstance(status, dict):
+            return False
+        tasks = status.get("tasks") or []
+        states = [status.get("connector", {}).get("state")] + [t.get("state") for t in tasks]
+        if "FAILED" in states:
+            trace = next((t.get("trace", "") for t in tasks if t.get("state") == "FAILED"), "")
+            raise ConnectError(f"the Debezium connector failed: {str(trace)[:2000]}")
+        return bool(tasks) and all(state == "RUNNING" for state in states)
+
+    def log_files(self) -> list[str]:
+        """The worker's console and log."""
+        return ["connect.out", "connect.log"]
+
+
+def _write(path: Path, settings: Mapping[str, str]) -> None:
+    path.write_text("".join(f"{k}={v}\n" for k, v in settings.items()), encoding="utf-8")
