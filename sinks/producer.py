@@ -114,13 +114,12 @@ class AcknowledgedProducer:
             except SinkError:
                 self._failures = []
                 if transactional:
-                    self._abort(producer)
+                    self._abort(producer, what)  # raises FencedError if that is the cause
                 raise
             failures, self._failures = self._failures, []
             if failures or remaining:
                 if any(f.code() in _FENCED for f in failures):
-                    self._broken = FencedError(self._fenced_message(what))
-                    raise self._broken
+                    raise self._fence(what)
                 reason = failures[0].str() if failures else "no acknowledgement in time"
                 raise SinkError(f"{what} failed: {reason}")
 
@@ -150,35 +149,54 @@ class AcknowledgedProducer:
         except KafkaException as exc:
             error: KafkaError = exc.args[0]
             if error.code() in _FENCED:
-                self._broken = FencedError(self._fenced_message(what))
-                raise self._broken from None
+                raise self._fence(what) from None
             failed = SinkError(f"{what} failed: {error.str()}")
             if error.fatal():
                 self._broken = failed
             raise failed from None
 
-    def _abort(self, producer: Producer) -> None:
-        if self._broken is not None:
+    def _abort(self, producer: Producer, what: str) -> None:
+        """Abort the open transaction after a failure.
+
+        A fence does not always come back as one: a commit cut short by the new instance's
+        takeover can fail with a generic broker error, and only the abort then says the id
+        was fenced. So the abort is tried even after a fatal error, and a fence it reports
+        is raised as the cause.
+        """
+        if isinstance(self._broken, FencedError):
             return  # nothing to abort with: the broker aborts what a fenced producer left
         try:
             producer.abort_transaction(self._timeout)
         except KafkaException as exc:
-            self._broken = SinkError(f"aborting a transaction failed: {exc.args[0].str()}")
+            error: KafkaError = exc.args[0]
+            if error.code() in _FENCED:
+                raise self._fence(what) from None
+            if self._broken is None:
+                self._broken = SinkError(f"aborting a transaction failed: {error.str()}")
 
-    def _fenced_message(self, what: str) -> str:
-        return (
+    def _fence(self, what: str) -> FencedError:
+        self._broken = FencedError(
             f"{what}: another instance of this changefeed took over its writes "
             f"(transactional id {self.transactional_id!r} fenced); this one stops"
         )
+        return self._broken
 
     def close(self) -> None:
         """Flush and release the producer.
 
         A later send makes a new one, unless it is transactional: then a later send is an
-        error, as opening another would fence whoever holds the id now.
+        error, as opening another would fence whoever holds the id now. Closing a producer
+        already broken (fenced, or a fatal error raised before) does not raise again: that
+        error is the one to report.
         """
-        if self._live is not None:
-            self._live.flush(self._timeout)
-            self._live = None
-            if self.transactional_id is not None:
-                self._broken = SinkError(f"producer {self.transactional_id!r} is closed")
+        live, self._live = self._live, None
+        if live is None:
+            return
+        broken = self._broken
+        if self.transactional_id is not None and broken is None:
+            self._broken = SinkError(f"producer {self.transactional_id!r} is closed")
+        try:
+            live.flush(self._timeout)
+        except KafkaException as exc:
+            if broken is None:
+                raise SinkError(f"closing the producer failed: {exc.args[0].str()}") from None
