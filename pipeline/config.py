@@ -130,7 +130,12 @@ class SourceConfig(_Section):
 
     topic: Name
     table: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-    format: Literal["native", "canal-json"] = "native"
+    format: Literal["native", "canal-json", "debezium"] = "native"
+    # debezium: the connector's transaction metadata topic (provide.transaction.metadata),
+    # what resolved markers are derived from, and the table's name there (schema.table;
+    # default: the topic's name after the transaction topic's prefix)
+    transactions: Name | None = None
+    collection: Annotated[str, Field(min_length=1)] | None = None
     database: Annotated[str, Field(min_length=1)] = "defaultdb"
     schema_name: Annotated[str, Field(min_length=1)] = "public"
     # The table's columns as an Avro record schema: inline, or the path of an .avsc file
@@ -165,6 +170,31 @@ class SourceConfig(_Section):
         except ValueError as exc:
             raise _combination("table_schema", str(exc)) from None
         return self
+
+    @model_validator(mode="after")
+    def _transactions(self) -> SourceConfig:
+        if self.format != "debezium":
+            for option in ("transactions", "collection"):
+                if getattr(self, option) is not None:
+                    raise _combination(option, "is only used with format: debezium")
+        elif self.collection is not None and self.transactions is None:
+            raise _combination("collection", "is only used with transactions")
+        elif self.transactions is not None and self.data_collection is None:
+            raise _combination(
+                "collection",
+                f"is needed: topic {self.topic!r} does not start with the transaction topic's "
+                f"prefix {self.transactions.removesuffix('.transaction')!r} + '.'",
+            )
+        return self
+
+    @property
+    def data_collection(self) -> str | None:
+        """Debezium's name of the table (``schema.table``), as its END events count it."""
+        if self.collection is not None or self.transactions is None:
+            return self.collection
+        prefix = self.transactions.removesuffix(".transaction") + "."
+        rest = self.topic.removeprefix(prefix)
+        return rest if rest != self.topic and rest else None
 
     @property
     def declared_schema(self) -> TableSchema | None:
@@ -410,6 +440,15 @@ class ChangefeedConfig(_Section):
 
     def _check_formats(self, problems: list[tuple[str, str]]) -> None:
         for i, source in enumerate(self.sources):
+            if source.format == "debezium" and self.scan_mode != "no":
+                problems.append(
+                    (
+                        f"sources[{i}].format",
+                        "Highwater's initial scan of Debezium topics is not built yet: use "
+                        "initial_scan: no (Debezium's own snapshot, op r, is on the topic and "
+                        "is read as changes from its start) or a cursor",
+                    )
+                )
             if source.format == "canal-json" and self.scan_mode != "no":
                 problems.append(
                     (
@@ -452,6 +491,20 @@ class ChangefeedConfig(_Section):
         return {s.topic: s.format for s in self.sources}
 
     @property
+    def transaction_topics(self) -> dict[str, dict[str, str]]:
+        """Debezium: each transaction topic -> its tables' names there -> their data topics."""
+        out: dict[str, dict[str, str]] = {}
+        for s in self.sources:
+            if s.transactions is not None and s.data_collection is not None:
+                out.setdefault(s.transactions, {})[s.data_collection] = s.topic
+        return out
+
+    @property
+    def unmarked_sources(self) -> list[str]:
+        """Source topics nothing resolves (Debezium without ``transactions``)."""
+        return [s.topic for s in self.sources if s.format == "debezium" and s.transactions is None]
+
+    @property
     def query(self) -> tuple[str, TableSchema] | None:
         """The CDC query's table and its declared columns (``select``/``where`` set)."""
         if self.encoder.select is None and self.encoder.where is None:
@@ -469,6 +522,10 @@ class ChangefeedConfig(_Section):
         refused and an added table gets its own scan. Secrets are masked.
         """
         shape = self.model_dump(mode="json", include={"kafka", "sources", "encoder", "sink"})
+        for source in shape["sources"]:  # options of one format only, where they are set
+            for option in ("transactions", "collection"):
+                if source[option] is None:
+                    del source[option]
         shape["kafka"] = {"bootstrap_servers": self.kafka.bootstrap_servers}
         sink = self.sink
         shape["sink"] = {

@@ -123,11 +123,26 @@ class PartitionSeen:
     bad: int = 0
     first_bad: tuple[int, str] | None = None  # (offset, reason)
     bytes: int = 0  # the emitted rows' keys and values
+    # Debezium: per transaction id, [its places read, lowest time, highest time]
+    transactions: dict[str, list[Any]] = field(default_factory=dict)
+
+    def saw(self, tx: tuple[str, int], ts: Hlc) -> None:
+        """A change of transaction ``tx`` (id, place) at ``ts`` was read."""
+        entry = self.transactions.get(tx[0])
+        if entry is None:
+            self.transactions[tx[0]] = [[tx[1]], ts, ts]
+            return
+        entry[0].append(tx[1])
+        entry[1], entry[2] = min(entry[1], ts), max(entry[2], ts)
 
     def to_json(self) -> str:
         """The summary row's text."""
         return json.dumps(
             {
+                "transactions": {
+                    t: [orders, str(low), str(high)]
+                    for t, (orders, low, high) in self.transactions.items()
+                },
                 "topic": self.partition.topic,
                 "partition": self.partition.partition,
                 "next_offset": self.next_offset,
@@ -154,6 +169,10 @@ class PartitionSeen:
             int(data["bad"]),
             None if first_bad is None else (int(first_bad[0]), str(first_bad[1])),
             int(data.get("bytes", 0)),
+            {
+                t: [orders, Hlc.parse(low), Hlc.parse(high)]
+                for t, (orders, low, high) in (data.get("transactions") or {}).items()
+            },
         )
 
     def merge(self, other: PartitionSeen) -> PartitionSeen:
@@ -169,7 +188,19 @@ class PartitionSeen:
             self.bad + other.bad,
             min(bads) if bads else None,
             self.bytes + other.bytes,
+            _merged(self.transactions, other.transactions),
         )
+
+
+def _merged(one: dict[str, list[Any]], two: dict[str, list[Any]]) -> dict[str, list[Any]]:
+    out = {t: list(entry) for t, entry in one.items()}
+    for t, (orders, low, high) in two.items():
+        if t in out:
+            mine = out[t]
+            out[t] = [mine[0] + orders, min(mine[1], low), max(mine[2], high)]
+        else:
+            out[t] = [orders, low, high]
+    return out
 
 
 @dataclass(frozen=True)
@@ -274,6 +305,12 @@ def bad_reason(exc: Exception) -> str:
     if isinstance(exc, EncodingError):
         return exc.reason
     return f"cannot be processed ({type(exc).__name__}: {exc})"
+
+
+def _count_transaction(state: PartitionSeen, exc: Exception) -> None:
+    """A bad change of a Debezium transaction was read all the same: it does not hold it up."""
+    if isinstance(exc, BadRecord) and exc.tx is not None and exc.ts is not None:
+        state.saw(exc.tx, exc.ts)
 
 
 def process(plan: BatchPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -393,7 +430,7 @@ class Task:
             self.floors[sp] = self.plan.thresholds.get(sp, self.plan.new_partition_floor)
         return sp, state
 
-    def records(self, run: pa.RecordBatch, out: Output) -> None:  # noqa: PLR0915 - one frame
+    def records(self, run: pa.RecordBatch, out: Output) -> None:  # noqa: PLR0912, PLR0915 - one frame
         """Decode, filter and encode a stretch of one source partition's records into ``out``.
 
         The hot loop of the changefeed: Python objects only for keys and values, appends
@@ -435,6 +472,8 @@ class Task:
                     if ts <= floor:
                         state.duplicates += 1
                         continue
+                    if change.tx is not None:  # Debezium: counted for its transaction
+                        state.saw(change.tx, ts)
                     if end_time is not None and ts > end_time:
                         continue
                     row = ChangeRow(
@@ -450,6 +489,7 @@ class Task:
                     kept += 1
                     size += record_size
             except Exception as exc:  # no record, however strange, stops a feed
+                _count_transaction(state, exc)
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
                 if self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i):

@@ -52,6 +52,7 @@ from .scan_driver import InitialScan, chunk_job
 from .setup import Outputs, find_start, open_outputs
 from .status import ChangefeedStats
 from .stream import start_query, write_batch
+from .transaction_feed import TransactionFeed
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -230,6 +231,14 @@ class Changefeed:
         outputs = self._outputs = open_outputs(self.config, self._resources)
         outputs.status.metrics_url = self.metrics.url
         position = self._position = find_start(self.config, outputs)
+        position.transactions = TransactionFeed.of(
+            self.config,
+            outputs.source,
+            outputs.partitions,
+            {} if outputs.restored is None else outputs.restored.transactions,
+        )
+        if position.transactions is not None:
+            self._resources.callback(position.transactions.close)
         self._durable = (position.restart_time(), position.needed_offsets())
         restored = outputs.restored
         if restored is None:
@@ -370,6 +379,10 @@ class Changefeed:
         result, seconds = write_batch(batch, batch_id, plan, self.config)
         for seen in result.partitions:
             frontier.forward(seen.partition, resolved=seen.resolved, next_offset=seen.next_offset)
+        transactions = self.position.transactions
+        if transactions is not None:
+            transactions.saw(result)
+            transactions.advance(frontier)
         if result.partitions:
             self.policy.progressed()
         self.stats.count(result)
@@ -434,6 +447,10 @@ class Changefeed:
             if self._error is not None or self._closing:
                 return
             try:
+                transactions = self.position.transactions
+                if transactions is not None and transactions.advance(self.position.frontier):
+                    self.policy.progressed()  # quiet sources, a transaction completed: a marker
+                    self._after_batch()
                 self.metrics.lags(self.position.frontier)
                 self._check_stall()
                 self._refresh_safepoint()
@@ -443,8 +460,15 @@ class Changefeed:
     def _check_stall(self) -> None:
         """Fail when the high-water mark stood still for longer than ``gc_ttl``."""
         safepoint = self.outputs.safepoint
-        if safepoint is not None and self.stats.batches:  # starting up is not standing still
-            self._watch.check(self.position.frontier.high_water(), safepoint.registry.clock())
+        if safepoint is None or not self.stats.batches:  # starting up is not standing still
+            return
+        now = safepoint.registry.clock()
+        if self.config.unmarked_sources:
+            return  # nothing resolves those: the high-water mark stands by design
+        transactions = self.position.transactions
+        if transactions is not None and not transactions.in_flight():
+            self._watch.quiet(now)  # no transaction waits: the source is quiet, not stalled
+        self._watch.check(self.position.frontier.high_water(), now)
 
     def _emit_marker(self, marker: Hlc) -> None:
         """Broadcast ``marker`` (its checkpoint is durable already)."""

@@ -15,7 +15,8 @@ as one (it gets its own scan) at every level. Beside the record, under the key
 ``shape/<id>``, the store keeps what the output depends on of the config
 (``ChangefeedConfig.shape``: clusters, sources, encoder, topic naming), written when it
 changes: a resume checks the config it runs with against it (``update.py``).
-``config_fingerprint`` is its hash, for logs.
+``config_fingerprint`` is its hash, for logs. A Debezium changefeed adds ``transactions``:
+per transaction topic, what its log needs to resume (``transactions.py``).
 ``last_marker`` is the marker the record covers: it is broadcast only once the record is
 durable, and ``marker_sent`` is the last one known to have reached every output partition,
 so a resume re-sends a marker the last run checkpointed but may not have sent.
@@ -64,6 +65,8 @@ class Checkpoint:
     level: str = "full"
     marker_sent: Hlc | None = None  # the last marker known to have reached every partition
     topics: tuple[str, ...] | None = None  # the source topics covered (None: an older record)
+    # Debezium: each transaction topic's log state (``transactions.py``)
+    transactions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -77,6 +80,7 @@ class Checkpoint:
         config_fingerprint: str = "",
         marker_sent: Hlc | None = None,
         topics: tuple[str, ...] | None = None,
+        transactions: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> Checkpoint:
         """The checkpoint of a frontier as it stands."""
         progress = frontier.progress()
@@ -91,6 +95,7 @@ class Checkpoint:
             config_fingerprint=config_fingerprint,
             marker_sent=marker_sent,
             topics=topics,
+            transactions=transactions or {},
         )
 
     def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
@@ -204,6 +209,7 @@ def decode(data: bytes) -> Checkpoint:
             level=raw.get("fallback") or "full",
             marker_sent=_hlc_or_none(raw.get("marker_sent")),
             topics=_topics(raw.get("topics")),
+            transactions=raw.get("transactions") or {},
         )
     except CheckpointError:
         raise
@@ -252,6 +258,17 @@ def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
         "backfill": cp.backfill,
         "config_fingerprint": cp.config_fingerprint,
         "topics": None if cp.topics is None else list(cp.topics),
+        # without offsets the data topics are read from their start: counting starts over
+        **(
+            {
+                "transactions": {
+                    t: {**state, "seen": {}} if level == "high_water" else dict(state)
+                    for t, state in cp.transactions.items()
+                }
+            }
+            if cp.transactions
+            else {}
+        ),
         "fallback": None if level == "full" else level,
         "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
     }

@@ -75,6 +75,15 @@ class Frontier:
         new_offset = next_offset if old.offset is None else max(old.offset, next_offset)
         self._progress[sp] = Progress(new_offset, new_resolved)
 
+    def resolve(self, sp: SourcePartition, resolved: Hlc) -> None:
+        """Raise ``sp``'s resolved time, learnt from elsewhere than its records; offset kept.
+
+        Debezium's partitions are resolved by its transactions (``transaction_feed.py``).
+        """
+        old = self._progress[sp]
+        if resolved > old.resolved:
+            self._progress[sp] = Progress(old.offset, resolved)
+
     def high_water(self) -> Hlc:
         """The lowest resolved time over every partition: all changes at or below it are done."""
         return min(p.resolved for p in self._progress.values())

@@ -185,6 +185,10 @@ class HighWaterWatch:
             return False
         return now - self.moved_at > self.ttl
 
+    def quiet(self, now: float) -> None:
+        """Nothing is waiting at ``now`` (a quiet source): count standing still from here."""
+        self.moved_at = now
+
     def check(self, high_water: Hlc, now: float) -> None:
         """:meth:`stalled`, as the error that stops the changefeed."""
         if self.stalled(high_water, now):

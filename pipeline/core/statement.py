@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 
 from schemas.errors import SourceError
-from schemas.hlc import Hlc
+from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
 from .kafka_clients import range_reader, read_range
@@ -79,7 +79,10 @@ def statement_time(
                 TopicPartition(sp.topic, sp.partition), timeout=30
             )
             starts[sp], ends[sp] = low, high
-            times[sp] = latest_marker(consumer, sp, low, high, formats[sp.topic])
+            if adapter(formats[sp.topic]).in_band_markers:
+                times[sp] = latest_marker(consumer, sp, low, high, formats[sp.topic])
+            else:  # Debezium: nothing is resolved before its transactions are read
+                times[sp] = ZERO
     finally:
         consumer.close()
     missing = sorted(str(sp) for sp, t in times.items() if t is None)

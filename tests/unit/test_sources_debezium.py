@@ -130,7 +130,9 @@ def decode(key: Any, value: Any, *, schema: bool = True) -> Any:
 
 def test_an_insert_with_a_schema_reads_every_semantic_type_exactly() -> None:
     change = decode({"id": 7}, payload("c", after=ROW))
-    assert change == Change([7], TYPED, None, "insert", Hlc(1_700_000_000_123_456_000, 2))
+    assert change == Change(
+        [7], TYPED, None, "insert", Hlc(1_700_000_000_123_456_000, 2), None, ("771:24023984", 2)
+    )
 
 
 def test_updates_deletes_and_snapshot_reads() -> None:

@@ -45,6 +45,7 @@ class Change(NamedTuple):
     op: Op
     ts: Hlc
     text: SourceText | None = None  # the source's own text, where encoders may pass it on
+    tx: tuple[str, int] | None = None  # (transaction id, place in it), where the source says
 
 
 class Marker(NamedTuple):
@@ -54,7 +55,14 @@ class Marker(NamedTuple):
 
 
 class BadRecord(Exception):
-    """A source record that cannot be decoded; the message is the reason."""
+    """A source record that cannot be decoded; the message is the reason.
+
+    ``tx``/``ts``: the transaction place and time of a change whose values are bad, where
+    they could be read (so a dead-lettered change still counts for its transaction).
+    """
+
+    tx: tuple[str, int] | None = None
+    ts: Hlc | None = None
 
 
 Rows = tuple["Change", ...]  # several rows of one record
@@ -169,6 +177,9 @@ def no_times(values: pa.Array) -> tuple[pa.Array, pa.Array]:
 
 class Adapter(Protocol):
     """What every source format provides (see the module's description)."""
+
+    # whether the data topics carry resolved markers (Debezium's come from elsewhere)
+    in_band_markers: bool
 
     def times(self, values: pa.Array) -> tuple[pa.Array, pa.Array]:
         """Each value's time as ``(wall, logical)`` int64 arrays; null: decode to know."""

@@ -61,6 +61,8 @@ def tso_time(tso: Any, field: str) -> Hlc:
 class CanalJsonAdapter:
     """Format ``canal-json`` (see the module's description)."""
 
+    in_band_markers = True
+
     times = staticmethod(no_times)
     exact = staticmethod(exact_flags)
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
@@ -90,6 +90,7 @@ def commit_time(source: Any, transaction: Any) -> Hlc:
 class DebeziumAdapter:
     """Format ``debezium`` (see the module's description)."""
 
+    in_band_markers = False  # they come from the transaction topic (transaction_feed.py)
     times = staticmethod(no_times)
     exact = staticmethod(exact_flags)
 
@@ -133,23 +134,70 @@ class DebeziumAdapter:
             if code == "t":
                 raise BadRecord("a TRUNCATE removes every row at once: it cannot be said per key")
             raise BadRecord(f"'op' {code!r} is not c, r, u or d")
-        ts = commit_time(payload.get("source"), payload.get("transaction"))
-        images = []
-        for field in ("after", "before"):
-            image = payload.get(field)
-            if image is not None and type(image) is not dict:
-                raise BadRecord(f"{field!r} is not an object or null")
-            if image is not None and schema is not None:
-                image = _typed(image, _field_schemas(schema, field), field)
-            images.append(image)
-        after, before = images
-        if (after is None) != (op == "delete"):
-            raise BadRecord(f"op {code!r} with {'no ' if after is None else ''}'after'")
-        return Change(key_values, after, before, op, ts)
+        transaction = payload.get("transaction")
+        ts = commit_time(payload.get("source"), transaction)
+        tx = _place(transaction)
+        try:
+            images = []
+            for field in ("after", "before"):
+                image = payload.get(field)
+                if image is not None and type(image) is not dict:
+                    raise BadRecord(f"{field!r} is not an object or null")
+                if image is not None and schema is not None:
+                    image = _typed(image, _field_schemas(schema, field), field)
+                images.append(image)
+            after, before = images
+            if (after is None) != (op == "delete"):
+                raise BadRecord(f"op {code!r} with {'no ' if after is None else ''}'after'")
+        except BadRecord as exc:
+            exc.tx, exc.ts = tx, ts  # it still counts for its transaction
+            raise
+        return Change(key_values, after, before, op, ts, None, tx)
 
     def marker(self, value: bytes | None) -> Marker | None:
         """Debezium writes no markers on its data topics."""
         return None
+
+
+def _place(transaction: Any) -> tuple[str, int] | None:
+    """``(id, total_order)`` of a change's ``transaction`` block, if it has one."""
+    if type(transaction) is not dict:
+        return None  # a snapshot read, or transaction metadata off
+    tx_id, order = transaction.get("id"), transaction.get("total_order")
+    if type(tx_id) is not str or type(order) is not int:
+        raise BadRecord("'transaction' has no string 'id' and integer 'total_order'")
+    return tx_id, order
+
+
+class TransactionEvent(NamedTuple):
+    """A record of the transaction metadata topic."""
+
+    status: str  # BEGIN or END
+    id: str
+    counts: dict[str, int]  # END: events per data collection (``schema.table``)
+    time: Hlc  # ``ts_ms``, in nanoseconds
+
+
+def transaction_event(value: bytes | None) -> TransactionEvent:
+    """A transaction topic's BEGIN or END event (JSON, with or without schemas)."""
+    payload = _payload(json_object(value))[0]
+    if type(payload) is not dict:
+        raise BadRecord("the payload is not an object")
+    status, tx_id, ts = payload.get("status"), payload.get("id"), payload.get("ts_ms")
+    if status not in ("BEGIN", "END") or type(tx_id) is not str:
+        raise BadRecord("not a transaction event: no 'status' BEGIN/END and string 'id'")
+    if type(ts) is not int or ts < 0:
+        raise BadRecord("'ts_ms' is not a non-negative integer")
+    counts: dict[str, int] = {}
+    for entry in payload.get("data_collections") or ():
+        name = entry.get("data_collection") if type(entry) is dict else None
+        count = entry.get("event_count") if type(entry) is dict else None
+        if type(name) is not str or type(count) is not int:
+            raise BadRecord("'data_collections' entries need 'data_collection' and 'event_count'")
+        counts[name] = count
+    if status == "END" and payload.get("data_collections") is None:
+        raise BadRecord("END without 'data_collections'")
+    return TransactionEvent(status, tx_id, counts, Hlc(ts * 1_000_000, 0))
 
 
 def _payload(body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:

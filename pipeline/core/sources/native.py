@@ -37,6 +37,8 @@ class NativeAdapter:
     * marker: a null key and ``{"resolved": "<hlc>"}``.
     """
 
+    in_band_markers = True
+
     def times(self, values: pa.Array) -> tuple[pa.Array, pa.Array]:
         """The time of each value as ``(wall, logical)`` int64 arrays, without decoding it.
 

@@ -1,0 +1,158 @@
+"""Debezium's transaction topics, read on the driver, turned into resolved times.
+
+One :class:`~.transactions.TransactionLog` per transaction topic (``sources[i].transactions``)
+holds the rule; this module feeds it: the topic's END events, read up to the topic's end
+after every batch and once a second while the sources are quiet, and the transaction places
+the executors read (each batch's summaries). What a log resolves becomes the resolved time
+of every partition of its data topics in the frontier, so the coordinator's checkpoints and
+markers follow it as they follow a native source's markers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from pipeline.config import ChangefeedConfig
+from schemas.errors import SourceError
+
+from .batch import BatchResult
+from .frontier import Frontier, SourcePartition
+from .kafka_clients import range_reader, read_range
+from .sources import BadRecord
+from .sources.debezium import transaction_event
+from .transactions import TransactionLog
+
+log = logging.getLogger(__name__)
+
+
+class TransactionFeed:
+    """The transaction logs of a changefeed's Debezium sources, and their topics' reader."""
+
+    def __init__(
+        self,
+        client: Mapping[str, Any],
+        logs: Mapping[str, TransactionLog],
+        partitions: list[SourcePartition],
+    ) -> None:
+        self.logs = dict(logs)
+        self._by_source = {t: log for log in self.logs.values() for t in log.topics}
+        self._partitions = {
+            tx: [sp for sp in partitions if sp.topic in log.topics] for tx, log in self.logs.items()
+        }
+        self._consumer = range_reader(client, "highwater-transactions")
+        self._checked: set[str] = set()
+
+    @classmethod
+    def of(
+        cls,
+        config: ChangefeedConfig,
+        client: Mapping[str, Any],
+        partitions: list[SourcePartition],
+        records: Mapping[str, Mapping[str, Any]],
+    ) -> TransactionFeed | None:
+        """The feed of ``config``'s transaction topics, each log as ``records`` kept it."""
+        topics = config.transaction_topics
+        if config.unmarked_sources:
+            log.warning(
+                "%s: Debezium topics without 'transactions' (the connector's transaction "
+                "metadata topic): their rows flow, but no resolved marker can be promised for "
+                "them, so the changefeed sends none and its high-water mark stays where it is",
+                ", ".join(config.unmarked_sources),
+            )
+        if not topics:
+            return None
+        logs = {
+            tx: TransactionLog.restore(collections, records[tx])
+            if tx in records
+            else TransactionLog(collections)
+            for tx, collections in topics.items()
+        }
+        return cls(client, logs, partitions)
+
+    def saw(self, result: BatchResult) -> None:
+        """The transaction places a batch read."""
+        for seen in result.partitions:
+            tx_log = self._by_source.get(seen.partition.topic)
+            if tx_log is None:
+                continue
+            for tx_id, (orders, low, high) in seen.transactions.items():
+                tx_log.saw(tx_id, orders, low, high)
+
+    def advance(self, frontier: Frontier) -> bool:
+        """Read the transaction topics to their end; True if a resolved time rose."""
+        rose = False
+        for tx, tx_log in self.logs.items():
+            self._read(tx, tx_log)
+            partitions = self._partitions[tx]
+            if tx_log.needs_horizon():
+                tx_log.set_horizon(self._ends(partitions))
+            resolved = tx_log.resolved({sp: frontier[sp].offset for sp in partitions})
+            for sp in partitions:
+                if resolved > frontier[sp].resolved:
+                    frontier.resolve(sp, resolved)
+                    rose = True
+        return rose
+
+    def in_flight(self) -> bool:
+        """Whether a transaction waits for events.
+
+        A high-water mark standing still then means a stalled partition; with none waiting,
+        the source is quiet.
+        """
+        return any(tx_log.in_flight() for tx_log in self.logs.values())
+
+    def records(self) -> dict[str, dict[str, Any]]:
+        """Each log's state, for the checkpoint record."""
+        return {tx: tx_log.record() for tx, tx_log in self.logs.items()}
+
+    def close(self) -> None:
+        """Release the reader."""
+        self._consumer.close()
+
+    def _read(self, topic: str, tx_log: TransactionLog) -> None:
+        """The topic's records after the log's offset, up to its end now."""
+        if not self._check(topic):
+            return
+        sp = SourcePartition(topic, 0)
+        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        start = max(low, tx_log.offset or 0)
+        for message in read_range(self._consumer, sp, start, high):
+            try:
+                event = transaction_event(message.value())
+            except BadRecord as exc:
+                log.warning("%s@%d: not a transaction event: %s", sp, message.offset(), exc)
+                tx_log.skipped(message.offset())
+                continue
+            if event.status == "END":
+                tx_log.ended(event.id, event.counts, event.time, message.offset())
+            else:
+                tx_log.skipped(message.offset())
+
+    def _check(self, topic: str) -> bool:
+        """Whether the topic is there to read; one with several partitions is an error."""
+        if topic in self._checked:
+            return True
+        found = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
+        if found is None or found.error is not None or not found.partitions:
+            return False  # not created yet: the connector has not committed a transaction
+        if len(found.partitions) > 1:
+            raise SourceError(
+                f"transaction topic {topic!r} has {len(found.partitions)} partitions: its order "
+                "is the commit order only on one (give Debezium's transaction topic one "
+                "partition, e.g. a topic.creation group with partitions=1)"
+            )
+        self._checked.add(topic)
+        return True
+
+    def _ends(self, partitions: list[SourcePartition]) -> dict[SourcePartition, int]:
+        """The partitions' end offsets now."""
+        ends = {}
+        for sp in partitions:
+            ends[sp] = self._consumer.get_watermark_offsets(
+                TopicPartition(sp.topic, sp.partition), timeout=10
+            )[1]
+        return ends

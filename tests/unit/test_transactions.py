@@ -1,0 +1,266 @@
+"""Debezium's resolved times (``TransactionLog``) against the marker promise, over simulated feeds.
+
+A simulated PostgreSQL commits transactions over two tables in commit-time order; Debezium
+writes each change to its table's topic partition (by key) and an END per transaction to the
+transaction topic, after a snapshot of rows with no transaction. The driver reads in any
+interleaving: partitions at their own pace (one may be held back for long), END events
+before or after the changes they count, batches reported as the executors report them (rows
+at or below the partition's floor dropped, not counted), and crashes that resume from
+:meth:`TransactionLog.record` with the data offsets a checkpoint kept, or without them (the
+budget fallback: data read again from the start). Checked at every step:
+
+* no unread change has a time at or below the resolved time (the marker promise);
+* the resolved time never goes backwards;
+* once everything is read, the resolved time is the last transaction's last change.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.sources.debezium import transaction_event
+from pipeline.core.transactions import TransactionLog, just_below
+from schemas.hlc import ZERO, Hlc
+
+pytestmark = pytest.mark.unit
+
+COLLECTIONS = {"public.orders": "pg.public.orders", "public.customers": "pg.public.customers"}
+PARTITIONS = [SourcePartition(t, p) for t in sorted(COLLECTIONS.values()) for p in range(2)]
+MS = 1_000_000
+
+
+@dataclass(frozen=True)
+class Event:
+    """One change on a data partition: its transaction place (None: a snapshot read)."""
+
+    tx: tuple[str, int] | None
+    ts: Hlc
+
+
+@dataclass(frozen=True)
+class End:
+    """One END event."""
+
+    id: str
+    counts: dict[str, int]
+    time: Hlc
+
+
+def feed(
+    seed: int, transactions: int, snapshot: int
+) -> tuple[dict[SourcePartition, list[Event]], list[End]]:
+    """What Debezium writes: the partitions' changes and the transaction topic's ENDs."""
+    rng = random.Random(seed)
+    logs: dict[SourcePartition, list[Event]] = {sp: [] for sp in PARTITIONS}
+    micros = 1_700_000_000_000_000
+    for _ in range(snapshot):
+        logs[rng.choice(PARTITIONS)].append(Event(None, Hlc(micros * 1000, 0)))
+    ends = []
+    for n in range(transactions):
+        micros += rng.choice([1, 7, 400, 1500])  # commits a microsecond to milliseconds apart
+        tx_id, counts = f"{n}:{micros}", {"public.orders": 0, "public.customers": 0, "other.t": 1}
+        for order in range(1, rng.randint(0, 5) + 1):
+            collection = rng.choice(list(COLLECTIONS))
+            counts[collection] += 1
+            sp = SourcePartition(COLLECTIONS[collection], rng.randint(0, 1))
+            logs[sp].append(Event((tx_id, order), Hlc(micros * 1000, order)))
+        ends.append(End(tx_id, counts, Hlc(micros // 1000 * MS, 0)))
+    return logs, ends
+
+
+class Driver:
+    """The driver's side: what was read, the log, crashes and resumes."""
+
+    def __init__(self, logs: dict[SourcePartition, list[Event]], ends: list[End]) -> None:
+        self.logs, self.ends = logs, ends
+        self.log = TransactionLog(COLLECTIONS)
+        self.read = dict.fromkeys(PARTITIONS, 0)  # next offset per data partition
+        self.ever = dict.fromkeys(PARTITIONS, 0)  # read before a resume went back: not news
+        self.resolved = ZERO
+
+    def check(self) -> None:
+        resolved = self.log.resolved(self.read)
+        assert resolved >= self.resolved, "the resolved time went backwards"
+        self.resolved = resolved
+        for sp, events in self.logs.items():
+            unread = [e.ts for e in events[max(self.read[sp], self.ever[sp]) :]]
+            assert not unread or min(unread) > resolved, f"{sp}: unread {min(unread)} <= {resolved}"
+
+    def read_end(self) -> None:
+        offset = self.log.offset or 0
+        if offset < len(self.ends):
+            end = self.ends[offset]
+            self.log.ended(end.id, end.counts, end.time, offset)
+            if self.log.needs_horizon():
+                self.log.set_horizon({sp: len(events) for sp, events in self.logs.items()})
+
+    def read_batch(self, sp: SourcePartition, count: int) -> None:
+        """Up to ``count`` records of ``sp``, as one batch's summary reports them."""
+        floor = self.resolved
+        start = self.read[sp]
+        events = self.logs[sp][start : start + count]
+        by_tx: dict[str, list[object]] = {}
+        for event in events:
+            if event.tx is None or event.ts <= floor:
+                continue  # a snapshot read, or at or below the floor: dropped, not counted
+            entry = by_tx.setdefault(event.tx[0], [[], event.ts, event.ts])
+            entry[0].append(event.tx[1])  # type: ignore[union-attr]
+            entry[2] = event.ts
+        for tx_id, (orders, low, high) in by_tx.items():
+            self.log.saw(tx_id, orders, low, high)  # type: ignore[arg-type]
+        self.read[sp] = start + len(events)
+        self.ever[sp] = max(self.ever[sp], self.read[sp])
+
+    def crash(self, keep_offsets: bool) -> None:
+        """Resume from a checkpoint written now (with or without the data offsets)."""
+        record = self.log.record(with_seen=keep_offsets)
+        self.log = TransactionLog.restore(COLLECTIONS, record)
+        if not keep_offsets:  # read from the start again; rows at or below the floor drop
+            self.read = dict.fromkeys(PARTITIONS, 0)
+
+    def done(self) -> bool:
+        return (self.log.offset or 0) >= len(self.ends) and all(
+            self.read[sp] >= len(e) for sp, e in self.logs.items()
+        )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    transactions=st.integers(0, 25),
+    snapshot=st.integers(0, 6),
+    held=st.sampled_from([None, *PARTITIONS]),
+)
+def test_no_unread_change_is_ever_at_or_below_the_resolved_time(
+    seed: int, transactions: int, snapshot: int, held: SourcePartition | None
+) -> None:
+    logs, ends = feed(seed, transactions, snapshot)
+    driver = Driver(logs, ends)
+    rng = random.Random(seed + 1)
+    steps = 0
+    while not driver.done():
+        steps += 1
+        choice = rng.random()
+        if choice < 0.3:
+            driver.read_end()
+        elif choice < 0.33:
+            driver.crash(keep_offsets=rng.random() < 0.7)
+        else:
+            open_ = [sp for sp in PARTITIONS if sp != held or steps > 200]
+            driver.read_batch(rng.choice(open_), rng.randint(1, 4))
+        driver.check()
+    driver.check()
+    times = [e.ts for sp_events in logs.values() for e in sp_events if e.tx is not None]
+    assert driver.resolved == max([*times, *(e.time for e in ends)], default=ZERO)
+
+
+def test_a_held_back_partition_of_a_two_table_transaction_holds_the_marker() -> None:
+    log = TransactionLog(COLLECTIONS)
+    t1, t2 = Hlc(1_700_000_000_001_000_000, 0), Hlc(1_700_000_000_002_000_000, 0)
+    log.ended("1:1", {"public.orders": 0, "public.customers": 0}, t1, 0)  # nothing of ours
+    log.set_horizon({})
+    log.ended("2:2", {"public.orders": 2, "public.customers": 1}, t2, 1)
+    log.saw("2:2", [1, 3], Hlc(t2.wall + 5000, 1), Hlc(t2.wall + 5000, 3))  # orders: 2 of 2
+    assert log.resolved({}) == t1  # customers' event is held back: t2 stays unresolved
+    assert log.waiting_for() == "2:2 (2 of 3 events read)"
+    assert log.in_flight()
+    log.saw("2:2", [2], Hlc(t2.wall + 5000, 2), Hlc(t2.wall + 5000, 2))
+    assert log.resolved({}) == Hlc(t2.wall + 5000, 3)
+    assert not log.in_flight()
+
+
+def test_a_change_read_again_counts_once() -> None:
+    log = TransactionLog(COLLECTIONS, started=True)
+    ts = Hlc(1_700_000_000_001_000_000, 0)
+    log.ended("7:1", {"public.orders": 2}, ts, 0)
+    log.saw("7:1", [1], Hlc(ts.wall, 1), Hlc(ts.wall, 1))
+    log.saw("7:1", [1], Hlc(ts.wall, 1), Hlc(ts.wall, 1))  # Kafka Connect sent it twice
+    assert log.resolved({}) == ZERO
+
+
+def test_the_snapshot_is_read_to_its_horizon_before_anything_resolves() -> None:
+    log, sp = TransactionLog(COLLECTIONS), PARTITIONS[0]
+    ts = Hlc(1_700_000_000_001_000_000, 0)
+    log.ended("1:1", {}, ts, 0)
+    assert log.needs_horizon()
+    log.set_horizon({sp: 5})  # the snapshot's reads lie before offset 5
+    assert log.resolved({sp: 4}) == ZERO
+    assert log.resolved({sp: 5}) == ts
+    assert log.record()["horizon"] is None
+
+
+def test_the_record_round_trips_and_resumes_where_the_first_incomplete_end_lies() -> None:
+    log = TransactionLog(COLLECTIONS, started=True)
+    ts = Hlc(1_700_000_000_001_000_000, 0)
+    log.ended("1:1", {"public.orders": 1}, ts, 3)
+    log.ended("2:2", {"public.orders": 2}, Hlc(ts.wall + MS, 0), 5)
+    log.saw("1:1", [1], Hlc(ts.wall + 10, 1), Hlc(ts.wall + 10, 1))
+    log.saw("2:2", [2], Hlc(ts.wall + MS + 10, 2), Hlc(ts.wall + MS + 10, 2))
+    assert log.resolved({}) == Hlc(ts.wall + 10, 1)
+    record = log.record()
+    assert record["offset"] == 5
+    assert record["seen"] == {
+        "2:2": ["2", str(Hlc(ts.wall + MS + 10, 2)), str(Hlc(ts.wall + MS + 10, 2))]
+    }
+    again = TransactionLog.restore(COLLECTIONS, record)
+    again.ended("2:2", {"public.orders": 2}, Hlc(ts.wall + MS, 0), 5)
+    again.saw("2:2", [1], Hlc(ts.wall + MS + 10, 1), Hlc(ts.wall + MS + 10, 1))
+    assert again.resolved({}) == Hlc(ts.wall + MS + 10, 2)
+
+
+def test_just_below() -> None:
+    assert just_below(Hlc(5, 3)) == Hlc(5, 2)
+    assert just_below(Hlc(5, 0)) == Hlc(4, 9_999_999_999)
+    assert just_below(ZERO) == ZERO
+
+
+@pytest.mark.parametrize("schemas", [True, False])
+def test_transaction_events_as_debezium_writes_them(schemas: bool) -> None:
+    import json
+
+    end = {
+        "status": "END",
+        "id": "571:53195832",
+        "event_count": 2,
+        "data_collections": [
+            {"data_collection": "public.orders", "event_count": 1},
+            {"data_collection": "public.customers", "event_count": 1},
+        ],
+        "ts_ms": 1700000000123,
+    }
+    body = {"schema": {"type": "struct"}, "payload": end} if schemas else end
+    event = transaction_event(json.dumps(body).encode())
+    assert event.status == "END" and event.id == "571:53195832"
+    assert event.counts == {"public.orders": 1, "public.customers": 1}
+    assert event.time == Hlc(1_700_000_000_123_000_000, 0)
+    begin = transaction_event(
+        json.dumps(
+            {
+                "status": "BEGIN",
+                "id": "x",
+                "event_count": None,
+                "data_collections": None,
+                "ts_ms": 1,
+            }
+        ).encode()
+    )
+    assert begin.status == "BEGIN"
+
+
+def test_a_later_commit_with_an_earlier_time_caps_what_resolves_once_it_is_known() -> None:
+    # PostgreSQL takes the commit time before the commit record: two concurrent commits can
+    # come out a few microseconds the other way round
+    log = TransactionLog(COLLECTIONS, started=True)
+    a, b = Hlc(1_700_000_000_002_000_000, 0), Hlc(1_700_000_000_001_000_000, 0)
+    log.ended("1:a", {"public.orders": 1}, a, 0)
+    log.ended("2:b", {"public.orders": 1}, b, 1)  # after a in commit order, earlier in time
+    log.saw("1:a", [1], Hlc(a.wall + 10, 1), Hlc(a.wall + 10, 1))
+    assert log.resolved({}) == just_below(b)  # not a's time: b's change lies below it
+    log.saw("2:b", [1], Hlc(b.wall + 10, 1), Hlc(b.wall + 10, 1))
+    assert log.resolved({}) == Hlc(a.wall + 10, 1)
