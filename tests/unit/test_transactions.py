@@ -16,6 +16,7 @@ budget fallback: data read again from the start). Checked at every step:
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 
@@ -222,8 +223,6 @@ def test_just_below() -> None:
 
 @pytest.mark.parametrize("schemas", [True, False])
 def test_transaction_events_as_debezium_writes_them(schemas: bool) -> None:
-    import json
-
     end = {
         "status": "END",
         "id": "571:53195832",
@@ -236,7 +235,7 @@ def test_transaction_events_as_debezium_writes_them(schemas: bool) -> None:
     }
     body = {"schema": {"type": "struct"}, "payload": end} if schemas else end
     event = transaction_event(json.dumps(body).encode())
-    assert event.status == "END" and event.id == "571:53195832"
+    assert (event.status, event.id) == ("END", "571:53195832")
     assert event.counts == {"public.orders": 1, "public.customers": 1}
     assert event.time == Hlc(1_700_000_000_123_000_000, 0)
     begin = transaction_event(
