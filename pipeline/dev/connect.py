@@ -10,7 +10,8 @@ go on one classpath. The connector is set up as Highwater wants a Debezium sourc
 * ``plugin.name=pgoutput`` (built into PostgreSQL), a slot and a publication of its own;
 * ``provide.transaction.metadata=true``: BEGIN/END events on ``<prefix>.transaction`` and a
   ``transaction`` block on every change, what Highwater's markers for Debezium are made of;
-* the topics it creates get ``partitions`` partitions (the transaction topic too).
+* the topics it creates get ``partitions`` partitions, but the transaction topic one:
+  its order is the commit order, what Highwater's markers rely on.
 
 Ready when the worker's REST API says the connector and its task are RUNNING.
 """
@@ -91,6 +92,11 @@ def connector_config(
         "snapshot.mode": "initial",
         "topic.creation.default.partitions": str(partitions),
         "topic.creation.default.replication.factor": "1",
+        # the transaction topic on one partition: its order is the commit order
+        "topic.creation.groups": "transactions",
+        "topic.creation.transactions.include": f"{topic_prefix}.transaction",
+        "topic.creation.transactions.partitions": "1",
+        "topic.creation.transactions.replication.factor": "1",
         "heartbeat.interval.ms": "1000",
     }
 

@@ -22,11 +22,15 @@ from typing import Any
 
 import pytest
 
+from pipeline.config import parse_config
 from pipeline.core.sources import DebeziumAdapter
 from pipeline.dev.connect import EmbeddedConnect
 from pipeline.dev.postgres import EmbeddedPostgres
 from schemas.jsontext import Number
+from tests.support.changefeed import checkpoint_records, run_to_end
 from tests.support.kafka import Message, consume_all
+from tests.support.process import run_killed_at, write_config
+from tests.support.validator import exact, hlc_order
 
 SETUP = """
 CREATE TABLE orders (id int PRIMARY KEY, amount numeric(24,4), ratio numeric,
@@ -154,3 +158,153 @@ def test_postgres_changes_reach_kafka_through_debezium_and_decode_exactly(
         "public.orders": 3,
         "public.customers": 1,
     }
+
+
+MORE = """
+BEGIN;
+UPDATE orders SET amount = amount + 1 WHERE id = 2;
+INSERT INTO customers VALUES (12, 'Ω ☃ 👩‍💻 ''single'' "double"');
+COMMIT;
+BEGIN;
+UPDATE customers SET name = 'first' WHERE id = 11;
+UPDATE customers SET name = 'second' WHERE id = 11;
+DELETE FROM orders WHERE id = 3;
+COMMIT;
+INSERT INTO orders VALUES (4, 99999999999999999999.9999, 1e-30,
+                           '1999-12-31 23:59:59.5-08', E'tab\\there', 'us');
+"""
+
+
+def wait_for_changes(bootstrap: str, topics: dict[str, int]) -> None:
+    """Until Debezium wrote ``count`` records (tombstones too) to each topic."""
+    for topic, count in topics.items():
+        found = wait_for(bootstrap, topic, count)
+        assert len(found) >= count, f"{topic}: {len(found)} of {count} records"
+
+
+def first_emissions(rows: list[Message]) -> list[tuple[str, tuple[int, int], Any]]:
+    """Each (key, updated) once, at its first emission, with its value."""
+    seen: set[tuple[bytes, str]] = set()
+    out = []
+    for m in rows:
+        body = exact(m.value)
+        if (m.key, body["updated"]) in seen:
+            continue
+        seen.add((m.key, body["updated"]))
+        out.append((m.key.decode(), hlc_order(body["updated"]), body.get("after")))
+    return out
+
+
+def as_text(value: Any) -> str:
+    """An exactly-read output value as psql prints it."""
+    if value is None:
+        return ""
+    if isinstance(value, tuple):  # ("n", digits)
+        return value[1]
+    return str(value)
+
+
+def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_resumes(
+    kafka_bootstrap: str, unique_name: Any, folder: Path, tmp_path: Path, spark: Any
+) -> None:
+    postgres = EmbeddedPostgres(folder / "pg")
+    connect = EmbeddedConnect(folder / "connect")
+    prefix = unique_name("pg").replace("_", "-")
+    changefeed_id = unique_name("cf")
+    try:
+        pg = postgres.start()
+        postgres.sql(SETUP)
+        info = connect.capture(
+            kafka_bootstrap,
+            pg,
+            ["public.orders", "public.customers"],
+            topic_prefix=prefix,
+            partitions=2,
+        )
+        postgres.sql(CHANGES)
+        orders, customers = info.topic("public.orders"), info.topic("public.customers")
+        wait_for_changes(kafka_bootstrap, {orders: 7, customers: 3})
+        raw = {
+            "changefeed_id": changefeed_id,
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": [
+                {
+                    "topic": t,
+                    "table": name,
+                    "format": "debezium",
+                    "transactions": info.transaction_topic,
+                }
+                for t, name in ((orders, "orders"), (customers, "customers"))
+            ],
+            "initial_scan": "no",
+            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+            "encoder": {"updated": True, "diff": True},
+            "resolved": {"interval": "0s"},
+            "checkpoint": {"min_checkpoint_frequency": "0s"},
+            "spark": {"trigger": {"processing_time": "500ms"}},
+        }
+        config_file = write_config(tmp_path / "cf.yaml", raw)
+        run_killed_at(config_file, tmp_path / "run.log", "after_marker:1")  # SIGKILL
+        postgres.sql(MORE)
+        wait_for_changes(kafka_bootstrap, {orders: 11, customers: 6})
+        time.sleep(2)  # the transaction topic's last END
+        drain = parse_config({**raw, "spark": {"trigger": {"available_now": True}}}, env={})
+        run_to_end(drain, spark)
+        final = {
+            "orders": postgres.sql(
+                "SELECT id, amount, ratio, note, region FROM orders ORDER BY id"
+            ),
+            "customers": postgres.sql("SELECT id, name FROM customers ORDER BY id"),
+        }
+        written = {t: consume_all(kafka_bootstrap, t) for t in (orders, customers)}
+    finally:
+        connect.stop()
+        postgres.stop()
+
+    adapter = DebeziumAdapter()
+    for table, topic in (("orders", orders), ("customers", customers)):
+        output = consume_all(kafka_bootstrap, f"{changefeed_id}.{table}")
+        rows = [m for m in output if m.key is not None]
+        markers = [m for m in output if m.key is None]
+        # every committed change once or more: each Debezium change's (key, time) is there
+        changes = [adapter.decode(m.key, m.value) for m in written[topic]]
+        want = {(json.dumps(c.key), (c.ts.wall, c.ts.logical)) for c in changes if c is not None}
+        emitted = first_emissions(rows)
+        assert {(k, ts) for k, ts, _ in emitted} == want, table
+        # per key, the versions in commit order (first emissions)
+        for key in {k for k, _, _ in emitted}:
+            times = [ts for k, ts, _ in emitted if k == key]
+            assert times == sorted(times), f"{table} key {key}: out of order"
+        # markers on every partition; after a marker, no new row at or below it
+        assert {m.partition for m in markers} == {0, 1, 2}, table
+        last = max(hlc_order(json.loads(m.value)["resolved"]) for m in markers)
+        assert last >= max(ts for _, ts, _ in emitted), f"{table}: the last change unresolved"
+        for partition in (0, 1, 2):
+            shown: set[tuple[bytes, str]] = set()
+            floor = (0, 0)
+            for m in (m for m in output if m.partition == partition):
+                if m.key is None:
+                    floor = max(floor, hlc_order(json.loads(m.value)["resolved"]))
+                    continue
+                updated = exact(m.value)["updated"]
+                assert (m.key, updated) in shown or hlc_order(updated) > floor, (
+                    f"{table}/{partition}: {m.key!r} at {updated} after marker {floor}"
+                )
+                shown.add((m.key, updated))
+        # the state the output rebuilds is the final SELECT, value for value
+        state: dict[str, Any] = {}
+        for key, _, after in sorted(emitted, key=lambda e: e[1]):
+            if after is None:
+                state.pop(key, None)
+            else:
+                state[key] = after
+        columns = (
+            ["id", "amount", "ratio", "note", "region"] if table == "orders" else ["id", "name"]
+        )
+        got = ["|".join(as_text(row.get(c)) for c in columns) for row in state.values()]
+        assert sorted(got) == sorted(final[table].splitlines()), table
+
+    record = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
+    log = record["transactions"][info.transaction_topic]
+    assert log["seen"] == {}, log  # nothing in flight at the end
+    assert log["horizon"] is None

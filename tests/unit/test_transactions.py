@@ -25,7 +25,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.frontier import SourcePartition
-from pipeline.core.sources.debezium import transaction_event
+from pipeline.core.sources.debezium import transaction_event, transaction_key
 from pipeline.core.transactions import TransactionLog, just_below
 from schemas.hlc import ZERO, Hlc
 
@@ -235,7 +235,7 @@ def test_transaction_events_as_debezium_writes_them(schemas: bool) -> None:
     }
     body = {"schema": {"type": "struct"}, "payload": end} if schemas else end
     event = transaction_event(json.dumps(body).encode())
-    assert (event.status, event.id) == ("END", "571:53195832")
+    assert (event.status, event.id) == ("END", "571")  # PostgreSQL: the xid, not the event's LSN
     assert event.counts == {"public.orders": 1, "public.customers": 1}
     assert event.time == Hlc(1_700_000_000_123_000_000, 0)
     begin = transaction_event(
@@ -263,3 +263,16 @@ def test_a_later_commit_with_an_earlier_time_caps_what_resolves_once_it_is_known
     assert log.resolved({}) == just_below(b)  # not a's time: b's change lies below it
     log.saw("2:b", [1], Hlc(b.wall + 10, 1), Hlc(b.wall + 10, 1))
     assert log.resolved({}) == Hlc(a.wall + 10, 1)
+
+
+@pytest.mark.parametrize(
+    ("given", "key"),
+    [
+        ("733:26386552", "733"),  # PostgreSQL: xid and the LSN of the event (seen on a real feed)
+        ("3e11fa47-71ca-11e1-9e33-c80aa9429562:23", "3e11fa47-71ca-11e1-9e33-c80aa9429562:23"),
+        ("0000002d:00000da8:0003", "0000002d:00000da8:0003"),  # SQL Server's commit LSN
+        ("mysql-bin.000003:1234", "mysql-bin.000003:1234"),
+    ],
+)
+def test_a_transaction_is_named_alike_in_its_changes_and_its_end(given: str, key: str) -> None:
+    assert transaction_key(given) == key

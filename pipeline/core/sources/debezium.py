@@ -80,7 +80,8 @@ def commit_time(source: Any, transaction: Any) -> Hlc:
     if not found:
         raise BadRecord("no 'source.ts_ms' (nor ts_us, ts_ns): the commit time is needed")
     field, ts, scale = found[0]
-    if type(ts) is not int or ts < 0:
+    ts = whole(ts)
+    if ts is None or ts < 0:
         raise BadRecord(f"'source.{field}' is not a non-negative integer")
     order = transaction.get("total_order") if type(transaction) is dict else None
     logical = order if type(order) is int and 0 <= order < 10_000_000_000 else 0
@@ -166,7 +167,18 @@ def _place(transaction: Any) -> tuple[str, int] | None:
     tx_id, order = transaction.get("id"), transaction.get("total_order")
     if type(tx_id) is not str or type(order) is not int:
         raise BadRecord("'transaction' has no string 'id' and integer 'total_order'")
-    return tx_id, order
+    return transaction_key(tx_id), order
+
+
+def transaction_key(tx_id: str) -> str:
+    """What names one transaction in its changes and its END event alike.
+
+    PostgreSQL's ids are ``<xid>:<lsn>`` with the LSN of the event itself (BEGIN, each
+    change and END each show their own): the xid is the transaction. Other connectors' ids
+    (MySQL's GTID ``<uuid>:<n>``, SQL Server's commit LSN) are the same on every event.
+    """
+    xid, colon, lsn = tx_id.partition(":")
+    return xid if colon and xid.isdigit() and lsn.isdigit() else tx_id
 
 
 class TransactionEvent(NamedTuple):
@@ -197,7 +209,7 @@ def transaction_event(value: bytes | None) -> TransactionEvent:
         counts[name] = count
     if status == "END" and payload.get("data_collections") is None:
         raise BadRecord("END without 'data_collections'")
-    return TransactionEvent(status, tx_id, counts, Hlc(ts * 1_000_000, 0))
+    return TransactionEvent(status, transaction_key(tx_id), counts, Hlc(ts * 1_000_000, 0))
 
 
 def _payload(body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
@@ -253,9 +265,19 @@ def _semantic(value: Any, column: dict[str, Any]) -> Any:
 
 
 def _integer(value: Any) -> int:
-    if type(value) is not int:
+    number = whole(value)
+    if number is None:
         raise TypeError("not an integer")
-    return value
+    return number
+
+
+def whole(value: Any) -> int | None:
+    """An integer, also as the exact reader gives one beyond 18 digits (nanoseconds); else None."""
+    if type(value) is int:
+        return value
+    if type(value) is Number and value.text.lstrip("-").isdigit():
+        return int(value.text)
+    return None
 
 
 def _fraction(count: int, per_second: int) -> str:
