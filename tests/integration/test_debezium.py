@@ -1,13 +1,20 @@
-"""The real upstream: PostgreSQL → Debezium on Kafka Connect → the broker, read by our decoder.
+"""The real upstream: PostgreSQL → Debezium on Kafka Connect → a Highwater changefeed.
 
 SQL drives a real PostgreSQL (``highwater dev postgres``); Debezium's PostgreSQL connector on
 Kafka Connect standalone (``pipeline/dev/connect.py``) captures it: a snapshot of the rows
 already there, then multi-statement transactions over two tables, two updates of one key in
 one transaction, deletes, a column added with ``ALTER TABLE``, NUMERIC with many digits,
-timestamps with time zones, text of any characters. Checked on what Debezium wrote: every
-change decodes (``DebeziumAdapter``) and the state rebuilt from the change topics equals the
-final ``SELECT`` of each table, value for value; the transaction topic has BEGIN and END with
-the event counts; the versions of a key in one transaction keep their order in time.
+timestamps with time zones, text of any characters. A changefeed over the Debezium topics
+(markers from the transaction topic) runs until its first marker and is SIGKILLed; more SQL
+follows, and a drain resumes it. Checked:
+
+* on what Debezium wrote: every change decodes (``DebeziumAdapter``) exactly, the state it
+  rebuilds equals the final ``SELECT``; the versions of a key in one transaction keep their
+  order in time; END counts each transaction's events per table, at its commit time;
+* on the changefeed's output: every change once or more, per-key order, markers on every
+  partition of every output topic covering the last change, no new row at or below a marker
+  after it, and the state rebuilt from the output equals the final ``SELECT``, value for
+  value; the checkpoint record holds the transaction log with nothing in flight.
 """
 
 from __future__ import annotations
@@ -102,64 +109,7 @@ def text(value: Any) -> str | None:
     return value.text if isinstance(value, Number) else str(value)
 
 
-def test_postgres_changes_reach_kafka_through_debezium_and_decode_exactly(
-    kafka_bootstrap: str, unique_name: Any, folder: Path
-) -> None:
-    postgres = EmbeddedPostgres(folder / "pg")
-    connect = EmbeddedConnect(folder / "connect")
-    prefix = unique_name("pg").replace("_", "-")
-    try:
-        pg = postgres.start()
-        postgres.sql(SETUP)
-        tables = ["public.orders", "public.customers"]
-        info = connect.capture(kafka_bootstrap, pg, tables, topic_prefix=prefix, partitions=2)
-        postgres.sql(CHANGES)
-        orders = wait_for(kafka_bootstrap, info.topic("public.orders"), 7)
-        customers = wait_for(kafka_bootstrap, info.topic("public.customers"), 3)
-        transactions = wait_for(kafka_bootstrap, info.transaction_topic, 6)
-    finally:
-        connect.stop()
-        postgres.start()  # (running: a no-op) for the final SELECTs below
-    try:
-        final_orders = postgres.sql(
-            "SELECT id, amount, ratio, note, region FROM orders ORDER BY id"
-        ).splitlines()
-        final_customers = postgres.sql("SELECT id, name FROM customers ORDER BY id").splitlines()
-    finally:
-        postgres.stop()
-
-    state = rebuilt(orders)
-    got = [
-        "|".join(text(row.get(c)) or "" for c in ("id", "amount", "ratio", "note", "region"))
-        for _, row in sorted(state.items())
-    ]
-    assert got == final_orders
-    people = rebuilt(customers)
-    assert ["|".join(text(v) or "" for v in row.values()) for _, row in sorted(people.items())] == (
-        final_customers
-    )
-    assert text(state[(2,)]["amount"]) == "-0.0001"  # numeric(24,4): its scale's digits
-    assert text(state[(2,)]["ratio"]) == "123456789012345678901234567890.000000000001"
-
-    # the snapshot's rows are reads; two updates of one key in one transaction keep their order
-    adapter = DebeziumAdapter()
-    changes = [adapter.decode(m.key, m.value) for m in orders if m.value is not None]
-    assert next(c.op for c in changes if c.key == [1]) == "insert"
-    in_one = [c for c in changes if c.key == [2]]
-    assert [c.op for c in in_one] == ["insert", "update", "update"]
-    assert in_one[0].ts < in_one[1].ts < in_one[2].ts
-    assert len({c.ts.wall for c in in_one}) == 1  # one commit time, ordered within it
-
-    # BEGIN and END for each transaction, END counting its events per table
-    ends = [json.loads(m.value)["payload"] for m in transactions if m.value is not None]
-    ends = [e for e in ends if e["status"] == "END"]
-    first = next(e for e in ends if e["event_count"] == 4)
-    assert {d["data_collection"]: d["event_count"] for d in first["data_collections"]} == {
-        "public.orders": 3,
-        "public.customers": 1,
-    }
-
-
+COLUMNS = {"orders": ["id", "amount", "ratio", "note", "region"], "customers": ["id", "name"]}
 MORE = """
 BEGIN;
 UPDATE orders SET amount = amount + 1 WHERE id = 2;
@@ -257,11 +207,36 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
             "customers": postgres.sql("SELECT id, name FROM customers ORDER BY id"),
         }
         written = {t: consume_all(kafka_bootstrap, t) for t in (orders, customers)}
+        transactions = consume_all(kafka_bootstrap, info.transaction_topic)
     finally:
         connect.stop()
         postgres.stop()
 
     adapter = DebeziumAdapter()
+    # what Debezium wrote decodes exactly: the state it rebuilds is the final SELECT
+    state = rebuilt(written[orders])
+    assert text(state[(2,)]["amount"]) == "0.9999"  # numeric(24,4): its scale's digits
+    assert text(state[(2,)]["ratio"]) == "123456789012345678901234567890.000000000001"
+    for topic, table in ((orders, "orders"), (customers, "customers")):
+        rows = sorted(rebuilt(written[topic]).items())
+        got = ["|".join(text(row.get(c)) or "" for c in COLUMNS[table]) for _, row in rows]
+        assert got == final[table].splitlines(), table
+    # the snapshot's rows are reads; two updates of one key in one transaction keep their order
+    decoded = [adapter.decode(m.key, m.value) for m in written[orders] if m.value is not None]
+    assert next(c.op for c in decoded if c.key == [1]) == "insert"
+    in_one = [c for c in decoded if c.key == [2]][:3]
+    assert [c.op for c in in_one] == ["insert", "update", "update"]
+    assert in_one[0].ts < in_one[1].ts < in_one[2].ts
+    assert len({c.ts.wall for c in in_one}) == 1  # one commit time, ordered within it
+    # END counts each transaction's events per table, at its commit time in milliseconds
+    ends = [json.loads(m.value)["payload"] for m in transactions if m.value is not None]
+    first = next(e for e in ends if e["status"] == "END" and e["event_count"] == 4)
+    assert {d["data_collection"]: d["event_count"] for d in first["data_collections"]} == {
+        "public.orders": 3,
+        "public.customers": 1,
+    }
+    assert first["ts_ms"] == in_one[0].ts.wall // 1_000_000
+
     for table, topic in (("orders", orders), ("customers", customers)):
         output = consume_all(kafka_bootstrap, f"{changefeed_id}.{table}")
         rows = [m for m in output if m.key is not None]
@@ -298,10 +273,7 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
                 state.pop(key, None)
             else:
                 state[key] = after
-        columns = (
-            ["id", "amount", "ratio", "note", "region"] if table == "orders" else ["id", "name"]
-        )
-        got = ["|".join(as_text(row.get(c)) for c in columns) for row in state.values()]
+        got = ["|".join(as_text(row.get(c)) for c in COLUMNS[table]) for row in state.values()]
         assert sorted(got) == sorted(final[table].splitlines()), table
 
     record = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
