@@ -6,8 +6,8 @@ The contract is ``base.py``; one module per ``format:`` of a source:
 ``native``      CockroachDB's changefeed JSON, resolved markers on every partition
 ``canal-json``  TiCDC's Canal-JSON (TiDB extension): watermarks are the markers
 ``debezium``    Debezium's JSON events (with or without schemas); no markers of its
-                own: not selectable in a config until they are derived from its
-                transaction metadata
+                own: they are derived from its transaction metadata topic
+                (``transactions.py``, ``transaction_feed.py``)
 ==============  =================================================================
 """
 
