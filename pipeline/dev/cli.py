@@ -13,6 +13,7 @@ from pipeline.runtime.process import state_dir
 from schemas.errors import BrokerError
 
 from .broker import EmbeddedKafka
+from .debezium import DebeziumUpstream, run_postgres_demo, sources_yaml
 from .demo import run_demo
 from .generator import GeneratorSpec, write
 from .kafka_tools import TOOLS, tool_command
@@ -69,6 +70,20 @@ def add_dev_commands(commands: Any) -> None:
         service.add_argument("--dir", type=Path, help=f"embedded {name} folder (overrides --name)")
         service.set_defaults(handler=handler)
 
+    debezium = dev.add_parser(
+        "debezium",
+        help="the embedded PostgreSQL with Debezium on Kafka Connect capturing its tables",
+    )
+    debezium.add_argument("action", choices=("start", "stop", "status"))
+    _broker_args(debezium)
+    debezium.add_argument("--bootstrap-servers")
+    debezium.add_argument(
+        "--tables", default="public.orders", help="schema.table,… to capture (they must exist)"
+    )
+    debezium.add_argument("--prefix", default="pg", help="Debezium's topic.prefix")
+    debezium.add_argument("--partitions", type=int, default=3, help="of the change topics")
+    debezium.set_defaults(handler=_debezium)
+
     cli = dev.add_parser(
         "kafka-cli",
         help=f"run a Kafka CLI tool ({', '.join(sorted(TOOLS))})",
@@ -84,6 +99,13 @@ def add_dev_commands(commands: Any) -> None:
 
     demo = dev.add_parser("demo", help="broker + generated orders + the changefeed + output")
     demo.add_argument("--rows", type=int, default=5_000)
+    demo.add_argument(
+        "--source",
+        choices=("generated", "postgres"),
+        default="generated",
+        help="generated: CockroachDB-style changes written to a topic; postgres: a real "
+        "PostgreSQL captured by Debezium",
+    )
     demo.add_argument(
         "--config",
         type=Path,
@@ -188,6 +210,29 @@ def _generate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _debezium(args: argparse.Namespace) -> int:
+    upstream = DebeziumUpstream(state_dir() / "debezium" / args.name)
+    if args.action == "stop":
+        print("stopped" if upstream.stop() else "not running")
+        return 0
+    if args.action == "status":
+        postgres, connect = upstream.postgres.status(), upstream.connect.status()
+        print(f"PostgreSQL: {postgres.dsn if postgres else 'not running'}")
+        print(f"Kafka Connect: {connect.url if connect else 'not running'}")
+        return 0 if postgres and connect else 3
+    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
+    postgres, connect = upstream.start(
+        bootstrap_for(args), tables, prefix=args.prefix, partitions=args.partitions
+    )
+    print(f"PostgreSQL {postgres.dsn}")
+    print(f"Kafka Connect {connect.url}, Debezium capturing {', '.join(tables)}")
+    print("a changefeed over it (add changefeed_id and kafka):")
+    print(sources_yaml(connect, tables))
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
+    if args.source == "postgres":
+        return run_postgres_demo(rows=args.rows, state=state_dir())
 
     return run_demo(rows=args.rows, state=state_dir(), config_file=args.config)
