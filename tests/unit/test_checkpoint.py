@@ -78,3 +78,22 @@ def test_too_small_a_budget_is_an_error() -> None:
 def test_unreadable_records_are_checkpoint_errors(data: bytes) -> None:
     with pytest.raises(CheckpointError):
         decode(data)
+
+
+def test_the_transaction_logs_travel_in_the_record_and_give_up_what_is_in_flight_last() -> None:
+    parts = [SourcePartition("pg.public.orders", p) for p in range(2)]
+    frontier = frontier_with(dict.fromkeys(parts, 10), dict.fromkeys(parts, 5))
+    state = {
+        "offset": 7,
+        "resolved": str(Hlc(10)),
+        "seen": {"733": ["1-2", str(Hlc(11, 1)), str(Hlc(11, 2))]},
+        "horizon": None,
+        "started": True,
+    }
+    cp = Checkpoint.of("cf", frontier, transactions={"pg.transaction": state})
+    data = cp.encode(1 << 20)
+    assert decode(data).transactions == {"pg.transaction": state}
+    # without offsets the data topics are read again from their start: counting starts over
+    last = decode(Checkpoint(**{**cp.__dict__, "level": "high_water"}).encode(1 << 20))
+    assert last.offsets == {}
+    assert last.transactions == {"pg.transaction": {**state, "seen": {}}}

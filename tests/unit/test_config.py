@@ -185,3 +185,33 @@ def test_canal_json_needs_no_initial_scan_and_says_so_by_key() -> None:
     assert parse_config(minimal(sources=canal, initial_scan="no"), env={}).scan_mode == "no"
     assert parse_config(minimal(sources=canal, cursor="1.0"), env={}).scan_mode == "no"
     assert "sources[0].format" in problems(minimal(sources=[{**canal[0], "format": "debezium"}]))
+
+
+def test_debezium_sources_name_their_transaction_topic_and_tables() -> None:
+    def source(**extra: object) -> dict[str, object]:
+        return {"topic": "pg.public.orders", "table": "orders", "format": "debezium", **extra}
+
+    config = parse_config(
+        minimal(sources=[source(transactions="pg.transaction")], initial_scan="no"), env={}
+    )
+    assert config.transaction_topics == {"pg.transaction": {"public.orders": "pg.public.orders"}}
+    assert config.unmarked_sources == []
+    bare = parse_config(minimal(sources=[source()], initial_scan="no"), env={})
+    assert bare.transaction_topics == {}
+    assert bare.unmarked_sources == ["pg.public.orders"]  # rows flow, no marker is promised
+    elsewhere = source(topic="cdc_orders", transactions="pg.transaction")
+    assert (
+        "does not start with"
+        in problems(minimal(sources=[elsewhere], initial_scan="no"))["sources[0].collection"]
+    )
+    named = parse_config(
+        minimal(sources=[{**elsewhere, "collection": "public.orders"}], initial_scan="no"), env={}
+    )
+    assert named.transaction_topics == {"pg.transaction": {"public.orders": "cdc_orders"}}
+    native = {"topic": "src.orders", "table": "orders", "transactions": "pg.transaction"}
+    assert (
+        "only used with format: debezium"
+        in problems(minimal(sources=[native]))["sources[0].transactions"]
+    )
+    # a config without them keeps the shape it had: existing changefeeds resume unchanged
+    assert "transactions" not in parse_config(minimal(), env={}).shape["sources"][0]
