@@ -430,6 +430,14 @@ class ChangefeedConfig(_Section):
                 problems.append(
                     (f"encoder.{option}", "a CDC query works on one table; list one source")
                 )
+            elif self.sources[0].format != "native":
+                problems.append(
+                    (
+                        f"encoder.{option}",
+                        "a CDC query reads the native envelope; over "
+                        f"{self.sources[0].format} sources it is not built yet",
+                    )
+                )
             elif self.sources[0].table_schema is None:
                 problems.append(
                     (

@@ -6,10 +6,11 @@ One GC pass (``highwater gc run``):
    below the one recorded before (it never moves backwards).
 2. For every partition of every managed source topic, the **trim offset**: records are read
    from the partition's first offset while they are at or below the GC safe point (rows by
-   their time, markers by theirs); the first record above it, or one that does not decode,
-   ends the prefix. The trim offset is the end of that prefix, lowered to the offset every
-   unexpired changefeed safepoint resumes from on that partition. So no record above a
-   safepoint's time, and nothing at or after a changefeed's checkpointed offset, is deleted.
+   their time, markers by theirs, a record carrying nothing by the one before it); the first
+   record above it, or one that does not decode, ends the prefix. The trim offset is the end
+   of that prefix, lowered to the offset every unexpired changefeed safepoint resumes from on
+   that partition. So no record above a safepoint's time, and nothing at or after a
+   changefeed's checkpointed offset, is deleted.
 3. Kafka's DeleteRecords trims each partition below its trim offset, and the new GC safe
    point is written to the safepoint topic.
 
@@ -108,13 +109,17 @@ def _times(
 ) -> Iterator[tuple[int, Hlc | None]]:
     """``(offset, time)`` of a partition's records from ``low`` to ``high``."""
     decode = adapter(source_format).decode
+    last = ZERO
     for message in read_range(consumer, sp, low, high):
         try:
             item = decode(message.key(), message.value(), exact=False)  # times only
         except BadRecord:
             yield message.offset(), None
             continue
-        yield message.offset(), record_time(item)
+        # a record carrying nothing (Debezium's tombstone after a delete, a DDL event) stands
+        # at the time of the record before it: trimming it with that one loses nothing
+        last = record_time(item) or last
+        yield message.offset(), last
 
 
 class GarbageCollector:

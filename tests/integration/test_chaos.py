@@ -29,7 +29,7 @@ from tests.support.process import run_killed_at, write_config
 from tests.support.validator import validate
 from tests.support.workload import Workload
 
-KILLS = int(os.environ.get("HIGHWATER_SOAK_KILLS", "3"))
+KILLS = int(os.environ.get("HIGHWATER_SOAK_KILLS", "2"))
 SOAK = "HIGHWATER_SOAK_KILLS" in os.environ
 SEED = int(os.environ.get("HIGHWATER_SOAK_SEED", "7"))
 POINTS = ("during_write", "after_write", "before_marker", "after_marker")

@@ -23,15 +23,20 @@ import json
 import shutil
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
-from pipeline.config import parse_config
+from pipeline.cli import main as highwater
+from pipeline.config import ChangefeedConfig, parse_config
 from pipeline.core.sources import DebeziumAdapter
-from pipeline.dev.connect import EmbeddedConnect
+from pipeline.dev.connect import ConnectInfo, EmbeddedConnect
+from pipeline.dev.demo import avro_messages
 from pipeline.dev.postgres import EmbeddedPostgres
 from schemas.jsontext import Number
 from tests.support.changefeed import checkpoint_records, run_to_end
@@ -64,15 +69,6 @@ COMMIT;
 ALTER TABLE orders ADD COLUMN region text;
 INSERT INTO orders VALUES (3, 0, -1e-20, NULL, '', 'eu');
 """
-
-
-@pytest.fixture
-def folder() -> Iterator[Path]:
-    """A folder the ``postgres`` user can reach (pytest's own are private to root)."""
-    path = Path(tempfile.mkdtemp(prefix="highwater-dbz-"))
-    path.chmod(0o755)
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def wait_for(bootstrap: str, topic: str, count: int, timeout: float = 90) -> list[Message]:
@@ -109,6 +105,11 @@ def text(value: Any) -> str | None:
     return value.text if isinstance(value, Number) else str(value)
 
 
+CUSTOMERS = {
+    "type": "record",
+    "name": "customers",
+    "fields": [{"name": "id", "type": "long"}, {"name": "name", "type": ["null", "string"]}],
+}
 COLUMNS = {"orders": ["id", "amount", "ratio", "note", "region"], "customers": ["id", "name"]}
 MORE = """
 BEGIN;
@@ -154,23 +155,40 @@ def as_text(value: Any) -> str:
     return str(value)
 
 
-def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_resumes(
-    kafka_bootstrap: str, unique_name: Any, folder: Path, tmp_path: Path, spark: Any
-) -> None:
+@dataclass(frozen=True)
+class Feed:
+    """What the module's one upstream and its changefeed left: topics, rows, output."""
+
+    info: ConnectInfo
+    orders: str
+    customers: str
+    changefeed_id: str
+    drain: ChangefeedConfig
+    final: dict[str, str]  # each table's final SELECT
+    written: dict[str, list[Message]]  # what Debezium wrote, per topic
+    transactions: list[Message]
+
+
+@pytest.fixture(scope="module")
+def feed(
+    kafka_bootstrap: str, spark: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Feed]:
+    """PostgreSQL and Debezium, SQL through them, a changefeed killed once and drained.
+
+    One upstream for the module's tests (its start is the costly part).
+    """
+    folder = Path(tempfile.mkdtemp(prefix="highwater-dbz-"))
+    folder.chmod(0o755)  # the postgres user reaches it (pytest's own folders are root's)
+    logs = tmp_path_factory.mktemp("debezium")
     postgres = EmbeddedPostgres(folder / "pg")
     connect = EmbeddedConnect(folder / "connect")
-    prefix = unique_name("pg").replace("_", "-")
-    changefeed_id = unique_name("cf")
+    name = f"dbz-{uuid.uuid4().hex[:8]}"
+    changefeed_id = f"{name}.cf"
     try:
         pg = postgres.start()
         postgres.sql(SETUP)
-        info = connect.capture(
-            kafka_bootstrap,
-            pg,
-            ["public.orders", "public.customers"],
-            topic_prefix=prefix,
-            partitions=2,
-        )
+        tables = ["public.orders", "public.customers"]
+        info = connect.capture(kafka_bootstrap, pg, tables, topic_prefix=name, partitions=2)
         postgres.sql(CHANGES)
         orders, customers = info.topic("public.orders"), info.topic("public.customers")
         wait_for_changes(kafka_bootstrap, {orders: 7, customers: 3})
@@ -180,21 +198,22 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
             "sources": [
                 {
                     "topic": t,
-                    "table": name,
+                    "table": table,
                     "format": "debezium",
                     "transactions": info.transaction_topic,
                 }
-                for t, name in ((orders, "orders"), (customers, "customers"))
+                for t, table in ((orders, "orders"), (customers, "customers"))
             ],
             "initial_scan": "no",
             "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
             "encoder": {"updated": True, "diff": True},
             "resolved": {"interval": "0s"},
             "checkpoint": {"min_checkpoint_frequency": "0s"},
+            "safepoints": {"topic": f"{changefeed_id}.safepoints"},
             "spark": {"trigger": {"processing_time": "500ms"}},
         }
-        config_file = write_config(tmp_path / "cf.yaml", raw)
-        run_killed_at(config_file, tmp_path / "run.log", "after_marker:1")  # SIGKILL
+        config_file = write_config(logs / "cf.yaml", raw)
+        run_killed_at(config_file, logs / "run.log", "after_marker:1")  # SIGKILL
         postgres.sql(MORE)
         wait_for_changes(kafka_bootstrap, {orders: 11, customers: 6})
         time.sleep(2)  # the transaction topic's last END
@@ -211,7 +230,15 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
     finally:
         connect.stop()
         postgres.stop()
+    yield Feed(info, orders, customers, changefeed_id, drain, final, written, transactions)
+    shutil.rmtree(folder, ignore_errors=True)
 
+
+def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_resumes(
+    kafka_bootstrap: str, feed: Feed
+) -> None:
+    orders, customers, written, final = feed.orders, feed.customers, feed.written, feed.final
+    changefeed_id, info, transactions = feed.changefeed_id, feed.info, feed.transactions
     adapter = DebeziumAdapter()
     # what Debezium wrote decodes exactly: the state it rebuilds is the final SELECT
     state = rebuilt(written[orders])
@@ -280,3 +307,82 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
     log = record["transactions"][info.transaction_topic]
     assert log["seen"] == {}, log  # nothing in flight at the end
     assert log["horizon"] is None
+
+
+def test_gc_trims_the_debezium_topics_and_a_resume_loses_nothing(
+    kafka_bootstrap: str, feed: Feed, spark: Any, capsys: Any
+) -> None:
+    """GC over Debezium topics trims all a safepoint does not need, and nothing more.
+
+    A resume with nothing new holds the safepoint at the last checkpoint; GC trims all before
+    it (tombstones too); a resume after GC finds what it needs and emits nothing again.
+    """
+    drain, orders = feed.drain, feed.orders
+    run_to_end(drain, spark)
+    cli = ["--bootstrap-servers", kafka_bootstrap, "--cluster", drain.safepoints.cluster]
+    cli += ["--safepoint-topic", drain.safepoints.topic, "--jobs-topic", drain.jobs.topic]
+    gc = ["gc", "run", "--once", "--topic", orders, "--format", "debezium", "--gc-life-time", "0s"]
+    assert highwater([*gc, *cli]) == 0
+    printed = capsys.readouterr().out
+    reader = Consumer(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": f"{drain.changefeed_id}.gc"}
+    )
+    try:
+        for p in (0, 1):
+            low, high = reader.get_watermark_offsets(TopicPartition(orders, p), timeout=10)
+            assert low == high, f"{orders}/{p}: trimmed to {low} of {high}\n{printed}"
+    finally:
+        reader.close()
+    output = f"{feed.changefeed_id}.orders"
+    before = [m for m in consume_all(kafka_bootstrap, output) if m.key is not None]
+    run_to_end(drain, spark)
+    after = [m for m in consume_all(kafka_bootstrap, output) if m.key is not None]
+    assert len(after) == len(before), "a resume after GC emitted rows again"
+
+
+def test_avro_output_over_a_debezium_topic_reads_back_with_confluents_deserializer(
+    kafka_bootstrap: str, schema_registry_url: str, feed: Feed, spark: Any
+) -> None:
+    """Read with confluent-kafka's Avro deserializer against the registry."""
+    customers, info = feed.customers, feed.info
+    avro_id = f"{feed.changefeed_id}.avro"
+    avro = parse_config(
+        {
+            "changefeed_id": avro_id,
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": [
+                {
+                    "topic": customers,
+                    "table": "customers",
+                    "format": "debezium",
+                    "transactions": info.transaction_topic,
+                    "table_schema": CUSTOMERS,
+                    "primary_key": ["id"],
+                }
+            ],
+            "initial_scan": "no",
+            "sink": {"topic_prefix": f"{avro_id}.", "partitions": 1},
+            "encoder": {
+                "format": "avro",
+                "updated": True,
+                "schema_registry": {"url": schema_registry_url},
+            },
+            "resolved": {"interval": "0s"},
+            "checkpoint": {"topic": f"{avro_id}.checkpoints"},
+            "safepoints": {"enabled": False},
+            "spark": {"trigger": {"available_now": True}},
+        },
+        env={},
+    )
+    run_to_end(avro, spark)
+    messages = avro_messages(f"{avro_id}.customers", kafka_bootstrap, schema_registry_url)
+    rows = [json.loads(value) for _, _, key, value in messages if key != "null"]
+    assert sorted((r["after"]["id"], r["after"]["name"]) for r in rows) == [
+        (10, "Ada"),
+        (10, "Ada L."),
+        (11, "Grace"),
+        (11, "first"),
+        (11, "second"),
+        (12, "Ω ☃ 👩‍💻 'single' \"double\""),
+    ]
+    assert any(key == "null" for _, _, key, _ in messages), "no resolved marker"

@@ -213,5 +213,8 @@ def test_debezium_sources_name_their_transaction_topic_and_tables() -> None:
         "only used with format: debezium"
         in problems(minimal(sources=[native]))["sources[0].transactions"]
     )
+    query = minimal(sources=[source(transactions="pg.transaction")], initial_scan="no")
+    query["encoder"] = {"where": "id > 1"}
+    assert "not built yet" in problems(query)["encoder.where"]
     # a config without them keeps the shape it had: existing changefeeds resume unchanged
     assert "transactions" not in parse_config(minimal(), env={}).shape["sources"][0]
