@@ -17,9 +17,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -34,7 +32,7 @@ from sinks.compacted import CompactedTopic
 
 from .broker import EmbeddedKafka
 from .connect import ConnectInfo, EmbeddedConnect
-from .demo import OutputWatch, _progress, _say, _show_output, _status
+from .demo import OutputWatch, _progress, _say, _show_output, _status, run_changefeed
 from .postgres import EmbeddedPostgres, PostgresInfo
 
 DEMO_TABLE = """
@@ -150,38 +148,26 @@ def run_postgres_demo(rows: int, state: Path, live_seconds: float = LIVE_SECONDS
     )
     config = load_config(config_file)
     output = config.output_topic(config.sources[0])
-    log_file = state / "demo" / "changefeed-postgres.log"
-    _say(f"starting the changefeed: highwater run --config {config_file} (its log: {log_file})")
-    with log_file.open("wb") as log:
-        job = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file)],
-            env=dict(os.environ),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
     try:
-        live = _live(
-            upstream.postgres,
-            bootstrap,
-            output,
-            config.jobs.topic,
-            changefeed_id,
-            job,
-            rows,
-            live_seconds,
+        code = run_changefeed(
+            config_file,
+            state / "demo" / "changefeed-postgres.log",
+            dict(os.environ),
+            lambda job: _live(
+                upstream.postgres,
+                bootstrap,
+                output,
+                config.jobs.topic,
+                changefeed_id,
+                job,
+                rows,
+                live_seconds,
+            ),
         )
-        if live:
-            _say("stopping the changefeed as an operator would (SIGTERM: finish the batch, stop)")
-        job.send_signal(signal.SIGTERM)
-        code = job.wait(300)
     finally:
-        if job.poll() is None:
-            job.kill()
         upstream.connect.stop()
-    if not live or code != 0:
-        _say(f"the changefeed ended with exit code {code}; the end of its log:")
-        print("\n".join(log_file.read_text(errors="replace").splitlines()[-40:]))
-        return code or 1
+    if code:
+        return code
     _show_output(output, bootstrap, None)
     count = upstream.postgres.sql("SELECT count(*) FROM orders").strip()
     _say(f"rows in the table now (SELECT count): {count}")

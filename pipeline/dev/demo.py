@@ -24,6 +24,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -112,30 +113,16 @@ def run_demo(
         f"to {SOURCE_TOPIC}: the table the initial scan takes a snapshot of"
     )
 
-    log_file = state / "demo" / "changefeed.log"
-    log_file.parent.mkdir(parents=True, exist_ok=True)
-    _say(f"starting the changefeed: highwater run --config {config_file} (its log: {log_file})")
-    with log_file.open("wb") as log:
-        job = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    try:
-        live = _live(config, bootstrap, output, job, first_order_id=rows + 1, seconds=live_seconds)
-        if live:
-            _say("stopping the changefeed as an operator would (SIGTERM: finish the batch, stop)")
-            job.send_signal(signal.SIGTERM)
-        code = job.wait(300)
-    finally:
-        if job.poll() is None:
-            job.kill()
-    if not live or code != 0:
-        _say(f"the changefeed ended with exit code {code}; the end of its log:")
-        print("\n".join(log_file.read_text(errors="replace").splitlines()[-40:]))
-        return code or 1
-
+    code = run_changefeed(
+        config_file,
+        state / "demo" / "changefeed.log",
+        env,
+        lambda job: _live(
+            config, bootstrap, output, job, first_order_id=rows + 1, seconds=live_seconds
+        ),
+    )
+    if code:
+        return code
     _show_output(output, bootstrap, registry_url)
     _say(f"done in {time.monotonic() - started:.0f}s. The broker keeps running; try:")
     print(
@@ -147,6 +134,42 @@ def run_demo(
     print("    highwater dev kafka --name demo stop")
     if registry_url is not None:
         print("    highwater dev registry --name demo stop")
+    return 0
+
+
+def run_changefeed(
+    config_file: Path,
+    log_file: Path,
+    env: dict[str, str],
+    live: Callable[[subprocess.Popen[bytes]], bool],
+) -> int:
+    """``highwater run`` in the background while ``live`` shows it; then a SIGTERM.
+
+    ``live`` returns False when the job ended (or never got going): its log's end is shown.
+    Returns 0, or the changefeed's exit code (1 if it was 0 but ``live`` gave up).
+    """
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    _say(f"starting the changefeed: highwater run --config {config_file} (its log: {log_file})")
+    with log_file.open("wb") as log:
+        job = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        shown = live(job)
+        if shown:
+            _say("stopping the changefeed as an operator would (SIGTERM: finish the batch, stop)")
+        job.send_signal(signal.SIGTERM)
+        code = job.wait(300)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    if not shown or code != 0:
+        _say(f"the changefeed ended with exit code {code}; the end of its log:")
+        print("\n".join(log_file.read_text(errors="replace").splitlines()[-40:]))
+        return code or 1
     return 0
 
 
