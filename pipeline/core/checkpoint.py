@@ -130,10 +130,14 @@ class CheckpointStore:
         self.topic = topic
         self.changefeed_id = changefeed_id
         self.max_bytes = max_bytes
+        # the shape as the topic held it when load() read it (one read of the topic for both)
+        self._shape: tuple[bytes | None] | None = None
 
     def load(self) -> Checkpoint | None:
         """The changefeed's checkpoint record, or None for a new changefeed."""
-        data = self.topic.get(self.changefeed_id)
+        records = self.topic.read_all()
+        self._shape = (records.get(SHAPE_PREFIX + self.changefeed_id),)
+        data = records.get(self.changefeed_id)
         if data is None:
             return None
         try:
@@ -151,7 +155,10 @@ class CheckpointStore:
 
     def load_shape(self) -> dict[str, Any] | None:
         """The config shape kept beside the record (None: none yet, or an older release)."""
-        data = self.topic.get(SHAPE_PREFIX + self.changefeed_id)
+        if self._shape is not None:
+            data = self._shape[0]
+        else:
+            data = self.topic.get(SHAPE_PREFIX + self.changefeed_id)
         if data is None:
             return None
         try:
@@ -164,7 +171,9 @@ class CheckpointStore:
 
     def write_shape(self, shape: Mapping[str, Any]) -> None:
         """Keep ``shape`` beside the record (durable on return)."""
-        self.topic.put(SHAPE_PREFIX + self.changefeed_id, _dump(dict(shape)))
+        data = _dump(dict(shape))
+        self.topic.put(SHAPE_PREFIX + self.changefeed_id, data)
+        self._shape = (data,)
 
     def write(self, checkpoint: Checkpoint) -> int:
         """Write ``checkpoint`` (at the level that fits the budget); durable on return.
