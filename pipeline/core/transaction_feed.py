@@ -119,6 +119,13 @@ class TransactionFeed:
             return
         sp = SourcePartition(topic, 0)
         low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        if tx_log.offset is not None and low > tx_log.offset:
+            raise SourceError(
+                f"transaction topic {topic!r} was trimmed to offset {low}, past offset "
+                f"{tx_log.offset} where this changefeed reads it again: the transactions in "
+                "between cannot be counted, so no marker could be trusted (keep the "
+                "transaction topic's retention above the changefeed's lag)"
+            )
         start = max(low, tx_log.offset or 0)
         for message in read_range(self._consumer, sp, start, high):
             try:

@@ -24,9 +24,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.frontier import SourcePartition
+from pipeline.core.frontier import Frontier, SourcePartition
 from pipeline.core.sources.debezium import transaction_event, transaction_key
+from pipeline.core.transaction_feed import TransactionFeed
 from pipeline.core.transactions import TransactionLog, just_below
+from schemas.errors import SourceError
 from schemas.hlc import ZERO, Hlc
 
 pytestmark = pytest.mark.unit
@@ -276,3 +278,29 @@ def test_a_later_commit_with_an_earlier_time_caps_what_resolves_once_it_is_known
 )
 def test_a_transaction_is_named_alike_in_its_changes_and_its_end(given: str, key: str) -> None:
     assert transaction_key(given) == key
+
+
+class _Trimmed:
+    """A transaction topic whose first offsets are gone."""
+
+    def list_topics(self, topic: str, timeout: float) -> object:
+        partition = type("P", (), {})()
+        found = type("T", (), {"error": None, "partitions": {0: partition}})()
+        return type("M", (), {"topics": {topic: found}})()
+
+    def get_watermark_offsets(self, _tp: object, timeout: float) -> tuple[int, int]:
+        return 50, 80
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_transaction_topic_trimmed_past_where_the_log_resumes_stops_the_changefeed() -> None:
+    log = TransactionLog(COLLECTIONS, offset=40, started=True)  # resumes at END offset 40
+    feed = TransactionFeed({"bootstrap.servers": "127.0.0.1:9"}, {"pg.transaction": log}, [])
+    feed._consumer.close()
+    feed._consumer = _Trimmed()
+    with pytest.raises(
+        SourceError, match=r"'pg.transaction' was trimmed to offset 50, past offset 40"
+    ):
+        feed.advance(Frontier([SourcePartition("pg.public.orders", 0)]))
