@@ -192,19 +192,16 @@ def spark_jars() -> list[Path]:
 
 def broker_classpath() -> str:
     """A Java classpath with the broker and the Kafka CLI tools."""
-    jar_set = broker_jars()
-    if not jar_set.jars():
-        raise JarsError(
-            f"Kafka broker jars are not in {jar_set.directory}: run 'highwater dev fetch-jars'"
-        )
-    return str(jar_set.directory / "*")
+    return _classpath(broker_jars(), "Kafka broker jars")
 
 
 def debezium_classpath() -> str:
     """A Java classpath entry with Debezium's connector (beside :func:`broker_classpath`)."""
-    jar_set = debezium_jars()
+    return _classpath(debezium_jars(), "Debezium's jars")
+
+
+def _classpath(jar_set: JarSet, what: str) -> str:
+    """``<folder>/*`` of a fetched jar set; an error naming the fix when it is not there."""
     if not jar_set.jars():
-        raise JarsError(
-            f"Debezium's jars are not in {jar_set.directory}: run 'highwater dev fetch-jars'"
-        )
+        raise JarsError(f"{what} are not in {jar_set.directory}: run 'highwater dev fetch-jars'")
     return str(jar_set.directory / "*")
