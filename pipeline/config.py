@@ -430,14 +430,6 @@ class ChangefeedConfig(_Section):
                 problems.append(
                     (f"encoder.{option}", "a CDC query works on one table; list one source")
                 )
-            elif self.sources[0].format != "native":
-                problems.append(
-                    (
-                        f"encoder.{option}",
-                        "a CDC query reads the native envelope; over "
-                        f"{self.sources[0].format} sources it is not built yet",
-                    )
-                )
             elif self.sources[0].table_schema is None:
                 problems.append(
                     (
@@ -448,21 +440,13 @@ class ChangefeedConfig(_Section):
 
     def _check_formats(self, problems: list[tuple[str, str]]) -> None:
         for i, source in enumerate(self.sources):
-            if source.format == "debezium" and self.scan_mode != "no":
+            if source.format == "debezium" and self.scan_mode != "no" and not source.transactions:
                 problems.append(
                     (
-                        f"sources[{i}].format",
-                        "Highwater's initial scan of Debezium topics is not built yet: use "
-                        "initial_scan: no (Debezium's own snapshot, op r, is on the topic and "
-                        "is read as changes from its start) or a cursor",
-                    )
-                )
-            if source.format == "canal-json" and self.scan_mode != "no":
-                problems.append(
-                    (
-                        f"sources[{i}].format",
-                        "canal-json records have no record key, so the initial scan cannot "
-                        "tell a row's versions apart yet: use initial_scan: no or a cursor",
+                        f"sources[{i}].transactions",
+                        "the initial scan of a Debezium topic needs its transaction topic: the "
+                        "snapshot's time is a commit it lists, and only it tells when every "
+                        "change at or below that time was read (or use initial_scan: no)",
                     )
                 )
 

@@ -38,6 +38,7 @@ from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
 from .queries import RowShape
+from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, adapter
 
 if TYPE_CHECKING:
@@ -307,7 +308,7 @@ def bad_reason(exc: Exception) -> str:
     return f"cannot be processed ({type(exc).__name__}: {exc})"
 
 
-def _count_transaction(state: PartitionSeen, exc: Exception) -> None:
+def count_transaction(state: PartitionSeen, exc: Exception) -> None:
     """A bad change of a Debezium transaction was read all the same: it does not hold it up."""
     if isinstance(exc, BadRecord) and exc.tx is not None and exc.ts is not None:
         state.saw(exc.tx, exc.ts)
@@ -447,11 +448,15 @@ class Task:
         encode_key, encode_value = encoder.key, encoder.value
         add_key, add_value = out.key.append, out.value.append
         query = self.plan.shapes.get(topic)
-        shape = None if query is None else query.stretch(run, source)
+        shape = None if query is None else query.stretch(run)
+        names = run.schema.names
+        keeps = run.column("keep").to_pylist() if "keep" in names else None  # a query's where
         # rows appended since the last topic run was recorded; rows of this stretch, their bytes
         emitted = kept = size = 0
         keys, values = run.column("key"), run.column("value")
         decode = _reader(source, keys, values, encoder.verbatim if shape is None else None)
+        if "row" in names:  # one Spark row per change (rows.py)
+            decode = pick_row(decode, offsets.to_pylist(), run.column("row").to_pylist())
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
         room = self.plan.max_record_bytes - RECORD_FRAMING  # a sink-side dead letter beyond
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
@@ -466,14 +471,16 @@ class Task:
                 else:
                     changes = item or ()  # several rows (canal-json), or none (a tombstone)
                 for change in changes:
-                    if shape is not None:
-                        change = shape(i, change)  # noqa: PLW2901 - the query's change
                     ts = change.ts
                     if ts <= floor:
                         state.duplicates += 1
                         continue
                     if change.tx is not None:  # Debezium: counted for its transaction
                         state.saw(change.tx, ts)
+                    if keeps is not None and not keeps[i]:
+                        continue
+                    if shape is not None:
+                        change = shape(i, change)  # noqa: PLW2901 - the query's change
                     if end_time is not None and ts > end_time:
                         continue
                     row = ChangeRow(
@@ -489,7 +496,7 @@ class Task:
                     kept += 1
                     size += record_size
             except Exception as exc:  # no record, however strange, stops a feed
-                _count_transaction(state, exc)
+                count_transaction(state, exc)
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
                 if self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i):
@@ -583,6 +590,8 @@ def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
         columns.append("headers")
     # a CDC query's: values that do not fit their table, the selected values, its where clause
     columns.extend(c for c in ("error", "projected", "keep") if c in batch.columns)
+    # one Spark row per change (rows.py): which change of its record, its key (the scan's)
+    columns.extend(c for c in ("row", "group") if c in batch.columns)
     return columns
 
 

@@ -323,6 +323,8 @@ class Changefeed:
         )
         if not scan.run(backfill.pending(), self.stop_request.is_set):
             return False
+        if position.transactions is not None:
+            position.transactions.check_snapshot(statement, position.frontier)
         position.backfill = None  # the whole snapshot is acknowledged: T is resolved
         status.state = "running"
         only = config.scan_mode == "only"
@@ -343,6 +345,8 @@ class Changefeed:
             assert position.backfill is not None  # noqa: S101 - the scan is running
             assert progress is not None  # noqa: S101
             position.backfill = position.backfill.finished(chunk, result.emitted)
+            if position.transactions is not None:  # what the scan read counts for them
+                position.transactions.saw(result)
             progress.add(chunk, result.emitted)
             self.stats.count(result, scan=True)
             self.metrics.batch(result, None, scan=True)

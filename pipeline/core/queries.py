@@ -2,14 +2,18 @@
 
 Like CockroachDB's CDC queries, a query works on one table, whose columns are declared
 (``sources[0].table_schema``). When one is configured, a projection runs in Spark before the
-changefeed's per-record loop (``pipeline/core/batch.py``):
+changefeed's per-record loop (``pipeline/core/batch.py``), over every source format alike:
 
-* the value is parsed with the declared column types, and the row's columns are put at the
+* each change is read as a native envelope (``rows.py``: a Debezium event, each row of a
+  canal-json event), parsed with the declared column types, and the row's columns are put at the
   top level, once for ``after`` and once for ``before``, so expressions name columns plainly
   (``amount > 100``, ``order_id``, ``amount * 2 AS doubled``);
 * ``where`` keeps a change when it holds for the new version (``after``); a delete is judged
-  by the version it deletes (``before``) when the source sends it, and kept otherwise, so a
-  consumer never misses the delete of a row it may hold;
+  by the version it deletes (``before``) when the source sends it, and kept otherwise (also
+  when ``where`` is unknown there: Debezium's delete of a table without ``REPLICA IDENTITY
+  FULL`` sends only the key's columns), so a consumer never misses the delete of a row it may
+  hold. Over Debezium nothing is dropped in Spark: the loop counts a change it does not emit
+  for its transaction (``keep``), or the markers would wait for it forever;
 * ``select`` replaces ``after`` and ``before`` by the selected expressions (the key stays the
   primary key);
 * a value that does not fit the declared types is marked, and the loop treats it as an
@@ -35,7 +39,8 @@ from typing import TYPE_CHECKING, Any
 from schemas.errors import ConfigError
 from schemas.tables import TableSchema
 
-from .sources import Adapter, BadRecord, Change
+from .rows import with_rows
+from .sources import BadRecord, Change, NativeAdapter, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -43,6 +48,7 @@ if TYPE_CHECKING:
 
     from pipeline.config import EncoderConfig
 
+_NATIVE = NativeAdapter()  # reads the projections: native envelopes
 _PRIMITIVES = {
     "null": "string",
     "boolean": "boolean",
@@ -98,38 +104,45 @@ def apply_query(
     schema: TableSchema,
     encoder: EncoderConfig,
     *,
+    source_format: str = "native",
     mark_only: bool = False,
 ) -> DataFrame:
     """The source records with ``where`` applied and ``select`` projected.
 
-    Columns out: ``key, value, topic, partition, offset, headers, error``, and with ``select``
-    ``projected`` (the envelope of the selected values, null where the record is not a row
-    that fits); ``value`` stays the source's. With ``mark_only``, ``where`` drops nothing and
-    adds a ``keep`` column instead: the initial scan must see every version to know which one
-    is the latest before it judges it.
+    The records are first split into one Spark row per change (``rows.py``: a query reads
+    every format as the native envelope). Columns out: ``key, value, topic, partition,
+    offset, headers, row, group, error``, and with ``select`` ``projected`` (the envelope of
+    the selected values, null where the record is not a row that fits); ``value`` stays the
+    source's. With ``mark_only``, ``where`` drops nothing and adds a ``keep`` column instead:
+    the initial scan must see every version to know which one is the latest before it judges
+    it, and a source whose markers come from counting its changes (Debezium's transactions)
+    must have every change counted, kept or not.
     """
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
+    mark_only = mark_only or not adapter(source_format).in_band_markers
     record = row_type(list(schema.record["fields"]))
     parsed = F.from_json(
-        F.col("value").cast("string"),
+        F.col("envelope").cast("string"),
         f"after {record}, before {record}, updated string, _corrupt string",
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"},
     )
-    frame = raw.select(
-        F.struct("key", "value", "topic", "partition", "offset", "headers").alias("__hw_r"),
+    passed = ("key", "value", "topic", "partition", "offset", "headers", "row", "group")
+    frame = with_rows(raw, source_format).select(
+        F.struct(*passed).alias("__hw_r"),
+        F.col("envelope").isNotNull().alias("__hw_change"),
         parsed.alias("__hw_p"),
     )
     for image in ("after", "before"):
         frame = _evaluate(frame, image, encoder)
     p = F.col("__hw_p")
-    is_row = F.col("__hw_r.key").isNotNull() & p.isNotNull() & p["updated"].isNotNull()
+    is_change = F.col("__hw_change")
+    is_row = is_change & p.isNotNull() & p["updated"].isNotNull()
     fits = p["_corrupt"].isNull()
-    passed = ("key", "value", "topic", "partition", "offset", "headers")
     columns = {name: F.col(f"__hw_r.{name}") for name in passed}
     columns |= {
         "error": F.when(
-            F.col("__hw_r.key").isNotNull() & ~fits,
+            is_change & ~fits,
             F.lit(f"value does not fit the declared schema of table {table!r}"),
         ),
     }
@@ -147,7 +160,8 @@ def apply_query(
     keep = (
         F.when(~(is_row & fits), F.lit(True))
         .when(p["after"].isNotNull(), F.coalesce(F.col("__hw_keep_after"), F.lit(False)))
-        .when(p["before"].isNotNull(), F.coalesce(F.col("__hw_keep_before"), F.lit(False)))
+        # a delete whose old version the query cannot judge (a partial before image) is kept
+        .when(p["before"].isNotNull(), F.coalesce(F.col("__hw_keep_before"), F.lit(True)))
         .otherwise(F.lit(True))
     )
     if mark_only:
@@ -219,8 +233,10 @@ class RowShape:
                 named.append(((found[2] or column).strip("`"), column))
         return cls(schema, encoder.select is not None, tuple(named))
 
-    def stretch(self, run: pa.RecordBatch, source: Adapter) -> Callable[[int, Change], Change]:
+    def stretch(self, run: pa.RecordBatch) -> Callable[[int, Change], Change]:
         """For a stretch of records: record ``i``'s source change → the query's change.
+
+        The projection is a native envelope whatever the source's format (``rows.py``).
 
         Raises :class:`BadRecord` for what Spark marked (``error``) and a decimal that does
         not fit its declared type.
@@ -230,7 +246,7 @@ class RowShape:
         exact: list[bool] = []
         if self.selects:
             projected = run.column("projected")
-            texts, exact = projected.to_pylist(), source.exact(run.column("key"), projected)
+            texts, exact = projected.to_pylist(), _NATIVE.exact(projected, projected)
         misfit, named = self.schema.misfit, self.named
 
         def shape(i: int, change: Change) -> Change:
@@ -242,7 +258,7 @@ class RowShape:
                     raise BadRecord(reason)
             if not self.selects:
                 return change
-            selected = source.change(change.key, texts[i], exact[i])
+            selected = _NATIVE.change(change.key, texts[i], exact[i])
             if selected is None:
                 raise BadRecord("the query's projection of the change is empty")
             for image, values in ((selected.after, change.after), (selected.before, change.before)):

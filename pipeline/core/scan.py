@@ -49,12 +49,14 @@ from .batch import (
     PartitionSeen,
     Task,
     bad_reason,
+    count_transaction,
     records_observed,
     source_columns,
     too_large,
 )
 from .frontier import SourcePartition
-from .sources import BadRecord, Change, adapter
+from .rows import pick_row
+from .sources import BadRecord, Change, Marker, Rows, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -155,30 +157,29 @@ class ScanTask(Task):
         _, state = self.partition(run)
         self.state = state
         source = self.source
-        marker, change = source.marker, source.change
         names = run.schema.names
         keeps = run.column("keep").to_pylist() if "keep" in names else None
         query = self.plan.shapes.get(self.chunk.topic)
-        shape = None if query is None else query.stretch(run, source)
+        shape = None if query is None else query.stretch(run)
         offsets = run.column("offset").to_pylist()
         exact = source.exact(run.column("key"), run.column("value"))
         keys, values = run.column("key").to_pylist(), run.column("value").to_pylist()
-        for i, key in enumerate(keys):
-            if key != self.key:
+        read = self.reader(run, exact, offsets)
+        groups = run.column("group").to_pylist() if "group" in names else keys
+        for i, group in enumerate(groups):
+            if group != self.key:
                 self.end_key(out)
-                self.start_key(key, source.key)
+                self.start_key(group, source.key if groups is keys else _carried)
             try:
-                if key is None:
-                    marker(values[i])
-                    continue  # the stream's concern: the scan knows its statement time
-                if self.key_values is None:
-                    raise BadRecord(self.key_error or "no key")
-                item = change(self.key_values, values[i], exact[i])
-                if item is None:
-                    continue  # nothing to emit (a tombstone after a delete)
+                item = read(i, keys[i], values[i])
+                if type(item) is not Change:
+                    continue  # a marker is the stream's concern; or nothing to emit
+                if item.tx is not None:  # Debezium: the stream's transaction log counts it
+                    state.saw(item.tx, item.ts)
                 if shape is not None:
                     item = shape(i, item)
             except Exception as exc:  # no record, however strange, stops a scan
+                count_transaction(state, exc)
                 self.flush(out)  # the rows before it, then its dead-letter record
                 self.bad(out, state, offsets[i], bad_reason(exc), run, i)
                 self.keep_undecodable(run, i, offsets[i])
@@ -186,6 +187,31 @@ class ScanTask(Task):
             self.keep(_Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i))
         state.next_offset = max(state.next_offset, max(offsets) + 1)
         self.flush(out)
+
+    def reader(
+        self, run: pa.RecordBatch, exact: list[bool], offsets: list[int]
+    ) -> Callable[[int, bytes | None, bytes | None], Change | Marker | Rows | None]:
+        """Decodes Spark row ``i`` of the slice.
+
+        A native record is read by its key, parsed once per key; a Spark row of
+        :func:`~.rows.with_rows` is change ``row`` of its record.
+        """
+        source = self.source
+        if "row" in run.schema.names:
+            return pick_row(
+                lambda i, key, value: source.decode(key, value, exact[i]),
+                offsets,
+                run.column("row").to_pylist(),
+            )
+
+        def read(i: int, key: bytes | None, value: bytes | None) -> Change | Marker | None:
+            if key is None:
+                return source.marker(value)
+            if self.key_values is None:
+                raise BadRecord(self.key_error or "no key")
+            return source.change(self.key_values, value, exact[i])
+
+        return read
 
     def start_key(self, key: bytes | None, parse: Callable[[bytes], list[Any]]) -> None:
         """A new key: parsed once for all of its versions."""
@@ -272,6 +298,11 @@ class ScanTask(Task):
         self.pending += 1
 
 
+def _carried(key: bytes) -> list[Any]:
+    """A key of :func:`~.rows.with_rows` (``group``): its changes carry their key values."""
+    return []
+
+
 def drop_superseded(
     batch: pa.RecordBatch,
     statement_time: Hlc,
@@ -339,7 +370,11 @@ def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) ->
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     columns = [c for c in source_columns(frame, plan.batch) if c not in ("topic", "partition")]
-    source = frame.select(*columns).sortWithinPartitions(F.xxhash64("key"), "key", "offset")
+    if "group" in columns:  # one Spark row per change, keyed by the change's key (rows.py)
+        order: tuple[Any, ...] = (F.xxhash64("group"), "group", "offset", "row")
+    else:
+        order = (F.xxhash64("key"), "key", "offset")
+    source = frame.select(*columns).sortWithinPartitions(*order)
     return records_observed(
         source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA), observation
     )

@@ -23,6 +23,7 @@ from .backfill import Chunk, ScanProgress, progress_line
 from .batch import BatchResult, read_result
 from .kafka_clients import source_reader, write_records
 from .queries import apply_query
+from .rows import with_rows
 from .scan import ScanPlan, chunk_records
 
 if TYPE_CHECKING:
@@ -135,8 +136,13 @@ def chunk_job(spark: SparkSession, config: ChangefeedConfig) -> ChunkJob:
         from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
 
         frame = source_reader(spark.read, config.kafka).options(**assign_options(chunk)).load()
+        source_format = config.formats[chunk.partition.topic]
         if query is not None:
-            frame = apply_query(frame, *query, config.encoder, mark_only=True)
+            frame = apply_query(
+                frame, *query, config.encoder, source_format=source_format, mark_only=True
+            )
+        elif source_format != "native":  # grouped by each change's key (rows.py)
+            frame = with_rows(frame, source_format)
         observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
         records = chunk_records(frame, plan, observation)
         write_records(records, config.sink_kafka, config.sink.producer)

@@ -284,7 +284,9 @@ def create(
         position = Position(Frontier(partitions, start=cursor), cursor)
         start_offsets: Mapping[SourcePartition, int] = {}
     else:
-        found = statement_time(outputs.source, config.formats, partitions)
+        found = statement_time(
+            outputs.source, config.formats, partitions, _snapshot_transactions(config)
+        )
         if cursor is not None and cursor > found.time:
             raise SourceError(
                 f"cursor {cursor} is above the sources' high-water mark {found.time}: a "
@@ -314,6 +316,19 @@ def create(
     return position, start_offsets
 
 
+def _snapshot_transactions(config: ChangefeedConfig) -> dict[str, str]:
+    """Debezium source topic -> its transaction topic, when a snapshot is taken (a scan).
+
+    Without a scan a Debezium source is read from its start (its own snapshot, ``op: r``,
+    is there), at statement time zero.
+    """
+    if config.scan_mode == "no":
+        return {}
+    return {
+        topic: tx for tx, tables in config.transaction_topics.items() for topic in tables.values()
+    }
+
+
 def add_tables(
     config: ChangefeedConfig, outputs: Outputs, position: Position, topics: tuple[str, ...]
 ) -> Position:
@@ -336,7 +351,7 @@ def add_tables(
             ]
         )
     new = [sp for sp in outputs.partitions if sp.topic in topics]
-    found = statement_time(outputs.source, config.formats, new)
+    found = statement_time(outputs.source, config.formats, new, _snapshot_transactions(config))
     progress = position.frontier.progress()
     backfill = None
     if config.scan_mode == "no":

@@ -5,7 +5,9 @@ promises so), which makes it the time of a consistent snapshot (initial scan, co
 It is the lowest, over every source partition, of that partition's latest marker. The latest
 marker sits near the end of a partition, so each partition is read backwards in growing
 windows from its end offset (the offsets recorded with the time) until a marker turns up,
-never the whole history.
+never the whole history. A Debezium partition has no markers: for a snapshot its time is
+just below the last commit its transaction topic lists (:func:`last_commit`), read before
+the data topics' end offsets; the scan proves it (``TransactionFeed.check_snapshot``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from schemas.hlc import ZERO, Hlc
 from .frontier import SourcePartition
 from .kafka_clients import range_reader, read_range
 from .sources import BadRecord, Marker, adapter
+from .sources.debezium import transaction_event
+from .transactions import just_below
 
 
 @dataclass(frozen=True)
@@ -65,12 +69,49 @@ def latest_marker(
         window, stop = window * 10, start
 
 
+def last_commit(consumer: Any, topic: str) -> Hlc:
+    """Debezium: the time just below the last transaction its transaction topic ENDs.
+
+    Every transaction ENDed before it committed in an earlier millisecond (END times are
+    milliseconds, commit order is the topic's order), so its changes are at or below this
+    time; the last one's, and any later one's, are above. ZERO: no transaction yet.
+    """
+    sp = SourcePartition(topic, 0)
+    if topic not in consumer.list_topics(topic, timeout=10).topics:
+        return ZERO
+    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    window, stop = 1_000, high
+    while stop > low:
+        start = max(low, stop - window)
+        ends = []
+        for message in read_range(consumer, sp, start, stop):
+            try:
+                event = transaction_event(message.value())
+            except BadRecord:
+                continue
+            if event.status == "END":
+                ends.append(event.time)
+        if ends:
+            return just_below(ends[-1])
+        window, stop = window * 10, start
+    return ZERO
+
+
 def statement_time(
-    client: Mapping[str, Any], formats: Mapping[str, str], partitions: list[SourcePartition]
+    client: Mapping[str, Any],
+    formats: Mapping[str, str],
+    partitions: list[SourcePartition],
+    transactions: Mapping[str, str] | None = None,
 ) -> StatementTime:
-    """The sources' high-water mark now; a partition without any marker yet is an error."""
+    """The sources' high-water mark now; a partition without any marker yet is an error.
+
+    ``transactions``: a Debezium source topic's transaction topic, for a snapshot of it
+    (:func:`last_commit`, read before the data topics' end offsets); without, a Debezium
+    partition's time is zero (all of it is read as changes).
+    """
     consumer = range_reader(client, "highwater-statement-time")
     try:
+        commits = {tx: last_commit(consumer, tx) for tx in set((transactions or {}).values())}
         starts: dict[SourcePartition, int] = {}
         ends: dict[SourcePartition, int] = {}
         times: dict[SourcePartition, Hlc | None] = {}
@@ -81,8 +122,8 @@ def statement_time(
             starts[sp], ends[sp] = low, high
             if adapter(formats[sp.topic]).in_band_markers:
                 times[sp] = latest_marker(consumer, sp, low, high, formats[sp.topic])
-            else:  # Debezium: nothing is resolved before its transactions are read
-                times[sp] = ZERO
+            else:  # Debezium: its transaction topic says
+                times[sp] = commits.get((transactions or {}).get(sp.topic, ""), ZERO)
     finally:
         consumer.close()
     missing = sorted(str(sp) for sp, t in times.items() if t is None)

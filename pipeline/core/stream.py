@@ -81,7 +81,7 @@ def write_batch(
     observation = Observation(f"batch-{batch_id}")
     query = config.query
     if query is not None:
-        batch = apply_query(batch, *query, config.encoder)
+        batch = apply_query(batch, *query, config.encoder, source_format=config.sources[0].format)
     records = kafka_records(batch, plan, observation)
     faults.reached("during_write")
     started = time.perf_counter()

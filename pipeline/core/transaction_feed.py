@@ -18,6 +18,7 @@ from confluent_kafka import TopicPartition
 
 from pipeline.config import ChangefeedConfig
 from schemas.errors import SourceError
+from schemas.hlc import ZERO, Hlc
 
 from .batch import BatchResult
 from .frontier import Frontier, SourcePartition
@@ -96,6 +97,32 @@ class TransactionFeed:
                     frontier.resolve(sp, resolved)
                     rose = True
         return rose
+
+    def check_snapshot(self, time: Hlc, frontier: Frontier) -> None:
+        """After an initial scan at ``time``: every transaction at or below it was read whole.
+
+        The scan read each data partition up to the end offsets taken just after the
+        transaction topic's last END (``statement.last_commit``), and its chunks' places
+        were counted here (:meth:`saw`). Should a change of a transaction at or below
+        ``time`` lie beyond those offsets (the connector's producer delivered the END before
+        it), the snapshot lacks it: the changefeed stops, naming the transaction, rather than
+        promise a marker at ``time``. Debezium's own snapshot precedes its first END, so it
+        lies before those offsets: they are the log's horizon.
+        """
+        if time == ZERO:
+            return  # no transaction yet: the scan emitted every change as a change
+        for tx, tx_log in self.logs.items():
+            self._read(tx, tx_log)
+            read = {sp: frontier[sp].offset or 0 for sp in self._partitions[tx]}
+            if tx_log.needs_horizon():
+                tx_log.set_horizon(read)
+            if not tx_log.complete_through(time, read):
+                raise SourceError(
+                    f"the initial scan at {time} is not consistent: transaction "
+                    f"{tx_log.waiting_for()} of {tx!r} has changes beyond the end offsets the "
+                    "scan read (the connector's producer delivered its END first); create the "
+                    "changefeed again to take a new snapshot"
+                )
 
     def in_flight(self) -> bool:
         """Whether a transaction waits for events.

@@ -182,6 +182,16 @@ class TransactionLog:
                 del self._seen[tx_id]
         return self._resolved
 
+    def complete_through(self, time: Hlc, read: Mapping[SourcePartition, int | None]) -> bool:
+        """Whether every transaction ENDed at or below ``time`` was read whole.
+
+        ``read`` as for :meth:`resolved`. Not ``resolved() >= time``: a later transaction still
+        waiting caps what resolves at the last one passed, though none of its events lies at or
+        below ``time`` (the first incomplete one ENDs above it).
+        """
+        self.resolved(read)
+        return self.horizon is None and (not self._ended or self._ended[0].time > time)
+
     def in_flight(self) -> bool:
         """Whether an ENDed transaction waits for events, or events wait for their END."""
         return bool(self._ended) or bool(self._seen)

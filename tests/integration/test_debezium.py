@@ -39,7 +39,12 @@ from pipeline.dev.connect import ConnectInfo, EmbeddedConnect
 from pipeline.dev.demo import avro_messages
 from pipeline.dev.postgres import EmbeddedPostgres
 from schemas.jsontext import Number
-from tests.support.changefeed import checkpoint_records, run_to_end
+from tests.support.changefeed import (
+    changefeed_config,
+    checkpoint_records,
+    read_checkpoint,
+    run_to_end,
+)
 from tests.support.kafka import Message, consume_all
 from tests.support.process import run_killed_at, write_config
 from tests.support.validator import exact, hlc_order
@@ -307,6 +312,134 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
     log = record["transactions"][info.transaction_topic]
     assert log["seen"] == {}, log  # nothing in flight at the end
     assert log["horizon"] is None
+
+
+def output_state(emitted: list[tuple[str, tuple[int, int], Any]]) -> dict[str, Any]:
+    """The table the output rebuilds: every key's last image (by time), deletes removed."""
+    state: dict[str, Any] = {}
+    for key, _, after in sorted(emitted, key=lambda e: e[1]):
+        if after is None:
+            state.pop(key, None)
+        else:
+            state[key] = after
+    return state
+
+
+def test_an_initial_scan_of_debezium_topics_is_a_snapshot_at_a_committed_time(
+    kafka_bootstrap: str, feed: Feed, spark: Any
+) -> None:
+    """The snapshot's time T lies just below the last commit the transaction topic listed.
+
+    Every key at T once, with ``updated`` = T and its own ``mvcc_timestamp``; the last
+    transaction (after T) as a change; the first marker at T or above on every partition
+    once the scan's counts showed every transaction at or below T read whole; the state
+    rebuilt from the output is the final SELECT.
+    """
+    scan_id = f"{feed.changefeed_id}.scan"
+    tables = (("orders", feed.orders), ("customers", feed.customers))
+    config = changefeed_config(
+        kafka_bootstrap,
+        scan_id,
+        [
+            {
+                "topic": topic,
+                "table": table,
+                "format": "debezium",
+                "transactions": feed.info.transaction_topic,
+            }
+            for table, topic in tables
+        ],
+        initial_scan="yes",
+        encoder={"updated": True, "mvcc_timestamp": True},
+    )
+    run_to_end(config, spark)
+    ends = [json.loads(m.value)["payload"] for m in feed.transactions if m.value is not None]
+    last_commit = max(e["ts_ms"] for e in ends if e["status"] == "END") * 1_000_000
+    times: set[str] = set()
+    for table, _ in tables:
+        output = consume_all(kafka_bootstrap, f"{scan_id}.{table}")
+        rows = [(m.key, exact(m.value)) for m in output if m.key is not None]
+        assert len({key for key, _ in rows}) == len(rows), f"{table}: a key emitted twice"
+        snapshot = [body for _, body in rows if body["updated"] != body["mvcc_timestamp"]]
+        times |= {body["updated"] for body in snapshot}
+        changes = [body for _, body in rows if body["updated"] == body["mvcc_timestamp"]]
+        assert all(hlc_order(b["updated"])[0] >= last_commit for b in changes), table
+        emitted = [(k.decode(), hlc_order(b["updated"]), b["after"]) for k, b in rows]
+        state = output_state(emitted)
+        got = ["|".join(as_text(row.get(c)) for c in COLUMNS[table]) for row in state.values()]
+        assert sorted(got) == sorted(feed.final[table].splitlines()), table
+        markers = [m for m in output if m.key is None]
+        assert {m.partition for m in markers} == {0, 1, 2}, table
+        top = max(hlc_order(json.loads(m.value)["resolved"]) for m in markers)
+        assert top >= max(ts for _, ts, _ in emitted), f"{table}: the last change unresolved"
+    (statement,) = times  # one snapshot time for every table
+    assert hlc_order(statement) == (last_commit - 1, 9_999_999_999)  # just below the last
+    record = read_checkpoint(kafka_bootstrap, config)
+    assert record["transactions"][feed.info.transaction_topic]["seen"] == {}
+
+
+NUMERIC_24_4 = {"precision": 24, "scale": 4}
+ORDERS = {
+    "type": "record",
+    "name": "orders",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {
+            "name": "amount",
+            "type": [
+                "null",
+                {"type": "bytes", "logicalType": "decimal", "precision": 24, "scale": 4},
+            ],
+        },
+        {"name": "note", "type": ["null", "string"]},
+        {"name": "region", "type": ["null", "string"]},
+    ],
+}
+
+
+def test_a_cdc_query_over_a_debezium_topic_filters_projects_and_still_resolves(
+    kafka_bootstrap: str, feed: Feed, spark: Any
+) -> None:
+    """``where``/``select`` read Debezium's rows as native envelopes, values as written.
+
+    A change the query leaves out still counts for its transaction: markers reach every
+    partition past the last change. A delete is judged by the row it deletes.
+    """
+    query_id = f"{feed.changefeed_id}.query"
+    config = changefeed_config(
+        kafka_bootstrap,
+        query_id,
+        [
+            {
+                "topic": feed.orders,
+                "table": "orders",
+                "format": "debezium",
+                "transactions": feed.info.transaction_topic,
+                "table_schema": ORDERS,
+                "primary_key": ["id"],
+            }
+        ],
+        initial_scan="no",
+        encoder={"updated": True, "where": "amount > 0", "select": ["id", "amount", "region"]},
+    )
+    run_to_end(config, spark)
+    output = consume_all(kafka_bootstrap, f"{query_id}.orders")
+    rows = [json.loads(m.value) for m in output if m.key is not None]  # the bytes: below
+    seen = sorted({(hlc_order(b["updated"]), json.dumps(b["after"])) for b in rows})
+    assert [json.loads(after) for _, after in seen] == [
+        {"id": 1, "amount": 1.5, "region": None},  # the snapshot's row
+        {"id": 2, "amount": 12345678901234567890.1234, "region": None},
+        None,  # the delete of key 1 (its row had amount > 0); 2's updates to -0.0001 left out
+        {"id": 2, "amount": 0.9999, "region": None},  # key 3 (amount 0) left out, its delete too
+        {"id": 4, "amount": 99999999999999999999.9999, "region": "us"},
+    ]
+    texts = [m.value for m in output if m.key is not None]
+    assert any(b'"amount":1.5000' in t for t in texts)  # as Debezium wrote it, never rounded
+    assert any(b'"amount":99999999999999999999.9999' in t for t in texts)
+    markers = [m for m in output if m.key is None]
+    assert {m.partition for m in markers} == {0, 1, 2}
+    top = max(hlc_order(json.loads(m.value)["resolved"]) for m in markers)
+    assert top >= seen[-1][0], "the changes left out held the markers back"
 
 
 def test_gc_trims_the_debezium_topics_and_a_resume_loses_nothing(

@@ -178,13 +178,14 @@ def test_one_topic_for_several_tables_is_refused_as_keys_could_collide() -> None
     assert "sink.topic_name: cannot hold several tables" in str(caught.value)
 
 
-def test_canal_json_needs_no_initial_scan_and_says_so_by_key() -> None:
+def test_every_format_takes_an_initial_scan_debezium_with_its_transaction_topic() -> None:
     canal = [{"topic": "tidb-orders", "table": "orders", "format": "canal-json"}]
-    found = problems(minimal(sources=canal))
-    assert "initial scan cannot" in found["sources[0].format"]
-    assert parse_config(minimal(sources=canal, initial_scan="no"), env={}).scan_mode == "no"
-    assert parse_config(minimal(sources=canal, cursor="1.0"), env={}).scan_mode == "no"
-    assert "sources[0].format" in problems(minimal(sources=[{**canal[0], "format": "debezium"}]))
+    assert parse_config(minimal(sources=canal), env={}).scan_mode == "yes"
+    debezium = {**canal[0], "format": "debezium"}
+    assert "transaction topic" in problems(minimal(sources=[debezium]))["sources[0].transactions"]
+    with_topic = {**debezium, "topic": "pg.public.orders", "transactions": "pg.transaction"}
+    assert parse_config(minimal(sources=[with_topic]), env={}).scan_mode == "yes"
+    assert parse_config(minimal(sources=[debezium], initial_scan="no"), env={}).scan_mode == "no"
 
 
 def test_debezium_sources_name_their_transaction_topic_and_tables() -> None:
@@ -215,6 +216,6 @@ def test_debezium_sources_name_their_transaction_topic_and_tables() -> None:
     )
     query = minimal(sources=[source(transactions="pg.transaction")], initial_scan="no")
     query["encoder"] = {"where": "id > 1"}
-    assert "not built yet" in problems(query)["encoder.where"]
+    assert "table_schema" in problems(query)["encoder.where"]  # queries read every format
     # a config without them keeps the shape it had: existing changefeeds resume unchanged
     assert "transactions" not in parse_config(minimal(), env={}).shape["sources"][0]

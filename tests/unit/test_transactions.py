@@ -304,3 +304,23 @@ def test_a_transaction_topic_trimmed_past_where_the_log_resumes_stops_the_change
         SourceError, match=r"'pg.transaction' was trimmed to offset 50, past offset 40"
     ):
         feed.advance(Frontier([SourcePartition("pg.public.orders", 0)]))
+
+
+def test_a_snapshot_whose_time_passes_an_incomplete_transaction_stops_the_changefeed() -> None:
+    """The scan's counts must show every transaction at or below its time read whole."""
+    log = TransactionLog(COLLECTIONS)
+    log.ended("100", {"public.orders": 2}, Hlc(5 * MS, 0), 0)
+    log.ended("101", {"public.customers": 1}, Hlc(9 * MS, 0), 1)  # the last commit listed
+    feed = TransactionFeed(
+        {"bootstrap.servers": "127.0.0.1:9"}, {"pg.transaction": log}, PARTITIONS
+    )
+    feed._read = lambda _topic, _log: None  # type: ignore[method-assign] - read above
+    statement = just_below(Hlc(9 * MS, 0))
+    frontier = Frontier(PARTITIONS)
+    log.saw("100", [1], Hlc(5 * MS, 1), Hlc(5 * MS, 1))  # one of its two changes in the scan
+    with pytest.raises(SourceError, match=r"transaction 100 \(1 of 2 events read\)"):
+        feed.check_snapshot(statement, frontier)
+    log.saw("100", [2], Hlc(5 * MS, 2), Hlc(5 * MS, 2))
+    feed.check_snapshot(statement, frontier)  # 101 after the snapshot's time may wait
+    assert log.waiting_for() == "101 (0 of 1 events read)"
+    feed.close()
