@@ -239,6 +239,17 @@ def feed(
     shutil.rmtree(folder, ignore_errors=True)
 
 
+def output_state(emitted: list[tuple[str, tuple[int, int], Any]]) -> dict[str, Any]:
+    """The table the output rebuilds: every key's last image (by time), deletes removed."""
+    state: dict[str, Any] = {}
+    for key, _, after in sorted(emitted, key=lambda e: e[1]):
+        if after is None:
+            state.pop(key, None)
+        else:
+            state[key] = after
+    return state
+
+
 def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_resumes(
     kafka_bootstrap: str, feed: Feed
 ) -> None:
@@ -299,12 +310,7 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
                 )
                 shown.add((m.key, updated))
         # the state the output rebuilds is the final SELECT, value for value
-        state: dict[str, Any] = {}
-        for key, _, after in sorted(emitted, key=lambda e: e[1]):
-            if after is None:
-                state.pop(key, None)
-            else:
-                state[key] = after
+        state = output_state(emitted)
         got = ["|".join(as_text(row.get(c)) for c in COLUMNS[table]) for row in state.values()]
         assert sorted(got) == sorted(final[table].splitlines()), table
 
@@ -312,17 +318,6 @@ def test_a_changefeed_over_debezium_topics_resolves_from_its_transactions_and_re
     log = record["transactions"][info.transaction_topic]
     assert log["seen"] == {}, log  # nothing in flight at the end
     assert log["horizon"] is None
-
-
-def output_state(emitted: list[tuple[str, tuple[int, int], Any]]) -> dict[str, Any]:
-    """The table the output rebuilds: every key's last image (by time), deletes removed."""
-    state: dict[str, Any] = {}
-    for key, _, after in sorted(emitted, key=lambda e: e[1]):
-        if after is None:
-            state.pop(key, None)
-        else:
-            state[key] = after
-    return state
 
 
 def test_an_initial_scan_of_debezium_topics_is_a_snapshot_at_a_committed_time(
@@ -378,7 +373,6 @@ def test_an_initial_scan_of_debezium_topics_is_a_snapshot_at_a_committed_time(
     assert record["transactions"][feed.info.transaction_topic]["seen"] == {}
 
 
-NUMERIC_24_4 = {"precision": 24, "scale": 4}
 ORDERS = {
     "type": "record",
     "name": "orders",

@@ -16,41 +16,9 @@ from confluent_kafka import Producer
 from pipeline.config import parse_config
 from pipeline.core.sources.canal import tso_time
 from sinks.admin import ensure_topics
+from tests.support.canal import canal, tso, watermark
 from tests.support.changefeed import run_to_end
 from tests.support.kafka import consume_all
-
-TYPES = {"id": "int", "amount": "decimal(30,10)", "note": "text"}
-
-
-def tso(ms: int, logical: int = 0) -> int:
-    return ms << 18 | logical
-
-
-def canal(kind: str, ts: int, data: list[dict[str, Any]] | None, **extra: Any) -> bytes:
-    event = {
-        "id": 0,
-        "database": "shop",
-        "table": "orders",
-        "pkNames": ["id"],
-        "isDdl": False,
-        "type": kind,
-        "es": ts >> 18,
-        "ts": ts >> 18,
-        "sql": "",
-        "sqlType": {"id": 4, "amount": 3, "note": 2005},
-        "mysqlType": TYPES,
-        "data": data,
-        "old": None,
-        "_tidb": {"commitTs": ts},
-        **extra,
-    }
-    return json.dumps(event, ensure_ascii=False).encode()
-
-
-def watermark(ts: int) -> bytes:
-    return canal(
-        "TIDB_WATERMARK", ts, None, pkNames=None, mysqlType=None, _tidb={"watermarkTs": ts}
-    )
 
 
 def test_canal_json_from_ticdc_becomes_envelopes_with_markers_on_every_partition(

@@ -23,39 +23,21 @@ from pipeline.core.frontier import SourcePartition
 from pipeline.core.rows import split_rows
 from pipeline.core.scan import ScanPlan
 from pipeline.core.sources.canal import tso_time
+from tests.support.canal import canal, tso, watermark
 from tests.unit.test_batch import SRC, arrow, plan, run
 from tests.unit.test_scan import walk
 
 pytestmark = pytest.mark.unit
 
-TYPES = {"id": "int", "amount": "decimal(30,10)", "note": "text"}
+BASE = 1_700_000_000_000  # milliseconds
 
 
-def tso(ms: int) -> int:
-    return (1_700_000_000_000 + ms) << 18
+def event(kind: str, ms: int, data: list[dict[str, Any]], old: Any = None) -> bytes:
+    return canal(kind, tso(BASE + ms), data, old=old)
 
 
-def canal(kind: str, ms: int, data: list[dict[str, Any]], old: Any = None) -> bytes:
-    event = {
-        "id": 0,
-        "database": "shop",
-        "table": "orders",
-        "pkNames": ["id"],
-        "isDdl": False,
-        "type": kind,
-        "es": ms,
-        "ts": ms,
-        "sql": "",
-        "mysqlType": TYPES,
-        "data": data,
-        "old": old,
-        "_tidb": {"commitTs": tso(ms)},
-    }
-    return json.dumps(event, ensure_ascii=False).encode()
-
-
-def watermark(ms: int) -> bytes:
-    return json.dumps({"type": "TIDB_WATERMARK", "_tidb": {"watermarkTs": tso(ms)}}).encode()
+def mark(ms: int) -> bytes:
+    return watermark(tso(BASE + ms))
 
 
 DDL = json.dumps(
@@ -74,17 +56,17 @@ def split(source_format: str, values: list[bytes | None], keys: Any = None) -> p
 
 
 def test_each_change_of_a_record_is_a_row_of_its_own_keyed_and_enveloped_exactly() -> None:
-    two = canal("INSERT", 1, [order(1, "10.50", "ü 𝄞"), order(2, "-0.0000000001")])
-    one = canal("UPDATE", 2, [order(1, "1e-10")], old=[{"amount": "10.50"}])
-    rows = split("canal-json", [two, watermark(2), DDL, b"{not json", one]).to_pylist()
+    two = event("INSERT", 1, [order(1, "10.50", "ü 𝄞"), order(2, "-0.0000000001")])
+    one = event("UPDATE", 2, [order(1, "1e-10")], old=[{"amount": "10.50"}])
+    rows = split("canal-json", [two, mark(2), DDL, b"{not json", one]).to_pylist()
     # the record's own columns, copied to each of its rows; the loops decode it again
     assert [r["offset"] for r in rows] == [0, 0, 1, 2, 3, 4]
-    assert [r["value"] for r in rows] == [two, two, watermark(2), DDL, b"{not json", one]
+    assert [r["value"] for r in rows] == [two, two, mark(2), DDL, b"{not json", one]
     assert all(r["headers"] == [{"key": "h", "value": b"x"}] for r in rows)
     assert [r["row"] for r in rows] == [0, 1, None, None, None, None]
     assert [r["group"] for r in rows] == [b"[1]", b"[2]", None, None, None, b"[1]"]
     first, second, *_, update = (r["envelope"] for r in rows)
-    commit = str(tso_time(tso(1), "ts"))
+    commit = str(tso_time(tso(BASE + 1), "ts"))
     envelope = '{"after":{"id":1,"amount":10.50,"note":"ü 𝄞"},"before":null,"updated":"%s"}'
     assert first == (envelope % commit).encode()
     assert b'"amount":-0.0000000001' in second  # numbers as the source wrote them
@@ -95,13 +77,13 @@ def test_each_change_of_a_record_is_a_row_of_its_own_keyed_and_enveloped_exactly
 def test_the_initial_scan_of_canal_json_groups_each_row_by_its_own_key() -> None:
     """TiCDC sends no record key and batches rows: the scan groups by the rows' keys."""
     history = [
-        canal("INSERT", 1, [order(1, "1.10"), order(2, "2.20"), order(3, "3.30")]),
-        watermark(1),
-        canal("UPDATE", 2, [order(1, "1.11"), order(3, "3.31")], old=[{}, {}]),
-        canal("DELETE", 3, [order(2, "2.20")]),
-        watermark(3),  # the statement time
-        canal("UPDATE", 4, [order(3, "3.32")], old=[{}]),
-        canal("INSERT", 5, [order(2, "2.00"), order(4, "4.40")]),
+        event("INSERT", 1, [order(1, "1.10"), order(2, "2.20"), order(3, "3.30")]),
+        mark(1),
+        event("UPDATE", 2, [order(1, "1.11"), order(3, "3.31")], old=[{}, {}]),
+        event("DELETE", 3, [order(2, "2.20")]),
+        mark(3),  # the statement time
+        event("UPDATE", 4, [order(3, "3.32")], old=[{}]),
+        event("INSERT", 5, [order(2, "2.00"), order(4, "4.40")]),
     ]
     rows = split("canal-json", history)
     order_by = sorted(
@@ -118,10 +100,10 @@ def test_the_initial_scan_of_canal_json_groups_each_row_by_its_own_key() -> None
         formats={SRC: "canal-json"},
         encoders={SRC: JsonEncoder(EncoderConfig(updated=True, mvcc_timestamp=True))},
     )
-    statement = tso_time(tso(3), "ts")
+    statement = tso_time(tso(BASE + 3), "ts")
     records, result = walk(ScanPlan(batch, statement, chunk=SourcePartition(SRC, 0)), chunk)
     emitted = [(r["key"], json.loads(r["value"])) for r in records]
-    at = {ms: str(tso_time(tso(ms), "ts")) for ms in range(1, 6)}
+    at = {ms: str(tso_time(tso(BASE + ms), "ts")) for ms in range(1, 6)}
     assert [(k, v["after"]["amount"], v["updated"], v["mvcc_timestamp"]) for k, v in emitted] == [
         (b"[1]", 1.11, at[3], at[2]),  # the latest version at or below T, at T
         (b"[2]", 2.0, at[5], at[5]),  # deleted at T: only its insert after T
