@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
-from schemas.errors import HighwaterError, SinkError, SourceDecodeError, SourceError
+from schemas.errors import HighwaterError, RecordRef, SinkError, SourceDecodeError, SourceError
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from sinks.compacted import COMPACTED
@@ -311,7 +311,7 @@ class Changefeed:
         status.progress = ScanProgress.of(backfill)
         self.metrics.scan(status.progress)
         self._publish("scanning")
-        plan = BatchPlan.of(config, self.outputs.encoders, thresholds={})
+        plan = BatchPlan.of(config, self.outputs.encoders, thresholds={}, skip=self._skip())
         scan = InitialScan(
             self.spark,
             chunk_job(self.spark, config),
@@ -340,7 +340,13 @@ class Changefeed:
     def _chunk_done(self, chunk: Chunk, result: BatchResult) -> None:
         """A chunk's rows are acknowledged: record it in the checkpoint before it counts."""
         with self._lock:
-            result.raise_first_bad(self.config.on_error)
+            try:
+                result.raise_first_bad(self.config.on_error)
+            except SourceDecodeError as exc:
+                if self.config.on_error != "pause":
+                    raise
+                self._pause_at(exc)  # the scan stops; the chunk runs again after resume
+                return
             position, progress = self.position, self.outputs.status.progress
             assert position.backfill is not None  # noqa: S101 - the scan is running
             assert progress is not None  # noqa: S101
@@ -375,10 +381,8 @@ class Changefeed:
     def _process(self, batch: DataFrame, batch_id: int) -> None:
         frontier = self.position.frontier
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
-        spec = self._spec
-        skip = spec.bad_record if spec is not None and spec.skip_bad_record else None
         plan = BatchPlan.of(
-            self.config, self.outputs.encoders, floors, frontier.high_water(), skip=skip
+            self.config, self.outputs.encoders, floors, frontier.high_water(), skip=self._skip()
         )
         result, seconds = write_batch(batch, batch_id, plan, self.config)
         for seen in result.partitions:
@@ -407,6 +411,11 @@ class Changefeed:
                 self._pause_at(exc)
                 return
         self._after_batch()
+
+    def _skip(self) -> RecordRef | None:
+        """The bad record an operator chose to divert (``resume --skip-bad-record``), if any."""
+        spec = self._spec
+        return spec.bad_record if spec is not None and spec.skip_bad_record else None
 
     def _pause_at(self, exc: SourceDecodeError) -> None:
         """``on_error: pause``: the spec says paused at the record, and the run stops."""

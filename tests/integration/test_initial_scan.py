@@ -11,11 +11,15 @@ from confluent_kafka import Producer
 
 from pipeline.cli import main as highwater
 from pipeline.config import load_config
+from pipeline.control.changefeeds import Changefeeds
+from pipeline.control.context import OperatorContext
 from pipeline.core.changefeed import Changefeed
 from pipeline.core.checkpoint import ranges_to_numbers
 from pipeline.dev.generator import Change, GeneratorSpec, encode_change, encode_key, write
 from schemas.hlc import Hlc, HlcClock
+from sinks.admin import ensure_topics
 from tests.support.changefeed import changefeed_config, checkpoint_records, read_output
+from tests.support.kafka import consume_all
 from tests.support.process import run_killed_at, write_config
 from tests.support.scan import Expected, check_output, expected, key_bytes
 
@@ -255,3 +259,47 @@ def test_no_scan_streams_only_the_changes_after_the_statement_time(
     assert want.later
     output = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
     check_output(output.rows, Expected(statement, {}, want.later))
+
+
+def test_on_error_pause_in_the_scan_names_the_record_and_resume_can_skip_it(
+    kafka_bootstrap: str, spark: Any, unique_name
+) -> None:
+    """The scan pauses as the stream does: the record named, the run not a failure.
+
+    Resumed with ``--skip-bad-record``, the scan diverts it to the dead-letter topic and ends.
+    """
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 1})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    values = [
+        b'{"after":{"id":0},"updated":"10.0000000000"}',
+        b'{"after":{"id":1},"updated":"20.0000000000"}',
+        b"not json {",  # offset 2
+        b'{"after":{"id":3},"updated":"30.0000000000"}',
+        b'{"resolved":"40.0000000000"}',
+    ]
+    for i, value in enumerate(values):
+        key = None if i == len(values) - 1 else f"[{i}]".encode()
+        producer.produce(source, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
+    config = changefeed_config(
+        kafka_bootstrap, changefeed_id, [(source, "t")], initial_scan="yes", on_error="pause"
+    )
+    Changefeed(config, spark).run()  # paused: returns, no error
+    changefeeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
+    found = changefeeds.get(changefeed_id)
+    assert found.spec is not None
+    assert found.status is not None
+    assert (found.spec.desired, str(found.spec.bad_record)) == ("paused", f"{source}/0@2")
+    assert found.status.state == "paused"
+    assert f"topic={source} partition=0 offset=2" in (found.status.error or "")
+    dlq = config.effective_dlq_topic
+    changefeeds.resume(changefeed_id, skip_bad_record=True)
+    Changefeed(config, spark).run()
+    output = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert sorted({m.key for m in output.rows}) == [b"[0]", b"[1]", b"[3]"]
+    assert output.marker_times(0)[-1] == "40.0000000000"  # the scan ended, at its time
+    dead = consume_all(kafka_bootstrap, dlq)
+    assert [(m.key, m.value) for m in dead] == [(b"[2]", b"not json {")]
+    reason = dict(dead[0].headers)["highwater.error"].decode()
+    assert reason.startswith("skipped by an operator (resume --skip-bad-record): ")
