@@ -11,7 +11,10 @@ go on one classpath. The connector is set up as Highwater wants a Debezium sourc
 * ``provide.transaction.metadata=true``: BEGIN/END events on ``<prefix>.transaction`` and a
   ``transaction`` block on every change, what Highwater's markers for Debezium are made of;
 * the topics it creates get ``partitions`` partitions, but the transaction topic one:
-  its order is the commit order, what Highwater's markers rely on.
+  its order is the commit order, what Highwater's markers rely on;
+* a heartbeat each second that writes a row of ``public.highwater_heartbeat``
+  (``heartbeat.action.query``, the table captured too): a transaction of its own, whose END
+  lets the markers advance while the followed tables are quiet.
 
 Ready when the worker's REST API says the connector and its task are RUNNING.
 """
@@ -29,7 +32,7 @@ from pathlib import Path
 from pipeline.runtime.jars import broker_classpath, debezium_classpath
 from schemas.errors import PlatformError
 
-from .postgres import DATABASE, USER, PostgresInfo
+from .postgres import DATABASE, HEARTBEAT, HEARTBEAT_QUERY, USER, PostgresInfo
 from .service import LocalService, free_port
 
 log = logging.getLogger(__name__)
@@ -82,7 +85,7 @@ def connector_config(
         "database.password": "",
         "database.dbname": DATABASE,
         "topic.prefix": topic_prefix,
-        "table.include.list": ",".join(tables),
+        "table.include.list": ",".join([*tables, HEARTBEAT]),
         "plugin.name": "pgoutput",
         "slot.name": f"{slot}_slot",
         "publication.name": f"{slot}_publication",
@@ -98,6 +101,7 @@ def connector_config(
         "topic.creation.transactions.partitions": "1",
         "topic.creation.transactions.replication.factor": "1",
         "heartbeat.interval.ms": "1000",
+        "heartbeat.action.query": HEARTBEAT_QUERY,
     }
 
 

@@ -60,6 +60,18 @@ class PostgresInfo:
         return f"host=127.0.0.1 port={self.port} dbname={DATABASE} user={USER}"
 
 
+# Debezium's heartbeat.action.query writes it (pipeline/dev/connect.py): each heartbeat is a
+# transaction of its own, so the markers advance while the followed tables are quiet
+HEARTBEAT = "public.highwater_heartbeat"
+HEARTBEAT_TABLE = (
+    "CREATE TABLE IF NOT EXISTS public.highwater_heartbeat (id int PRIMARY KEY, at timestamptz)"
+)
+HEARTBEAT_QUERY = (
+    "INSERT INTO public.highwater_heartbeat VALUES (1, now()) "
+    "ON CONFLICT (id) DO UPDATE SET at = now()"
+)
+
+
 def binaries() -> Path:
     """The folder of Debian's PostgreSQL server binaries (``initdb``, ``postgres``, ``psql``)."""
     for folder in sorted(Path("/usr/lib/postgresql").glob("*/bin"), reverse=True):
@@ -114,6 +126,7 @@ class EmbeddedPostgres(LocalService[PostgresInfo]):
         found = self.sql("SELECT 1 FROM pg_database WHERE datname = 'highwater'", database=USER)
         if not found.strip():
             self.sql(f"CREATE DATABASE {DATABASE}", database=USER)
+        self.sql(HEARTBEAT_TABLE)
         log.info("PostgreSQL ready at 127.0.0.1:%s (pid %s)", port, process.pid)
         return info
 
