@@ -323,7 +323,9 @@ class Changefeed:
         )
         if not scan.run(backfill.pending(), self.stop_request.is_set):
             return False
-        if position.transactions is not None:
+        # The first scan only: beside an added table's scan the other tables stream on, and
+        # their transactions at or below its time may still be in flight there.
+        if position.transactions is not None and backfill.time is None:
             position.transactions.check_snapshot(statement, position.frontier)
         position.backfill = None  # the whole snapshot is acknowledged: T is resolved
         status.state = "running"

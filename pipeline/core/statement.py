@@ -77,8 +77,9 @@ def last_commit(consumer: Any, topic: str) -> Hlc:
     time; the last one's, and any later one's, are above. ZERO: no transaction yet.
     """
     sp = SourcePartition(topic, 0)
-    if topic not in consumer.list_topics(topic, timeout=10).topics:
-        return ZERO
+    found = consumer.list_topics(topic, timeout=10).topics.get(topic)
+    if found is None or found.error is not None:
+        return ZERO  # not created yet: the connector has not committed a transaction
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
     window, stop = 1_000, high
     while stop > low:
