@@ -369,9 +369,11 @@ def _server(args: argparse.Namespace) -> int:
 
         supervisor = Supervisor(context, state_dir() / "server" / context.cluster)
         supervisor.start()
+    # the runs stop with the server: on its shutdown (SIGTERM ends the process right after)
+    stop = None if supervisor is None else supervisor.stop
     try:
-        serve(context, token, host=args.host, port=args.port)
+        serve(context, token, host=args.host, port=args.port, on_shutdown=stop)
     finally:
         if supervisor is not None:
-            supervisor.stop()
+            supervisor.stop()  # ended otherwise (an error): stopping twice is harmless
     return 0

@@ -26,11 +26,13 @@ dependencies find them.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hmac
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping
 from http import HTTPStatus
 from typing import Annotated, Any
 
@@ -497,11 +499,26 @@ class _Api(FastAPI):
         return self.openapi_schema or {}
 
 
-def create_app(context: OperatorContext, token: str) -> FastAPI:
-    """The API over the safepoints and job status of ``context``'s cluster."""
+def create_app(
+    context: OperatorContext, token: str, on_shutdown: Callable[[], None] | None = None
+) -> FastAPI:
+    """The API over the safepoints and job status of ``context``'s cluster.
+
+    ``on_shutdown`` runs (in a thread) when the server shuts down, before it exits: uvicorn
+    re-raises the SIGTERM it caught once its shutdown is done, so code after
+    ``uvicorn.run`` never runs then.
+    """
     if not token:
         raise ValueError("the API needs a non-empty bearer token")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        yield
+        if on_shutdown is not None:
+            await asyncio.to_thread(on_shutdown)
+
     app = _Api(
+        lifespan=lifespan,
         title="Highwater",
         version="2",
         description="Changefeeds (create, pause, resume, remove, status) and the safepoints "
@@ -516,8 +533,16 @@ def create_app(context: OperatorContext, token: str) -> FastAPI:
     return app
 
 
-def serve(context: OperatorContext, token: str, *, host: str, port: int) -> None:
-    """Serve the API until interrupted."""
+def serve(
+    context: OperatorContext,
+    token: str,
+    *,
+    host: str,
+    port: int,
+    on_shutdown: Callable[[], None] | None = None,
+) -> None:
+    """Serve the API until interrupted; ``on_shutdown`` runs before the process ends."""
     import uvicorn  # noqa: PLC0415 - only `highwater server` serves
 
-    uvicorn.run(create_app(context, token), host=host, port=port, log_level="info")
+    app = create_app(context, token, on_shutdown)
+    uvicorn.run(app, host=host, port=port, log_level="info")

@@ -17,9 +17,8 @@ from pipeline.core.changefeed import Changefeed
 from pipeline.core.checkpoint import ranges_to_numbers
 from pipeline.dev.generator import Change, GeneratorSpec, encode_change, encode_key, write
 from schemas.hlc import Hlc, HlcClock
-from sinks.admin import ensure_topics
 from tests.support.changefeed import changefeed_config, checkpoint_records, read_output
-from tests.support.kafka import consume_all
+from tests.support.kafka import consume_all, produce_with_a_bad_record
 from tests.support.process import run_killed_at, write_config
 from tests.support.scan import Expected, check_output, expected, key_bytes
 
@@ -269,19 +268,7 @@ def test_on_error_pause_in_the_scan_names_the_record_and_resume_can_skip_it(
     Resumed with ``--skip-bad-record``, the scan diverts it to the dead-letter topic and ends.
     """
     source, changefeed_id = unique_name("src"), unique_name("cf")
-    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 1})
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    values = [
-        b'{"after":{"id":0},"updated":"10.0000000000"}',
-        b'{"after":{"id":1},"updated":"20.0000000000"}',
-        b"not json {",  # offset 2
-        b'{"after":{"id":3},"updated":"30.0000000000"}',
-        b'{"resolved":"40.0000000000"}',
-    ]
-    for i, value in enumerate(values):
-        key = None if i == len(values) - 1 else f"[{i}]".encode()
-        producer.produce(source, key=key, value=value, partition=0)
-    assert producer.flush(30) == 0
+    produce_with_a_bad_record(kafka_bootstrap, source)
     config = changefeed_config(
         kafka_bootstrap, changefeed_id, [(source, "t")], initial_scan="yes", on_error="pause"
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -37,7 +38,7 @@ from schemas.errors import ConfigError, LifecycleError
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import SteadyProducer, config_for
 from tests.support.changefeed import run_to_end
-from tests.support.kafka import consume_all
+from tests.support.kafka import consume_all, produce_with_a_bad_record
 from tests.support.process import ROOT, run, start_run, write_config
 from tests.support.validator import validate
 from tests.support.workload import Workload
@@ -151,6 +152,11 @@ def test_the_server_runs_pauses_resumes_and_picks_up_a_changefeed(
         server.send_signal(signal.SIGTERM)  # each run finishes its batch, checkpoints, stops
         server.wait(180)
     feed.finish()
+    # the server's SIGTERM stopped its run before the server ended (none is left to fence
+    # the drain below)
+    last_run = int(re.findall(r"started \(pid (\d+)", log.read_text())[-1])
+    with pytest.raises(ProcessLookupError):
+        os.kill(last_run, 0)
     drain = {**raw, "spark": {"trigger": {"available_now": True}}}
     run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)  # in-process
 
@@ -167,19 +173,7 @@ def test_on_error_pause_names_the_record_and_resume_can_skip_it(
     kafka_bootstrap: str, unique_name: Any, tmp_path: Path
 ) -> None:
     source, changefeed_id = unique_name("src"), unique_name("cf")
-    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 1})
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    values = [
-        b'{"after":{"id":1},"updated":"10.0000000000"}',
-        b'{"after":{"id":2},"updated":"20.0000000000"}',
-        b"not json {",  # offset 2
-        b'{"after":{"id":3},"updated":"30.0000000000"}',
-        b'{"resolved":"40.0000000000"}',
-    ]
-    for i, value in enumerate(values):
-        key = None if i == len(values) - 1 else f"[{i}]".encode()
-        producer.produce(source, key=key, value=value, partition=0)
-    assert producer.flush(30) == 0
+    produce_with_a_bad_record(kafka_bootstrap, source)
     raw = config_for(kafka_bootstrap, changefeed_id, source)
     raw |= {"on_error": "pause", "spark": {"trigger": {"available_now": True}}}
     config = write_config(tmp_path / "cf.yaml", raw)

@@ -86,3 +86,31 @@ def partition_count(bootstrap: str, topic: str) -> int:
         return len(consumer.list_topics(topic, timeout=30).topics[topic].partitions)
     finally:
         consumer.close()
+
+
+# Three rows, a record that is not JSON at offset 2 (key [2]), a row after it, a marker
+WITH_A_BAD_RECORD = [
+    b'{"after":{"id":0},"updated":"10.0000000000"}',
+    b'{"after":{"id":1},"updated":"20.0000000000"}',
+    b"not json {",
+    b'{"after":{"id":3},"updated":"30.0000000000"}',
+    b'{"resolved":"40.0000000000"}',
+]
+
+
+def produce_with_a_bad_record(bootstrap: str, topic: str) -> None:
+    """``WITH_A_BAD_RECORD`` on a new one-partition ``topic``.
+
+    Record ``i`` is keyed ``[i]``; the last (the marker) has no key.
+    """
+    from confluent_kafka import Producer  # noqa: PLC0415 - only tests that write need it
+
+    from sinks.admin import ensure_topics  # noqa: PLC0415
+
+    ensure_topics({"bootstrap.servers": bootstrap}, {topic: 1})
+    producer = Producer({"bootstrap.servers": bootstrap})
+    last = len(WITH_A_BAD_RECORD) - 1
+    for i, value in enumerate(WITH_A_BAD_RECORD):
+        key = None if i == last else f"[{i}]".encode()
+        producer.produce(topic, key=key, value=value, partition=0)
+    assert producer.flush(30) == 0
