@@ -125,6 +125,20 @@ class KafkaOptions(_Section):
         )
 
 
+class SchemaRegistryConfig(_Section):
+    """A Confluent-compatible schema registry (Apicurio's ``/apis/ccompat/v7`` works)."""
+
+    url: Annotated[str, Field(pattern=r"^https?://")]
+    basic_auth_user_info: SecretStr | None = None
+
+    def client_config(self) -> dict[str, str]:
+        """The configuration of confluent-kafka's ``SchemaRegistryClient``."""
+        out = {"url": self.url}
+        if self.basic_auth_user_info is not None:
+            out["basic.auth.user.info"] = self.basic_auth_user_info.get_secret_value()
+        return out
+
+
 class SourceConfig(_Section):
     """One source change topic and the table it carries."""
 
@@ -136,6 +150,8 @@ class SourceConfig(_Section):
     # default: the topic's name after the transaction topic's prefix)
     transactions: Name | None = None
     collection: Annotated[str, Field(min_length=1)] | None = None
+    # debezium: the registry of its Avro records (AvroConverter, Confluent's wire format)
+    schema_registry: SchemaRegistryConfig | None = None
     database: Annotated[str, Field(min_length=1)] = "defaultdb"
     schema_name: Annotated[str, Field(min_length=1)] = "public"
     # The table's columns as an Avro record schema: inline, or the path of an .avsc file
@@ -222,20 +238,6 @@ class SinkConfig(_Section):
         if value.get("enable.idempotence", "true") != "true":
             raise ValueError("enable.idempotence must stay true: retries must not reorder a key")
         return value
-
-
-class SchemaRegistryConfig(_Section):
-    """A Confluent-compatible schema registry (Apicurio's ``/apis/ccompat/v7`` works)."""
-
-    url: Annotated[str, Field(pattern=r"^https?://")]
-    basic_auth_user_info: SecretStr | None = None
-
-    def client_config(self) -> dict[str, str]:
-        """The configuration of confluent-kafka's ``SchemaRegistryClient``."""
-        out = {"url": self.url}
-        if self.basic_auth_user_info is not None:
-            out["basic.auth.user.info"] = self.basic_auth_user_info.get_secret_value()
-        return out
 
 
 class EncoderConfig(_Section):
@@ -440,6 +442,10 @@ class ChangefeedConfig(_Section):
 
     def _check_formats(self, problems: list[tuple[str, str]]) -> None:
         for i, source in enumerate(self.sources):
+            if source.schema_registry is not None and source.format != "debezium":
+                problems.append(
+                    (f"sources[{i}].schema_registry", "is only used with format: debezium")
+                )
             if source.format == "debezium" and self.scan_mode != "no" and not source.transactions:
                 problems.append(
                     (
@@ -483,6 +489,15 @@ class ChangefeedConfig(_Section):
         return {s.topic: s.format for s in self.sources}
 
     @property
+    def registries(self) -> dict[str, dict[str, str]]:
+        """Each Debezium source topic read as Avro -> its registry's client configuration."""
+        return {
+            s.topic: s.schema_registry.client_config()
+            for s in self.sources
+            if s.schema_registry is not None
+        }
+
+    @property
     def transaction_topics(self) -> dict[str, dict[str, str]]:
         """Debezium: each transaction topic -> its tables' names there -> their data topics."""
         out: dict[str, dict[str, str]] = {}
@@ -515,9 +530,11 @@ class ChangefeedConfig(_Section):
         """
         shape = self.model_dump(mode="json", include={"kafka", "sources", "encoder", "sink"})
         for source in shape["sources"]:  # options of one format only, where they are set
-            for option in ("transactions", "collection"):
+            for option in ("transactions", "collection", "schema_registry"):
                 if source[option] is None:
                     del source[option]
+            if "schema_registry" in source:  # where it is, not its secret
+                source["schema_registry"] = {"url": source["schema_registry"]["url"]}
         shape["kafka"] = {"bootstrap_servers": self.kafka.bootstrap_servers}
         sink = self.sink
         shape["sink"] = {

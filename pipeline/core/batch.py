@@ -39,7 +39,7 @@ from schemas.hlc import ZERO, Hlc
 from .frontier import SourcePartition
 from .queries import RowShape
 from .rows import pick_row
-from .sources import Adapter, BadRecord, Change, Marker, Rows, adapter
+from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -74,6 +74,8 @@ class BatchPlan:
     max_record_bytes: int = DEFAULT_MAX_REQUEST  # the sink producer's max.request.size
     new_partition_floor: Hlc = ZERO  # for a source partition the frontier does not know yet
     shapes: Mapping[str, RowShape] = field(default_factory=dict)  # source topic -> its CDC query's
+    # source topic -> its schema registry's client configuration (Debezium's Avro)
+    registries: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # resume --skip-bad-record: this bad record goes to the dead-letter topic, whatever on_error
     skip: RecordRef | None = None
     skip_topic: str | None = None
@@ -102,6 +104,7 @@ class BatchPlan:
             new_partition_floor=new_partition_floor,
             tables=config.tables,
             formats=config.formats,
+            registries=config.registries,
             routes=config.routes,
             encoders=encoders,
             dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
@@ -375,7 +378,9 @@ class Task:
 
     def __init__(self, plan: BatchPlan) -> None:
         self.plan = plan
-        self.adapters = {topic: adapter(fmt) for topic, fmt in plan.formats.items()}
+        self.adapters = {
+            topic: adapter(fmt, plan.registries.get(topic)) for topic, fmt in plan.formats.items()
+        }
         self.contexts = {topic: Context(output) for topic, output in plan.routes.items()}
         self.seen: dict[tuple[str, int], PartitionSeen] = {}
         self.floors: dict[tuple[str, int], Hlc] = {}
@@ -495,6 +500,8 @@ class Task:
                     emitted += 1
                     kept += 1
                     size += record_size
+            except SourceUnavailable:
+                raise  # an outage, not the record's fault: the batch runs again
             except Exception as exc:  # no record, however strange, stops a feed
                 count_transaction(state, exc)
                 out.topic_run(ctx.topic, emitted)

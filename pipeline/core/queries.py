@@ -32,7 +32,7 @@ narrow, so nothing is reordered.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -105,6 +105,7 @@ def apply_query(
     encoder: EncoderConfig,
     *,
     source_format: str = "native",
+    registry: Mapping[str, str] | None = None,
     mark_only: bool = False,
 ) -> DataFrame:
     """The source records with ``where`` applied and ``select`` projected.
@@ -128,7 +129,7 @@ def apply_query(
         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"},
     )
     passed = ("key", "value", "topic", "partition", "offset", "headers", "row", "group")
-    frame = with_rows(raw, source_format).select(
+    frame = with_rows(raw, source_format, registry).select(
         F.struct(*passed).alias("__hw_r"),
         F.col("envelope").isNotNull().alias("__hw_change"),
         parsed.alias("__hw_p"),

@@ -27,13 +27,13 @@ through :func:`split_rows`, one ``mapInArrow`` pass on the executors in the same
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from schemas.jsontext import dumps
 
-from .sources import Change, Marker, Rows, adapter
+from .sources import Change, Marker, Rows, SourceUnavailable, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -47,8 +47,13 @@ _SOURCE_TYPES = (
 )
 
 
-def with_rows(frame: DataFrame, source_format: str) -> DataFrame:
-    """Kafka source records of one format, as Spark rows of one change each (see above)."""
+def with_rows(
+    frame: DataFrame, source_format: str, registry: Mapping[str, str] | None = None
+) -> DataFrame:
+    """Kafka source records of one format, as Spark rows of one change each (see above).
+
+    ``registry``: the source's schema registry (Debezium's Avro).
+    """
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     frame = frame.select(*_SOURCE)
@@ -60,14 +65,18 @@ def with_rows(frame: DataFrame, source_format: str) -> DataFrame:
             F.when(F.col("key").isNotNull(), F.col("value")).alias("envelope"),
         )
     schema = f"{_SOURCE_TYPES}, row int, group binary, envelope binary"
-    return frame.mapInArrow(partial(split_rows, source_format), schema)
+    return frame.mapInArrow(partial(split_rows, source_format, registry), schema)
 
 
-def split_rows(source_format: str, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+def split_rows(
+    source_format: str,
+    registry: Mapping[str, str] | None,
+    batches: Iterator[pa.RecordBatch],
+) -> Iterator[pa.RecordBatch]:
     """The task body (``mapInArrow``): each record's changes as rows of their own."""
     import pyarrow as pa  # noqa: PLC0415 - pyarrow loads on the executors only
 
-    source = adapter(source_format)
+    source = adapter(source_format, registry)
     for batch in batches:
         keys, values = batch.column("key"), batch.column("value")
         flags = source.exact(keys, values)
@@ -78,6 +87,8 @@ def split_rows(source_format: str, batches: Iterator[pa.RecordBatch]) -> Iterato
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
                 item = source.decode(key, value, flags[i])
+            except SourceUnavailable:
+                raise
             except Exception:
                 item = None
             changes = _changes(item)

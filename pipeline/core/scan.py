@@ -56,7 +56,7 @@ from .batch import (
 )
 from .frontier import SourcePartition
 from .rows import pick_row
-from .sources import BadRecord, Change, Marker, Rows, adapter
+from .sources import BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -108,7 +108,9 @@ class ScanTask(Task):
         chunk = plan.chunk
         assert chunk is not None  # noqa: S101 - InitialScan names it
         self.chunk = chunk
-        self.source = adapter(plan.batch.formats[chunk.topic])
+        self.source = adapter(
+            plan.batch.formats[chunk.topic], plan.batch.registries.get(chunk.topic)
+        )
         self.times = self.source.times
         # one chunk, one topic: what emit() needs for every row, looked up once
         self.ctx, self.table = self.contexts[chunk.topic], plan.batch.tables[chunk.topic]
@@ -178,6 +180,8 @@ class ScanTask(Task):
                     state.saw(item.tx, item.ts)
                 if shape is not None:
                     item = shape(i, item)
+            except SourceUnavailable:
+                raise  # an outage, not the record's fault: the chunk runs again
             except Exception as exc:  # no record, however strange, stops a scan
                 count_transaction(state, exc)
                 self.flush(out)  # the rows before it, then its dead-letter record

@@ -136,13 +136,19 @@ def chunk_job(spark: SparkSession, config: ChangefeedConfig) -> ChunkJob:
         from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
 
         frame = source_reader(spark.read, config.kafka).options(**assign_options(chunk)).load()
-        source_format = config.formats[chunk.partition.topic]
+        topic = chunk.partition.topic
+        source_format, registry = config.formats[topic], config.registries.get(topic)
         if query is not None:
             frame = apply_query(
-                frame, *query, config.encoder, source_format=source_format, mark_only=True
+                frame,
+                *query,
+                config.encoder,
+                source_format=source_format,
+                registry=registry,
+                mark_only=True,
             )
         elif source_format != "native":  # grouped by each change's key (rows.py)
-            frame = with_rows(frame, source_format)
+            frame = with_rows(frame, source_format, registry)
         observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
         records = chunk_records(frame, plan, observation)
         write_records(records, config.sink_kafka, config.sink.producer)

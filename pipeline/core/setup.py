@@ -51,6 +51,7 @@ from .position import Position
 from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnings
 from .statement import statement_time
 from .status import JobStatus, StatusPublisher
+from .transaction_feed import transaction_wires
 from .update import check_update
 
 log = logging.getLogger(__name__)
@@ -285,7 +286,11 @@ def create(
         start_offsets: Mapping[SourcePartition, int] = {}
     else:
         found = statement_time(
-            outputs.source, config.formats, partitions, _snapshot_transactions(config)
+            outputs.source,
+            config.formats,
+            partitions,
+            _snapshot_transactions(config),
+            transaction_wires(config),
         )
         if cursor is not None and cursor > found.time:
             raise SourceError(
@@ -351,7 +356,13 @@ def add_tables(
             ]
         )
     new = [sp for sp in outputs.partitions if sp.topic in topics]
-    found = statement_time(outputs.source, config.formats, new, _snapshot_transactions(config))
+    found = statement_time(
+        outputs.source,
+        config.formats,
+        new,
+        _snapshot_transactions(config),
+        transaction_wires(config),
+    )
     progress = position.frontier.progress()
     backfill = None
     if config.scan_mode == "no":

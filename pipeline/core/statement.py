@@ -25,6 +25,7 @@ from .frontier import SourcePartition
 from .kafka_clients import range_reader, read_range
 from .sources import BadRecord, Marker, adapter
 from .sources.debezium import transaction_event
+from .sources.wire import WireReader
 from .transactions import just_below
 
 
@@ -69,7 +70,7 @@ def latest_marker(
         window, stop = window * 10, start
 
 
-def last_commit(consumer: Any, topic: str) -> Hlc:
+def last_commit(consumer: Any, topic: str, wire: WireReader | None = None) -> Hlc:
     """Debezium: the time just below the last transaction its transaction topic ENDs.
 
     Every transaction ENDed before it committed in an earlier millisecond (END times are
@@ -87,7 +88,7 @@ def last_commit(consumer: Any, topic: str) -> Hlc:
         ends = []
         for message in read_range(consumer, sp, start, stop):
             try:
-                event = transaction_event(message.value())
+                event = transaction_event(message.value(), wire)
             except BadRecord:
                 continue
             if event.status == "END":
@@ -103,16 +104,21 @@ def statement_time(
     formats: Mapping[str, str],
     partitions: list[SourcePartition],
     transactions: Mapping[str, str] | None = None,
+    wires: Mapping[str, WireReader] | None = None,
 ) -> StatementTime:
     """The sources' high-water mark now; a partition without any marker yet is an error.
 
     ``transactions``: a Debezium source topic's transaction topic, for a snapshot of it
     (:func:`last_commit`, read before the data topics' end offsets); without, a Debezium
-    partition's time is zero (all of it is read as changes).
+    partition's time is zero (all of it is read as changes). ``wires``: the readers of
+    transaction topics in Avro.
     """
     consumer = range_reader(client, "highwater-statement-time")
     try:
-        commits = {tx: last_commit(consumer, tx) for tx in set((transactions or {}).values())}
+        commits = {
+            tx: last_commit(consumer, tx, (wires or {}).get(tx))
+            for tx in set((transactions or {}).values())
+        }
         starts: dict[SourcePartition, int] = {}
         ends: dict[SourcePartition, int] = {}
         times: dict[SourcePartition, Hlc | None] = {}

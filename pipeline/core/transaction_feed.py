@@ -25,9 +25,20 @@ from .frontier import Frontier, SourcePartition
 from .kafka_clients import range_reader, read_range
 from .sources import BadRecord
 from .sources.debezium import transaction_event
+from .sources.wire import WireReader, registry_fetch
 from .transactions import TransactionLog
 
 log = logging.getLogger(__name__)
+
+
+def transaction_wires(config: ChangefeedConfig) -> dict[str, WireReader]:
+    """Each transaction topic whose sources name a registry -> the reader of its Avro."""
+    registries = config.registries
+    return {
+        s.transactions: WireReader(registries[s.topic]["url"], registry_fetch(registries[s.topic]))
+        for s in config.sources
+        if s.transactions is not None and s.topic in registries
+    }
 
 
 class TransactionFeed:
@@ -38,8 +49,10 @@ class TransactionFeed:
         client: Mapping[str, Any],
         logs: Mapping[str, TransactionLog],
         partitions: list[SourcePartition],
+        wires: Mapping[str, WireReader] | None = None,
     ) -> None:
         self.logs = dict(logs)
+        self._wires = dict(wires or {})  # a transaction topic in Avro -> its reader
         self._by_source = {t: log for log in self.logs.values() for t in log.topics}
         self._partitions = {
             tx: [sp for sp in partitions if sp.topic in log.topics] for tx, log in self.logs.items()
@@ -72,7 +85,7 @@ class TransactionFeed:
             else TransactionLog(collections)
             for tx, collections in topics.items()
         }
-        return cls(client, logs, partitions)
+        return cls(client, logs, partitions, transaction_wires(config))
 
     def saw(self, result: BatchResult) -> None:
         """The transaction places a batch read."""
@@ -156,7 +169,7 @@ class TransactionFeed:
         start = max(low, tx_log.offset or 0)
         for message in read_range(self._consumer, sp, start, high):
             try:
-                event = transaction_event(message.value())
+                event = transaction_event(message.value(), self._wires.get(topic))
             except BadRecord as exc:
                 log.warning("%s@%d: not a transaction event: %s", sp, message.offset(), exc)
                 tx_log.skipped(message.offset())

@@ -1,17 +1,24 @@
-"""Source formats other than ``native`` on a real broker, through spark-submit.
+"""Source formats other than ``native`` on a real broker.
 
 canal-json: events shaped as TiCDC writes them (one row or several per event, DDL on
 partition 0, watermarks on every partition) become CockroachDB-style envelopes; the
 watermarks become resolved markers on every output partition. Read back with confluent-kafka.
 The changefeed runs in this process (the format is not about ``spark-submit``).
+
+debezium in Avro: events as Debezium's AvroConverter writes them, registered in the real
+registry (Apicurio) by confluent-kafka's serializer, the transaction topic in Avro too.
 """
 
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroSerializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from pipeline.config import parse_config
 from pipeline.core.sources.canal import tso_time
@@ -19,6 +26,7 @@ from sinks.admin import ensure_topics
 from tests.support.canal import canal, tso, watermark
 from tests.support.changefeed import run_to_end
 from tests.support.kafka import consume_all
+from tests.unit.test_sources_debezium import AVRO_KEY, AVRO_VALUE
 
 
 def test_canal_json_from_ticdc_becomes_envelopes_with_markers_on_every_partition(
@@ -126,3 +134,130 @@ def test_canal_json_from_ticdc_becomes_envelopes_with_markers_on_every_partition
     reason = dict(dead[0].headers)["highwater.error"].decode()
     assert "enable-tidb-extension=true" in reason
     assert dict(dead[0].headers)["highwater.source"] == f"{source}/1@2".encode()
+
+
+TRANSACTION_EVENT = {  # Debezium's transaction metadata value, as AvroConverter writes it
+    "type": "record",
+    "name": "TransactionMetadataValue",
+    "namespace": "io.debezium.connector.common",
+    "fields": [
+        {"name": "status", "type": "string"},
+        {"name": "id", "type": "string"},
+        {"name": "event_count", "type": ["null", "long"], "default": None},
+        {
+            "name": "data_collections",
+            "type": [
+                "null",
+                {
+                    "type": "array",
+                    "items": {
+                        "type": "record",
+                        "name": "ConnectDefault",
+                        "namespace": "io.confluent.connect.avro",
+                        "fields": [
+                            {"name": "data_collection", "type": "string"},
+                            {"name": "event_count", "type": "long"},
+                        ],
+                    },
+                },
+            ],
+            "default": None,
+        },
+        {"name": "ts_ms", "type": "long"},
+    ],
+}
+
+
+def test_debezium_avro_through_a_real_registry_reads_exactly_and_resolves(
+    kafka_bootstrap: str, schema_registry_url: str, unique_name: Any, spark: Any
+) -> None:
+    """Debezium events in Confluent's wire format (AvroConverter's shapes).
+
+    Registered in the real registry by confluent-kafka's serializer; the transaction topic in
+    Avro too. Values exact, markers from the Avro transaction topic.
+    """
+    prefix, changefeed_id = unique_name("dbz"), unique_name("cf")
+    orders, transactions = f"{prefix}.public.orders", f"{prefix}.transaction"
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {orders: 2, transactions: 1})
+    registry = SchemaRegistryClient({"url": schema_registry_url})
+
+    def serializer(schema: Any) -> Any:
+        return AvroSerializer(registry, json.dumps(schema), conf={"auto.register.schemas": True})
+
+    key_of, value_of, event_of = (serializer(s) for s in (AVRO_KEY, AVRO_VALUE, TRANSACTION_EVENT))
+    ms = 1_700_000_000_000
+
+    def row(i: int, amount: str) -> dict[str, Any]:
+        return {"id": i, "amount": Decimal(amount), "note": f"ü {i}", "at_ms": ms}
+
+    def change(tx: str, place: int, op: str, after: Any, before: Any = None) -> dict[str, Any]:
+        return {
+            "before": before,
+            "after": after,
+            "op": op,
+            "source": {"ts_ms": ms + int(tx), "ts_ns": (ms + int(tx)) * 1_000_000, "lsn": place},
+            "ts_ms": ms,
+            "transaction": {
+                "id": f"{tx}:{place}",
+                "total_order": place,
+                "data_collection_order": place,
+            },
+        }
+
+    changes = [
+        (1, change("1", 1, "c", row(1, "12345678.90"))),
+        (2, change("1", 2, "c", row(2, "-0.01"))),
+        (1, change("2", 1, "u", row(1, "0.10"), row(1, "12345678.90"))),
+        (2, change("2", 2, "d", None, row(2, "-0.01"))),
+    ]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for i, value in changes:
+        key = key_of({"id": i}, SerializationContext(orders, MessageField.KEY))
+        body = value_of(value, SerializationContext(orders, MessageField.VALUE))
+        producer.produce(orders, key=key, value=body, partition=i % 2)
+    for tx in ("1", "2"):
+        counts = [{"data_collection": "public.orders", "event_count": 2}]
+        end = {"status": "END", "id": f"{tx}:9", "event_count": 2, "data_collections": counts}
+        end["ts_ms"] = ms + int(tx)
+        context = SerializationContext(transactions, MessageField.VALUE)
+        producer.produce(transactions, value=event_of(end, context))
+    assert producer.flush(30) == 0
+
+    config = parse_config(
+        {
+            "changefeed_id": changefeed_id,
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": [
+                {
+                    "topic": orders,
+                    "table": "orders",
+                    "format": "debezium",
+                    "transactions": transactions,
+                    "schema_registry": {"url": schema_registry_url},
+                }
+            ],
+            "initial_scan": "no",
+            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 2},
+            "encoder": {"updated": True},
+            "resolved": {"interval": "0s"},
+            "checkpoint": {"topic": f"{changefeed_id}.checkpoints"},
+            "safepoints": {"enabled": False},
+            "spark": {"trigger": {"available_now": True}},
+        },
+        env={},
+    )
+    run_to_end(config, spark)
+    output = consume_all(kafka_bootstrap, f"{changefeed_id}.orders")
+    rows = sorted((m.key, m.value) for m in output if m.key is not None)
+    texts = b"\n".join(value for _, value in rows)
+    assert b'"amount":12345678.90' in texts  # the scale's digits, never rounded
+    assert b'"amount":-0.01' in texts
+    assert b'"amount":0.10' in texts
+    assert b'"at_ms":"2023-11-14T22:13:20"' in texts  # Connect's Timestamp, as in JSON
+    assert b'"note":"\xc3\xbc 1"' in texts
+    versions = sorted((json.loads(v) for k, v in rows if k == b"[2]"), key=lambda b: b["updated"])
+    assert [b["after"] is None for b in versions] == [False, True]  # inserted, then deleted
+    markers = [m for m in output if m.key is None]
+    assert {m.partition for m in markers} == {0, 1}
+    top = max(json.loads(m.value)["resolved"] for m in markers)
+    assert top >= f"{(ms + 2) * 1_000_000}.0000000002"  # past tx 2's last change

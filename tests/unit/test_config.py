@@ -219,3 +219,18 @@ def test_debezium_sources_name_their_transaction_topic_and_tables() -> None:
     assert "table_schema" in problems(query)["encoder.where"]  # queries read every format
     # a config without them keeps the shape it had: existing changefeeds resume unchanged
     assert "transactions" not in parse_config(minimal(), env={}).shape["sources"][0]
+
+
+def test_a_debezium_source_in_avro_names_its_registry() -> None:
+    source = {"topic": "pg.public.orders", "table": "orders", "format": "debezium"}
+    registry = {"url": "http://registry:8080/apis/ccompat/v7", "basic_auth_user_info": "u:secret"}
+    config = parse_config(
+        minimal(sources=[{**source, "schema_registry": registry}], initial_scan="no"), env={}
+    )
+    assert config.registries == {
+        "pg.public.orders": {"url": registry["url"], "basic.auth.user.info": "u:secret"}
+    }
+    assert config.shape["sources"][0]["schema_registry"] == {"url": registry["url"]}  # no secret
+    native = {"topic": "src.orders", "table": "orders", "schema_registry": registry}
+    found = problems(minimal(sources=[native]))
+    assert "only used with format: debezium" in found["sources[0].schema_registry"]

@@ -1,7 +1,8 @@
-"""Debezium's JSON change events (``pipeline/core/sources/debezium.py``).
+"""Debezium's change events (``pipeline/core/sources/debezium.py``).
 
 The records are shaped as Debezium's PostgreSQL connector writes them through Kafka Connect's
-``JsonConverter``, with and without ``schemas.enable``: a table with NUMERIC of fixed and of
+``JsonConverter``, with and without ``schemas.enable``, and its ``AvroConverter`` (Confluent's
+wire format): a table with NUMERIC of fixed and of
 variable scale (``decimal.handling.mode=precise``), dates, times, timestamps with and without
 a zone, text of any characters; transaction metadata on.
 """
@@ -10,18 +11,25 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import io
 import json
+import uuid
+from dataclasses import replace
 from decimal import Context, Decimal
 from typing import Any
 
+import fastavro
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.sources import BadRecord, Change
+from pipeline.core.sources import BadRecord, Change, SourceUnavailable
 from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number
+from pipeline.core.sources.wire import WireReader, _raw
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
+from tests.unit.test_batch import SRC, arrow, run
+from tests.unit.test_batch import plan as batch_plan
 
 pytestmark = pytest.mark.unit
 
@@ -221,3 +229,154 @@ def test_decimals_decode_to_their_exact_value(unscaled: int, scale: int) -> None
 def test_no_bytes_crash_the_adapter(key: bytes, value: bytes | None) -> None:
     with contextlib.suppress(BadRecord):
         DebeziumAdapter().decode(key, value)
+
+
+# The same events as Debezium's AvroConverter writes them (Confluent's wire format): the
+# Connect schema in Avro, semantic types in connect.name/connect.parameters, Connect's
+# Decimal and Timestamp with Avro logical types too, Value defined in before, named in after.
+def avro_column(name: str, kind: Any, semantic: str | None = None, **extra: Any) -> Any:
+    spec: dict[str, Any] = {"type": kind, **extra}
+    if semantic is not None:
+        spec["connect.name"] = semantic
+    return {"name": name, "type": ["null", spec], "default": None}
+
+
+AVRO_COLUMNS = [
+    {"name": "id", "type": ["null", "int"], "default": None},
+    avro_column(
+        "amount",
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        logicalType="decimal",
+        precision=10,
+        scale=2,
+        **{"connect.parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+    ),
+    {
+        "name": "ratio",
+        "type": [
+            "null",
+            {
+                "type": "record",
+                "name": "VariableScaleDecimal",
+                "namespace": "io.debezium.data",
+                "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+                "connect.name": "io.debezium.data.VariableScaleDecimal",
+            },
+        ],
+        "default": None,
+    },
+    avro_column("day", "int", "io.debezium.time.Date"),
+    avro_column("at", "long", "io.debezium.time.MicroTimestamp"),
+    avro_column(
+        "at_ms", "long", "org.apache.kafka.connect.data.Timestamp", logicalType="timestamp-millis"
+    ),
+    avro_column("clock", "long", "io.debezium.time.MicroTime"),
+    avro_column("zoned", "string", "io.debezium.time.ZonedTimestamp"),
+    {"name": "note", "type": ["null", "string"], "default": None},
+]
+AVRO_VALUE = {
+    "type": "record",
+    "name": "Envelope",
+    "namespace": "pg.public.orders",
+    "fields": [
+        {
+            "name": "before",
+            "type": ["null", {"type": "record", "name": "Value", "fields": AVRO_COLUMNS}],
+            "default": None,
+        },
+        {"name": "after", "type": ["null", "Value"], "default": None},
+        {
+            "name": "source",
+            "type": {
+                "type": "record",
+                "name": "Source",
+                "namespace": "io.debezium.connector.postgresql",
+                "fields": [
+                    {"name": "ts_ms", "type": "long"},
+                    {"name": "ts_ns", "type": ["null", "long"], "default": None},
+                    {"name": "lsn", "type": ["null", "long"], "default": None},
+                ],
+            },
+        },
+        {"name": "op", "type": "string"},
+        {"name": "ts_ms", "type": ["null", "long"], "default": None},
+        {
+            "name": "transaction",
+            "type": [
+                "null",
+                {
+                    "type": "record",
+                    "name": "block",
+                    "namespace": "event",
+                    "fields": [
+                        {"name": "id", "type": "string"},
+                        {"name": "total_order", "type": "long"},
+                        {"name": "data_collection_order", "type": "long"},
+                    ],
+                },
+            ],
+            "default": None,
+        },
+    ],
+}
+AVRO_KEY = {"type": "record", "name": "Key", "fields": [{"name": "id", "type": "int"}]}
+
+
+class NotFound(Exception):
+    http_status_code = 404
+
+
+def wire(schema_id: int, schema: Any, record: Any) -> bytes:
+    """``record`` in Confluent's wire format, its values as stored (logical types raw)."""
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(_raw(schema)), record)
+    return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+
+def test_avro_events_in_confluents_wire_format_read_as_their_json_twins() -> None:
+    registry = {1: AVRO_KEY, 2: AVRO_VALUE}
+    asked: list[int] = []
+
+    def fetch(schema_id: int) -> str:
+        asked.append(schema_id)
+        if schema_id not in registry:
+            raise NotFound
+        return json.dumps(registry[schema_id])
+
+    reader = WireReader(f"test-{uuid.uuid4()}", fetch)
+    stored = {k: base64.b64decode(v) if k == "amount" else v for k, v in ROW.items()}
+    stored["ratio"] = {"scale": 30, "value": base64.b64decode(ROW["ratio"]["value"])}
+    source = {"ts_ms": SOURCE["ts_ms"], "ts_ns": SOURCE["ts_ns"], "lsn": SOURCE["lsn"]}
+    event = {**payload("u", after=stored, before=stored), "source": source}
+    adapter = DebeziumAdapter(reader)
+    change = adapter.decode(wire(1, AVRO_KEY, {"id": 7}), wire(2, AVRO_VALUE, event))
+    assert change == Change(
+        [7], TYPED, TYPED, "update", Hlc(1_700_000_000_123_456_000, 2), None, ("771", 2)
+    )
+    adapter.decode(wire(1, AVRO_KEY, {"id": 7}), wire(2, AVRO_VALUE, event))
+    assert asked == [1, 2]  # each writer schema fetched once
+    with pytest.raises(BadRecord, match="name the registry"):
+        DebeziumAdapter().decode(wire(1, AVRO_KEY, {"id": 7}), None)
+    with pytest.raises(BadRecord, match="schema id 9 is not in the registry"):
+        adapter.decode(wire(1, AVRO_KEY, {"id": 7}), b"\x00\x00\x00\x00\x09junk")
+    with pytest.raises(BadRecord, match="Avro of schema id 2 cannot be read"):
+        adapter.decode(wire(1, AVRO_KEY, {"id": 7}), wire(2, AVRO_VALUE, event)[:20])
+
+
+def test_a_registry_out_of_reach_fails_the_batch_rather_than_judge_a_record_bad() -> None:
+    """An outage is not the record's fault: nothing is dead-lettered for it."""
+    record = wire(1, AVRO_KEY, {"id": 7})
+    plan = replace(
+        batch_plan(dlq=True),
+        formats={SRC: "debezium"},
+        registries={SRC: {"url": "http://127.0.0.1:9", "max.retries": 0}},  # no one there
+    )
+    with pytest.raises(SourceUnavailable, match="did not answer for schema id 1"):
+        run(plan, arrow([(record, record)]))
+
+    def fetch(_id: int) -> str:
+        raise OSError("connection refused")
+
+    with pytest.raises(SourceUnavailable, match="connection refused"):
+        DebeziumAdapter(WireReader(f"test-{uuid.uuid4()}", fetch)).decode(record, record)

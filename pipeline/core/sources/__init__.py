@@ -13,6 +13,8 @@ The contract is ``base.py``; one module per ``format:`` of a source:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from .base import (
     NOT_JSON,
     Adapter,
@@ -21,6 +23,7 @@ from .base import (
     Marker,
     Op,
     Rows,
+    SourceUnavailable,
     exact_flags,
     loads,
     parse_hlc,
@@ -29,6 +32,7 @@ from .base import (
 from .canal import CanalJsonAdapter
 from .debezium import DebeziumAdapter
 from .native import NativeAdapter
+from .wire import WireReader, registry_fetch
 
 __all__ = [
     "NOT_JSON",
@@ -41,6 +45,7 @@ __all__ = [
     "NativeAdapter",
     "Op",
     "Rows",
+    "SourceUnavailable",
     "adapter",
     "exact_flags",
     "loads",
@@ -55,6 +60,12 @@ ADAPTERS: dict[str, type[Adapter]] = {
 }
 
 
-def adapter(source_format: str) -> Adapter:
-    """The adapter for a source's ``format``."""
+def adapter(source_format: str, registry: Mapping[str, str] | None = None) -> Adapter:
+    """The adapter for a source's ``format``.
+
+    ``registry``: its schema registry's client configuration (Debezium's Avro,
+    ``sources[i].schema_registry``).
+    """
+    if registry is not None and source_format == "debezium":
+        return DebeziumAdapter(WireReader(registry["url"], registry_fetch(registry)))
     return ADAPTERS[source_format]()

@@ -65,6 +65,14 @@ class BadRecord(Exception):
     ts: Hlc | None = None
 
 
+class SourceUnavailable(Exception):
+    """What reading the source needs is out of reach now (its schema registry).
+
+    Not a bad record: the loops let it through, the batch fails and runs again (Spark's task
+    retries, then a resume), so no good record is ever dead-lettered for an outage.
+    """
+
+
 Rows = tuple["Change", ...]  # several rows of one record
 
 NOT_JSON = "not JSON"

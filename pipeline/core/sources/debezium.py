@@ -45,10 +45,10 @@ from .base import (
     Rows,
     exact_flags,
     exact_number,
-    json_object,
     no_times,
     parse_json,
 )
+from .wire import MAGIC, WireReader
 
 _OPS: dict[str, Op] = {"c": "insert", "r": "insert", "u": "update", "d": "delete"}
 _EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - Debezium's timestamps without a zone
@@ -89,11 +89,18 @@ def commit_time(source: Any, transaction: Any) -> Hlc:
 
 
 class DebeziumAdapter:
-    """Format ``debezium`` (see the module's description)."""
+    """Format ``debezium`` (see the module's description).
+
+    ``wire``: the reader of records in Confluent's wire format (``AvroConverter``), when the
+    source names a registry; JSON records are read either way.
+    """
 
     in_band_markers = False  # they come from the transaction topic (transaction_feed.py)
     times = staticmethod(no_times)
     exact = staticmethod(exact_flags)
+
+    def __init__(self, wire: WireReader | None = None) -> None:
+        self.wire = wire
 
     def decode(
         self, key: bytes | None, value: bytes | None, exact: bool | None = None
@@ -108,8 +115,7 @@ class DebeziumAdapter:
 
     def key(self, key: bytes, exact: bool | None = None) -> list[Any]:
         """The key's fields, in order."""
-        body = parse_json(key, exact, dict, "key is not a JSON object")
-        payload = _payload(body)[0]
+        payload = _body(key, exact, self.wire, "key is not a JSON object")[0]
         if type(payload) is not dict or not payload:
             raise BadRecord("key has no fields")
         return list(payload.values())
@@ -124,7 +130,7 @@ class DebeziumAdapter:
         """A keyed record: its change, or None for a tombstone."""
         if value is None:
             return None
-        payload, schema = _payload(json_object(value, exact))
+        payload, schema = _body(value, exact, self.wire, "value is not a JSON object")
         if payload is None:
             return None  # a tombstone with schemas.enable=true
         if type(payload) is not dict:
@@ -190,9 +196,11 @@ class TransactionEvent(NamedTuple):
     time: Hlc  # ``ts_ms``, in nanoseconds
 
 
-def transaction_event(value: bytes | None) -> TransactionEvent:
-    """A transaction topic's BEGIN or END event (JSON, with or without schemas)."""
-    payload = _payload(json_object(value))[0]
+def transaction_event(value: bytes | None, wire: WireReader | None = None) -> TransactionEvent:
+    """A transaction topic's BEGIN or END event (JSON, with or without schemas; or Avro)."""
+    if value is None:
+        raise BadRecord("null value")
+    payload = _body(value, None, wire, "value is not a JSON object")[0]
     if type(payload) is not dict:
         raise BadRecord("the payload is not an object")
     status, tx_id, ts = payload.get("status"), payload.get("id"), payload.get("ts_ms")
@@ -210,6 +218,19 @@ def transaction_event(value: bytes | None) -> TransactionEvent:
     if status == "END" and payload.get("data_collections") is None:
         raise BadRecord("END without 'data_collections'")
     return TransactionEvent(status, transaction_key(tx_id), counts, Hlc(ts * 1_000_000, 0))
+
+
+def _body(
+    data: bytes, exact: bool | None, wire: WireReader | None, what: str
+) -> tuple[Any, dict[str, Any] | None]:
+    """``(payload, schema)`` of a key or value: JSON, or Avro in Confluent's wire format."""
+    if data[:1] == MAGIC:
+        if wire is None:
+            raise BadRecord(
+                "Avro in Confluent's wire format: name the registry (sources[i].schema_registry)"
+            )
+        return wire.read(data)
+    return _payload(parse_json(data, exact, dict, what))
 
 
 def _payload(body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
