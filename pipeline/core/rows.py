@@ -48,11 +48,16 @@ _SOURCE_TYPES = (
 
 
 def with_rows(
-    frame: DataFrame, source_format: str, registry: Mapping[str, str] | None = None
+    frame: DataFrame,
+    source_format: str,
+    registry: Mapping[str, str] | None = None,
+    *,
+    envelopes: bool = True,
 ) -> DataFrame:
     """Kafka source records of one format, as Spark rows of one change each (see above).
 
-    ``registry``: the source's schema registry (Debezium's Avro).
+    ``registry``: the source's schema registry (Debezium's Avro). ``envelopes``: False when
+    no query reads them (the scan's grouping alone): ``envelope`` stays null, unwritten.
     """
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
@@ -65,12 +70,13 @@ def with_rows(
             F.when(F.col("key").isNotNull(), F.col("value")).alias("envelope"),
         )
     schema = f"{_SOURCE_TYPES}, row int, group binary, envelope binary"
-    return frame.mapInArrow(partial(split_rows, source_format, registry), schema)
+    return frame.mapInArrow(partial(split_rows, source_format, registry, envelopes), schema)
 
 
 def split_rows(
     source_format: str,
     registry: Mapping[str, str] | None,
+    envelopes_wanted: bool,
     batches: Iterator[pa.RecordBatch],
 ) -> Iterator[pa.RecordBatch]:
     """The task body (``mapInArrow``): each record's changes as rows of their own."""
@@ -102,7 +108,7 @@ def split_rows(
                 take.append(i)
                 rows.append(None if isinstance(item, Change) else j)
                 groups.append(dumps(change.key))
-                envelopes.append(envelope(change))
+                envelopes.append(envelope(change) if envelopes_wanted else None)
         out = batch.take(pa.array(take, pa.int64()))
         yield pa.RecordBatch.from_arrays(
             [

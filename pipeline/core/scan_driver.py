@@ -148,7 +148,7 @@ def chunk_job(spark: SparkSession, config: ChangefeedConfig) -> ChunkJob:
                 mark_only=True,
             )
         elif source_format != "native":  # grouped by each change's key (rows.py)
-            frame = with_rows(frame, source_format, registry)
+            frame = with_rows(frame, source_format, registry, envelopes=False)
         observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
         records = chunk_records(frame, plan, observation)
         write_records(records, config.sink_kafka, config.sink.producer)

@@ -12,9 +12,9 @@ the data topics' end offsets; the scan proves it (``TransactionFeed.check_snapsh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from confluent_kafka import TopicPartition
 
@@ -27,6 +27,8 @@ from .sources import BadRecord, Marker, adapter
 from .sources.debezium import transaction_event
 from .sources.wire import WireReader
 from .transactions import just_below
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -44,20 +46,38 @@ class StatementTime:
     end_offsets: Mapping[SourcePartition, int]
 
 
+def read_back(
+    consumer: Any,
+    sp: SourcePartition,
+    low: int,
+    high: int,
+    pick: Callable[[Iterable[Any]], T | None],
+) -> T | None:
+    """What ``pick`` finds among the last records of ``sp`` before ``high`` (None: nothing).
+
+    Reads back from ``high`` in windows of 1,000, 10,000, … records, each only the part
+    before the previous one, until ``pick`` finds something in a window or ``low`` is reached:
+    never the whole history when what is sought lies near the end.
+    """
+    window, stop = 1_000, high
+    while stop > low:
+        start = max(low, high - window)
+        found = pick(read_range(consumer, sp, start, stop))
+        if found is not None:
+            return found
+        window, stop = window * 10, start
+    return None
+
+
 def latest_marker(
     consumer: Any, sp: SourcePartition, low: int, high: int, source_format: str
 ) -> Hlc | None:
-    """The highest marker among the last records of ``sp`` before ``high`` (None: none yet).
-
-    Reads back from ``high`` in windows of 1,000, 10,000, … records, each only the part
-    before the previous one, until a window holds a marker or reaches ``low``.
-    """
+    """The highest marker among the last records of ``sp`` before ``high`` (None: none yet)."""
     decode = adapter(source_format).decode
-    window, stop = 1_000, high
-    while True:
-        start = max(low, high - window)
+
+    def highest(messages: Iterable[Any]) -> Hlc | None:
         found: Hlc | None = None
-        for message in read_range(consumer, sp, start, stop):
+        for message in messages:
             if message.key() is None:
                 try:
                     item = decode(None, message.value())
@@ -65,9 +85,9 @@ def latest_marker(
                     continue  # on_error applies when the stream reads it
                 if isinstance(item, Marker) and (found is None or item.resolved > found):
                     found = item.resolved
-        if found is not None or start == low:
-            return found
-        window, stop = window * 10, start
+        return found
+
+    return read_back(consumer, sp, low, high, highest)
 
 
 def last_commit(consumer: Any, topic: str, wire: WireReader | None = None) -> Hlc:
@@ -77,26 +97,24 @@ def last_commit(consumer: Any, topic: str, wire: WireReader | None = None) -> Hl
     milliseconds, commit order is the topic's order), so its changes are at or below this
     time; the last one's, and any later one's, are above. ZERO: no transaction yet.
     """
-    sp = SourcePartition(topic, 0)
     found = consumer.list_topics(topic, timeout=10).topics.get(topic)
     if found is None or found.error is not None:
         return ZERO  # not created yet: the connector has not committed a transaction
     low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-    window, stop = 1_000, high
-    while stop > low:
-        start = max(low, stop - window)
+
+    def last_end(messages: Iterable[Any]) -> Hlc | None:
         ends = []
-        for message in read_range(consumer, sp, start, stop):
+        for message in messages:
             try:
                 event = transaction_event(message.value(), wire)
             except BadRecord:
                 continue
             if event.status == "END":
                 ends.append(event.time)
-        if ends:
-            return just_below(ends[-1])
-        window, stop = window * 10, start
-    return ZERO
+        return ends[-1] if ends else None
+
+    last = read_back(consumer, SourcePartition(topic, 0), low, high, last_end)
+    return ZERO if last is None else just_below(last)
 
 
 def statement_time(

@@ -25,7 +25,7 @@ from .frontier import Frontier, SourcePartition
 from .kafka_clients import range_reader, read_range
 from .sources import BadRecord
 from .sources.debezium import transaction_event
-from .sources.wire import WireReader, registry_fetch
+from .sources.wire import WireReader
 from .transactions import TransactionLog
 
 log = logging.getLogger(__name__)
@@ -35,7 +35,7 @@ def transaction_wires(config: ChangefeedConfig) -> dict[str, WireReader]:
     """Each transaction topic whose sources name a registry -> the reader of its Avro."""
     registries = config.registries
     return {
-        s.transactions: WireReader(registries[s.topic]["url"], registry_fetch(registries[s.topic]))
+        s.transactions: WireReader.of(registries[s.topic])
         for s in config.sources
         if s.transactions is not None and s.topic in registries
     }

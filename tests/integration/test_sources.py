@@ -25,8 +25,8 @@ from pipeline.core.sources.canal import tso_time
 from sinks.admin import ensure_topics
 from tests.support.canal import canal, tso, watermark
 from tests.support.changefeed import run_to_end
+from tests.support.debezium_avro import AVRO_KEY, AVRO_VALUE, TRANSACTION_EVENT
 from tests.support.kafka import consume_all
-from tests.unit.test_sources_debezium import AVRO_KEY, AVRO_VALUE
 
 
 def test_canal_json_from_ticdc_becomes_envelopes_with_markers_on_every_partition(
@@ -134,38 +134,6 @@ def test_canal_json_from_ticdc_becomes_envelopes_with_markers_on_every_partition
     reason = dict(dead[0].headers)["highwater.error"].decode()
     assert "enable-tidb-extension=true" in reason
     assert dict(dead[0].headers)["highwater.source"] == f"{source}/1@2".encode()
-
-
-TRANSACTION_EVENT = {  # Debezium's transaction metadata value, as AvroConverter writes it
-    "type": "record",
-    "name": "TransactionMetadataValue",
-    "namespace": "io.debezium.connector.common",
-    "fields": [
-        {"name": "status", "type": "string"},
-        {"name": "id", "type": "string"},
-        {"name": "event_count", "type": ["null", "long"], "default": None},
-        {
-            "name": "data_collections",
-            "type": [
-                "null",
-                {
-                    "type": "array",
-                    "items": {
-                        "type": "record",
-                        "name": "ConnectDefault",
-                        "namespace": "io.confluent.connect.avro",
-                        "fields": [
-                            {"name": "data_collection", "type": "string"},
-                            {"name": "event_count", "type": "long"},
-                        ],
-                    },
-                },
-            ],
-            "default": None,
-        },
-        {"name": "ts_ms", "type": "long"},
-    ],
-}
 
 
 def test_debezium_avro_through_a_real_registry_reads_exactly_and_resolves(

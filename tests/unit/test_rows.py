@@ -51,7 +51,7 @@ def order(i: int, amount: str, note: str = "") -> dict[str, str]:
 
 def split(source_format: str, values: list[bytes | None], keys: Any = None) -> pa.RecordBatch:
     records = list(zip(keys or [None] * len(values), values, strict=True))
-    out = list(split_rows(source_format, None, iter([arrow(records)])))
+    out = list(split_rows(source_format, None, True, iter([arrow(records)])))
     return pa.Table.from_batches(out).to_batches()[0]
 
 

@@ -28,6 +28,7 @@ from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number
 from pipeline.core.sources.wire import WireReader, _raw
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
+from tests.support.debezium_avro import AVRO_KEY, AVRO_VALUE
 from tests.unit.test_batch import SRC, arrow, run
 from tests.unit.test_batch import plan as batch_plan
 
@@ -229,98 +230,6 @@ def test_decimals_decode_to_their_exact_value(unscaled: int, scale: int) -> None
 def test_no_bytes_crash_the_adapter(key: bytes, value: bytes | None) -> None:
     with contextlib.suppress(BadRecord):
         DebeziumAdapter().decode(key, value)
-
-
-# The same events as Debezium's AvroConverter writes them (Confluent's wire format): the
-# Connect schema in Avro, semantic types in connect.name/connect.parameters, Connect's
-# Decimal and Timestamp with Avro logical types too, Value defined in before, named in after.
-def avro_column(name: str, kind: Any, semantic: str | None = None, **extra: Any) -> Any:
-    spec: dict[str, Any] = {"type": kind, **extra}
-    if semantic is not None:
-        spec["connect.name"] = semantic
-    return {"name": name, "type": ["null", spec], "default": None}
-
-
-AVRO_COLUMNS = [
-    {"name": "id", "type": ["null", "int"], "default": None},
-    avro_column(
-        "amount",
-        "bytes",
-        "org.apache.kafka.connect.data.Decimal",
-        logicalType="decimal",
-        precision=10,
-        scale=2,
-        **{"connect.parameters": {"scale": "2", "connect.decimal.precision": "10"}},
-    ),
-    {
-        "name": "ratio",
-        "type": [
-            "null",
-            {
-                "type": "record",
-                "name": "VariableScaleDecimal",
-                "namespace": "io.debezium.data",
-                "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
-                "connect.name": "io.debezium.data.VariableScaleDecimal",
-            },
-        ],
-        "default": None,
-    },
-    avro_column("day", "int", "io.debezium.time.Date"),
-    avro_column("at", "long", "io.debezium.time.MicroTimestamp"),
-    avro_column(
-        "at_ms", "long", "org.apache.kafka.connect.data.Timestamp", logicalType="timestamp-millis"
-    ),
-    avro_column("clock", "long", "io.debezium.time.MicroTime"),
-    avro_column("zoned", "string", "io.debezium.time.ZonedTimestamp"),
-    {"name": "note", "type": ["null", "string"], "default": None},
-]
-AVRO_VALUE = {
-    "type": "record",
-    "name": "Envelope",
-    "namespace": "pg.public.orders",
-    "fields": [
-        {
-            "name": "before",
-            "type": ["null", {"type": "record", "name": "Value", "fields": AVRO_COLUMNS}],
-            "default": None,
-        },
-        {"name": "after", "type": ["null", "Value"], "default": None},
-        {
-            "name": "source",
-            "type": {
-                "type": "record",
-                "name": "Source",
-                "namespace": "io.debezium.connector.postgresql",
-                "fields": [
-                    {"name": "ts_ms", "type": "long"},
-                    {"name": "ts_ns", "type": ["null", "long"], "default": None},
-                    {"name": "lsn", "type": ["null", "long"], "default": None},
-                ],
-            },
-        },
-        {"name": "op", "type": "string"},
-        {"name": "ts_ms", "type": ["null", "long"], "default": None},
-        {
-            "name": "transaction",
-            "type": [
-                "null",
-                {
-                    "type": "record",
-                    "name": "block",
-                    "namespace": "event",
-                    "fields": [
-                        {"name": "id", "type": "string"},
-                        {"name": "total_order", "type": "long"},
-                        {"name": "data_collection_order", "type": "long"},
-                    ],
-                },
-            ],
-            "default": None,
-        },
-    ],
-}
-AVRO_KEY = {"type": "record", "name": "Key", "fields": [{"name": "id", "type": "int"}]}
 
 
 class NotFound(Exception):

@@ -32,7 +32,7 @@ from .base import (
 from .canal import CanalJsonAdapter
 from .debezium import DebeziumAdapter
 from .native import NativeAdapter
-from .wire import WireReader, registry_fetch
+from .wire import WireReader
 
 __all__ = [
     "NOT_JSON",
@@ -67,5 +67,5 @@ def adapter(source_format: str, registry: Mapping[str, str] | None = None) -> Ad
     ``sources[i].schema_registry``).
     """
     if registry is not None and source_format == "debezium":
-        return DebeziumAdapter(WireReader(registry["url"], registry_fetch(registry)))
+        return DebeziumAdapter(WireReader.of(registry))
     return ADAPTERS[source_format]()

@@ -44,6 +44,11 @@ class WireReader:
         self.name = name  # the registry's URL: the cache's key
         self.fetch = fetch
 
+    @classmethod
+    def of(cls, registry: Mapping[str, str]) -> WireReader:
+        """The reader of a registry, by its client configuration (``url``, auth)."""
+        return cls(registry["url"], registry_fetch(registry))
+
     def read(self, data: bytes) -> tuple[Any, dict[str, Any]]:
         """``(payload, Connect-style schema)`` of a wire-format record."""
         if len(data) < 5 or data[:1] != MAGIC:
