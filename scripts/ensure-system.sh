@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Make sure the system tools Highwater needs are there: Java 17+ (Kafka, Spark), Maven
+# Make sure the system tools Highwater needs are there: a JDK 17+ (Kafka, Spark; javac builds
+# the changefeed's JVM walk, pipeline/jvm/walk), Maven
 # (fetches the jars once) and PostgreSQL's server (the upstream of the Debezium tests and
 # demo; `highwater dev postgres` runs it as the postgres user, through util-linux's setpriv).
 # Installs them with apt-get when missing and we may; otherwise says what is missing and stops.
@@ -7,7 +8,7 @@ set -euo pipefail
 
 need=()
 java_major() { java -version 2>&1 | sed -nE 's/.*version "([0-9]+).*/\1/p' | head -n1; }
-if ! command -v java >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
+if ! command -v javac >/dev/null 2>&1 || [ "$(java_major)" -lt 17 ]; then
   need+=(openjdk-17-jdk-headless)
 fi
 command -v mvn >/dev/null 2>&1 || need+=(maven)

@@ -80,6 +80,11 @@ class BatchPlan:
     skip: RecordRef | None = None
     skip_topic: str | None = None
 
+    @property
+    def room(self) -> int:
+        """The largest key and value an output record may have (the rest is Kafka's framing)."""
+        return self.max_record_bytes - RECORD_FRAMING
+
     @classmethod
     def of(
         cls,
@@ -463,7 +468,7 @@ class Task:
         if "row" in names:  # one Spark row per change (rows.py)
             decode = pick_row(decode, offsets.to_pylist(), run.column("row").to_pylist())
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
-        room = self.plan.max_record_bytes - RECORD_FRAMING  # a sink-side dead letter beyond
+        room = self.plan.room  # a sink-side dead letter beyond
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             try:
                 item = decode(i, key, value)

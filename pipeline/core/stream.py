@@ -24,6 +24,7 @@ from . import faults
 from .batch import BatchPlan, BatchResult, kafka_records, read_result
 from .kafka_clients import source_reader, write_records
 from .queries import apply_query
+from .walk import read_walk, walk_plan, walked_records, write_rest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,18 +76,34 @@ def start_query(
 def write_batch(
     batch: DataFrame, batch_id: int, plan: BatchPlan, config: ChangefeedConfig
 ) -> tuple[BatchResult, float]:
-    """Write one micro-batch's rows; returns once Kafka acknowledged them, with the seconds."""
+    """Write one micro-batch's rows; returns once Kafka acknowledged them, with the seconds.
+
+    Through the JVM walk where it can take the batch (``pipeline/core/walk.py``), each
+    partition's rest from the first record it does not take then through the Python loop;
+    else all through the Python loop (``pipeline/core/batch.py``).
+    """
     from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
 
     observation = Observation(f"batch-{batch_id}")
     query = config.query
     if query is not None:
         batch = apply_query(batch, *query, config.encoder, source_format=config.sources[0].format)
-    records = kafka_records(batch, plan, observation)
+    walk = walk_plan(plan)
+    if walk is None:
+        records = kafka_records(batch, plan, observation)
+    else:
+        records = walked_records(batch, walk, observation)
     faults.reached("during_write")
     started = time.perf_counter()
     write_records(records, config.sink_kafka, config.sink.producer)
-    result = read_result(observation)
+    if walk is None:
+        result = read_result(observation)
+    else:
+        result, rests = read_walk(observation)
+        if rests:
+            more = Observation(f"batch-{batch_id}-rest")
+            write_rest(batch.sparkSession, rests, plan, config, more)
+            result = BatchResult.of([*result.partitions, *read_result(more).partitions])
     seconds = time.perf_counter() - started
     faults.reached("after_write")
     return result, seconds

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -148,9 +149,75 @@ def debezium_jars() -> JarSet:
     return JarSet("debezium", _JVM / "debezium" / "pom.xml")
 
 
+class WalkJar:
+    """Our own Java (``pipeline/jvm/walk``: the changefeed's fast walk), compiled here.
+
+    Built with the JDK's ``javac`` against the installed pyspark's own jars, so it always
+    matches the Spark it runs in; rebuilt when a source file or the pyspark version changes.
+    """
+
+    name = "walk"
+    sources = _JVM / "walk"
+
+    @property
+    def directory(self) -> Path:
+        """Where the built jar lives."""
+        return jars_root() / self.name
+
+    @property
+    def jar(self) -> Path:
+        """The built jar."""
+        return self.directory / "highwater-walk.jar"
+
+    def stamp(self) -> str:
+        """The sources and the Spark version the jar must have been built from."""
+        digest = hashlib.sha256()
+        for source in sorted(self.sources.rglob("*.java")):
+            digest.update(source.relative_to(self.sources).as_posix().encode())
+            digest.update(source.read_bytes())
+        return f"walk sources={digest.hexdigest()[:16]} spark={pyspark_version()}"
+
+    def is_current(self) -> bool:
+        """True when the jar was built from these very sources for this Spark."""
+        stamp = self.directory / _STAMP
+        return (
+            self.jar.is_file()
+            and stamp.is_file()
+            and stamp.read_text(encoding="utf-8").strip() == self.stamp()
+        )
+
+    def fetch(self) -> bool:
+        """Build the jar unless it is current; True if it built."""
+        if self.is_current():
+            return False
+        javac = shutil.which("javac")
+        if javac is None:
+            raise JarsError("a JDK's 'javac' is not on PATH; it is needed once to build the walk")
+        import pyspark  # noqa: PLC0415 - keep Spark out of import time of the dev tools
+
+        spark_classpath = Path(pyspark.__file__).parent / "jars" / "*"
+        scratch = self.directory.with_name(self.directory.name + ".partial")
+        shutil.rmtree(scratch, ignore_errors=True)
+        classes = scratch / "classes"
+        sources = sorted(str(s) for s in self.sources.rglob("*.java"))
+        command = [javac, "--release", "17", "-d", str(classes), "-cp", str(spark_classpath)]
+        log.info("building the walk: %s", " ".join(command))
+        result = subprocess.run([*command, *sources], capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise JarsError(f"building the walk with javac failed:\n{result.stderr.strip()}")
+        with zipfile.ZipFile(scratch / self.jar.name, "w", zipfile.ZIP_DEFLATED) as jar:
+            for built in sorted(classes.rglob("*.class")):
+                jar.write(built, built.relative_to(classes).as_posix())
+        shutil.rmtree(classes)
+        (scratch / _STAMP).write_text(self.stamp() + "\n", encoding="utf-8")
+        shutil.rmtree(self.directory, ignore_errors=True)
+        scratch.rename(self.directory)
+        return True
+
+
 def fetch_all() -> dict[str, bool]:
-    """Fetch every jar set that is missing or stale; report which were fetched."""
-    sets = (broker_jars(), spark_jar_set(), registry_app(), debezium_jars())
+    """Fetch (or build) every jar set that is missing or stale; report which were."""
+    sets = (broker_jars(), spark_jar_set(), registry_app(), debezium_jars(), WalkJar())
     return {s.name: s.fetch() for s in sets}
 
 
@@ -166,9 +233,9 @@ def registry_runner() -> Path:
 
 
 def spark_jars() -> list[Path]:
-    """The connector jars for ``spark.jars``, checked against the installed pyspark.
+    """The connector jars and the walk's for ``spark.jars``, checked against pyspark.
 
-    Raises :class:`JarsError` when they are missing or were fetched for another Spark.
+    Raises :class:`JarsError` when they are missing or were made for another Spark.
     """
     version = pyspark_version()
     jar_set = spark_jar_set(version)
@@ -187,7 +254,13 @@ def spark_jars() -> list[Path]:
                 f"pyspark is {version} but the connector jar {artifact} is {have}: the "
                 "connector must match Spark exactly; run 'highwater dev fetch-jars' again"
             )
-    return jars
+    walk = WalkJar()
+    if not walk.is_current():
+        raise JarsError(
+            f"the walk's jar in {walk.directory} is missing or was built from other sources or "
+            "for another Spark: run 'highwater dev fetch-jars' (or 'make jars')"
+        )
+    return [*jars, walk.jar]
 
 
 def broker_classpath() -> str:

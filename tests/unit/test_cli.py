@@ -34,7 +34,8 @@ def test_run_dry_run_builds_the_spark_submit_command(
     assert command[0].endswith("spark-submit")
     jars = command[command.index("--jars") + 1].split(",")
     assert any("spark-sql-kafka-0-10_2.13-" in j for j in jars)
-    assert len(jars) == 5
+    assert len(jars) == 6  # the connector's five and the walk's (pipeline/jvm/walk)
+    assert jars[-1].endswith("highwater-walk.jar")
     assert command[-3].endswith("pipeline/job.py")
     assert command[-2:] == ["--config", str((EXAMPLES / "orders.yaml").resolve())]
 

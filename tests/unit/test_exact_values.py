@@ -1,9 +1,7 @@
 """Values pass through unchanged (contract §5.6): every number keeps its text, in any form."""
 
 import decimal
-import json
 from fractions import Fraction
-from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -16,45 +14,10 @@ from pipeline.config import EncoderConfig
 from pipeline.core.sources import BadRecord, NativeAdapter
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
+from tests.support.json_text import LAYOUTS, exact, number, row
 
 pytestmark = pytest.mark.unit
 T = "1700000000000000001.0000000000"
-
-digits = st.text("0123456789", min_size=1, max_size=25)
-integer = st.builds(
-    lambda sign, d: sign + (d.lstrip("0") or "0"), st.sampled_from(["", "-"]), digits
-)
-fraction = st.builds(lambda i, f: f"{i}.{f}", integer, digits)
-exponent = st.builds(
-    lambda m, e, sign, d: f"{m}{e}{sign}{d}",
-    st.one_of(integer, fraction),
-    st.sampled_from(["e", "E"]),
-    st.sampled_from(["", "+", "-"]),
-    st.text("0123456789", min_size=1, max_size=3),
-)
-number = st.one_of(integer, fraction, exponent, st.just("-0"), st.just("1e400"))
-string = st.text(st.characters(exclude_categories=("Cs",)), max_size=12).map(
-    lambda s: json.dumps(s, ensure_ascii=False)
-)
-scalar = st.one_of(number, string, st.sampled_from(["true", "false", "null"]))
-text = st.recursive(
-    scalar,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=4).map(lambda xs: "[" + ",".join(xs) + "]"),
-        st.dictionaries(string, inner, max_size=4).map(
-            lambda d: "{" + ",".join(f"{k}:{v}" for k, v in d.items()) + "}"
-        ),
-    ),
-    max_leaves=12,
-)
-row = st.dictionaries(string, text, max_size=6).map(
-    lambda d: "{" + ",".join(f"{k}:{v}" for k, v in d.items()) + "}"
-)
-
-
-def exact(data: str | bytes) -> Any:
-    """The standard library's parse with every number as its text (independent of our code)."""
-    return json.loads(data, parse_float=lambda t: ("n", t), parse_int=lambda t: ("n", t))
 
 
 @settings(max_examples=400, deadline=None)
@@ -176,25 +139,12 @@ def test_a_declared_decimal_fits_exactly_when_no_rounding_is_needed(number: str)
     if number == "1e400":
         number = "1e4"
     expected = fits_decimal_9_3(number)
-    for row in (f'{{"id":1,"d":{number}}}', f'{{"id":1,"nested":{{"xs":{{"k":[0,{number}]}}}}}}'):
-        value = NativeAdapter().change([1], f'{{"after":{row},"updated":"{T}"}}'.encode()).after
+    for doc in (f'{{"id":1,"d":{number}}}', f'{{"id":1,"nested":{{"xs":{{"k":[0,{number}]}}}}}}'):
+        value = NativeAdapter().change([1], f'{{"after":{doc},"updated":"{T}"}}'.encode()).after
         reason = DECIMAL_TABLE.misfit(value)
-        assert (reason is None) == expected, (row, reason)
+        assert (reason is None) == expected, (doc, reason)
         if reason is not None:
             assert number in reason
-
-
-# A stretch of one source partition, each record in one of the layouts a source writes: the
-# wrapped envelope's own members (passed on as it came), without `before` (diff adds it), with
-# a time not written as the changefeed writes one, with another member, members reordered.
-LAYOUTS = {
-    "as_output": '{{"after":{a},"before":{b},"updated":"{t}"}}',
-    "no_before": '{{"after":{a},"updated":"{t}"}}',
-    "short_time": '{{"after":{a},"before":{b},"updated":"{short}"}}',
-    "extra_member": '{{"after":{a},"before":{b},"updated":"{t}","mvcc_timestamp":"{t}"}}',
-    "reordered": '{{"before":{b},"after":{a},"updated":"{t}"}}',
-    "spaced": '{{ "after" : {a} , "before" : {b} , "updated" : "{t}" }}',
-}
 
 
 @settings(max_examples=150, deadline=None)

@@ -32,10 +32,18 @@ def test_connector_of_another_spark_version_is_refused(
     assert "spark-sql-kafka-0-10_2.13-3.5.1.jar" in message
 
 
-def test_matching_connector_is_accepted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_matching_connector_and_a_current_walk_are_accepted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
     fake_spark_set(tmp_path, jars.pyspark_version())
-    assert len(jars.spark_jars()) == 4
+    with pytest.raises(JarsError, match="the walk's jar"):
+        jars.spark_jars()
+    walk = jars.WalkJar()
+    assert walk.fetch() is True  # javac, against pyspark's own jars
+    assert walk.fetch() is False  # built from these very sources: nothing to do
+    found = jars.spark_jars()
+    assert (len(found), found[-1]) == (5, walk.jar)
 
 
 def test_fetch_is_a_no_op_when_the_stamp_matches(

@@ -1,0 +1,364 @@
+package dev.highwater.walk;
+
+import java.nio.charset.StandardCharsets;
+
+/**
+ * Strict JSON reading over bytes, for the walk's fast path: no objects are built.
+ *
+ * <p>Every method answers with the index just past what it read, or -1 when the text is not
+ * what the fast path takes. -1 never means "bad record": the record then goes to the Python
+ * loop, which decides. So what is accepted here must be a subset of what the Python loop
+ * accepts and reads the same way: RFC 8259 JSON, UTF-8 checked, nesting to {@link #MAX_DEPTH},
+ * numbers of at most {@link #MAX_NUMBER} characters, no escaped surrogates.
+ */
+final class Json {
+  static final int MAX_DEPTH = 256;
+  static final int MAX_NUMBER = 64;
+
+  private Json() {}
+
+  static int ws(byte[] b, int i) {
+    while (i < b.length) {
+      byte c = b[i];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
+        break;
+      }
+      i++;
+    }
+    return i;
+  }
+
+  /** Any JSON value starting at {@code i}. */
+  static int value(byte[] b, int i, int depth) {
+    if (i >= b.length) {
+      return -1;
+    }
+    switch (b[i]) {
+      case '{':
+        return object(b, i, depth + 1);
+      case '[':
+        return array(b, i, depth + 1);
+      case '"':
+        return string(b, i, true);
+      case 't':
+        return literal(b, i, TRUE);
+      case 'f':
+        return literal(b, i, FALSE);
+      case 'n':
+        return literal(b, i, NULL);
+      default:
+        return number(b, i);
+    }
+  }
+
+  static int object(byte[] b, int i, int depth) {
+    if (depth > MAX_DEPTH) {
+      return -1;
+    }
+    i = ws(b, i + 1);
+    if (i < b.length && b[i] == '}') {
+      return i + 1;
+    }
+    while (i < b.length && b[i] == '"') {
+      i = string(b, i, true);
+      if (i < 0) {
+        return -1;
+      }
+      i = ws(b, i);
+      if (i >= b.length || b[i] != ':') {
+        return -1;
+      }
+      i = value(b, ws(b, i + 1), depth);
+      if (i < 0) {
+        return -1;
+      }
+      i = ws(b, i);
+      if (i < b.length && b[i] == '}') {
+        return i + 1;
+      }
+      if (i >= b.length || b[i] != ',') {
+        return -1;
+      }
+      i = ws(b, i + 1);
+    }
+    return -1;
+  }
+
+  static int array(byte[] b, int i, int depth) {
+    if (depth > MAX_DEPTH) {
+      return -1;
+    }
+    i = ws(b, i + 1);
+    if (i < b.length && b[i] == ']') {
+      return i + 1;
+    }
+    while (true) {
+      i = value(b, i, depth);
+      if (i < 0) {
+        return -1;
+      }
+      i = ws(b, i);
+      if (i < b.length && b[i] == ']') {
+        return i + 1;
+      }
+      if (i >= b.length || b[i] != ',') {
+        return -1;
+      }
+      i = ws(b, i + 1);
+    }
+  }
+
+  /**
+   * A string at {@code i} (its opening quote). {@code escapes}: whether backslash escapes are
+   * taken (a key's strings are taken only when the output writes them the same way: none).
+   */
+  static int string(byte[] b, int i, boolean escapes) {
+    i++;
+    while (i < b.length) {
+      int c = b[i] & 0xff;
+      if (c == '"') {
+        return i + 1;
+      }
+      if (c == '\\') {
+        if (!escapes || i + 1 >= b.length) {
+          return -1;
+        }
+        i = escape(b, i + 1);
+        if (i < 0) {
+          return -1;
+        }
+      } else if (c < 0x20) {
+        return -1;
+      } else if (c < 0x80) {
+        i++;
+      } else {
+        i = utf8(b, i, c);
+        if (i < 0) {
+          return -1;
+        }
+      }
+    }
+    return -1;
+  }
+
+  private static int escape(byte[] b, int i) {
+    switch (b[i]) {
+      case '"':
+      case '\\':
+      case '/':
+      case 'b':
+      case 'f':
+      case 'n':
+      case 'r':
+      case 't':
+        return i + 1;
+      case 'u':
+        if (i + 4 >= b.length) {
+          return -1;
+        }
+        int code = 0;
+        for (int k = 1; k <= 4; k++) {
+          int d = Character.digit(b[i + k], 16);
+          if (d < 0) {
+            return -1;
+          }
+          code = code * 16 + d;
+        }
+        // Surrogates, paired or not, go to the Python loop (a lone one is a bad record).
+        return code >= 0xd800 && code <= 0xdfff ? -1 : i + 5;
+      default:
+        return -1;
+    }
+  }
+
+  /** One multi-byte UTF-8 sequence led by {@code c} at {@code i} (RFC 3629, Table 3-7). */
+  private static int utf8(byte[] b, int i, int c) {
+    int more;
+    int low = 0x80;
+    int high = 0xbf;
+    if (c >= 0xc2 && c <= 0xdf) {
+      more = 1;
+    } else if (c >= 0xe0 && c <= 0xef) {
+      more = 2;
+      if (c == 0xe0) {
+        low = 0xa0;
+      } else if (c == 0xed) {
+        high = 0x9f;
+      }
+    } else if (c >= 0xf0 && c <= 0xf4) {
+      more = 3;
+      if (c == 0xf0) {
+        low = 0x90;
+      } else if (c == 0xf4) {
+        high = 0x8f;
+      }
+    } else {
+      return -1;
+    }
+    if (i + more >= b.length) {
+      return -1;
+    }
+    int second = b[i + 1] & 0xff;
+    if (second < low || second > high) {
+      return -1;
+    }
+    for (int k = 2; k <= more; k++) {
+      int next = b[i + k] & 0xff;
+      if (next < 0x80 || next > 0xbf) {
+        return -1;
+      }
+    }
+    return i + 1 + more;
+  }
+
+  static int number(byte[] b, int i) {
+    int start = i;
+    if (i < b.length && b[i] == '-') {
+      i++;
+    }
+    if (i >= b.length) {
+      return -1;
+    }
+    if (b[i] == '0') {
+      i++;
+    } else if (b[i] >= '1' && b[i] <= '9') {
+      i = digits(b, i);
+    } else {
+      return -1;
+    }
+    if (i < b.length && b[i] == '.') {
+      int end = digits(b, i + 1);
+      if (end == i + 1) {
+        return -1;
+      }
+      i = end;
+    }
+    if (i < b.length && (b[i] == 'e' || b[i] == 'E')) {
+      i++;
+      if (i < b.length && (b[i] == '+' || b[i] == '-')) {
+        i++;
+      }
+      int end = digits(b, i);
+      if (end == i) {
+        return -1;
+      }
+      i = end;
+    }
+    return i - start > MAX_NUMBER ? -1 : i;
+  }
+
+  private static int digits(byte[] b, int i) {
+    while (i < b.length && b[i] >= '0' && b[i] <= '9') {
+      i++;
+    }
+    return i;
+  }
+
+  private static final byte[] TRUE = "true".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] FALSE = "false".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] NULL = "null".getBytes(StandardCharsets.US_ASCII);
+
+  static int literal(byte[] b, int i, byte[] word) {
+    if (i + word.length > b.length) {
+      return -1;
+    }
+    for (int k = 0; k < word.length; k++) {
+      if (b[i + k] != word[k]) {
+        return -1;
+      }
+    }
+    return i + word.length;
+  }
+
+  /**
+   * Whether a key is a JSON array exactly as the changefeed writes keys (compact, as orjson
+   * prints what it read): strings without escapes, integers of at most 18 digits (not -0),
+   * true, false, null. Such a key is written out as it came.
+   */
+  static boolean compactKey(byte[] b) {
+    if (b.length < 2 || b[0] != '[') {
+      return false;
+    }
+    int i = 1;
+    if (b[i] == ']') {
+      return b.length == 2;
+    }
+    while (i < b.length) {
+      switch (b[i]) {
+        case '"':
+          i = string(b, i, false);
+          break;
+        case 't':
+          i = literal(b, i, TRUE);
+          break;
+        case 'f':
+          i = literal(b, i, FALSE);
+          break;
+        case 'n':
+          i = literal(b, i, NULL);
+          break;
+        default:
+          i = integer(b, i);
+      }
+      if (i < 0 || i >= b.length) {
+        return false;
+      }
+      if (b[i] == ']') {
+        return i + 1 == b.length;
+      }
+      if (b[i] != ',') {
+        return false;
+      }
+      i++;
+    }
+    return false;
+  }
+
+  private static int integer(byte[] b, int i) {
+    int start = i;
+    if (b[i] == '-') {
+      i++;
+    }
+    if (i >= b.length || b[i] < '1' || b[i] > '9') {
+      // a lone 0 is written as it came; -0 and leading zeros are not
+      return i == start && b[i] == '0' ? i + 1 : -1;
+    }
+    int end = digits(b, i);
+    return end - i > 18 ? -1 : end;
+  }
+
+  /**
+   * An HLC string's content {@code [from, to)} written as the changefeed writes times
+   * ({@code <wall>.<10 digits>}, the wall without leading zeros, of at most 19 digits the first
+   * of which is below 9, so within a long): the time
+   * as {wall, logical}, or null.
+   */
+  static long[] hlc(byte[] b, int from, int to) {
+    int dot = to - 11;
+    int digits = dot - from; // at most 19, the first below 9: within a long
+    if (dot <= from
+        || b[dot] != '.'
+        || digits > 19
+        || (digits == 19 && b[from] > '8')
+        || (b[from] == '0' && digits > 1)) {
+      return null;
+    }
+    long wall = 0;
+    for (int k = from; k < dot; k++) {
+      int d = b[k] - '0';
+      if (d < 0 || d > 9) {
+        return null;
+      }
+      wall = wall * 10 + d;
+    }
+    long logical = 0;
+    for (int k = dot + 1; k < to; k++) {
+      int d = b[k] - '0';
+      if (d < 0 || d > 9) {
+        return null;
+      }
+      logical = logical * 10 + d;
+    }
+    return new long[] {wall, logical};
+  }
+}

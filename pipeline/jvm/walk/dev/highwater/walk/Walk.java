@@ -1,0 +1,342 @@
+package dev.highwater.walk;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ObjectNode;
+import java.io.IOException;
+import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.NoSuchElementException;
+import org.apache.spark.api.java.function.MapPartitionsFunction;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Encoders;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.types.StructType;
+
+/**
+ * The changefeed's fast walk: a micro-batch of native JSON records whose output is their own
+ * bytes, walked in the JVM (pipeline/core/walk.py says when it runs and what follows it).
+ *
+ * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch.py): a
+ * marker raises the partition's floor; a change at or below the floor is dropped; any other
+ * change goes out as it came (key and value bytes), to its source topic's output topic. It
+ * takes only records the Python loop would pass on unchanged: a compact key, a value whose
+ * top-level members are exactly the envelope's (after, [before,] updated) with the time
+ * written as the changefeed writes times, every byte valid JSON. At the first record it does
+ * not take, the partition's walk stops and its summary says where (deferred: from, to, the
+ * floor there); the driver hands that rest to the Python loop, which decides, so bad records
+ * go where on_error says by one code path. Output rows and summaries have the Python loop's
+ * schema and summary text.
+ */
+public final class Walk implements MapPartitionsFunction<Row, Row> {
+  static final StructType OUTPUT =
+      StructType.fromDDL(
+          "topic string, key binary, value binary, "
+              + "headers array<struct<key: string, value: binary>>, summary string");
+
+  private static final long serialVersionUID = 1L;
+  private static final byte[] RESOLVED = "resolved".getBytes(StandardCharsets.US_ASCII);
+
+  /** Where a source topic's changes go, and the value members passed on as they are. */
+  static final class Route implements Serializable {
+    private static final long serialVersionUID = 1L;
+    final String topic;
+    final byte[][] members;
+
+    Route(String topic, byte[][] members) {
+      this.topic = topic;
+      this.members = members;
+    }
+  }
+
+  private final Map<String, Route> routes = new HashMap<>();
+  private final Map<String, long[]> thresholds = new HashMap<>(); // "topic/partition"
+  private final long[] newPartitionFloor;
+  private final int room;
+
+  Walk(String plan) throws IOException {
+    JsonNode root = new ObjectMapper().readTree(plan);
+    root.get("routes")
+        .fields()
+        .forEachRemaining(
+            e -> {
+              JsonNode names = e.getValue().get("members");
+              byte[][] members = new byte[names.size()][];
+              for (int k = 0; k < members.length; k++) {
+                members[k] = names.get(k).asText().getBytes(StandardCharsets.UTF_8);
+              }
+              routes.put(e.getKey(), new Route(e.getValue().get("topic").asText(), members));
+            });
+    for (JsonNode t : root.get("thresholds")) {
+      thresholds.put(
+          t.get(0).asText() + "/" + t.get(1).asInt(),
+          new long[] {t.get(2).asLong(), t.get(3).asLong()});
+    }
+    JsonNode floor = root.get("new_partition_floor");
+    newPartitionFloor = new long[] {floor.get(0).asLong(), floor.get(1).asLong()};
+    room = root.get("room").asInt();
+  }
+
+  /** The walk of {@code batch} (key, value, topic, partition, offset) under {@code plan}. */
+  public static Dataset<Row> walk(Dataset<Row> batch, String plan) throws IOException {
+    return batch
+        .select("key", "value", "topic", "partition", "offset")
+        .mapPartitions(new Walk(plan), Encoders.row(OUTPUT));
+  }
+
+  @Override
+  public Iterator<Row> call(Iterator<Row> input) {
+    return new Walker(input);
+  }
+
+  static int compare(long[] a, long[] b) {
+    int wall = Long.compare(a[0], b[0]);
+    return wall != 0 ? wall : Long.compare(a[1], b[1]);
+  }
+
+  static String hlc(long[] t) {
+    return String.format("%d.%010d", t[0], t[1]);
+  }
+
+  /** One source partition's walk in this task. */
+  static final class Seen {
+    final String topic;
+    final int partition;
+    final Route route;
+    long[] floor;
+    long[] resolved; // the highest marker read
+    long first;
+    long end; // just past the last offset read
+    long deferred = -1; // where the walk stopped, or -1
+    long[] deferredFloor;
+    long emitted;
+    long duplicates;
+    long bytes;
+
+    Seen(String topic, int partition, Route route, long[] floor, long first) {
+      this.topic = topic;
+      this.partition = partition;
+      this.route = route;
+      this.floor = floor;
+      this.first = first;
+    }
+
+    String summary(ObjectMapper json) {
+      ObjectNode s = json.createObjectNode();
+      s.putObject("transactions");
+      s.put("topic", topic);
+      s.put("partition", partition);
+      s.put("next_offset", deferred >= 0 ? deferred : end);
+      s.put("resolved", resolved == null ? null : hlc(resolved));
+      s.put("emitted", emitted);
+      s.put("duplicates", duplicates);
+      s.put("bad", 0);
+      s.putNull("first_bad");
+      s.put("bytes", bytes);
+      if (deferred >= 0) {
+        ObjectNode d = s.putObject("deferred");
+        d.put("from", deferred);
+        d.put("to", end);
+        d.put("floor", hlc(deferredFloor));
+      }
+      return s.toString();
+    }
+  }
+
+  final class Walker implements Iterator<Row> {
+    private final Iterator<Row> input;
+    private final Map<String, Seen> seen = new LinkedHashMap<>();
+    private Seen last;
+    private Row next;
+    private Iterator<Seen> summaries;
+    private final ObjectMapper json = new ObjectMapper();
+
+    Walker(Iterator<Row> input) {
+      this.input = input;
+    }
+
+    @Override
+    public boolean hasNext() {
+      while (next == null) {
+        if (input.hasNext()) {
+          next = step(input.next());
+        } else {
+          if (summaries == null) {
+            summaries = new ArrayList<>(seen.values()).iterator();
+          }
+          if (!summaries.hasNext()) {
+            return false;
+          }
+          next = RowFactory.create(null, null, null, null, summaries.next().summary(json));
+        }
+      }
+      return true;
+    }
+
+    @Override
+    public Row next() {
+      if (!hasNext()) {
+        throw new NoSuchElementException();
+      }
+      Row out = next;
+      next = null;
+      return out;
+    }
+
+    private Seen partition(String topic, int partition, long offset) {
+      if (last != null && last.partition == partition && last.topic.equals(topic)) {
+        return last;
+      }
+      String id = topic + "/" + partition;
+      Seen s = seen.get(id);
+      if (s == null) {
+        long[] floor = thresholds.getOrDefault(id, newPartitionFloor);
+        s = new Seen(topic, partition, routes.get(topic), floor, offset);
+        seen.put(id, s);
+      }
+      last = s;
+      return s;
+    }
+
+    /** One source record: its output row, or null. */
+    private Row step(Row record) {
+      long offset = record.getLong(4);
+      Seen s = partition(record.getString(2), record.getInt(3), offset);
+      s.end = offset + 1;
+      if (s.deferred >= 0) {
+        return null; // the Python loop walks the rest of this partition
+      }
+      byte[] value = record.isNullAt(1) ? null : (byte[]) record.get(1);
+      if (record.isNullAt(0)) {
+        long[] marker = value == null ? null : marker(value);
+        if (marker == null) {
+          return defer(s, offset);
+        }
+        if (compare(marker, s.floor) > 0) {
+          s.floor = marker;
+        }
+        if (s.resolved == null || compare(marker, s.resolved) > 0) {
+          s.resolved = marker;
+        }
+        return null;
+      }
+      byte[] key = (byte[]) record.get(0);
+      long[] ts = value == null ? null : envelope(value, s.route.members);
+      if (ts == null || !Json.compactKey(key) || key.length + value.length > room) {
+        return defer(s, offset);
+      }
+      if (compare(ts, s.floor) <= 0) {
+        s.duplicates++;
+        return null;
+      }
+      s.emitted++;
+      s.bytes += key.length + value.length;
+      return RowFactory.create(s.route.topic, key, value, null, null);
+    }
+
+    private Row defer(Seen s, long offset) {
+      s.deferred = offset;
+      s.deferredFloor = s.floor;
+      return null;
+    }
+  }
+
+  /** A marker's time: the value is {"resolved": "<hlc>"} and nothing else; else null. */
+  static long[] marker(byte[] b) {
+    int i = Json.ws(b, 0);
+    if (i >= b.length || b[i] != '{') {
+      return null;
+    }
+    i = Json.ws(b, i + 1);
+    int name = i;
+    i = name < b.length && b[name] == '"' ? Json.string(b, name, false) : -1;
+    if (i < 0 || !named(b, name, i, RESOLVED)) {
+      return null;
+    }
+    i = Json.ws(b, i);
+    if (i >= b.length || b[i] != ':') {
+      return null;
+    }
+    int text = Json.ws(b, i + 1);
+    i = text < b.length && b[text] == '"' ? Json.string(b, text, false) : -1;
+    if (i < 0) {
+      return null;
+    }
+    long[] ts = Json.hlc(b, text + 1, i - 1);
+    i = Json.ws(b, i);
+    if (ts == null || i >= b.length || b[i] != '}' || Json.ws(b, i + 1) != b.length) {
+      return null;
+    }
+    return ts;
+  }
+
+  /**
+   * A change's time, when its value is an object of exactly {@code members} in that order,
+   * after and before objects or null, updated a time as the changefeed writes times, all of
+   * it valid JSON; else null.
+   */
+  static long[] envelope(byte[] b, byte[][] members) {
+    int i = Json.ws(b, 0);
+    if (i >= b.length || b[i] != '{') {
+      return null;
+    }
+    long[] ts = null;
+    for (int m = 0; m < members.length; m++) {
+      i = Json.ws(b, i + 1);
+      int name = i;
+      i = name < b.length && b[name] == '"' ? Json.string(b, name, false) : -1;
+      if (i < 0 || !named(b, name, i, members[m])) {
+        return null;
+      }
+      i = Json.ws(b, i);
+      if (i >= b.length || b[i] != ':') {
+        return null;
+      }
+      int start = Json.ws(b, i + 1);
+      if (start >= b.length) {
+        return null;
+      }
+      if (members[m][0] == 'u') { // updated
+        i = b[start] == '"' ? Json.string(b, start, false) : -1;
+        ts = i < 0 ? null : Json.hlc(b, start + 1, i - 1);
+        if (ts == null) {
+          return null;
+        }
+      } else if (b[start] == '{') { // after, before
+        i = Json.object(b, start, 1);
+      } else {
+        i = Json.literal(b, start, NULL);
+      }
+      if (i < 0) {
+        return null;
+      }
+      i = Json.ws(b, i);
+      if (i >= b.length || b[i] != (m + 1 < members.length ? ',' : '}')) {
+        return null;
+      }
+    }
+    return Json.ws(b, i + 1) == b.length ? ts : null;
+  }
+
+  private static final byte[] NULL = "null".getBytes(StandardCharsets.US_ASCII);
+
+  /** Whether the string {@code [from, to)} (quotes included) is {@code "name"}. */
+  private static boolean named(byte[] b, int from, int to, byte[] name) {
+    if (to - from != name.length + 2) {
+      return false;
+    }
+    for (int k = 0; k < name.length; k++) {
+      if (b[from + 1 + k] != name[k]) {
+        return false;
+      }
+    }
+    return true;
+  }
+}

@@ -1,0 +1,243 @@
+"""The JVM walk against the Python loop, on a local SparkSession: the same records out.
+
+Whatever a batch holds (numbers of every form, escapes, keys in any spelling, markers,
+duplicates, bad records of every kind), the walk and the rests it leaves to the Python loop
+write the bytes the Python loop alone writes, in the same order per source partition, with
+the same summaries; values passed on or written again keep every number's text.
+"""
+
+import json
+from dataclasses import replace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+
+from encoders.json import JsonEncoder
+from pipeline.config import EncoderConfig
+from pipeline.core.batch import BatchPlan, BatchResult, kafka_records, read_result
+from pipeline.core.walk import read_walk, walk_plan, walked_records
+from schemas.hlc import Hlc
+from tests.support.json_text import LAYOUTS, exact, row
+
+SRC = "src.orders"
+WALL = 1700000000000000000
+SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset bigint, "
+    "headers array<struct<key: string, value: binary>>"
+)
+
+# Keys as sources spell them: the first element names the source partition (the test groups
+# the output by it); compact ones pass on as they came, the others are written again.
+KEY_FORMS = {
+    "compact": "[{p},{k}]",
+    "spaced": "[ {p}, {k} ]",
+    "text": '[{p},"k\\u00e9{k}"]',
+    "escaped": '[{p},"a\\"b\\\\{k}"]',
+    "fraction": "[{p},{k}.50]",
+}
+BAD = {
+    "not_json": b"{not json",
+    "truncated": b'{"after":{"a":1},"updated":"',
+    "bad_utf8": b'{"after":{"a":"\xff"},"updated":"1700000000000000001.0000000000"}',
+    "lone_surrogate": b'{"after":{"a":"\\ud800"},"updated":"1700000000000000001.0000000000"}',
+    "array": b"[1,2]",
+    "no_time": b'{"after":{"a":1}}',
+    "null_value": b"",
+}
+
+change = st.tuples(
+    st.just("change"),
+    st.sampled_from(sorted(LAYOUTS)),
+    row,
+    st.one_of(st.none(), row),
+    st.sampled_from(sorted(KEY_FORMS)),
+    st.integers(0, 30),  # the time, within reach of the markers: some are duplicates
+)
+marker = st.tuples(st.just("marker"), st.integers(0, 30), st.booleans())  # canonical or not
+bad = st.tuples(st.just("bad"), st.sampled_from(sorted(BAD)))
+partition_records = st.lists(
+    st.one_of(change, change, change, change, marker, bad), min_size=1, max_size=30
+)
+
+
+def source_records(partitions: list[list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+    """Kafka records (key, value, topic, partition, offset, headers) of the drawn items."""
+    records = []
+    for p, items in enumerate(partitions):
+        for offset, item in enumerate(items):
+            key: bytes | None
+            if item[0] == "change":
+                _, layout, after, before, key_form, n = item
+                t = f"{WALL + n}.0000000000"
+                text = LAYOUTS[layout].format(a=after, b=before or "null", t=t, short=WALL + n)
+                key = KEY_FORMS[key_form].format(p=p, k=offset).encode()
+                value: bytes | None = text.encode()
+            elif item[0] == "marker":
+                _, n, canonical = item
+                resolved = f"{WALL + n}.0000000000" if canonical else str(WALL + n)
+                key, value = None, json.dumps({"resolved": resolved}).encode()
+            else:
+                key = f"[{p},{offset}]".encode()
+                value = BAD[item[1]] or None
+            headers = [{"key": "origin", "value": b"upstream"}]
+            records.append((key, value, SRC, p, offset, headers))
+    return records
+
+
+def plan(dlq: str | None, floor: int) -> BatchPlan:
+    encoder = JsonEncoder(EncoderConfig(updated=True, diff=True))
+    return BatchPlan(
+        thresholds={(SRC, 0): Hlc(WALL + floor)},  # the others start at the high-water mark
+        tables={SRC: "orders"},
+        formats={SRC: "native"},
+        routes={SRC: "out.orders"},
+        encoders={SRC: encoder},
+        dlq_topic=dlq,
+        new_partition_floor=Hlc(WALL + 3),
+    )
+
+
+def python_loop(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
+    observation = Observation("python")
+    rows = kafka_records(frame, the_plan, observation).collect()
+    return rows, read_result(observation)
+
+
+def walk_then_rests(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
+    """As ``stream.write_batch`` does it: the walk, then each rest through the Python loop.
+
+    The rests are cut from the same frame (the changefeed reads them from Kafka again).
+    """
+    walk = walk_plan(the_plan)
+    assert walk is not None
+    observation = Observation("walk")
+    rows = walked_records(frame, walk, observation).collect()
+    result, rests = read_walk(observation)
+    summaries = list(result.partitions)
+    for rest in rests:
+        p = rest.partition.partition
+        part = frame.where(
+            (F.col("partition") == p)
+            & (F.col("offset") >= rest.start)
+            & (F.col("offset") < rest.stop)
+        )
+        rest_plan = replace(the_plan, thresholds={(SRC, p): rest.floor})
+        more, more_result = python_loop(part.coalesce(1), rest_plan)
+        rows += more
+        summaries += more_result.partitions
+    return rows, BatchResult.of(summaries)
+
+
+def by_partition(rows: list[Any]) -> dict[int, list[tuple[Any, ...]]]:
+    """The output in order per source partition: data rows by their key, dead letters by header."""
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        headers = [(h["key"], bytes(h["value"])) for h in r["headers"] or []]
+        if r["topic"] == "dlq":
+            source = dict(headers)["highwater.source"].decode()
+            p = int(source.split("/")[1].split("@")[0])
+        else:
+            p = int(exact(r["key"])[0][1])
+        value = None if r["value"] is None else bytes(r["value"])
+        out.setdefault(p, []).append((r["topic"], bytes(r["key"] or b""), value, headers))
+    return out
+
+
+def summaries(result: BatchResult) -> list[tuple[Any, ...]]:
+    return [
+        (
+            p.partition.partition,
+            p.next_offset,
+            p.resolved,
+            p.emitted,
+            p.duplicates,
+            p.bad,
+            p.first_bad,
+        )
+        for p in result.partitions
+    ]
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    partitions=st.lists(partition_records, min_size=1, max_size=3),
+    floor=st.integers(0, 10),
+    dlq=st.sampled_from(["dlq", None]),  # bad records dead-lettered, or where a partition stops
+)
+def test_the_walk_writes_what_the_python_loop_writes(
+    spark, dlq: str | None, partitions: list[list[tuple[Any, ...]]], floor: int
+) -> None:
+    records = source_records(partitions)
+    frame = (
+        spark.createDataFrame(records, SCHEMA)
+        .repartition(len(partitions), "partition")
+        .sortWithinPartitions("offset")
+    )
+    the_plan = plan(dlq, floor)
+    expected_rows, expected = python_loop(frame, the_plan)
+    rows, result = walk_then_rests(frame, the_plan)
+
+    assert by_partition(rows) == by_partition(expected_rows)
+    assert summaries(result) == summaries(expected)
+    source_values = {json.dumps(exact(r[0])): r[1] for r in records if r[0] is not None}
+    for r in rows:  # every number's text, whether passed on or written again
+        if r["topic"] == "out.orders":
+            out, source = exact(r["value"]), exact(source_values[json.dumps(exact(r["key"]))])
+            assert (out["after"], out["before"]) == (source["after"], source.get("before"))
+
+
+def test_clean_records_pass_as_they_came_and_a_bad_one_leaves_the_rest_to_python(spark) -> None:
+    t = [f"{WALL + n}.0000000000" for n in range(10)]
+    values = [
+        f'{{"after":{{"d":12345678901234567.89,"s":"\\u00e9\\n"}},"before":null,"updated":"{t[1]}"}}',
+        f'{{"after":null,"before":{{"d":-0,"e":1E400}},"updated":"{t[2]}"}}',
+        f'{{"resolved":"{t[2]}"}}',
+        f'{{"after":{{"n":1}},"before":null,"updated":"{t[2]}"}}',  # at the floor: dropped
+        f'{{ "after" : {{"n":[[[{{}}]]]}}, "before" : null, "updated" : "{t[3]}" }}',
+        "{not json",
+        f'{{"after":{{"n":2}},"before":null,"updated":"{t[4]}"}}',
+    ]
+    keys = [b'["a",1]', b'["a",2]', None, b'["a",3]', b'["a",4]', b'["a",5]', b'["a",6]']
+    records = [
+        (k, v.encode(), SRC, 0, o, None) for o, (k, v) in enumerate(zip(keys, values, strict=True))
+    ]
+    frame = spark.createDataFrame(records, SCHEMA).coalesce(1)
+    the_plan = plan("dlq", 0)
+    walk = walk_plan(the_plan)
+    observation = Observation("walk")
+    walked = walked_records(frame, walk, observation).collect()
+    result, rests = read_walk(observation)
+
+    # the walk's own rows: the source's very bytes, up to the bad record
+    assert [(bytes(r["key"]), bytes(r["value"])) for r in walked] == [
+        (keys[i], values[i].encode()) for i in (0, 1, 4)
+    ]
+    assert [(r.start, r.stop, r.floor) for r in rests] == [(5, 7, Hlc(WALL + 2))]
+    (seen,) = result.partitions
+    assert (seen.next_offset, seen.resolved, seen.emitted, seen.duplicates) == (
+        5,
+        Hlc(WALL + 2),
+        3,
+        1,
+    )
+    rows, merged = walk_then_rests(frame, the_plan)
+    assert [r["topic"] for r in rows] == ["out.orders"] * 3 + ["dlq", "out.orders"]
+    assert (merged.emitted, merged.bad, merged.partitions[0].next_offset) == (4, 1, 7)
+
+
+def test_only_sources_whose_output_is_their_own_bytes_take_the_walk() -> None:
+    the_plan = plan(None, 0)
+    assert walk_plan(the_plan) is not None
+    for changed in (
+        {"formats": {SRC: "debezium"}},
+        {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=True, key_in_value=True))}},
+        {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=False))}},
+        {"end_time": Hlc(WALL + 5)},
+        {"thresholds": {(SRC, 0): Hlc(2**63)}},
+    ):
+        assert walk_plan(replace(the_plan, **changed)) is None, changed
