@@ -255,6 +255,7 @@ class Changefeed:
 
     def _stream(self) -> None:
         """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
+        self.stats.stream_started = time.perf_counter()
         query = start_query(
             self.spark,
             self.config,

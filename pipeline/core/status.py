@@ -117,6 +117,7 @@ class ChangefeedStats:
     scan_rows: int = 0
     checkpoint_seconds: list[float] = field(default_factory=list)
     markers: list[tuple[float, Hlc]] = field(default_factory=list)  # (wall seconds, marker)
+    stream_started: float | None = None  # time.perf_counter() when the streaming query started
 
     def count(self, result: BatchResult, *, scan: bool = False) -> None:
         """Add a batch's (or, with ``scan``, an initial-scan chunk's) numbers."""

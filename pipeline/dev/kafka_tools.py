@@ -22,6 +22,8 @@ TOOLS = {
     "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
     "delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "configs": "kafka.admin.ConfigCommand",
+    "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
+    "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
 }
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
 
