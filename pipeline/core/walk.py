@@ -84,16 +84,16 @@ def walked_records(batch: DataFrame, walk: str, observation: Observation) -> Dat
 
 def read_walk(observation: Observation) -> tuple[BatchResult, list[Deferred]]:
     """The walk's summaries merged, and the partitions' rests it left to the Python loop."""
-    texts = json.loads(observation.get.get("summaries") or "[]")
-    rests = []
-    for text in texts:
+    summaries, rests = [], []
+    for text in json.loads(observation.get.get("summaries") or "[]"):
+        seen = PartitionSeen.from_json(text)
+        summaries.append(seen)
         rest = json.loads(text).get("deferred")
         if rest is not None:
-            seen = PartitionSeen.from_json(text)
             rests.append(
                 Deferred(seen.partition, rest["from"], rest["to"], Hlc.parse(rest["floor"]))
             )
-    return BatchResult.of([PartitionSeen.from_json(text) for text in texts]), rests
+    return BatchResult.of(summaries), rests
 
 
 def write_rest(

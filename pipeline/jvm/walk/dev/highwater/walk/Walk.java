@@ -10,7 +10,6 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
@@ -112,7 +111,6 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
     final Route route;
     long[] floor;
     long[] resolved; // the highest marker read
-    long first;
     long end; // just past the last offset read
     long deferred = -1; // where the walk stopped, or -1
     long[] deferredFloor;
@@ -120,12 +118,11 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
     long duplicates;
     long bytes;
 
-    Seen(String topic, int partition, Route route, long[] floor, long first) {
+    Seen(String topic, int partition, Route route, long[] floor) {
       this.topic = topic;
       this.partition = partition;
       this.route = route;
       this.floor = floor;
-      this.first = first;
     }
 
     String summary(ObjectMapper json) {
@@ -190,7 +187,7 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
       return out;
     }
 
-    private Seen partition(String topic, int partition, long offset) {
+    private Seen partition(String topic, int partition) {
       if (last != null && last.partition == partition && last.topic.equals(topic)) {
         return last;
       }
@@ -198,7 +195,7 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
       Seen s = seen.get(id);
       if (s == null) {
         long[] floor = thresholds.getOrDefault(id, newPartitionFloor);
-        s = new Seen(topic, partition, routes.get(topic), floor, offset);
+        s = new Seen(topic, partition, routes.get(topic), floor);
         seen.put(id, s);
       }
       last = s;
@@ -208,7 +205,7 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
     /** One source record: its output row, or null. */
     private Row step(Row record) {
       long offset = record.getLong(4);
-      Seen s = partition(record.getString(2), record.getInt(3), offset);
+      Seen s = partition(record.getString(2), record.getInt(3));
       s.end = offset + 1;
       if (s.deferred >= 0) {
         return null; // the Python loop walks the rest of this partition
