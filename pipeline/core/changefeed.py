@@ -53,6 +53,7 @@ from .setup import Outputs, find_start, open_outputs
 from .status import ChangefeedStats
 from .stream import start_query, write_batch
 from .transaction_feed import TransactionFeed
+from .walk import walkable
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -262,6 +263,7 @@ class Changefeed:
             self.position.starting_offsets(),
             self._on_batch,
             self._resources,
+            headers=not walkable(BatchPlan.of(self.config, self.outputs.encoders, thresholds={})),
         )
         while query.isActive:
             self._tick()

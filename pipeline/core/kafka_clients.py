@@ -48,17 +48,18 @@ def spark_kafka_options(kafka: KafkaOptions, *, source: bool = False) -> dict[st
     return options
 
 
-def source_reader(reader: Reader, kafka: KafkaOptions) -> Reader:
+def source_reader(reader: Reader, kafka: KafkaOptions, *, headers: bool = True) -> Reader:
     """Spark's Kafka source as every changefeed read uses it (stream and initial scan).
 
     Data loss fails the read (a trimmed offset is never skipped), and headers come along for
-    the dead-letter topic and CDC queries.
+    the dead-letter topic and CDC queries (``headers=False``: a stream the JVM walk takes,
+    whose rests are read again with them).
     """
     return (
         reader.format("kafka")
         .options(**spark_kafka_options(kafka, source=True))
         .option("failOnDataLoss", "true")
-        .option("includeHeaders", "true")
+        .option("includeHeaders", str(headers).lower())
     )
 
 

@@ -24,7 +24,7 @@ from . import faults
 from .batch import BatchPlan, BatchResult, kafka_records, read_result
 from .kafka_clients import source_reader, write_records
 from .queries import apply_query
-from .walk import read_walk, walk_plan, walked_records, write_rest
+from .walk import Walked, walk_plan, write_rest
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -39,11 +39,14 @@ def start_query(
     starting_offsets: str,
     on_batch: Callable[[DataFrame, int], None],
     resources: ExitStack,
+    *,
+    headers: bool,
 ) -> StreamingQuery:
     """Start the streaming query at ``starting_offsets`` (returns at once).
 
     Spark's checkpoint location is a scratch folder, removed when ``resources`` close: a
-    cache, never the truth (contract §6); the checkpoint record is.
+    cache, never the truth (contract §6); the checkpoint record is. ``headers``: whether the
+    source records' headers are read (not when the walk takes every batch: ``walk.walkable``).
     """
     scratch = Path(
         tempfile.mkdtemp(
@@ -52,7 +55,7 @@ def start_query(
     )
     resources.callback(shutil.rmtree, scratch, ignore_errors=True)
     reader = (
-        source_reader(spark.readStream, config.kafka)
+        source_reader(spark.readStream, config.kafka, headers=headers)
         .option("subscribe", ",".join(config.routes))
         .option("startingOffsets", starting_offsets)
     )
@@ -89,17 +92,15 @@ def write_batch(
     if query is not None:
         batch = apply_query(batch, *query, config.encoder, source_format=config.sources[0].format)
     walk = walk_plan(plan)
-    if walk is None:
-        records = kafka_records(batch, plan, observation)
-    else:
-        records = walked_records(batch, walk, observation)
+    walked = None if walk is None else Walked.of(batch, walk, batch_id)
+    records = kafka_records(batch, plan, observation) if walked is None else walked.records
     faults.reached("during_write")
     started = time.perf_counter()
     write_records(records, config.sink_kafka, config.sink.producer)
-    if walk is None:
+    if walked is None:
         result = read_result(observation)
     else:
-        result, rests = read_walk(observation)
+        result, rests = walked.result()
         if rests:
             more = Observation(f"batch-{batch_id}-rest")
             write_rest(batch.sparkSession, rests, plan, config, more)

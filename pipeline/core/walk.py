@@ -14,25 +14,29 @@ the first record it does not take: anything else, valid or not. There it stops t
 partition; the summary says where (*deferred*: from, to, the floor there), and
 :func:`write_rest` reads that rest again and runs it through the Python loop, after the
 walk's rows were written, so per-key order holds and bad records go where ``on_error`` says.
+Whether the walk takes a changefeed is a property of its config (:func:`walkable`): such a
+stream is read without Kafka headers, and the rests with them (dead letters carry them).
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import ChangefeedConfig
 from schemas.hlc import Hlc
 
-from .batch import BatchPlan, BatchResult, PartitionSeen, kafka_records, records_observed
+from .batch import BatchPlan, BatchResult, PartitionSeen, kafka_records
 from .frontier import SourcePartition
 from .kafka_clients import source_reader, write_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
 
-_LONG = 2**63  # the walk keeps times as two Java longs
+# The walk keeps times as two Java longs, and reads only times whose wall fits one: a floor
+# above this (a marker near the year 2262) is the same to it as this.
+_CEILING = Hlc(2**63 - 1, 9_999_999_999)
 
 
 @dataclass(frozen=True)
@@ -45,55 +49,76 @@ class Deferred:
     floor: Hlc  # the partition's floor at ``start``
 
 
-def walk_plan(plan: BatchPlan) -> str | None:
-    """The walk's plan (JSON) when every source of ``plan`` can take the walk, else None.
+def walkable(plan: BatchPlan) -> bool:
+    """Whether the walk can take ``plan``'s batches: a property of the config alone.
 
     Every source native, every encoder passing the whole value on as it came (``verbatim``
     with ``updated``: only the JSON encoder, which writes keys compact), no CDC query, no
-    end time, every floor within a long.
+    end time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
     """
     if plan.shapes or plan.end_time is not None:
+        return False
+    return all(
+        fmt == "native"
+        and (members := plan.encoders[topic].verbatim) is not None
+        and "updated" in members
+        for topic, fmt in plan.formats.items()
+    )
+
+
+def walk_plan(plan: BatchPlan) -> str | None:
+    """The walk's plan (JSON) when :func:`walkable`, else None."""
+    if not walkable(plan):
         return None
-    routes = {}
-    for topic, fmt in plan.formats.items():
-        members = plan.encoders[topic].verbatim
-        if fmt != "native" or members is None or "updated" not in members:
-            return None
-        routes[topic] = {"topic": plan.routes[topic], "members": list(members)}
-    floors = [plan.new_partition_floor, *plan.thresholds.values()]
-    if any(ts.wall >= _LONG for ts in floors):
-        return None
+    routes = {
+        topic: {"topic": plan.routes[topic], "members": list(plan.encoders[topic].verbatim or ())}
+        for topic in plan.formats
+    }
+    thresholds = [[t, p, *min(ts, _CEILING)] for (t, p), ts in plan.thresholds.items()]
     return json.dumps(
         {
             "routes": routes,
-            "thresholds": [[t, p, ts.wall, ts.logical] for (t, p), ts in plan.thresholds.items()],
-            "new_partition_floor": list(plan.new_partition_floor),
+            "thresholds": thresholds,
+            "new_partition_floor": list(min(plan.new_partition_floor, _CEILING)),
             "room": plan.room,
         }
     )
 
 
-def walked_records(batch: DataFrame, walk: str, observation: Observation) -> DataFrame:
-    """The batch's Kafka records as the walk writes them; summaries go to ``observation``."""
-    from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
+@dataclass(frozen=True)
+class Walked:
+    """A batch as the walk writes it: its Kafka records, and what it saw once they are written."""
 
-    spark = batch.sparkSession
-    walked = spark._jvm.dev.highwater.walk.Walk.walk(batch._jdf, walk)  # type: ignore[union-attr]
-    return records_observed(DataFrame(walked, spark), observation)
+    records: DataFrame  # topic, key, value, headers
+    summaries: Any  # the JVM's CollectionAccumulator of partition summaries
 
+    @classmethod
+    def of(cls, batch: DataFrame, walk: str, batch_id: int) -> Walked:
+        """The walk of ``batch`` (Spark's Kafka source rows) under the plan ``walk``."""
+        from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
 
-def read_walk(observation: Observation) -> tuple[BatchResult, list[Deferred]]:
-    """The walk's summaries merged, and the partitions' rests it left to the Python loop."""
-    summaries, rests = [], []
-    for text in json.loads(observation.get.get("summaries") or "[]"):
-        seen = PartitionSeen.from_json(text)
-        summaries.append(seen)
-        rest = json.loads(text).get("deferred")
-        if rest is not None:
-            rests.append(
-                Deferred(seen.partition, rest["from"], rest["to"], Hlc.parse(rest["floor"]))
-            )
-    return BatchResult.of(summaries), rests
+        spark = batch.sparkSession
+        jvm = spark._jvm
+        assert jvm is not None  # noqa: S101 - a classic (not Connect) session
+        summaries = spark.sparkContext._jsc.sc().collectionAccumulator(f"walk-{batch_id}")
+        walked = jvm.dev.highwater.walk.Walk.walk(batch._jdf, walk, summaries)
+        return cls(DataFrame(walked, spark), summaries)
+
+    def result(self) -> tuple[BatchResult, list[Deferred]]:
+        """The summaries merged, and the partitions' rests left to the Python loop.
+
+        Read once the records were written (the tasks report as they finish).
+        """
+        summaries, rests = [], []
+        for text in self.summaries.value():
+            seen = PartitionSeen.from_json(text)
+            summaries.append(seen)
+            rest = json.loads(text).get("deferred")
+            if rest is not None:
+                rests.append(
+                    Deferred(seen.partition, rest["from"], rest["to"], Hlc.parse(rest["floor"]))
+                )
+        return BatchResult.of(summaries), rests
 
 
 def write_rest(
@@ -119,8 +144,20 @@ def write_rest(
         .option("endingOffsets", json.dumps(stops))
         .load()
     )
-    floors = {(r.partition.topic, r.partition.partition): r.floor for r in rests}
-    rest_plan = replace(plan, thresholds=floors)
     write_records(
-        kafka_records(records, rest_plan, observation), config.sink_kafka, config.sink.producer
+        kafka_records(records, rest_plan(plan, rests), observation),
+        config.sink_kafka,
+        config.sink.producer,
     )
+
+
+def rest_plan(plan: BatchPlan, rests: list[Deferred]) -> BatchPlan:
+    """``plan`` for the rests: each partition's floor where the walk stopped.
+
+    The walk's floor is never below the plan's but for a floor above :data:`_CEILING`.
+    """
+    floors = {}
+    for rest in rests:
+        place = (rest.partition.topic, rest.partition.partition)
+        floors[place] = max(rest.floor, plan.thresholds.get(place, plan.new_partition_floor))
+    return replace(plan, thresholds=floors)

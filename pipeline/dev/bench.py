@@ -204,7 +204,9 @@ def throughput(
         f"in {time.perf_counter() - started:.0f}s",
         flush=True,
     )
-    _copy(spark, bootstrap, source, "bench.warmup", max_offsets)  # JIT, consumer pools
+    # JIT, consumer pools: one of each before the rounds, so no round pays for a cold JVM
+    _copy(spark, bootstrap, source, "bench.warmup", max_offsets)
+    _changefeed(spark, bootstrap, "bench-warmup", source, max_offsets)
     copies, feeds, avros, setups = [], [], [], []
     for n in range(rounds):
         before = cpu_seconds()

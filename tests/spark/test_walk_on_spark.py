@@ -18,7 +18,7 @@ from pyspark.sql import functions as F
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan, BatchResult, kafka_records, read_result
-from pipeline.core.walk import read_walk, walk_plan, walked_records
+from pipeline.core.walk import Walked, rest_plan, walk_plan
 from schemas.hlc import Hlc
 from tests.support.json_text import LAYOUTS, exact, row
 
@@ -113,9 +113,9 @@ def walk_then_rests(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchRe
     """
     walk = walk_plan(the_plan)
     assert walk is not None
-    observation = Observation("walk")
-    rows = walked_records(frame, walk, observation).collect()
-    result, rests = read_walk(observation)
+    walked = Walked.of(frame, walk, 0)
+    rows = walked.records.collect()
+    result, rests = walked.result()
     summaries = list(result.partitions)
     for rest in rests:
         p = rest.partition.partition
@@ -124,8 +124,7 @@ def walk_then_rests(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchRe
             & (F.col("offset") >= rest.start)
             & (F.col("offset") < rest.stop)
         )
-        rest_plan = replace(the_plan, thresholds={(SRC, p): rest.floor})
-        more, more_result = python_loop(part.coalesce(1), rest_plan)
+        more, more_result = python_loop(part.coalesce(1), rest_plan(the_plan, [rest]))
         rows += more
         summaries += more_result.partitions
     return rows, BatchResult.of(summaries)
@@ -209,9 +208,9 @@ def test_clean_records_pass_as_they_came_and_a_bad_one_leaves_the_rest_to_python
     frame = spark.createDataFrame(records, SCHEMA).coalesce(1)
     the_plan = plan("dlq", 0)
     walk = walk_plan(the_plan)
-    observation = Observation("walk")
-    walked = walked_records(frame, walk, observation).collect()
-    result, rests = read_walk(observation)
+    run = Walked.of(frame, walk, 0)
+    walked = run.records.collect()
+    result, rests = run.result()
 
     # the walk's own rows: the source's very bytes, up to the bad record
     assert [(bytes(r["key"]), bytes(r["value"])) for r in walked] == [
@@ -238,6 +237,29 @@ def test_only_sources_whose_output_is_their_own_bytes_take_the_walk() -> None:
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=True, key_in_value=True))}},
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=False))}},
         {"end_time": Hlc(WALL + 5)},
-        {"thresholds": {(SRC, 0): Hlc(2**63)}},
     ):
         assert walk_plan(replace(the_plan, **changed)) is None, changed
+
+
+def test_a_floor_beyond_the_walks_longs_holds_in_the_rest(spark) -> None:
+    """A floor past 2**63 (a marker near the year 2262) holds beyond the walk.
+
+    The walk's floor is capped, the rest's is the plan's: a change between the two is a
+    duplicate, as in the Python loop.
+    """
+    far = 2**64
+    values = [
+        f'{{"after":{{"n":1}},"before":null,"updated":"{WALL}.0000000000"}}',
+        "{not json",
+        f'{{"after":{{"n":2}},"before":null,"updated":"{2**63 + 5}.0000000000"}}',
+        f'{{"after":{{"n":3}},"before":null,"updated":"{far + 1}.0000000000"}}',
+    ]
+    records = [(f"[{o}]".encode(), v.encode(), SRC, 0, o, None) for o, v in enumerate(values)]
+    frame = spark.createDataFrame(records, SCHEMA).coalesce(1)
+    the_plan = replace(plan("dlq", 0), thresholds={(SRC, 0): Hlc(far)})
+    expected_rows, expected = python_loop(frame, the_plan)
+    rows, result = walk_then_rests(frame, the_plan)
+    topics = [r["topic"] for r in rows]
+    assert topics == [r["topic"] for r in expected_rows] == ["dlq", "out.orders"]
+    assert bytes(rows[1]["value"]) == values[3].encode()
+    assert summaries(result) == summaries(expected)

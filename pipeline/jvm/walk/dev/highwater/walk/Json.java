@@ -15,6 +15,15 @@ final class Json {
   static final int MAX_DEPTH = 256;
   static final int MAX_NUMBER = 64;
 
+  /** The bytes a string may hold as they are: printable ASCII but the quote and backslash. */
+  private static final boolean[] PLAIN = new boolean[256];
+
+  static {
+    for (int c = 0x20; c < 0x80; c++) {
+      PLAIN[c] = c != '"' && c != '\\';
+    }
+  }
+
   private Json() {}
 
   static int ws(byte[] b, int i) {
@@ -116,6 +125,10 @@ final class Json {
     i++;
     while (i < b.length) {
       int c = b[i] & 0xff;
+      if (PLAIN[c]) { // most bytes of most strings: one look-up each
+        i++;
+        continue;
+      }
       if (c == '"') {
         return i + 1;
       }
@@ -127,10 +140,8 @@ final class Json {
         if (i < 0) {
           return -1;
         }
-      } else if (c < 0x20) {
-        return -1;
       } else if (c < 0x80) {
-        i++;
+        return -1; // a control character
       } else {
         i = utf8(b, i, c);
         if (i < 0) {

@@ -6,18 +6,20 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import org.apache.spark.api.java.function.MapPartitionsFunction;
-import org.apache.spark.sql.Dataset;
-import org.apache.spark.sql.Encoders;
+import org.apache.spark.api.java.JavaRDD;
+import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.sql.Row;
-import org.apache.spark.sql.RowFactory;
+import org.apache.spark.sql.catalyst.InternalRow;
+import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.types.StructType;
+import org.apache.spark.unsafe.types.UTF8String;
+import org.apache.spark.util.CollectionAccumulator;
 
 /**
  * The changefeed's fast walk: a micro-batch of native JSON records whose output is their own
@@ -31,14 +33,17 @@ import org.apache.spark.sql.types.StructType;
  * written as the changefeed writes times, every byte valid JSON. At the first record it does
  * not take, the partition's walk stops and its summary says where (deferred: from, to, the
  * floor there); the driver hands that rest to the Python loop, which decides, so bad records
- * go where on_error says by one code path. Output rows and summaries have the Python loop's
- * schema and summary text.
+ * go where on_error says by one code path. Output rows are the Kafka writer's columns; the
+ * summaries (the Python loop's summary text) go to an accumulator, not through the rows.
+ *
+ * <p>It walks Spark's own rows (InternalRow) in and out, straight off the source's scan: a Row
+ * encoder on either side, a projection before it or a filter after it cost more per record
+ * than the walk itself (docs/benchmarks.md).
  */
-public final class Walk implements MapPartitionsFunction<Row, Row> {
+public final class Walk implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
   static final StructType OUTPUT =
       StructType.fromDDL(
-          "topic string, key binary, value binary, "
-              + "headers array<struct<key: string, value: binary>>, summary string");
+          "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>");
 
   private static final long serialVersionUID = 1L;
   private static final byte[] RESOLVED = "resolved".getBytes(StandardCharsets.US_ASCII);
@@ -46,21 +51,25 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
   /** Where a source topic's changes go, and the value members passed on as they are. */
   static final class Route implements Serializable {
     private static final long serialVersionUID = 1L;
-    final String topic;
+    final UTF8String topic;
     final byte[][] members;
 
     Route(String topic, byte[][] members) {
-      this.topic = topic;
+      this.topic = UTF8String.fromString(topic);
       this.members = members;
     }
   }
 
+  private final CollectionAccumulator<String> summaries;
+  private final int[] columns; // key, value, topic, partition, offset in the batch's rows
   private final Map<String, Route> routes = new HashMap<>();
   private final Map<String, long[]> thresholds = new HashMap<>(); // "topic/partition"
   private final long[] newPartitionFloor;
   private final int room;
 
-  Walk(String plan) throws IOException {
+  Walk(String plan, int[] columns, CollectionAccumulator<String> summaries) throws IOException {
+    this.columns = columns;
+    this.summaries = summaries;
     JsonNode root = new ObjectMapper().readTree(plan);
     root.get("routes")
         .fields()
@@ -83,15 +92,29 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
     room = root.get("room").asInt();
   }
 
-  /** The walk of {@code batch} (key, value, topic, partition, offset) under {@code plan}. */
-  public static Dataset<Row> walk(Dataset<Row> batch, String plan) throws IOException {
+  /**
+   * The walk of {@code batch} (Spark's Kafka source rows) under {@code plan}: the Kafka records
+   * to write (topic, key, value, headers). Each source partition's summary goes to {@code
+   * summaries} once a task has walked it (a failed task's are dropped, as Spark drops them).
+   */
+  public static Dataset<Row> walk(
+      Dataset<Row> batch, String plan, CollectionAccumulator<String> summaries)
+      throws IOException {
+    StructType schema = batch.schema();
+    int[] columns = new int[5];
+    String[] names = {"key", "value", "topic", "partition", "offset"};
+    for (int k = 0; k < names.length; k++) {
+      columns[k] = schema.fieldIndex(names[k]);
+    }
+    JavaRDD<InternalRow> records = batch.queryExecution().toRdd().toJavaRDD();
+    Walk walk = new Walk(plan, columns, summaries);
     return batch
-        .select("key", "value", "topic", "partition", "offset")
-        .mapPartitions(new Walk(plan), Encoders.row(OUTPUT));
+        .sparkSession()
+        .internalCreateDataFrame(records.mapPartitions(walk).rdd(), OUTPUT, false);
   }
 
   @Override
-  public Iterator<Row> call(Iterator<Row> input) {
+  public Iterator<InternalRow> call(Iterator<InternalRow> input) {
     return new Walker(input);
   }
 
@@ -147,71 +170,69 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
     }
   }
 
-  final class Walker implements Iterator<Row> {
-    private final Iterator<Row> input;
+  final class Walker implements Iterator<InternalRow> {
+    private final Iterator<InternalRow> input;
     private final Map<String, Seen> seen = new LinkedHashMap<>();
     private Seen last;
-    private Row next;
-    private Iterator<Seen> summaries;
-    private final ObjectMapper json = new ObjectMapper();
+    private UTF8String lastTopic;
+    private InternalRow next;
 
-    Walker(Iterator<Row> input) {
+    Walker(Iterator<InternalRow> input) {
       this.input = input;
     }
 
     @Override
     public boolean hasNext() {
       while (next == null) {
-        if (input.hasNext()) {
-          next = step(input.next());
-        } else {
-          if (summaries == null) {
-            summaries = new ArrayList<>(seen.values()).iterator();
+        if (!input.hasNext()) {
+          ObjectMapper json = new ObjectMapper();
+          for (Seen s : seen.values()) {
+            summaries.add(s.summary(json));
           }
-          if (!summaries.hasNext()) {
-            return false;
-          }
-          next = RowFactory.create(null, null, null, null, summaries.next().summary(json));
+          seen.clear();
+          return false;
         }
+        next = step(input.next());
       }
       return true;
     }
 
     @Override
-    public Row next() {
+    public InternalRow next() {
       if (!hasNext()) {
         throw new NoSuchElementException();
       }
-      Row out = next;
+      InternalRow out = next;
       next = null;
       return out;
     }
 
-    private Seen partition(String topic, int partition) {
-      if (last != null && last.partition == partition && last.topic.equals(topic)) {
+    private Seen partition(UTF8String topic, int partition) {
+      if (last != null && last.partition == partition && lastTopic.equals(topic)) {
         return last;
       }
       String id = topic + "/" + partition;
       Seen s = seen.get(id);
       if (s == null) {
         long[] floor = thresholds.getOrDefault(id, newPartitionFloor);
-        s = new Seen(topic, partition, routes.get(topic), floor);
+        s = new Seen(topic.toString(), partition, routes.get(topic.toString()), floor);
         seen.put(id, s);
       }
       last = s;
+      lastTopic = topic.clone(); // the input row's buffer is reused
       return s;
     }
 
-    /** One source record: its output row, or null. */
-    private Row step(Row record) {
-      long offset = record.getLong(4);
-      Seen s = partition(record.getString(2), record.getInt(3));
+    /** One source record (key, value, topic, partition, offset): its output row, or null. */
+    private InternalRow step(InternalRow record) {
+      long offset = record.getLong(columns[4]);
+      Seen s = partition(record.getUTF8String(columns[2]), record.getInt(columns[3]));
       s.end = offset + 1;
       if (s.deferred >= 0) {
         return null; // the Python loop walks the rest of this partition
       }
-      byte[] value = record.isNullAt(1) ? null : (byte[]) record.get(1);
-      if (record.isNullAt(0)) {
+      byte[] value = record.isNullAt(columns[1]) ? null : record.getBinary(columns[1]);
+      if (record.isNullAt(columns[0])) {
         long[] marker = value == null ? null : marker(value);
         if (marker == null) {
           return defer(s, offset);
@@ -224,7 +245,7 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
         }
         return null;
       }
-      byte[] key = (byte[]) record.get(0);
+      byte[] key = record.getBinary(columns[0]);
       long[] ts = value == null ? null : envelope(value, s.route.members);
       if (ts == null || !Json.compactKey(key) || key.length + value.length > room) {
         return defer(s, offset);
@@ -235,10 +256,10 @@ public final class Walk implements MapPartitionsFunction<Row, Row> {
       }
       s.emitted++;
       s.bytes += key.length + value.length;
-      return RowFactory.create(s.route.topic, key, value, null, null);
+      return new GenericInternalRow(new Object[] {s.route.topic, key, value, null});
     }
 
-    private Row defer(Seen s, long offset) {
+    private InternalRow defer(Seen s, long offset) {
       s.deferred = offset;
       s.deferredFloor = s.floor;
       return null;
