@@ -457,9 +457,12 @@ class Changefeed:
             self._write_checkpoint(last_marker=self.policy.last_marker)
 
     def _tick(self) -> None:
-        """Between batches: keep the safepoint fresh, notice a stalled high-water mark.
+        """Between batches: what is due goes out as if a batch had just ended.
 
-        Spark runs no batch while the sources are quiet, so this runs from the wait loop.
+        Spark runs no batch while the sources are quiet, so this runs from the wait loop
+        (about once a second): a marker the resolved interval held back at the last batch is
+        sent once it is due, not at the next batch, which may be long in coming; the
+        safepoint stays fresh, a stalled high-water mark is noticed.
         """
         with self._lock:
             if self._error is not None or self._closing:
@@ -468,10 +471,8 @@ class Changefeed:
                 transactions = self.position.transactions
                 if transactions is not None and transactions.advance(self.position.frontier):
                     self.policy.progressed()  # quiet sources, a transaction completed: a marker
-                    self._after_batch()
+                self._after_batch()
                 self.metrics.lags(self.position.frontier)
-                self._check_stall()
-                self._refresh_safepoint()
             except HighwaterError as exc:
                 self._error = exc
 

@@ -403,8 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     parser.add_argument("--rate", type=int, default=5_000)
-    # 120 s gave 74 markers (a marker is emitted once every partition's rose): >= 100 needs more
-    parser.add_argument("--seconds", type=int, default=170)
+    # 170 s gave 99 markers (one at most per resolved interval, once every partition rose)
+    parser.add_argument("--seconds", type=int, default=190)
     parser.add_argument("--marker-every", type=int, default=2_500)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="highwater-bench-") as scratch:

@@ -1,6 +1,8 @@
 """The changefeed core on a real broker and real Spark, checked with confluent-kafka."""
 
 import json
+import threading
+import time
 from typing import Any
 
 import pytest
@@ -264,3 +266,48 @@ def assert_no_progress_checkpointed(bootstrap: str, config: ChangefeedConfig) ->
     (source,) = records[0]["partitions"].values()
     assert set(source["offsets"]) == {None}
     assert records[0]["last_marker"] is None
+
+
+def test_a_marker_held_back_by_the_interval_goes_out_while_the_source_is_quiet(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    """A marker the resolved interval held back goes out once due, with no batch after it.
+
+    Batches closer together than ``resolved.interval`` hold the last marker back; the source
+    then goes quiet, so no batch follows: the marker must not wait for one, or for the stop.
+    """
+    source = unique_name("src")
+    write(
+        GeneratorSpec(topic=source, rows=600, partitions=3, resolved_every=60),
+        {"bootstrap.servers": kafka_bootstrap},
+    )
+    last = {}  # the source's last marker per partition: the high-water is their minimum
+    for m in consume_all(kafka_bootstrap, source):
+        if m.key is None:
+            last[m.partition] = json.loads(m.value)["resolved"]
+    high_water = min(hlc_order(t) for t in last.values())
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        resolved={"interval": "4s"},
+        spark={"trigger": {"processing_time": "200ms"}, "max_offsets_per_trigger": 120},
+    )
+    changefeed = Changefeed(config, spark)
+    runner = threading.Thread(target=changefeed.run)
+    runner.start()
+    try:
+        deadline, reached = time.monotonic() + 90, False
+        while not reached and time.monotonic() < deadline:
+            time.sleep(1)
+            output = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+            reached = all(
+                max(map(hlc_order, output.marker_times(p)), default=(0, 0)) >= high_water
+                for p in range(3)
+            )
+        assert runner.is_alive(), "the changefeed stopped: its closing marker proves nothing"
+        assert reached, "the last marker never went out while the source was quiet"
+        assert len(output.rows) == 600
+    finally:
+        changefeed.stop_request.set()
+        runner.join(120)
