@@ -23,11 +23,14 @@ status names the address (``metrics_url``), where the server finds it for its ag
 
 from __future__ import annotations
 
+import socket
+import threading
 import time
 from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
-from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
-from prometheus_client.exposition import start_http_server
+from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram, make_wsgi_app
+from prometheus_client.exposition import ThreadingWSGIServer
 
 if TYPE_CHECKING:
     from .backfill import ScanProgress
@@ -89,9 +92,23 @@ class ChangefeedMetrics:
         ).labels(*cf)
 
     def serve(self, host: str, port: int) -> str:
-        """Serve ``/metrics`` on ``host:port`` (0: any free port); returns its URL."""
-        self._server, _thread = start_http_server(port, addr=host, registry=self.registry)
-        self.url = f"http://{host}:{self._server.server_port}/metrics"
+        """Serve ``/metrics`` on ``host:port`` (0: any free port); returns its URL.
+
+        As prometheus_client's ``start_http_server``, but polled every 50 ms, not 500: a
+        changefeed's stop waits for the server's shutdown.
+        """
+        server = make_server(
+            host,
+            port,
+            make_wsgi_app(self.registry),
+            _IPv6Server if ":" in host else ThreadingWSGIServer,
+            handler_class=_Quiet,
+        )
+        threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        ).start()
+        self._server = server
+        self.url = f"http://{host}:{server.server_port}/metrics"
         return self.url
 
     def close(self) -> None:
@@ -134,3 +151,14 @@ class ChangefeedMetrics:
         """The initial scan's progress."""
         self.scan_chunks.labels(self.changefeed_id, "done").set(progress.chunks_done)
         self.scan_chunks.labels(self.changefeed_id, "total").set(progress.chunks_total)
+
+
+class _Quiet(WSGIRequestHandler):
+    """No access log on stderr."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class _IPv6Server(ThreadingWSGIServer):
+    address_family = socket.AF_INET6

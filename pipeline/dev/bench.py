@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark on a fresh embedded broker."""
     parser = argparse.ArgumentParser(prog="highwater dev bench")
     parser.add_argument("--rows", type=int, default=1_000_000)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)  # rounds vary +-0.1 here
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
     parser.add_argument("--rate", type=int, default=5_000)
     # 170 s gave 99 markers (one at most per resolved interval, once every partition rose)
