@@ -24,7 +24,9 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from pipeline.config import load_config, parse_duration
+from pydantic import ValidationError
+
+from pipeline.config import SchemaRegistryConfig, load_config, parse_duration
 from pipeline.core.backfill import progress_line
 from pipeline.core.lifecycle import statuses_of
 from pipeline.core.safepoints import (
@@ -166,6 +168,11 @@ def _gc_and_server_commands(commands: Any) -> list[argparse.ArgumentParser]:
     gc_run.add_argument("--once", action="store_true", help="one pass, then exit")
     gc_run.add_argument("--interval", default="5m", help="between passes (5m)")
     gc_run.add_argument("--format", default="native", help="the source topics' format")
+    gc_run.add_argument(
+        "--schema-registry",
+        default=None,
+        help="debezium: the registry of the topics' Avro records (their times are read)",
+    )
     gc_run.set_defaults(handler=_gc_run)
 
     server = commands.add_parser("server", help="serve the REST API")
@@ -331,10 +338,22 @@ def _safepoint_query(args: argparse.Namespace) -> int:
 def _gc_run(args: argparse.Namespace) -> int:
     life_time = _duration("--gc-life-time", args.gc_life_time)
     interval = _duration("--interval", args.interval)
+    wire = None
+    if args.schema_registry is not None:
+        if args.format != "debezium":
+            raise ConfigError([("--schema-registry", "is only used with --format debezium")])
+        try:
+            wire = SchemaRegistryConfig(url=args.schema_registry).client_config()
+        except ValidationError as exc:
+            raise ConfigError([("--schema-registry", exc.errors()[0]["msg"])]) from None
     context = operator_context(args)
     registry = _registry(args)
     collector = GarbageCollector(
-        context.client, registry, dict.fromkeys(args.source_topics, args.format), life_time
+        context.client,
+        registry,
+        dict.fromkeys(args.source_topics, args.format),
+        life_time,
+        registries=dict.fromkeys(args.source_topics, wire) if wire is not None else {},
     )
     try:
         while True:

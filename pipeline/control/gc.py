@@ -105,10 +105,20 @@ class GcReport:
 
 
 def _times(
-    consumer: Any, sp: SourcePartition, low: int, high: int, source_format: str
+    consumer: Any,
+    sp: SourcePartition,
+    low: int,
+    high: int,
+    source_format: str,
+    *,
+    registry: Mapping[str, str] | None,
 ) -> Iterator[tuple[int, Hlc | None]]:
-    """``(offset, time)`` of a partition's records from ``low`` to ``high``."""
-    decode = adapter(source_format).decode
+    """``(offset, time)`` of a partition's records from ``low`` to ``high``.
+
+    ``registry``: the schema registry of Debezium's Avro records (without it, such records do
+    not decode, and the first of them ends what may be trimmed).
+    """
+    decode = adapter(source_format, registry).decode
     last = ZERO
     for message in read_range(consumer, sp, low, high):
         try:
@@ -131,11 +141,13 @@ class GarbageCollector:
         registry: SafepointRegistry,
         topics: Mapping[str, str],  # managed source topic -> its source format
         life_time: float,
+        registries: Mapping[str, Mapping[str, str]] | None = None,  # topic -> Avro registry
     ) -> None:
         self.client = dict(client)
         self.registry = registry
         self.topics = dict(topics)
         self.life_time = life_time
+        self.registries = dict(registries or {})
 
     def run_once(self) -> GcReport:
         """One pass: move the GC safe point, then trim below it."""
@@ -169,7 +181,8 @@ class GarbageCollector:
                 for p in partitions:
                     sp = SourcePartition(topic, p)
                     low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), 30)
-                    records = _times(consumer, sp, low, high, source_format)
+                    wire = self.registries.get(topic)
+                    records = _times(consumer, sp, low, high, source_format, registry=wire)
                     end = trim_offset(records, low, high, gc, protect.get(sp))
                     if end > low:
                         report.trimmed[sp] = (low, end)

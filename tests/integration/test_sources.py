@@ -15,11 +15,12 @@ import json
 from decimal import Decimal
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.schema_registry import SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.serialization import MessageField, SerializationContext
 
+from pipeline.cli import main as highwater
 from pipeline.config import parse_config
 from pipeline.core.sources.canal import tso_time
 from sinks.admin import ensure_topics
@@ -229,3 +230,19 @@ def test_debezium_avro_through_a_real_registry_reads_exactly_and_resolves(
     assert {m.partition for m in markers} == {0, 1}
     top = max(json.loads(m.value)["resolved"] for m in markers)
     assert top >= f"{(ms + 2) * 1_000_000}.0000000002"  # past tx 2's last change
+
+    # GC reads the Avro records' times through the registry: all of them lie in 2023, below
+    # a GC safe point of now, so both partitions are trimmed to their end (without the
+    # registry, the first record does not decode and nothing is trimmed)
+    gc = ["gc", "run", "--once", "--topic", orders, "--format", "debezium"]
+    gc += ["--gc-life-time", "0s", "--schema-registry", schema_registry_url]
+    gc += ["--bootstrap-servers", kafka_bootstrap, "--cluster", changefeed_id]
+    gc += ["--safepoint-topic", f"{changefeed_id}.safepoints"]
+    assert highwater(gc) == 0
+    watermarks = Consumer({"bootstrap.servers": kafka_bootstrap, "group.id": changefeed_id})
+    try:
+        for p in (0, 1):
+            low, high = watermarks.get_watermark_offsets(TopicPartition(orders, p), timeout=10)
+            assert (low, high) == (high, 2), f"{orders}/{p} trimmed to {low}"
+    finally:
+        watermarks.close()

@@ -66,3 +66,21 @@ def test_the_printed_command_never_shows_a_secret(
     assert secret not in err
     assert "spark.kafka.sasl.jaas.config=**********" in err
     assert "spark.executor.memory=1g" in err
+
+
+@pytest.mark.parametrize(
+    ("extra", "says"),
+    [
+        (["--schema-registry", "http://registry:8080"], "is only used with --format debezium"),
+        (["--format", "debezium", "--schema-registry", "registry:8080"], "should match"),
+    ],
+)
+def test_gc_refuses_a_registry_it_cannot_use_naming_the_option(
+    extra: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked before any broker is reached (none is, at this address)."""
+    gc = ["gc", "run", "--once", "--topic", "t", "--bootstrap-servers", "127.0.0.1:9", *extra]
+    assert main(gc) == 2
+    err = capsys.readouterr().err
+    assert "--schema-registry" in err
+    assert says in err
