@@ -87,17 +87,20 @@ def write_batch(
     """
     from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
 
-    observation = Observation(f"batch-{batch_id}")
     query = config.query
     if query is not None:
         batch = apply_query(batch, *query, config.encoder, source_format=config.sources[0].format)
     walk = walk_plan(plan)
-    walked = None if walk is None else Walked.of(batch, walk, batch_id)
-    records = kafka_records(batch, plan, observation) if walked is None else walked.records
+    if walk is None:
+        observation = Observation(f"batch-{batch_id}")
+        records = kafka_records(batch, plan, observation)
+    else:
+        walked = Walked.of(batch, walk, batch_id)
+        records = walked.records
     faults.reached("during_write")
     started = time.perf_counter()
     write_records(records, config.sink_kafka, config.sink.producer)
-    if walked is None:
+    if walk is None:
         result = read_result(observation)
     else:
         result, rests = walked.result()

@@ -56,6 +56,26 @@ def pyspark_version() -> str:
     return str(pyspark.__version__)
 
 
+def _stamped(directory: Path, stamp: str) -> bool:
+    """Whether ``directory`` is a complete copy made from what ``stamp`` says."""
+    path = directory / _STAMP
+    return path.is_file() and path.read_text(encoding="utf-8").strip() == stamp
+
+
+def _scratch(directory: Path) -> Path:
+    """An empty folder beside ``directory`` to make its next copy in."""
+    scratch = directory.with_name(directory.name + ".partial")
+    shutil.rmtree(scratch, ignore_errors=True)
+    return scratch
+
+
+def _install(scratch: Path, directory: Path, stamp: str) -> None:
+    """Stamp the finished ``scratch`` and put it in place of ``directory``."""
+    (scratch / _STAMP).write_text(stamp + "\n", encoding="utf-8")
+    shutil.rmtree(directory, ignore_errors=True)
+    scratch.rename(directory)
+
+
 @dataclass(frozen=True)
 class JarSet:
     """One POM's dependencies, copied into ``root/<name>``."""
@@ -81,8 +101,7 @@ class JarSet:
 
     def is_current(self) -> bool:
         """True when the folder holds a complete copy from this very POM and properties."""
-        stamp = self.directory / _STAMP
-        return stamp.is_file() and stamp.read_text(encoding="utf-8").strip() == self.stamp()
+        return _stamped(self.directory, self.stamp())
 
     def jars(self) -> list[Path]:
         """The fetched jars, sorted; empty when not fetched."""
@@ -95,8 +114,7 @@ class JarSet:
         mvn = shutil.which("mvn")
         if mvn is None:
             raise JarsError("Maven ('mvn') is not on PATH; it is needed once to fetch the jars")
-        scratch = self.directory.with_name(self.directory.name + ".partial")
-        shutil.rmtree(scratch, ignore_errors=True)
+        scratch = _scratch(self.directory)
         goal = ["dependency:copy", f"-Dartifact={self.artifact}"] if self.artifact else []
         command = [
             mvn,
@@ -117,9 +135,7 @@ class JarSet:
         if result.returncode != 0 or not any(scratch.glob("*.jar")):
             tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
             raise JarsError(f"fetching the {self.name} jars with Maven failed:\n{tail}")
-        (scratch / _STAMP).write_text(self.stamp() + "\n", encoding="utf-8")
-        shutil.rmtree(self.directory, ignore_errors=True)
-        scratch.rename(self.directory)
+        _install(scratch, self.directory, self.stamp())
         return True
 
 
@@ -179,12 +195,7 @@ class WalkJar:
 
     def is_current(self) -> bool:
         """True when the jar was built from these very sources for this Spark."""
-        stamp = self.directory / _STAMP
-        return (
-            self.jar.is_file()
-            and stamp.is_file()
-            and stamp.read_text(encoding="utf-8").strip() == self.stamp()
-        )
+        return self.jar.is_file() and _stamped(self.directory, self.stamp())
 
     def fetch(self) -> bool:
         """Build the jar unless it is current; True if it built."""
@@ -196,8 +207,7 @@ class WalkJar:
         import pyspark  # noqa: PLC0415 - keep Spark out of import time of the dev tools
 
         spark_classpath = Path(pyspark.__file__).parent / "jars" / "*"
-        scratch = self.directory.with_name(self.directory.name + ".partial")
-        shutil.rmtree(scratch, ignore_errors=True)
+        scratch = _scratch(self.directory)
         classes = scratch / "classes"
         sources = sorted(str(s) for s in self.sources.rglob("*.java"))
         command = [javac, "--release", "17", "-d", str(classes), "-cp", str(spark_classpath)]
@@ -209,9 +219,7 @@ class WalkJar:
             for built in sorted(classes.rglob("*.class")):
                 jar.write(built, built.relative_to(classes).as_posix())
         shutil.rmtree(classes)
-        (scratch / _STAMP).write_text(self.stamp() + "\n", encoding="utf-8")
-        shutil.rmtree(self.directory, ignore_errors=True)
-        scratch.rename(self.directory)
+        _install(scratch, self.directory, self.stamp())
         return True
 
 
