@@ -19,7 +19,7 @@ import decimal
 import io
 import struct
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,6 +104,45 @@ def _converters(row_schema: dict[str, Any]) -> dict[str, Callable[[Any], Any]]:
     return out
 
 
+# The types the JVM walk writes (pipeline/jvm/walk/.../Avro.java) as the compiled writer does.
+_WALK_TYPES = frozenset({"string", "long", "int", "double", "float", "boolean"})
+
+
+def _walk_field(field: Mapping[str, Any]) -> list[Any] | None:
+    """``[name, type, nullable]`` of a field of a primitive or ``[null, primitive]`` type."""
+    kind = field["type"]
+    nullable = isinstance(kind, list) and len(kind) == 2 and kind[0] == "null"
+    inner = kind[1] if nullable else kind
+    if isinstance(inner, dict) and "logicalType" not in inner:
+        inner = inner.get("type")
+    if isinstance(inner, str) and inner in _WALK_TYPES:
+        return [field["name"], inner, nullable]
+    return None
+
+
+def _walk(
+    schemas: OutputSchemas, framing: Framing, options: EnvelopeOptions
+) -> dict[str, Any] | None:
+    """What the JVM walk needs to write these schemas, or None where it cannot."""
+    row = schemas.value["fields"][0]["type"][1]
+    columns = [_walk_field(f) for f in row["fields"]]
+    key = [_walk_field(f) for f in schemas.key["fields"]]
+    if None in columns or None in key or options.envelope not in {"wrapped", "key_only"}:
+        return None
+    return {
+        "kind": "avro",
+        "columns": columns,
+        "key": key,
+        "key_header": framing.key.hex(),
+        "value_header": None if options.envelope == "key_only" else framing.value.hex(),
+        "diff": options.diff,
+        "key_in_value": options.key_in_value,
+        "topic_in_value": options.topic_in_value,
+        "updated": options.updated,
+        "mvcc_timestamp": options.mvcc_timestamp,
+    }
+
+
 class AvroEncoder:
     """Avro envelopes for one output topic's table."""
 
@@ -122,6 +161,7 @@ class AvroEncoder:
         after = schemas.value["fields"][0]["type"][1]
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]
+        self.walk: Mapping[str, Any] | None = _walk(schemas, framing, options)
         self._writers: tuple[Write, Write, Write] | None = None
         # With fastavro, tuple notation names a union's branch: without it, fastavro validates
         # a row against the record branch to choose it, which costs more than writing it.

@@ -33,14 +33,21 @@ class NotCompiled(Exception):
 
 
 _VARINT = ["while n > 127:", "    out.append((n & 127) | 128)", "    n >>= 7", "out.append(n)"]
-_LONG_CHECK = [
-    "if type(v) is not int:",
-    "    raise TypeError(f'{v!r} is not an integer')",
-    f"if not {_LONG_MIN} <= v <= {_LONG_MAX}:",
-    "    raise ValueError(f'{v} does not fit an Avro long')",
-    "n = (v << 1) ^ (v >> 63)",
-    *_VARINT,
-]
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def _integer_check(kind: str, low: int, high: int) -> list[str]:
+    """Zig-zag varint of an integer within ``[low, high]`` (an Avro ``int`` or ``long``)."""
+    return [
+        "if type(v) is not int:",
+        "    raise TypeError(f'{v!r} is not an integer')",
+        f"if not {low} <= v <= {high}:",
+        f"    raise ValueError(f'{{v}} does not fit an Avro {kind}')",
+        "n = (v << 1) ^ (v >> 63)",
+        *_VARINT,
+    ]
+
+
 # Source lines that write the value ``v`` of a primitive type into ``out``.
 _INLINE: dict[str, list[str]] = {
     "string": [
@@ -58,8 +65,8 @@ _INLINE: dict[str, list[str]] = {
         *_VARINT,
         "out += v",
     ],
-    "long": _LONG_CHECK,
-    "int": _LONG_CHECK,
+    "long": _integer_check("long", _LONG_MIN, _LONG_MAX),
+    "int": _integer_check("int", _INT_MIN, _INT_MAX),
     "double": [
         "if type(v) is not float and type(v) is not int:",
         "    raise TypeError(f'{v!r} is not a number')",

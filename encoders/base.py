@@ -9,6 +9,7 @@ for speed.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -91,6 +92,10 @@ class Encoder(Protocol):
     #: The top-level members of a source value (``SourceText.members``) that this encoder
     #: passes on as it came; None: it writes every value itself.
     verbatim: tuple[str, ...] | None
+
+    #: How the changefeed's JVM walk (``pipeline/core/walk.py``) writes this encoder's records
+    #: (plain data: ``kind`` and what that kind needs); None: only the Python loop does.
+    walk: Mapping[str, Any] | None
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The record key."""

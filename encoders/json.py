@@ -15,6 +15,7 @@ values; a resolved marker is ``{"resolved": "<hlc>"}`` with a null key.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -54,6 +55,10 @@ class JsonEncoder:
         self.verbatim: tuple[str, ...] | None = None
         if self._envelope == "wrapped" and not (self._key or self._topic or self._mvcc):
             self.verbatim = ("after", *("before",) * self._diff, *("updated",) * self._updated)
+        # The walk passes such values on when they carry their time (it keeps the floor).
+        self.walk: Mapping[str, Any] | None = None
+        if self.verbatim is not None and self._updated:
+            self.walk = {"kind": "verbatim", "members": list(self.verbatim)}
         self._last: tuple[Hlc, str] | None = None  # an initial scan's rows share one `updated`
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:

@@ -1,12 +1,17 @@
-"""The fast walk: a micro-batch whose output is the source's own bytes, walked in the JVM.
+"""The fast walk: a micro-batch of native changes read and written in the JVM.
 
-A native JSON source whose encoder passes values on as they came (``Encoder.verbatim``: the
-envelope's members are the source value's) needs, per record, only the checks the Python loop
-(``pipeline/core/batch.py``) would make before passing the bytes on: a valid JSON value of
-exactly those members, a time written as the changefeed writes times, a compact key. The
-walk (``pipeline/jvm/walk``, Java, built by ``highwater dev fetch-jars``) makes them over the
-bytes in Spark's own task, without handing the records to Python and back: that hand-over
-alone costs more than the speed target leaves (``docs/benchmarks.md``).
+The walk (``pipeline/jvm/walk``, Java, built by ``highwater dev fetch-jars``) reads Spark's
+Kafka rows in Spark's own task, without handing the records to Python and back: that
+hand-over alone costs more than the speed target leaves (``docs/benchmarks.md``). Each
+encoder says whether and how it can write its records there (``Encoder.walk``):
+
+* ``verbatim`` (the JSON encoder whose envelope is the source value's own members): per
+  record only the checks the Python loop (``pipeline/core/batch.py``) makes before passing
+  the bytes on: a valid JSON value of exactly those members, a time written as the
+  changefeed writes times, a compact key;
+* ``avro`` (the Avro encoder, for tables of primitive column types): the row's JSON is read
+  by the table's schema and written in the Confluent or single-object framing, byte for byte
+  what the Python loop's encoder writes.
 
 One code path still decides everything else. The walk takes a partition's records in offset
 order, as the loop does (markers raise the floor; changes at or below it are dropped), until
@@ -52,16 +57,14 @@ class Deferred:
 def walkable(plan: BatchPlan) -> bool:
     """Whether the walk can take ``plan``'s batches: a property of the config alone.
 
-    Every source native, every encoder passing the whole value on as it came (``verbatim``
-    with ``updated``: only the JSON encoder, which writes keys compact), no CDC query, no
-    end time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
+    Every source native, every encoder one the walk can write (``Encoder.walk``), no CDC
+    query, no end time. Such a changefeed's stream needs no headers (:func:`write_rest`
+    reads them).
     """
     if plan.shapes or plan.end_time is not None:
         return False
     return all(
-        fmt == "native"
-        and (members := plan.encoders[topic].verbatim) is not None
-        and "updated" in members
+        fmt == "native" and plan.encoders[topic].walk is not None
         for topic, fmt in plan.formats.items()
     )
 
@@ -71,7 +74,7 @@ def walk_plan(plan: BatchPlan) -> str | None:
     if not walkable(plan):
         return None
     routes = {
-        topic: {"topic": plan.routes[topic], "members": list(plan.encoders[topic].verbatim or ())}
+        topic: {"topic": plan.routes[topic], "encoding": plan.encoders[topic].walk}
         for topic in plan.formats
     }
     thresholds = [[t, p, *min(ts, _CEILING)] for (t, p), ts in plan.thresholds.items()]

@@ -6,21 +6,27 @@ write the bytes the Python loop alone writes, in the same order per source parti
 the same summaries; values passed on or written again keep every number's text.
 """
 
+import io
 import json
 from dataclasses import replace
 from typing import Any
 
+import pytest
+from fastavro import parse_schema, schemaless_reader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan, BatchResult, kafka_records, read_result
 from pipeline.core.walk import Walked, rest_plan, walk_plan
+from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
-from tests.support.json_text import LAYOUTS, exact, row
+from schemas.tables import TableSchema
+from tests.support.json_text import LAYOUTS, exact, integer, number, row, scalar, string, text
 
 SRC = "src.orders"
 WALL = 1700000000000000000
@@ -63,7 +69,9 @@ partition_records = st.lists(
 )
 
 
-def source_records(partitions: list[list[tuple[Any, ...]]]) -> list[tuple[Any, ...]]:
+def source_records(
+    partitions: list[list[tuple[Any, ...]]], key_forms: dict[str, str] = KEY_FORMS
+) -> list[tuple[Any, ...]]:
     """Kafka records (key, value, topic, partition, offset, headers) of the drawn items."""
     records = []
     for p, items in enumerate(partitions):
@@ -73,7 +81,7 @@ def source_records(partitions: list[list[tuple[Any, ...]]]) -> list[tuple[Any, .
                 _, layout, after, before, key_form, n = item
                 t = f"{WALL + n}.0000000000"
                 text = LAYOUTS[layout].format(a=after, b=before or "null", t=t, short=WALL + n)
-                key = KEY_FORMS[key_form].format(p=p, k=offset).encode()
+                key = key_forms[key_form].format(p=p, k=offset).encode()
                 value: bytes | None = text.encode()
             elif item[0] == "marker":
                 _, n, canonical = item
@@ -116,6 +124,7 @@ def walk_then_rests(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchRe
     walked = Walked.of(frame, walk, 0)
     rows = walked.records.collect()
     result, rests = walked.result()
+    print("WALKSTAT", len(rows), sum(r.stop - r.start for r in rests))
     summaries = list(result.partitions)
     for rest in rests:
         p = rest.partition.partition
@@ -263,3 +272,231 @@ def test_a_floor_beyond_the_walks_longs_holds_in_the_rest(spark) -> None:
     assert topics == [r["topic"] for r in expected_rows] == ["dlq", "out.orders"]
     assert bytes(rows[1]["value"]) == values[3].encode()
     assert summaries(result) == summaries(expected)
+
+
+# Avro: a table with a column of every type the walk writes; the key (p, k) names the source
+# partition. Most changes fit: values of the column's type in every form a source may write
+# them, members the schema lacks, keys in three spellings. The others may not fit at all:
+# values of any type, duplicate members, escaped names, keys of the wrong shape.
+WIDE = TableSchema.of(
+    {
+        "type": "record",
+        "name": "wide",
+        "fields": [
+            {"name": "p", "type": "long"},
+            {"name": "k", "type": "string"},
+            *(
+                {"name": t[0], "type": ["null", t], "default": None}
+                for t in ("string", "long", "int", "double", "float", "boolean")
+            ),
+        ],
+    },
+    ["p", "k"],
+)
+FITTING = {
+    "s": string,
+    "l": st.one_of(st.integers(-(2**63), 2**63 - 1).map(str), st.just("-0")),
+    "i": st.one_of(st.integers(-(2**31), 2**31 - 1).map(str), st.just("-0")),
+    "d": number,
+    "f": number,
+    "b": st.sampled_from(["true", "false"]),
+}
+# beyond the range: an int's, a long's (18 digits or more), a float's
+BEYOND = st.sampled_from(["2147483648", "-2147483649", "9223372036854775808", "3.5e38", "1e309"])
+ANY = {c: st.one_of(fitting, scalar, integer, BEYOND) for c, fitting in FITTING.items()}
+AVRO_KEYS = {
+    "compact": '[{p},"k{k}"]',
+    "spaced": '[ {p} , "k{k}" ]',
+    "escaped": '[{p},"k\\u00e9\\n\\"{k}"]',
+    "float": '[{p}.0,"k{k}"]',  # a misfit: p is a long
+    "longer": '[{p},"k{k}",1]',  # a misfit: the key has two columns
+}
+AVRO_OPTIONS = [
+    EncoderConfig(format="avro", updated=True, diff=True),
+    EncoderConfig(
+        format="avro",
+        updated=True,
+        diff=True,
+        mvcc_timestamp=True,
+        key_in_value=True,
+        topic_in_value=True,
+    ),
+    EncoderConfig(format="avro"),
+    EncoderConfig(format="avro", envelope="key_only"),
+]
+
+
+def avro_change(fits: bool) -> st.SearchStrategy[tuple[Any, ...]]:
+    """A change whose row and key fit the table, or one that may not."""
+    values = FITTING if fits else ANY
+    column = st.sampled_from(sorted(values)).flatmap(
+        lambda c: st.tuples(st.just(f'"{c}"'), values[c])
+    )
+    lacking = st.tuples(st.from_regex(r"[a-z]{2,5}", fullmatch=True).map(json.dumps), text)
+    members = (
+        st.lists(column, max_size=6, unique_by=lambda m: m[0])
+        if fits
+        else st.lists(
+            st.one_of(column, lacking, st.just(('"\\u0073"', '"an escaped name"'))), max_size=8
+        )
+    )
+    row = st.builds(
+        lambda ms, more: "{" + ",".join(f"{name}:{value}" for name, value in ms + more) + "}",
+        members,
+        st.lists(lacking, max_size=2),
+    )
+    return st.tuples(
+        st.just("change"),
+        st.sampled_from(sorted(set(LAYOUTS) - {"short_time"}) if fits else sorted(LAYOUTS)),
+        row,
+        st.one_of(st.none(), row),
+        st.sampled_from(["compact", "spaced", "escaped"] if fits else sorted(AVRO_KEYS)),
+        st.integers(0, 30),
+    )
+
+
+# one record in twenty may not fit, one is a marker, one is bad
+avro_item = st.integers(0, 19).flatmap(
+    lambda n: (avro_change(False), marker, bad)[n - 17] if n >= 17 else avro_change(True)
+)
+
+
+def avro_plan(dlq: str | None, floor: int, options: EncoderConfig) -> BatchPlan:
+    schemas = OutputSchemas.of(WIDE, options)
+    encoder = AvroEncoder(schemas, Framing.confluent(1, 2, 3), options, "wide")
+    return replace(plan(dlq, floor), encoders={SRC: encoder})
+
+
+def avro_by_partition(rows: list[Any]) -> dict[int, list[tuple[Any, ...]]]:
+    """The output in order per source partition (the Avro key's p, or the dead letter's header)."""
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    key_schema = parse_schema(OutputSchemas.of(WIDE, AVRO_OPTIONS[0]).key)
+    for r in rows:
+        headers = [(h["key"], bytes(h["value"])) for h in r["headers"] or []]
+        if r["topic"] == "dlq":
+            source = dict(headers)["highwater.source"].decode()
+            p = int(source.split("/")[1].split("@")[0])
+        else:
+            p = schemaless_reader(io.BytesIO(bytes(r["key"])[5:]), key_schema, None)["p"]
+        value = None if r["value"] is None else bytes(r["value"])
+        out.setdefault(p, []).append((r["topic"], bytes(r["key"] or b""), value, headers))
+    return out
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    partitions=st.lists(
+        st.lists(avro_item, max_size=30),
+        min_size=1,
+        max_size=3,
+    ),
+    floor=st.integers(0, 10),
+    dlq=st.sampled_from(["dlq", None]),
+    options=st.sampled_from(AVRO_OPTIONS),
+)
+def test_the_avro_walk_writes_what_the_python_loop_writes(
+    spark,
+    dlq: str | None,
+    partitions: list[list[tuple[Any, ...]]],
+    floor: int,
+    options: EncoderConfig,
+) -> None:
+    records = source_records(partitions, AVRO_KEYS)
+    if not records:
+        return
+    frame = (
+        spark.createDataFrame(records, SCHEMA)
+        .repartition(len(partitions), "partition")
+        .sortWithinPartitions("offset")
+    )
+    the_plan = avro_plan(dlq, floor, options)
+    expected_rows, expected = python_loop(frame, the_plan)
+    rows, result = walk_then_rests(frame, the_plan)
+
+    assert avro_by_partition(rows) == avro_by_partition(expected_rows)
+    assert summaries(result) == summaries(expected)
+
+
+def test_clean_avro_records_are_written_by_the_walk_as_the_python_loop_writes_them(spark) -> None:
+    t = [f"{WALL + n}.0000000000" for n in range(4)]
+    values = [
+        f'{{"after":{{"p":0,"k":"k0","s":"\\u00e9\\n\\\\ \\u20ac x","l":-0,"i":-2147483648,'
+        f'"d":12345678901234567.89,"f":1E-3,"b":true,"extra":[{{"x":1}}]}},"before":null,'
+        f'"updated":"{t[1]}"}}',
+        f'{{"after":null,"before":{{"d":-0,"f":3.4028235e38,"l":9223372036854775,"b":false}},'
+        f'"updated":"{t[2]}"}}',
+        f'{{ "before" : null, "after" : {{ "b" : false , "d" : 123456789012345678 }}, '
+        f'"mvcc_timestamp" : "x", "updated" : "{t[3]}" }}',
+    ]
+    keys = [b'[0,"k0"]', b'[0, "k\\u00e9"]', b'[0,"k2"]']
+    records = [
+        (k, v.encode(), SRC, 0, o, None) for o, (k, v) in enumerate(zip(keys, values, strict=True))
+    ]
+    frame = spark.createDataFrame(records, SCHEMA).coalesce(1)
+    the_plan = avro_plan("dlq", 0, AVRO_OPTIONS[1])
+    run = Walked.of(frame, walk_plan(the_plan), 0)
+    walked = run.records.collect()
+    result, rests = run.result()
+    assert (rests, result.emitted) == ([], 3)  # the walk took every record
+
+    expected_rows, _ = python_loop(frame, the_plan)
+    assert [(bytes(r["key"]), bytes(r["value"])) for r in walked] == [
+        (bytes(r["key"]), bytes(r["value"])) for r in expected_rows
+    ]
+    value_schema = parse_schema(OutputSchemas.of(WIDE, AVRO_OPTIONS[1]).value)
+    first = schemaless_reader(io.BytesIO(bytes(walked[0]["value"])[5:]), value_schema, None)
+    assert first["after"] == {
+        "p": 0,
+        "k": "k0",
+        "s": "é\n\\ € x",
+        "l": 0,
+        "i": -(2**31),
+        "d": 12345678901234567.89,
+        "f": pytest.approx(1e-3),
+        "b": True,
+    }
+    assert (first["key"], first["topic"], first["updated"], first["mvcc_timestamp"]) == (
+        {"p": 0, "k": "k0"},
+        "out.orders",
+        t[1],
+        t[1],
+    )
+
+
+def test_avro_schemas_with_types_the_walk_does_not_write_are_left_to_python() -> None:
+    options = AVRO_OPTIONS[0]
+    record = {
+        **WIDE.record,
+        "fields": [
+            *WIDE.record["fields"],
+            {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        ],
+    }
+    table = TableSchema.of(record, ["p", "k"])
+    encoder = AvroEncoder(
+        OutputSchemas.of(table, options), Framing.confluent(1, 2, 3), options, "wide"
+    )
+    assert walk_plan(replace(avro_plan(None, 0, options), encoders={SRC: encoder})) is None
+    assert walk_plan(avro_plan(None, 0, options)) is not None
+
+
+def test_avro_values_beyond_their_types_range_are_left_to_the_python_loop(spark) -> None:
+    """Python refuses them (misfits: dead letters); the walk must not write them anyway."""
+    t = f"{WALL + 5}.0000000000"
+    columns = ['"i":2147483648', '"l":9223372036854775808', '"f":3.5e38', '"d":1e309']
+    records = [
+        (f'[{p},"k"]'.encode(), f'{{"after":{{{c}}},"updated":"{t}"}}'.encode(), SRC, p, 0, None)
+        for p, c in enumerate(columns)
+    ]
+    frame = spark.createDataFrame(records, SCHEMA).repartition(4, "partition")
+    the_plan = avro_plan("dlq", 0, AVRO_OPTIONS[0])
+    run = Walked.of(frame, walk_plan(the_plan), 0)
+    assert len(run.records.collect()) == 1  # the infinite double, as Python writes it
+    assert sorted(rest.partition.partition for rest in run.result()[1]) == [0, 1, 2]
+
+    expected_rows, _ = python_loop(frame, the_plan)
+    rows, _ = walk_then_rests(frame, the_plan)
+    assert avro_by_partition(rows) == avro_by_partition(expected_rows)
+    assert sorted(r["topic"] for r in rows) == ["dlq", "dlq", "dlq", "out.orders"]

@@ -372,4 +372,17 @@ final class Json {
     }
     return new long[] {wall, logical};
   }
+
+  /** Whether the string {@code [from, to)} (quotes included) is {@code "name"}. */
+  static boolean named(byte[] b, int from, int to, byte[] name) {
+    if (to - from != name.length + 2) {
+      return false;
+    }
+    for (int k = 0; k < name.length; k++) {
+      if (b[from + 1 + k] != name[k]) {
+        return false;
+      }
+    }
+    return true;
+  }
 }

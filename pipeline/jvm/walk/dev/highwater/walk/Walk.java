@@ -48,15 +48,15 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   private static final long serialVersionUID = 1L;
   private static final byte[] RESOLVED = "resolved".getBytes(StandardCharsets.US_ASCII);
 
-  /** Where a source topic's changes go, and the value members passed on as they are. */
+  /** Where a source topic's changes go, and how they are written there. */
   static final class Route implements Serializable {
     private static final long serialVersionUID = 1L;
     final UTF8String topic;
-    final byte[][] members;
+    final Encoding encoding;
 
-    Route(String topic, byte[][] members) {
+    Route(String topic, Encoding encoding) {
       this.topic = UTF8String.fromString(topic);
-      this.members = members;
+      this.encoding = encoding;
     }
   }
 
@@ -75,12 +75,9 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         .fields()
         .forEachRemaining(
             e -> {
-              JsonNode names = e.getValue().get("members");
-              byte[][] members = new byte[names.size()][];
-              for (int k = 0; k < members.length; k++) {
-                members[k] = names.get(k).asText().getBytes(StandardCharsets.UTF_8);
-              }
-              routes.put(e.getKey(), new Route(e.getValue().get("topic").asText(), members));
+              String topic = e.getValue().get("topic").asText();
+              routes.put(
+                  e.getKey(), new Route(topic, encoding(e.getValue().get("encoding"), topic)));
             });
     for (JsonNode t : root.get("thresholds")) {
       thresholds.put(
@@ -90,6 +87,19 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     JsonNode floor = root.get("new_partition_floor");
     newPartitionFloor = new long[] {floor.get(0).asLong(), floor.get(1).asLong()};
     room = root.get("room").asInt();
+  }
+
+  /** A route's encoding as the plan describes it (the Python encoder's {@code walk}). */
+  static Encoding encoding(JsonNode spec, String topic) {
+    if (spec.get("kind").asText().equals("avro")) {
+      return Avro.of(spec, topic);
+    }
+    JsonNode names = spec.get("members");
+    byte[][] members = new byte[names.size()][];
+    for (int k = 0; k < members.length; k++) {
+      members[k] = names.get(k).asText().getBytes(StandardCharsets.UTF_8);
+    }
+    return new Verbatim(members);
   }
 
   /**
@@ -124,7 +134,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   }
 
   static String hlc(long[] t) {
-    return String.format("%d.%010d", t[0], t[1]);
+    String logical = Long.toString(t[1]); // at most 10 digits (Json.hlc)
+    return t[0] + "." + "0000000000".substring(logical.length()) + logical;
   }
 
   /** One source partition's walk in this task. */
@@ -173,6 +184,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   final class Walker implements Iterator<InternalRow> {
     private final Iterator<InternalRow> input;
     private final Map<String, Seen> seen = new LinkedHashMap<>();
+    private final Encoding.Encoded encoded = new Encoding.Encoded();
     private Seen last;
     private UTF8String lastTopic;
     private InternalRow next;
@@ -246,17 +258,21 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null;
       }
       byte[] key = record.getBinary(columns[0]);
-      long[] ts = value == null ? null : envelope(value, s.route.members);
-      if (ts == null || !Json.compactKey(key) || key.length + value.length > room) {
+      Encoding.Encoded out = encoded;
+      if (value == null || !s.route.encoding.encode(key, value, out)) {
         return defer(s, offset);
       }
-      if (compare(ts, s.floor) <= 0) {
+      int size = out.key.length + (out.value == null ? 0 : out.value.length);
+      if (size > room) {
+        return defer(s, offset);
+      }
+      if (compare(out.ts, s.floor) <= 0) {
         s.duplicates++;
         return null;
       }
       s.emitted++;
-      s.bytes += key.length + value.length;
-      return new GenericInternalRow(new Object[] {s.route.topic, key, value, null});
+      s.bytes += size;
+      return new GenericInternalRow(new Object[] {s.route.topic, out.key, out.value, null});
     }
 
     private InternalRow defer(Seen s, long offset) {
@@ -275,7 +291,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     i = Json.ws(b, i + 1);
     int name = i;
     i = name < b.length && b[name] == '"' ? Json.string(b, name, false) : -1;
-    if (i < 0 || !named(b, name, i, RESOLVED)) {
+    if (i < 0 || !Json.named(b, name, i, RESOLVED)) {
       return null;
     }
     i = Json.ws(b, i);
@@ -295,66 +311,4 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     return ts;
   }
 
-  /**
-   * A change's time, when its value is an object of exactly {@code members} in that order,
-   * after and before objects or null, updated a time as the changefeed writes times, all of
-   * it valid JSON; else null.
-   */
-  static long[] envelope(byte[] b, byte[][] members) {
-    int i = Json.ws(b, 0);
-    if (i >= b.length || b[i] != '{') {
-      return null;
-    }
-    long[] ts = null;
-    for (int m = 0; m < members.length; m++) {
-      i = Json.ws(b, i + 1);
-      int name = i;
-      i = name < b.length && b[name] == '"' ? Json.string(b, name, false) : -1;
-      if (i < 0 || !named(b, name, i, members[m])) {
-        return null;
-      }
-      i = Json.ws(b, i);
-      if (i >= b.length || b[i] != ':') {
-        return null;
-      }
-      int start = Json.ws(b, i + 1);
-      if (start >= b.length) {
-        return null;
-      }
-      if (members[m][0] == 'u') { // updated
-        i = b[start] == '"' ? Json.string(b, start, false) : -1;
-        ts = i < 0 ? null : Json.hlc(b, start + 1, i - 1);
-        if (ts == null) {
-          return null;
-        }
-      } else if (b[start] == '{') { // after, before
-        i = Json.object(b, start, 1);
-      } else {
-        i = Json.literal(b, start, NULL);
-      }
-      if (i < 0) {
-        return null;
-      }
-      i = Json.ws(b, i);
-      if (i >= b.length || b[i] != (m + 1 < members.length ? ',' : '}')) {
-        return null;
-      }
-    }
-    return Json.ws(b, i + 1) == b.length ? ts : null;
-  }
-
-  private static final byte[] NULL = "null".getBytes(StandardCharsets.US_ASCII);
-
-  /** Whether the string {@code [from, to)} (quotes included) is {@code "name"}. */
-  private static boolean named(byte[] b, int from, int to, byte[] name) {
-    if (to - from != name.length + 2) {
-      return false;
-    }
-    for (int k = 0; k < name.length; k++) {
-      if (b[from + 1 + k] != name[k]) {
-        return false;
-      }
-    }
-    return true;
-  }
 }

@@ -1,0 +1,88 @@
+package dev.highwater.walk;
+
+import java.io.Serializable;
+
+/**
+ * How one route writes the changes the walk takes: {@link Verbatim} passes the source's bytes
+ * on, {@link Avro} writes them again in the route's Avro schemas.
+ */
+interface Encoding extends Serializable {
+  /**
+   * Reads a change (key and value bytes, neither null) into {@code out}: its time, its output
+   * key and value. False: not taken, the Python loop decides (it may well be a fine record).
+   */
+  boolean encode(byte[] key, byte[] value, Encoded out);
+
+  /** A change as an encoding wrote it, and the task's scratch space for writing it. */
+  final class Encoded {
+    long[] ts;
+    byte[] key;
+    byte[] value; // null: a tombstone
+    final Buffer buffer = new Buffer();
+    final Buffer text = new Buffer();
+    // per slot (a field an encoding reads): where its JSON value starts and ends, its bits
+    int[] from = new int[0];
+    int[] to = new int[0];
+    long[] bits = new long[0];
+
+    /** {@code n} slots, each where no value was read yet (start -2). */
+    void slots(int n) {
+      if (from.length < n) {
+        from = new int[n];
+        to = new int[n];
+        bits = new long[n];
+      }
+      java.util.Arrays.fill(from, 0, n, -2);
+    }
+  }
+
+  /** A growable byte buffer (one per task, reused for every record). */
+  final class Buffer {
+    byte[] bytes = new byte[512];
+    int size;
+
+    void reset() {
+      size = 0;
+    }
+
+    void room(int more) {
+      if (size + more > bytes.length) {
+        bytes = java.util.Arrays.copyOf(bytes, Math.max(bytes.length * 2, size + more));
+      }
+    }
+
+    void put(int b) {
+      room(1);
+      bytes[size++] = (byte) b;
+    }
+
+    void put(byte[] b, int from, int to) {
+      room(to - from);
+      System.arraycopy(b, from, bytes, size, to - from);
+      size += to - from;
+    }
+
+    /** A long as Avro writes it: zig-zag, then a base-128 varint. */
+    void varint(long v) {
+      long n = (v << 1) ^ (v >> 63);
+      room(10);
+      while ((n & ~0x7fL) != 0) {
+        bytes[size++] = (byte) ((n & 0x7f) | 0x80);
+        n >>>= 7;
+      }
+      bytes[size++] = (byte) n;
+    }
+
+    /** Little-endian, {@code count} bytes of {@code bits}. */
+    void fixed(long bits, int count) {
+      room(count);
+      for (int k = 0; k < count; k++) {
+        bytes[size++] = (byte) (bits >>> (8 * k));
+      }
+    }
+
+    byte[] copy(int from) {
+      return java.util.Arrays.copyOfRange(bytes, from, size);
+    }
+  }
+}
