@@ -22,16 +22,15 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.CollectionAccumulator;
 
 /**
- * The changefeed's fast walk: a micro-batch of native JSON records whose output is their own
- * bytes, walked in the JVM (pipeline/core/walk.py says when it runs and what follows it).
+ * The changefeed's fast walk: a micro-batch of native JSON records walked in the JVM
+ * (pipeline/core/walk.py says when it runs and what follows it).
  *
  * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch.py): a
  * marker raises the partition's floor; a change at or below the floor is dropped; any other
- * change goes out as it came (key and value bytes), to its source topic's output topic. It
- * takes only records the Python loop would pass on unchanged: a compact key, a value whose
- * top-level members are exactly the envelope's (after, [before,] updated) with the time
- * written as the changefeed writes times, every byte valid JSON. At the first record it does
- * not take, the partition's walk stops and its summary says where (deferred: from, to, the
+ * change goes to its source topic's output topic, written by the route's {@link Encoding}:
+ * passed on as it came ({@link Verbatim}) or written again in Avro ({@link Avro}). Each takes
+ * only records it writes exactly as the Python loop would. At the first record the route
+ * does not take, the partition's walk stops and its summary says where (deferred: from, to, the
  * floor there); the driver hands that rest to the Python loop, which decides, so bad records
  * go where on_error says by one code path. Output rows are the Kafka writer's columns; the
  * summaries (the Python loop's summary text) go to an accumulator, not through the rows.
