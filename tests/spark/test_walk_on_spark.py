@@ -8,6 +8,7 @@ the same summaries; values passed on or written again keep every number's text.
 
 import io
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -139,7 +140,14 @@ def walk_then_rests(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchRe
     return rows, BatchResult.of(summaries)
 
 
-def by_partition(rows: list[Any]) -> dict[int, list[tuple[Any, ...]]]:
+def json_key_partition(key: bytes) -> int:
+    """The source partition a JSON key names (its first element)."""
+    return int(exact(key)[0][1])
+
+
+def by_partition(
+    rows: list[Any], partition_of: Callable[[bytes], int] = json_key_partition
+) -> dict[int, list[tuple[Any, ...]]]:
     """The output in order per source partition: data rows by their key, dead letters by header."""
     out: dict[int, list[tuple[Any, ...]]] = {}
     for r in rows:
@@ -148,7 +156,7 @@ def by_partition(rows: list[Any]) -> dict[int, list[tuple[Any, ...]]]:
             source = dict(headers)["highwater.source"].decode()
             p = int(source.split("/")[1].split("@")[0])
         else:
-            p = int(exact(r["key"])[0][1])
+            p = partition_of(bytes(r["key"]))
         value = None if r["value"] is None else bytes(r["value"])
         out.setdefault(p, []).append((r["topic"], bytes(r["key"] or b""), value, headers))
     return out
@@ -367,20 +375,10 @@ def avro_plan(dlq: str | None, floor: int, options: EncoderConfig) -> BatchPlan:
     return replace(plan(dlq, floor), encoders={SRC: encoder})
 
 
-def avro_by_partition(rows: list[Any]) -> dict[int, list[tuple[Any, ...]]]:
-    """The output in order per source partition (the Avro key's p, or the dead letter's header)."""
-    out: dict[int, list[tuple[Any, ...]]] = {}
+def avro_key_partition(key: bytes) -> int:
+    """The source partition an Avro key names (its p, after the 5-byte Confluent header)."""
     key_schema = parse_schema(OutputSchemas.of(WIDE, AVRO_OPTIONS[0]).key)
-    for r in rows:
-        headers = [(h["key"], bytes(h["value"])) for h in r["headers"] or []]
-        if r["topic"] == "dlq":
-            source = dict(headers)["highwater.source"].decode()
-            p = int(source.split("/")[1].split("@")[0])
-        else:
-            p = schemaless_reader(io.BytesIO(bytes(r["key"])[5:]), key_schema, None)["p"]
-        value = None if r["value"] is None else bytes(r["value"])
-        out.setdefault(p, []).append((r["topic"], bytes(r["key"] or b""), value, headers))
-    return out
+    return int(schemaless_reader(io.BytesIO(key[5:]), key_schema, None)["p"])
 
 
 @settings(
@@ -415,7 +413,7 @@ def test_the_avro_walk_writes_what_the_python_loop_writes(
     expected_rows, expected = python_loop(frame, the_plan)
     rows, result = walk_then_rests(frame, the_plan)
 
-    assert avro_by_partition(rows) == avro_by_partition(expected_rows)
+    assert by_partition(rows, avro_key_partition) == by_partition(expected_rows, avro_key_partition)
     assert summaries(result) == summaries(expected)
 
 
@@ -498,5 +496,5 @@ def test_avro_values_beyond_their_types_range_are_left_to_the_python_loop(spark)
 
     expected_rows, _ = python_loop(frame, the_plan)
     rows, _ = walk_then_rests(frame, the_plan)
-    assert avro_by_partition(rows) == avro_by_partition(expected_rows)
+    assert by_partition(rows, avro_key_partition) == by_partition(expected_rows, avro_key_partition)
     assert sorted(r["topic"] for r in rows) == ["dlq", "dlq", "dlq", "out.orders"]
