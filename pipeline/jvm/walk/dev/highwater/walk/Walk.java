@@ -133,8 +133,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   }
 
   static String hlc(long[] t) {
-    String logical = Long.toString(t[1]); // at most 10 digits (Json.hlc)
-    return t[0] + "." + "0000000000".substring(logical.length()) + logical;
+    String logical = Long.toString(t[1]); // zero-padded to 10 digits, as Python's str(Hlc)
+    return t[0] + "." + "0000000000".substring(Math.min(10, logical.length())) + logical;
   }
 
   /** One source partition's walk in this task. */
