@@ -121,10 +121,9 @@ def _walk_field(field: Mapping[str, Any]) -> list[Any] | None:
 
 
 def _walk(
-    schemas: OutputSchemas, framing: Framing, options: EnvelopeOptions
+    schemas: OutputSchemas, row: Mapping[str, Any], framing: Framing, options: EnvelopeOptions
 ) -> dict[str, Any] | None:
-    """What the JVM walk needs to write these schemas, or None where it cannot."""
-    row = schemas.value["fields"][0]["type"][1]
+    """What the JVM walk needs to write these schemas (``row``: the row record), or None."""
     columns = [_walk_field(f) for f in row["fields"]]
     key = [_walk_field(f) for f in schemas.key["fields"]]
     if None in columns or None in key or options.envelope not in {"wrapped", "key_only"}:
@@ -161,7 +160,7 @@ class AvroEncoder:
         after = schemas.value["fields"][0]["type"][1]
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]
-        self.walk: Mapping[str, Any] | None = _walk(schemas, framing, options)
+        self.walk: Mapping[str, Any] | None = _walk(schemas, after, framing, options)
         self._writers: tuple[Write, Write, Write] | None = None
         # With fastavro, tuple notation names a union's branch: without it, fastavro validates
         # a row against the record branch to choose it, which costs more than writing it.

@@ -72,7 +72,8 @@ final class Avro implements Encoding {
   private final boolean updated;
   private final boolean mvcc;
 
-  private Avro(JsonNode spec, String outputTopic) {
+  /** The encoding a plan's route describes (the Python encoder's {@code walk}). */
+  Avro(JsonNode spec, String outputTopic) {
     columns = fields(spec.get("columns"));
     key = fields(spec.get("key"));
     keyHeader = hex(spec.get("key_header").asText());
@@ -83,11 +84,6 @@ final class Avro implements Encoding {
         spec.get("topic_in_value").asBoolean() ? outputTopic.getBytes(StandardCharsets.UTF_8) : null;
     updated = spec.get("updated").asBoolean();
     mvcc = spec.get("mvcc_timestamp").asBoolean();
-  }
-
-  /** The encoding a plan's route describes (the Python encoder's {@code walk}). */
-  static Avro of(JsonNode spec, String outputTopic) {
-    return new Avro(spec, outputTopic);
   }
 
   @Override

@@ -91,7 +91,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   /** A route's encoding as the plan describes it (the Python encoder's {@code walk}). */
   static Encoding encoding(JsonNode spec, String topic) {
     if (spec.get("kind").asText().equals("avro")) {
-      return Avro.of(spec, topic);
+      return new Avro(spec, topic);
     }
     JsonNode names = spec.get("members");
     byte[][] members = new byte[names.size()][];
