@@ -91,3 +91,12 @@ def topic_configs(
             raise SinkError(f"cannot read the config of topic {resource.name!r}: {exc}") from exc
         out[resource.name] = {name: entry.value for name, entry in entries.items()}
     return out
+
+
+def cluster_id(config: Mapping[str, Any], timeout: float = 30.0) -> str | None:
+    """The id the cluster at ``bootstrap.servers`` answers with (what stays when it moves)."""
+    try:
+        found: str | None = AdminClient(dict(config)).list_topics(timeout=timeout).cluster_id
+    except KafkaException as exc:
+        raise SinkError(f"cannot reach {config.get('bootstrap.servers')}: {exc}") from exc
+    return found

@@ -36,7 +36,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.avro import OutputSchemas
 from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
-from sinks.admin import ensure_topics, partition_counts, topic_configs
+from sinks.admin import cluster_id, ensure_topics, partition_counts, topic_configs
 from sinks.compacted import CompactedTopic, producer_limit
 from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
@@ -52,7 +52,7 @@ from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnin
 from .statement import statement_time
 from .status import JobStatus, StatusPublisher
 from .transaction_feed import transaction_wires
-from .update import check_update
+from .update import check_update, identified
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +71,7 @@ class Outputs:
     partitions: list[SourcePartition]  # every partition of every source topic
     source_configs: Mapping[str, Mapping[str, str | None]]  # each source topic's settings
     restored: Checkpoint | None  # None: a new changefeed
+    shape: Mapping[str, Any]  # the config's shape with its clusters' ids, as checkpoints keep it
 
 
 def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
@@ -109,6 +110,10 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         counts = partition_counts(source, topics)
     except Exception as exc:
         raise SourceError(f"cannot describe the source topics: {exc}") from exc
+    clusters = {  # what the checkpoint's shape records beside each address
+        "kafka": cluster_id(source),
+        "sink.kafka": None if config.sink.kafka is None else cluster_id(sink),
+    }
     source_configs = topic_configs(source, topics)  # read once: retention, compaction
     safepoint, warnings = None, []
     if config.safepoints.enabled:
@@ -139,6 +144,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         partitions=[SourcePartition(t, p) for t, n in counts.items() for p in range(n)],
         source_configs=source_configs,
         restored=restored,
+        shape=identified(config.shape, clusters),
     )
 
 
@@ -238,7 +244,7 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
     """Where the changefeed starts: resumed or created, its safepoint held, its data there."""
     restored = outputs.restored
     if restored is None:
-        outputs.checkpoints.write_shape(config.shape)
+        outputs.checkpoints.write_shape(outputs.shape)
         position, start_offsets = create(config, outputs)
         if position.backfill is not None:
             check_history_complete(start_offsets, outputs.source_configs)
@@ -247,11 +253,11 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
             check_sources_hold(outputs, position)
         return position
     shape = outputs.checkpoints.load_shape()
-    if shape is None or shape != config.shape:
+    if shape is None or shape != outputs.shape:
         if shape is not None:  # refuses what the output cannot follow, naming it
-            update = check_update(shape, config.shape)
+            update = check_update(shape, outputs.shape)
             log.info("changefeed %s: config updated: %s", config.changefeed_id, update.describe())
-        outputs.checkpoints.write_shape(config.shape)
+        outputs.checkpoints.write_shape(outputs.shape)
     position = Position.restored(restored, outputs.partitions)
     added = tuple(t for t in config.routes if restored.topics and t not in restored.topics)
     if added:  # known from the record itself: a crash before its scan was recorded adds again

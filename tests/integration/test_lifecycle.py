@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient
 
 from pipeline.cli import main as highwater
 from pipeline.config import load_config
@@ -273,7 +274,9 @@ def test_update_adds_a_table_with_its_own_scan_and_refuses_what_breaks_the_outpu
     assert feeds.get(changefeed_id).spec.config == first.read_text()  # type: ignore[union-attr]
 
     added = {**raw, "sources": [*raw["sources"], {"topic": customers, "table": "customers"}]}
-    added |= {"resolved": {"interval": "1s"}}
+    # the cluster at another address: the same cluster (its id), so the checkpoint holds
+    moved = {"bootstrap_servers": kafka_bootstrap.replace("127.0.0.1", "localhost")}
+    added |= {"resolved": {"interval": "1s"}, "kafka": moved}
     second = write_config(tmp_path / "added.yaml", added)
     assert highwater(["changefeed", "update", changefeed_id, "--config", str(second)]) == 0
     assert highwater(["changefeed", "resume", changefeed_id, "--config", str(second)]) == 0
@@ -311,6 +314,9 @@ def test_update_adds_a_table_with_its_own_scan_and_refuses_what_breaks_the_outpu
     assert records[-1]["topics"] == [orders, customers]
     shapes = [json.loads(m.value) for m in kept if m.key == f"shape/{changefeed_id}".encode()]
     assert [s["topic"] for s in shapes[-1]["sources"]] == [orders, customers]
+    cluster = AdminClient({"bootstrap.servers": kafka_bootstrap}).list_topics().cluster_id
+    assert shapes[-1]["kafka"] == {**moved, "cluster_id": cluster}
+    assert shapes[0]["kafka"] == {"bootstrap_servers": kafka_bootstrap, "cluster_id": cluster}
     assert any((r["backfill"] or {}).get("time") == "70.0000000000" for r in records)
 
     # `highwater run` with a file that changes the envelope: refused at start, naming it.
@@ -320,3 +326,14 @@ def test_update_adds_a_table_with_its_own_scan_and_refuses_what_breaks_the_outpu
     with pytest.raises(ConfigError) as refused:
         run_to_end(load_config(edited), spark)
     assert "encoder.updated: shapes every message" in str(refused.value)
+
+    # The checkpoint names another cluster (as if the address now led elsewhere): refused.
+    elsewhere = {**shapes[-1], "kafka": {**moved, "cluster_id": "another"}}
+    shape_record = (f"shape/{changefeed_id}".encode(), json.dumps(elsewhere).encode())
+    produce(kafka_bootstrap, "_highwater_checkpoints", [shape_record])
+    with pytest.raises(ConfigError) as other:
+        run_to_end(load_config(second), spark)
+    assert (
+        "kafka.bootstrap_servers: the checkpoint's offsets belong to the source cluster it "
+        f"names, cluster 'another'; {moved['bootstrap_servers']} answers as cluster {cluster!r}"
+    ) in str(other.value)

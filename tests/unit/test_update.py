@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import parse_config
-from pipeline.core.update import REFUSED, SAFE, ConfigUpdate, check_update
+from pipeline.core.update import REFUSED, SAFE, ConfigUpdate, check_update, identified
 from schemas.errors import ConfigError
 from tests.unit.test_config import minimal
 
@@ -72,8 +72,7 @@ def test_safe_options_change_and_are_named() -> None:
         ({"encoder": {"diff": True}}, "encoder.diff", "shapes every message"),
         ({"encoder": {"key_in_value": True}}, "encoder.key_in_value", "shapes every message"),
         ({"sink": {"topic_prefix": "cdc."}}, "sink.topic_prefix", "output topics"),
-        ({"kafka": {"bootstrap_servers": "elsewhere:9092"}}, "kafka.bootstrap_servers", "offsets"),
-        ({"sink": {"kafka": {"bootstrap_servers": "b:9092"}}}, "sink.kafka", "cluster"),
+        ({"sink": {"kafka": {"bootstrap_servers": "b:9092"}}}, "sink.kafka", "sink cluster"),
         ({"checkpoint": {"topic": "other"}}, "checkpoint.topic", "own records"),
         ({"initial_scan": "no"}, "initial_scan.mode", "has started"),
         ({"cursor": "1700000000000000000"}, "cursor", "has started"),
@@ -86,6 +85,59 @@ def test_a_change_the_output_cannot_follow_is_refused_naming_the_option(
     problems = refused(full(), full(**overrides))
     assert option in problems, problems
     assert reason in problems[option]
+
+
+MOVES = [  # the config overrides moving each cluster, and the ids a run records
+    ({"kafka": {"bootstrap_servers": "elsewhere:9092"}}, "kafka", "offsets"),
+    (
+        {"sink": {"kafka": {"bootstrap_servers": "elsewhere:9092"}}},
+        "sink.kafka",
+        "output topics",
+    ),
+]
+SINK = {"sink": {"kafka": {"bootstrap_servers": "sink:9092"}}}
+
+
+def recorded(overrides: dict[str, Any], **ids: str | None) -> dict[str, Any]:
+    """The shape a run records: the config's, and the id each cluster answered with."""
+    return identified(shape(**{**SINK, **overrides}), {"kafka": None, "sink.kafka": None, **ids})
+
+
+@pytest.mark.parametrize(("overrides", "section", "_reason"), MOVES)
+def test_a_cluster_may_move_to_a_new_address_while_it_stays_itself(
+    overrides: dict[str, Any], section: str, _reason: str
+) -> None:
+    ids = {"kafka": "source-id", "sink.kafka": "sink-id"}
+    update = check_update(recorded({}, **ids), recorded(overrides, **ids))
+    assert update.options == (f"{section}.bootstrap_servers",)
+    # two configs carry no ids: the run compares what its checkpoint recorded
+    assert check_update(full(**SINK), full(**{**SINK, **overrides})).options == (
+        f"{section}.bootstrap_servers",
+    )
+
+
+@pytest.mark.parametrize(("overrides", "section", "reason"), MOVES)
+def test_an_address_answering_as_another_cluster_is_refused_naming_both(
+    overrides: dict[str, Any], section: str, reason: str
+) -> None:
+    before = recorded({}, **{section: "first"})
+    for moved in ({}, overrides):  # the same address (a reformatted cluster), or a new one
+        problems = refused(before, recorded(moved, **{section: "second"}))
+        assert list(problems) == [f"{section}.bootstrap_servers"]
+        message = problems[f"{section}.bootstrap_servers"]
+        assert reason in message
+        assert "'first'" in message
+        assert "'second'" in message
+
+
+@pytest.mark.parametrize(("overrides", "section", "_reason"), MOVES)
+def test_a_checkpoint_without_ids_takes_them_at_its_own_address_only(
+    overrides: dict[str, Any], section: str, _reason: str
+) -> None:
+    older = recorded({})  # a shape an older release wrote: no ids
+    assert not check_update(older, recorded({}, **{section: "id"}))  # recorded, no change
+    problems = refused(older, recorded(overrides, **{section: "id"}))
+    assert "run once at the old address first" in problems[f"{section}.bootstrap_servers"]
 
 
 def test_a_kept_table_must_stay_as_it_was() -> None:
