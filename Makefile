@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test check jars system clean bench bench-scan soak
+.PHONY: demo test check jars system clean bench bench-scan soak cluster-test
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -49,3 +49,8 @@ bench-scan: jars
 # instances of one changefeed started at the same moment (one writer).
 soak: jars
 	HIGHWATER_SOAK_KILLS=20 $(BIN)/pytest tests/integration/test_chaos.py tests/integration/test_one_writer.py -s -p no:cacheprovider --timeout=3600
+
+# The cluster tests (not part of `make test`): a three-node KRaft Kafka on loopback, nodes
+# killed and restarted under a changefeed.
+cluster-test: jars
+	HIGHWATER_CLUSTER_TESTS=1 $(BIN)/pytest tests/cluster -s -p no:cacheprovider --timeout=3600

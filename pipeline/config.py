@@ -28,6 +28,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PlainValidator,
     PositiveInt,
     SecretStr,
     ValidationError,
@@ -88,6 +89,19 @@ def _yaml_yes_no(value: object) -> object:
 Duration = Annotated[timedelta, BeforeValidator(parse_duration)]
 Time = Annotated[Hlc, BeforeValidator(_parse_hlc)]
 Name = Annotated[str, Field(min_length=1, pattern=_NAME)]
+
+
+def _replication(value: Any) -> int | str:
+    if value == "auto" or (type(value) is int and value > 0):
+        return value  # type: ignore[no-any-return]
+    if isinstance(value, str) and value.isdigit() and int(value) > 0:
+        return int(value)
+    raise PydanticCustomError("replication", "should be a positive integer or 'auto'")
+
+
+# Topics created: "auto" is 3 copies where the cluster has 3 brokers or more, else one per
+# broker (sinks.admin.replication_for); a number is taken as given (a warning when lower).
+Replication = Annotated[int | Literal["auto"], PlainValidator(_replication)]
 _SECRET_WORDS = ("password", "secret", "jaas", "token", "credentials", "sasl", "ssl.key")
 MASK = "**********"
 
@@ -227,7 +241,7 @@ class SinkConfig(_Section):
     topic_prefix: str = ""
     topic_name: Name | None = None
     partitions: PositiveInt = 3
-    replication_factor: PositiveInt = 1
+    replication_factor: Replication = "auto"
     producer: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("producer")
@@ -291,7 +305,7 @@ class CheckpointConfig(_Section):
     """Progress kept in a compacted Kafka topic (contract §6)."""
 
     topic: Name = "_highwater_checkpoints"
-    replication_factor: PositiveInt = 1
+    replication_factor: Replication = "auto"
     min_checkpoint_frequency: Duration = timedelta(seconds=30)
     frontier_highwater_lag_checkpoint_threshold: Duration = timedelta(minutes=10)
     frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20

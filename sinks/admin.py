@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import (  # type: ignore[attr-defined]
@@ -17,38 +17,60 @@ from schemas.errors import SinkError
 
 log = logging.getLogger(__name__)
 
+# A topic's replication factor: a number, or "auto" (:func:`replication_for`).
+Replication = int | Literal["auto"]
+# Copies a topic keeps on a cluster that has the brokers for them: one broker may be lost
+# (and another restarted) without losing a write, with min.insync.replicas=2.
+DURABLE = 3
+
+
+def replication_for(wanted: Replication, brokers: int) -> int:
+    """``auto``: :data:`DURABLE` copies where the cluster has the brokers, else one per broker."""
+    return min(DURABLE, brokers) if wanted == "auto" else wanted
+
 
 def ensure_topics(
     config: Mapping[str, Any],
     partitions: Mapping[str, int],
     *,
-    replication_factor: int = 1,
+    replication_factor: Replication = "auto",
     topic_config: Mapping[str, str] | None = None,
     timeout: float = 30.0,
 ) -> list[str]:
     """Create the topics that do not exist yet; return the names created.
 
-    Existing topics are left as they are (their partition count is the operator's choice).
+    Existing topics are left as they are (their partition and replica counts are the
+    operator's choice). A factor below what the cluster could keep is logged as a warning.
     """
     admin = AdminClient(dict(config))
     try:
-        existing = set(admin.list_topics(timeout=timeout).topics)
+        metadata = admin.list_topics(timeout=timeout)
     except KafkaException as exc:
         raise SinkError(
             f"cannot list the topics of {config.get('bootstrap.servers')}: {exc}"
         ) from exc
+    missing = [name for name in partitions if name not in metadata.topics]
+    if not missing:
+        return []
+    brokers = len(metadata.brokers)
+    factor = replication_for(replication_factor, brokers)
+    if factor < replication_for("auto", brokers):
+        log.warning(
+            "creating %s with replication factor %d on a cluster of %d brokers: "
+            "one broker's loss can lose them",
+            ", ".join(missing),
+            factor,
+            brokers,
+        )
     wanted = [
         NewTopic(
             name,
-            num_partitions=count,
-            replication_factor=replication_factor,
+            num_partitions=partitions[name],
+            replication_factor=factor,
             config=dict(topic_config or {}),
         )
-        for name, count in partitions.items()
-        if name not in existing
+        for name in missing
     ]
-    if not wanted:
-        return []
     created = []
     for name, future in admin.create_topics(wanted, operation_timeout=timeout).items():
         try:
@@ -100,3 +122,47 @@ def cluster_id(config: Mapping[str, Any], timeout: float = 30.0) -> str | None:
     except KafkaException as exc:
         raise SinkError(f"cannot reach {config.get('bootstrap.servers')}: {exc}") from exc
     return found
+
+
+def replication_warnings(
+    config: Mapping[str, Any], topics: list[str], timeout: float = 30.0
+) -> list[str]:
+    """What makes topics Highwater relies on less durable than their cluster could keep them.
+
+    Per topic: fewer replicas than :func:`replication_for` gives ``auto`` on this cluster,
+    partitions without a leader, partitions with replicas out of sync (a broker down or
+    catching up). A missing topic is not reported here (its user reports it).
+    """
+    try:
+        metadata = AdminClient(dict(config)).list_topics(timeout=timeout)
+    except KafkaException as exc:
+        raise SinkError(f"cannot describe {config.get('bootstrap.servers')}: {exc}") from exc
+    return durability_warnings(metadata, topics)
+
+
+def durability_warnings(metadata: Any, topics: list[str]) -> list[str]:
+    """:func:`replication_warnings` over a cluster's metadata (``list_topics()``'s answer)."""
+    brokers = len(metadata.brokers)
+    durable = replication_for("auto", brokers)
+    warnings = []
+    for topic in sorted(set(topics)):
+        described = metadata.topics.get(topic)
+        if described is None or described.error is not None or not described.partitions:
+            continue
+        partitions = sorted(described.partitions.values(), key=lambda p: p.id)
+        factor = min(len(p.replicas) for p in partitions)
+        if factor < durable:
+            warnings.append(
+                f"topic {topic} has replication factor {factor} on a cluster of {brokers} "
+                "brokers: one broker's loss can lose its records"
+            )
+        offline = [p.id for p in partitions if p.leader < 0]
+        if offline:
+            warnings.append(f"topic {topic}: partitions {offline} have no leader")
+        lagging = [p.id for p in partitions if p.leader >= 0 and len(p.isrs) < len(p.replicas)]
+        if lagging:
+            warnings.append(
+                f"topic {topic}: partitions {lagging} are under-replicated "
+                "(a replica is out of sync)"
+            )
+    return warnings

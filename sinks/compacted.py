@@ -21,7 +21,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from schemas.errors import SinkError
 
-from .admin import ensure_topics
+from .admin import Replication, ensure_topics
 from .producer import AcknowledgedProducer, Record
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ class CompactedTopic:
             )
         self._producer = producer
 
-    def ensure(self, replication_factor: int = 1) -> None:
+    def ensure(self, replication_factor: Replication = "auto") -> None:
         """Create the topic (one partition, compacted) if it is missing."""
         settings = dict(COMPACTED)
         if self._limit is not None:

@@ -29,6 +29,7 @@ from typing import Any
 
 from schemas.errors import SafepointError
 from schemas.hlc import ZERO, Hlc
+from sinks.admin import Replication
 from sinks.compacted import CompactedTopic
 from sinks.producer import AcknowledgedProducer
 
@@ -136,7 +137,7 @@ class SafepointRegistry:
         self.clock = clock
         self._store = CompactedTopic(client, topic, producer=producer)
 
-    def ensure(self, replication_factor: int = 1) -> None:
+    def ensure(self, replication_factor: Replication = "auto") -> None:
         """Create the topic if it is missing."""
         self._store.ensure(replication_factor)
 

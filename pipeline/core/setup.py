@@ -36,7 +36,13 @@ from pipeline.config import ChangefeedConfig
 from schemas.avro import OutputSchemas
 from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
-from sinks.admin import cluster_id, ensure_topics, partition_counts, topic_configs
+from sinks.admin import (
+    cluster_id,
+    ensure_topics,
+    partition_counts,
+    replication_warnings,
+    topic_configs,
+)
 from sinks.compacted import CompactedTopic, producer_limit
 from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
@@ -119,14 +125,16 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     if config.safepoints.enabled:
         safepoint = _safepoint(config, source, resources, source_writer)
         warnings = retention_warnings(source_configs)
-        for warning in warnings:
-            log.warning("%s", warning)
     checkpoints = CheckpointStore(
         checkpoint_topic, config.changefeed_id, config.checkpoint.frontier_checkpoint_max_bytes
     )
     restored = checkpoints.load()
     jobs = _compacted(source, config.jobs.topic, config, resources, source_writer)
     previous = jobs.get(config.changefeed_id) if restored is not None else None
+    on_sink, on_source = relied_on(config)
+    warnings += replication_warnings(sink, on_sink) + replication_warnings(source, on_source)
+    for warning in warnings:
+        log.warning("%s", warning)
     return Outputs(
         encoders=encoders,
         checkpoints=checkpoints,
@@ -146,6 +154,19 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         restored=restored,
         shape=identified(config.shape, clusters),
     )
+
+
+def relied_on(config: ChangefeedConfig) -> tuple[list[str], list[str]]:
+    """The topics a run relies on: on the sink cluster, and on the source cluster."""
+    sink = [*config.routes.values(), config.checkpoint.topic]
+    if config.on_error != "fail":
+        sink.append(config.effective_dlq_topic)
+    if config.encoder.format == "avro" and config.encoder.schema_registry is None:
+        sink.append(config.encoder.schema_topic)
+    source = [*config.routes, config.jobs.topic]
+    if config.safepoints.enabled:
+        source.append(config.safepoints.topic)
+    return sink, source
 
 
 def _previous_scan(config: ChangefeedConfig, record: bytes | None) -> Mapping[str, Any] | None:

@@ -41,6 +41,29 @@ class BrokerInfo:
         return f"127.0.0.1:{self.port}"
 
 
+@dataclass(frozen=True)
+class KafkaNode:
+    """One KRaft node (broker and controller) and its place in its cluster."""
+
+    node_id: int
+    port: int
+    controller_port: int
+    voters: str  # controller.quorum.voters: every node's id@host:controller_port, on every node
+    replication: int  # copies of the topics Kafka itself creates (3 in a cluster, else 1)
+    cluster_id: str  # what the node's storage is formatted with (first start only)
+
+
+def new_cluster_id() -> str:
+    """A KRaft cluster id: a random UUID, base64url without padding."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def lone_node(port: int, controller_port: int) -> KafkaNode:
+    """A one-node cluster: its own quorum, one copy of everything."""
+    voters = f"1@127.0.0.1:{controller_port}"
+    return KafkaNode(1, port, controller_port, voters, 1, new_cluster_id())
+
+
 class EmbeddedKafka(LocalService[BrokerInfo]):
     """A single-node KRaft Kafka in ``directory``."""
 
@@ -49,9 +72,17 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
     error = BrokerError
     info_type = BrokerInfo
 
-    def __init__(self, directory: str | Path, *, heap: str = "768m", owned: bool = True) -> None:
+    def __init__(
+        self,
+        directory: str | Path,
+        *,
+        heap: str = "768m",
+        owned: bool = True,
+        node: KafkaNode | None = None,
+    ) -> None:
         super().__init__(directory, owned=owned)
         self.heap = heap
+        self.node = node  # None: a lone node on free ports, picked at each start
 
     @property
     def _config_file(self) -> Path:
@@ -67,29 +98,68 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
         running = self.status()
         if running is not None:
             return running
-        self.directory.mkdir(parents=True, exist_ok=True)
-        classpath = broker_classpath()
+        if self.node is not None:  # a cluster's node: its ports are its place in the quorum
+            return self.wait(*self.launch(self.node), timeout)
         last_error: BrokerError | None = None
         for _attempt in range(3):  # a free port can be taken between probe and bind
-            port, controller = free_port(), free_port()
-            self._write_config(port, controller)
-            self._format(classpath)
             try:
-                return self._launch(classpath, port, controller, timeout)
+                return self.wait(*self.launch(lone_node(free_port(), free_port())), timeout)
             except BrokerError as exc:
                 last_error = exc
                 if "Address already in use" not in str(exc):
                     raise
         raise last_error or BrokerError("Kafka broker did not start")
 
-    def _write_config(self, port: int, controller: int) -> None:
+    def launch(self, node: KafkaNode) -> tuple[subprocess.Popen[bytes], BrokerInfo]:
+        """Write the node's config, format its storage (first time only), start its JVM.
+
+        Returns at once; :meth:`wait` waits for it to answer. A cluster launches all its
+        nodes before waiting on any (a lone voter cannot elect a controller).
+        """
+        self.directory.mkdir(parents=True, exist_ok=True)
+        classpath = broker_classpath()
+        self._write_config(node)
+        self._format(classpath, node.cluster_id)
+        command = [
+            "java",
+            "-cp",
+            classpath,
+            *self._jvm_flags("server.log"),
+            "kafka.Kafka",
+            str(self._config_file),
+        ]
+        process = self.spawn(command, "broker.out")
+        log_file = str(self.directory / "logs" / "server.log")
+        info = BrokerInfo(
+            str(self.directory), process.pid, node.port, node.controller_port, log_file
+        )
+        self.record(info)
+        return process, info
+
+    def wait(
+        self, process: subprocess.Popen[bytes], info: BrokerInfo, timeout: float
+    ) -> BrokerInfo:
+        """Return ``info`` once the launched broker answers (a clear error if it does not)."""
+        self.wait_ready(process, lambda: self._answers(info), timeout)
+        log.info(
+            "Kafka broker ready at %s (pid %s, dir %s)",
+            info.bootstrap_servers,
+            info.pid,
+            self.directory,
+        )
+        return info
+
+    def _write_config(self, node: KafkaNode) -> None:
         data = self.directory / "data"
+        copies, in_sync = node.replication, min(2, node.replication)
         lines = {
             "process.roles": "broker,controller",
-            "node.id": "1",
-            "controller.quorum.voters": f"1@127.0.0.1:{controller}",
-            "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": node.voters,
+            "listeners": (
+                f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}"
+            ),
+            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -97,13 +167,18 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
             "num.partitions": "1",
             # Highwater creates every topic it writes; auto-creation would hide a missing step.
             "auto.create.topics.enable": "false",
-            "offsets.topic.replication.factor": "1",
+            # A cluster keeps 3 copies and acknowledges acks=all writes once 2 have them: one
+            # broker may be lost without losing a write (the same on every node).
+            "default.replication.factor": str(copies),
+            "min.insync.replicas": str(in_sync),
+            "unclean.leader.election.enable": "false",
+            "offsets.topic.replication.factor": str(copies),
             "offsets.topic.num.partitions": "4",
-            "transaction.state.log.replication.factor": "1",
-            "transaction.state.log.min.isr": "1",
+            "transaction.state.log.replication.factor": str(copies),
+            "transaction.state.log.min.isr": str(in_sync),
             "transaction.state.log.num.partitions": "4",
-            "share.coordinator.state.topic.replication.factor": "1",
-            "share.coordinator.state.topic.min.isr": "1",
+            "share.coordinator.state.topic.replication.factor": str(copies),
+            "share.coordinator.state.topic.min.isr": str(in_sync),
             "group.initial.rebalance.delay.ms": "0",
             "num.network.threads": "2",
             "num.io.threads": "4",
@@ -112,10 +187,9 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
         text = "".join(f"{k}={v}\n" for k, v in lines.items())
         self._config_file.write_text(text, encoding="utf-8")
 
-    def _format(self, classpath: str) -> None:
+    def _format(self, classpath: str, cluster_id: str) -> None:
         if (self.directory / "data" / "meta.properties").is_file():
-            return  # formatted by an earlier start: keep its topics
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+            return  # formatted by an earlier start: keep its topics (and its cluster id)
         command = [
             "java",
             "-cp",
@@ -142,28 +216,6 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
             f"-Dlog4j2.configurationFile={_LOG4J2}",
             f"-Dhighwater.log.file={self.directory / 'logs' / log_name}",
         ]
-
-    def _launch(self, classpath: str, port: int, controller: int, timeout: float) -> BrokerInfo:
-        log_file = self.directory / "logs" / "server.log"
-        command = [
-            "java",
-            "-cp",
-            classpath,
-            *self._jvm_flags("server.log"),
-            "kafka.Kafka",
-            str(self._config_file),
-        ]
-        process = self.spawn(command, "broker.out")
-        info = BrokerInfo(str(self.directory), process.pid, port, controller, str(log_file))
-        self.record(info)
-        self.wait_ready(process, lambda: self._answers(info), timeout)
-        log.info(
-            "Kafka broker ready at %s (pid %s, dir %s)",
-            info.bootstrap_servers,
-            info.pid,
-            self.directory,
-        )
-        return info
 
     def _answers(self, info: BrokerInfo) -> bool:
         from confluent_kafka.admin import AdminClient  # noqa: PLC0415

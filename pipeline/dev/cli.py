@@ -13,6 +13,7 @@ from pipeline.runtime.process import state_dir
 from schemas.errors import BrokerError
 
 from .broker import EmbeddedKafka
+from .cluster import KafkaCluster
 from .debezium import DebeziumUpstream, run_postgres_demo, sources_yaml
 from .demo import run_demo
 from .generator import GeneratorSpec, write
@@ -59,6 +60,17 @@ def add_dev_commands(commands: Any) -> None:
     kafka.add_argument("action", choices=("start", "stop", "status"))
     _broker_args(kafka)
     kafka.set_defaults(handler=_kafka)
+
+    cluster = dev.add_parser(
+        "cluster",
+        help="a local Kafka cluster: three KRaft nodes, 3 copies of each topic, "
+        "min.insync.replicas=2",
+    )
+    cluster.add_argument("action", choices=("start", "stop", "status"))
+    cluster.add_argument("--name", default="default", help="local cluster name")
+    cluster.add_argument("--dir", type=Path, help="local cluster folder (overrides --name)")
+    cluster.add_argument("--brokers", type=int, default=3, help="nodes (first start only)")
+    cluster.set_defaults(handler=_cluster)
 
     for name, what, handler in (
         ("registry", "the embedded schema registry (Apicurio)", _registry),
@@ -151,6 +163,26 @@ def registry_for(args: argparse.Namespace) -> EmbeddedRegistry:
 
 def _kafka(args: argparse.Namespace) -> int:
     return _service(args.action, broker_for(args), lambda i: i.bootstrap_servers)
+
+
+def _cluster(args: argparse.Namespace) -> int:
+    """``dev cluster``: start, stop or report; status names each node and exits 3 if one is down."""
+    directory = args.dir or state_dir() / "cluster" / args.name
+    cluster = KafkaCluster(directory, brokers=args.brokers, owned=False)
+    if args.action == "start":
+        info = cluster.start()
+        print(f"Kafka cluster {info.cluster_id} at {info.bootstrap_servers} (dir {directory})")
+    elif args.action == "stop":
+        print("stopped" if cluster.stop() else "not running")
+    else:
+        if not cluster.exists():
+            print("not running")
+            return 3
+        for spec, running in zip(cluster.layout(), cluster.running(), strict=True):
+            where = f"127.0.0.1:{spec.port}"
+            print(f"node {spec.node_id} at {where}: {'running' if running else 'not running'}")
+        return 0 if all(cluster.running()) else 3
+    return 0
 
 
 def _registry(args: argparse.Namespace) -> int:
