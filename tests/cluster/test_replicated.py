@@ -9,19 +9,28 @@ metadata), the job status ``highwater changefeed query`` prints, and the output 
 from __future__ import annotations
 
 import os
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pipeline.cli import main as highwater
+from pipeline.config import load_config
 from pipeline.core.setup import relied_on
 from pipeline.dev.cluster import KafkaCluster, KafkaClusterInfo
 from pipeline.dev.generator import GeneratorSpec, write
+from sinks.admin import ensure_topics
+from tests.integration.test_chaos import SteadyProducer, config_for
 from tests.support.changefeed import changefeed_config, read_output, run_to_end
+from tests.support.kafka import consume_all
+from tests.support.process import start_run, write_config
+from tests.support.validator import validate
+from tests.support.workload import Workload
 
 pytestmark = [
     pytest.mark.cluster,
@@ -108,3 +117,107 @@ def test_three_copies_of_everything_and_a_lost_node_is_reported_while_the_feed_g
 
     rows = read_output(bootstrap, "cf.orders").rows
     assert len({(m.key, m.value) for m in rows}) == written  # every change, none lost
+
+
+def written_to(bootstrap: str, topic: str, partitions: int) -> int | None:
+    """Records on ``topic`` so far (its partitions' end offsets); None while one has no leader."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "highwater-cluster-test"})
+    try:
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)[1]
+            for p in range(partitions)
+        )
+    except KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
+def leader(bootstrap: str, topic: str, partition: int) -> int:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=30)
+    return int(metadata.topics[topic].partitions[partition].leader)
+
+
+def until(what: str, check: Any, timeout: float = 180) -> float:
+    """Seconds until ``check()`` is true (an AssertionError naming ``what`` after timeout)."""
+    started = time.monotonic()
+    while not check():
+        assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
+        time.sleep(0.5)
+    return time.monotonic() - started
+
+
+class Supervised:
+    """``highwater run`` restarted whenever it exits, as the server's supervisor does."""
+
+    def __init__(self, config: Path, log: Path) -> None:
+        self.config, self.log = config, log
+        self.exits: list[int] = []
+        self.process = start_run(config, log)
+
+    def check(self) -> None:
+        code = self.process.poll()
+        if code is not None:
+            self.exits.append(code)
+            self.process = start_run(self.config, self.log)
+
+    def stop(self) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        self.exits.append(self.process.wait(120))
+
+
+def test_leaders_killed_mid_stream_lose_nothing(
+    cluster: KafkaCluster, spark: Any, tmp_path: Path
+) -> None:
+    """Kill -9 the leader of an output partition, then of the checkpoints, over a steady feed.
+
+    Each node is restarted after a while; then the feed is drained and validated.
+    """
+    bootstrap = cluster.start().bootstrap_servers
+    source, changefeed_id = "faults.src", "faults"
+    output, checkpoints = f"{changefeed_id}.t", "_highwater_checkpoints"
+    workload = Workload(partitions=3, seed=11)
+    ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
+    producer = SteadyProducer(bootstrap, source, workload).start()
+    raw = config_for(bootstrap, changefeed_id, source)
+    run = Supervised(write_config(tmp_path / "cf.yaml", raw), tmp_path / "runs.log")
+    until("the first rows", lambda: (written_to(bootstrap, output, 3) or 0) > 0, timeout=240)
+    recovered = {}
+    for victim_topic in (output, checkpoints):
+        node = leader(bootstrap, victim_topic, 0)
+        before = written_to(bootstrap, output, 3) or 0
+        cluster.kill(node)
+
+        def moved_on(before: int = before) -> bool:
+            run.check()
+            return (written_to(bootstrap, output, 3) or 0) > before
+
+        recovered[victim_topic] = until(f"rows after node {node} ({victim_topic}) died", moved_on)
+        time.sleep(10)  # the feed goes on on two nodes
+        cluster.start()
+        until(
+            f"node {node} back in sync",
+            lambda: all(
+                isr == 3
+                for parts in replicas(bootstrap, [output, checkpoints]).values()
+                for _, isr in parts
+            ),
+        )
+        run.check()
+    producer.stop()
+    run.stop()
+    producer.finish()
+    drain = {**raw, "spark": {"trigger": {"available_now": True}}}
+    run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
+    report = validate(
+        workload,
+        consume_all(bootstrap, output),
+        consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}"),
+    )
+    print(
+        f"cluster faults: {len(workload.changes)} changes; rows again after the output "
+        f"leader's kill in {recovered[output]:.1f} s, after the checkpoint leader's in "
+        f"{recovered[checkpoints]:.1f} s; run exits {run.exits}; {report.summary()}"
+    )
+    assert not report.violations, dict(report.violations)
+    assert report.distinct == len(workload.changes)
