@@ -1,8 +1,10 @@
 """An embedded Kafka broker: one KRaft node (broker and controller) the project starts itself.
 
 A :class:`~pipeline.dev.service.LocalService`: a directory of its own (storage, config, logs
-and a ``broker.json`` state file), free ports on 127.0.0.1, several side by side. It counts as
-ready when an AdminClient answers.
+and a ``broker.json`` state file), on 127.0.0.1, several side by side. It counts as ready
+when an AdminClient answers. Alone, it is its own quorum on free ports picked at each start;
+as a node of a cluster (:mod:`pipeline.dev.cluster`) it is given a :class:`KafkaNode`: fixed
+ports, the quorum's voters, and 3 copies of Kafka's own topics.
 """
 
 from __future__ import annotations
@@ -116,9 +118,8 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
         Returns at once; :meth:`wait` waits for it to answer. A cluster launches all its
         nodes before waiting on any (a lone voter cannot elect a controller).
         """
-        self.directory.mkdir(parents=True, exist_ok=True)
         classpath = broker_classpath()
-        self._write_config(node)
+        self.write_config(node)
         self._format(classpath, node.cluster_id)
         command = [
             "java",
@@ -149,7 +150,9 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
         )
         return info
 
-    def _write_config(self, node: KafkaNode) -> None:
+    def write_config(self, node: KafkaNode) -> None:
+        """``server.properties`` for ``node``: its listeners, quorum and replication."""
+        self.directory.mkdir(parents=True, exist_ok=True)
         data = self.directory / "data"
         copies, in_sync = node.replication, min(2, node.replication)
         lines = {

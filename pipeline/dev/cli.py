@@ -21,6 +21,7 @@ from .kafka_tools import TOOLS, tool_command
 from .postgres import EmbeddedPostgres
 from .registry import EmbeddedRegistry
 from .service import LocalService
+from .spark_cluster import SparkCluster
 
 
 def broker_for(args: argparse.Namespace) -> EmbeddedKafka:
@@ -63,13 +64,16 @@ def add_dev_commands(commands: Any) -> None:
 
     cluster = dev.add_parser(
         "cluster",
-        help="a local Kafka cluster: three KRaft nodes, 3 copies of each topic, "
-        "min.insync.replicas=2",
+        help="a local cluster: three KRaft Kafka nodes (3 copies of each topic, "
+        "min.insync.replicas=2) and a Spark standalone master with workers",
     )
     cluster.add_argument("action", choices=("start", "stop", "status"))
     cluster.add_argument("--name", default="default", help="local cluster name")
     cluster.add_argument("--dir", type=Path, help="local cluster folder (overrides --name)")
-    cluster.add_argument("--brokers", type=int, default=3, help="nodes (first start only)")
+    cluster.add_argument("--brokers", type=int, default=3, help="Kafka nodes (first start only)")
+    cluster.add_argument(
+        "--workers", type=int, default=2, help="Spark workers, one core each (0: Kafka only)"
+    )
     cluster.set_defaults(handler=_cluster)
 
     for name, what, handler in (
@@ -166,22 +170,36 @@ def _kafka(args: argparse.Namespace) -> int:
 
 
 def _cluster(args: argparse.Namespace) -> int:
-    """``dev cluster``: start, stop or report; status names each node and exits 3 if one is down."""
+    """``dev cluster``: start, stop or report; status names each process, exits 3 if one is down."""
     directory = args.dir or state_dir() / "cluster" / args.name
-    cluster = KafkaCluster(directory, brokers=args.brokers, owned=False)
+    kafka = KafkaCluster(directory, brokers=args.brokers, owned=False)
+    spark = SparkCluster(directory, workers=args.workers, owned=False)
     if args.action == "start":
-        info = cluster.start()
-        print(f"Kafka cluster {info.cluster_id} at {info.bootstrap_servers} (dir {directory})")
+        info = kafka.start()
+        print(f"Kafka cluster {info.cluster_id} at {info.bootstrap_servers}")
+        if args.workers:
+            started = spark.start()
+            print(
+                f"Spark master {started.master_url} (UI {started.webui_url}), "
+                f"{len(started.workers)} workers"
+            )
+        print(f"logs and state under {directory}")
     elif args.action == "stop":
-        print("stopped" if cluster.stop() else "not running")
+        stopped = [spark.stop(), kafka.stop()]
+        print("stopped" if any(stopped) else "not running")
     else:
-        if not cluster.exists():
+        if not kafka.exists():
             print("not running")
             return 3
-        for spec, running in zip(cluster.layout(), cluster.running(), strict=True):
-            where = f"127.0.0.1:{spec.port}"
-            print(f"node {spec.node_id} at {where}: {'running' if running else 'not running'}")
-        return 0 if all(cluster.running()) else 3
+        found = {
+            f"kafka node {n.node_id} at 127.0.0.1:{n.port}": up
+            for n, up in zip(kafka.layout(), kafka.running(), strict=True)
+        }
+        if spark.exists():
+            found |= {f"spark {name}": up for name, up in spark.running().items()}
+        for what, up in found.items():
+            print(f"{what}: {'running' if up else 'not running'}")
+        return 0 if all(found.values()) else 3
     return 0
 
 

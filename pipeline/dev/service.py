@@ -119,11 +119,14 @@ class LocalService(Generic[Info]):
         """Start the service (or return the running one) once it answers."""
         raise NotImplementedError
 
-    def spawn(self, command: list[str], output: str) -> subprocess.Popen[bytes]:
+    def spawn(
+        self, command: list[str], output: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         """Start ``command`` in the directory, its output appended to ``output``."""
         with (self.directory / output).open("ab") as out:
             return subprocess.Popen(
                 command,
+                env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL,

@@ -32,8 +32,12 @@ DEFAULT_CONF = {
 
 
 def local_network_conf(master: str) -> dict[str, str]:
-    """Keep a local-mode driver on the loopback interface (nothing else needs to reach it)."""
-    if not master.startswith("local"):
+    """Keep the driver on loopback when its executors are on this machine.
+
+    Local mode, or a standalone master on 127.0.0.1 (``highwater dev cluster``): nothing
+    else needs to reach the driver, and another interface may not be reachable here.
+    """
+    if not master.startswith(("local", "spark://127.0.0.1:", "spark://localhost:")):
         return {}
     return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
 

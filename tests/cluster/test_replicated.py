@@ -1,4 +1,4 @@
-"""A changefeed on a replicated Kafka: three KRaft nodes, one killed and restarted.
+"""A changefeed on a cluster: three KRaft Kafka nodes and Spark workers, killed and restarted.
 
 ``make cluster-test`` runs it (not ``make test``: a three-node cluster does not fit the
 suite's time on two cores). What is asserted is what operators and consumers see: the
@@ -24,6 +24,7 @@ from pipeline.config import load_config
 from pipeline.core.setup import relied_on
 from pipeline.dev.cluster import KafkaCluster, KafkaClusterInfo
 from pipeline.dev.generator import GeneratorSpec, write
+from pipeline.dev.spark_cluster import SparkCluster
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import SteadyProducer, config_for
 from tests.support.changefeed import changefeed_config, read_output, run_to_end
@@ -219,5 +220,65 @@ def test_leaders_killed_mid_stream_lose_nothing(
         f"leader's kill in {recovered[output]:.1f} s, after the checkpoint leader's in "
         f"{recovered[checkpoints]:.1f} s; run exits {run.exits}; {report.summary()}"
     )
+    assert not report.violations, dict(report.violations)
+    assert report.distinct == len(workload.changes)
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
+    spark_cluster = SparkCluster(tmp_path_factory.mktemp("spark"), workers=2)
+    spark_cluster.start()
+    yield spark_cluster
+    spark_cluster.stop()
+
+
+def test_a_spark_worker_killed_mid_stream_loses_nothing(
+    cluster: KafkaCluster, workers: SparkCluster, spark: Any, tmp_path: Path
+) -> None:
+    """``highwater run`` on the standalone master; kill -9 a worker, restart it; validate."""
+    bootstrap = cluster.start().bootstrap_servers
+    source, changefeed_id = "workers.src", "workers"
+    output = f"{changefeed_id}.t"
+    workload = Workload(partitions=3, seed=13)
+    ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
+    producer = SteadyProducer(bootstrap, source, workload).start()
+    raw = config_for(bootstrap, changefeed_id, source)
+    raw["spark"] |= {
+        "master": workers.master_url,
+        "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
+    }
+    run = Supervised(write_config(tmp_path / "cf.yaml", raw), tmp_path / "runs.log")
+    until("the first rows", lambda: (written_to(bootstrap, output, 3) or 0) > 0, timeout=300)
+    before = written_to(bootstrap, output, 3) or 0
+    workers.kill_worker(1)
+
+    def moved_on() -> bool:
+        run.check()
+        return (written_to(bootstrap, output, 3) or 0) > before
+
+    recovered = until("rows after worker 1 died", moved_on)
+    time.sleep(10)
+    workers.start()  # worker 1 back; the application may take its core again
+    time.sleep(10)
+    run.check()
+    producer.stop()
+    run.stop()
+    producer.finish()
+    drain = {**raw, "spark": {"trigger": {"available_now": True}}}  # in-process, local
+    run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
+    report = validate(
+        workload,
+        consume_all(bootstrap, output),
+        consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}"),
+    )
+    ran_on = [
+        i for i in (1, 2) if list((workers.directory / f"spark-worker-{i}" / "work").glob("app-*"))
+    ]
+    print(
+        f"worker kill: {len(workload.changes)} changes; rows again {recovered:.1f} s after "
+        f"worker 1 died; run exits {run.exits}; executors on workers {ran_on}; "
+        f"{report.summary()}"
+    )
+    assert ran_on == [1, 2]  # the changefeed's tasks ran on the cluster's workers
     assert not report.violations, dict(report.violations)
     assert report.distinct == len(workload.changes)
