@@ -209,13 +209,24 @@ class SparkCluster:
         return found
 
     def kill_worker(self, number: int) -> None:
-        """SIGKILL worker ``number`` (its executors notice and exit); :meth:`start` restarts it."""
+        """SIGKILL worker ``number`` and its executors: a machine lost with its tasks.
+
+        :meth:`start` restarts the worker; the master gives it executors again.
+        """
         info = self.worker(number).status()
         if info is None:
             raise PlatformError(f"Spark worker {number} of {self.directory} is not running")
-        os.kill(info.pid, signal.SIGKILL)
-        while alive(info.pid):
-            time.sleep(0.05)
+        mark = f"Worker@127.0.0.1:{info.port}".encode()  # in each executor's --worker-url
+        executors = [
+            int(entry.name)
+            for entry in Path("/proc").iterdir()
+            if entry.name.isdigit() and mark in _cmdline(entry)
+        ]
+        for pid in [info.pid, *executors]:
+            os.kill(pid, signal.SIGKILL)
+        for pid in [info.pid, *executors]:
+            while alive(pid):
+                time.sleep(0.05)
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the workers, then the master; True if any ran."""
@@ -224,6 +235,15 @@ class SparkCluster:
         daemons = [self.worker(i) for i in range(1, len(self.layout()["workers"]) + 1)]
         infos = [d.status() for d in [*daemons, self.master()]]
         pids = [info.pid for info in infos if info is not None]
+        for pid in pids:  # all at once, then wait for each
+            os.kill(pid, signal.SIGTERM)
         for pid in pids:
             terminate(pid, timeout)
         return bool(pids)
+
+
+def _cmdline(process: Path) -> bytes:
+    try:
+        return (process / "cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -29,7 +29,7 @@ from sinks.admin import ensure_topics
 from tests.integration.test_chaos import SteadyProducer, config_for
 from tests.support.changefeed import changefeed_config, read_output, run_to_end
 from tests.support.kafka import consume_all
-from tests.support.process import start_run, write_config
+from tests.support.process import run_killed_at, start_run, write_config
 from tests.support.validator import validate
 from tests.support.workload import Workload
 
@@ -235,7 +235,11 @@ def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
 def test_a_spark_worker_killed_mid_stream_loses_nothing(
     cluster: KafkaCluster, workers: SparkCluster, spark: Any, tmp_path: Path
 ) -> None:
-    """``highwater run`` on the standalone master; kill -9 a worker, restart it; validate."""
+    """``highwater run`` on the standalone master; kill -9 a worker and its executor.
+
+    Its tasks rerun on the other worker's executor; the worker is restarted; then drain and
+    validate.
+    """
     bootstrap = cluster.start().bootstrap_servers
     source, changefeed_id = "workers.src", "workers"
     output = f"{changefeed_id}.t"
@@ -280,5 +284,56 @@ def test_a_spark_worker_killed_mid_stream_loses_nothing(
         f"{report.summary()}"
     )
     assert ran_on == [1, 2]  # the changefeed's tasks ran on the cluster's workers
+    assert "Lost executor" in (tmp_path / "runs.log").read_text(errors="replace")  # it landed
+    assert not report.violations, dict(report.violations)
+    assert report.distinct == len(workload.changes)
+
+
+def test_the_driver_killed_on_the_cluster_resumes_from_its_checkpoint(
+    cluster: KafkaCluster, workers: SparkCluster, spark: Any, tmp_path: Path
+) -> None:
+    """``highwater run`` on the standalone master, SIGKILLed at two crash points mid-stream.
+
+    Executors on the workers may outlive their driver for a moment; the next run resumes
+    from the checkpoint; the validator's resolved check is what holds a late write.
+    """
+    bootstrap = cluster.start().bootstrap_servers
+    workers.start()
+    source, changefeed_id = "driver.src", "driver"
+    output = f"{changefeed_id}.t"
+    workload = Workload(partitions=3, seed=17)
+    ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
+    producer = SteadyProducer(bootstrap, source, workload).start()
+    raw = config_for(bootstrap, changefeed_id, source)
+    raw["spark"] |= {
+        "master": workers.master_url,
+        "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
+    }
+    config, log = write_config(tmp_path / "cf.yaml", raw), tmp_path / "runs.log"
+    for crash in ("after_write:3", "before_marker:2"):
+        run_killed_at(config, log, crash, timeout=300)
+    run = Supervised(config, log)
+    before = written_to(bootstrap, output, 3) or 0
+
+    def moved_on() -> bool:
+        run.check()
+        return (written_to(bootstrap, output, 3) or 0) > before
+
+    resumed = until("rows after the restart", moved_on, timeout=300)
+    time.sleep(10)
+    producer.stop()
+    run.stop()
+    producer.finish()
+    drain = {**raw, "spark": {"trigger": {"available_now": True}}}  # in-process, local
+    run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
+    report = validate(
+        workload,
+        consume_all(bootstrap, output),
+        consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}"),
+    )
+    print(
+        f"driver kills: {len(workload.changes)} changes; 2 SIGKILLs; rows again {resumed:.1f} s "
+        f"after the third run started; run exits {run.exits}; {report.summary()}"
+    )
     assert not report.violations, dict(report.violations)
     assert report.distinct == len(workload.changes)
