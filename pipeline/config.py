@@ -368,6 +368,10 @@ class SparkConfig(_Section):
     trigger: TriggerConfig = TriggerConfig()
     max_offsets_per_trigger: PositiveInt | None = None
     conf: dict[str, str] = Field(default_factory=dict)
+    # Off local mode, the Python executors run: "auto" packs the runtime environment and
+    # ships it with each run (pipeline/runtime/pyenv.py); "none" lets them use the driver's
+    # interpreter path (workers that see the submitter's files); or a .tar.gz to ship.
+    python_env: Annotated[str, Field(pattern=r"^(auto|none|.+\.tar\.gz)$")] = "auto"
 
 
 class ChangefeedConfig(_Section):

@@ -20,7 +20,7 @@ from typing import Any
 from pipeline.runtime.jars import broker_classpath
 from schemas.errors import BrokerError
 
-from .service import LocalService, free_port
+from .service import LocalService, free_ports
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class EmbeddedKafka(LocalService[BrokerInfo]):
         last_error: BrokerError | None = None
         for _attempt in range(3):  # a free port can be taken between probe and bind
             try:
-                return self.wait(*self.launch(lone_node(free_port(), free_port())), timeout)
+                return self.wait(*self.launch(lone_node(*free_ports(2))), timeout)
             except BrokerError as exc:
                 last_error = exc
                 if "Address already in use" not in str(exc):

@@ -22,7 +22,7 @@ from pathlib import Path
 from schemas.errors import BrokerError
 
 from .broker import BrokerInfo, EmbeddedKafka, KafkaNode, new_cluster_id
-from .service import alive, free_port, terminate
+from .service import alive, free_ports, terminate
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +64,8 @@ class KafkaCluster:
         if self.layout_file.is_file():
             saved = json.loads(self.layout_file.read_text(encoding="utf-8"))
             return [KafkaNode(**node) for node in saved["nodes"]]
-        ports = [(free_port(), free_port()) for _ in range(self.brokers)]
+        picked = free_ports(2 * self.brokers)
+        ports = list(zip(picked[::2], picked[1::2], strict=True))
         voters = ",".join(f"{i}@127.0.0.1:{c}" for i, (_, c) in enumerate(ports, 1))
         copies = min(COPIES, self.brokers)
         cluster_id = new_cluster_id()

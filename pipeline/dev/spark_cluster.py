@@ -20,7 +20,7 @@ from typing import Any
 
 from schemas.errors import PlatformError
 
-from .service import LocalService, alive, free_port, terminate
+from .service import LocalService, alive, free_ports, terminate
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "spark-log4j2.properties"
 
@@ -64,15 +64,12 @@ class SparkDaemon(LocalService[SparkDaemonInfo]):
         *,
         ready: Any,
         owned: bool = True,
+        hide: tuple[Path, ...] = (),
     ) -> None:
         super().__init__(directory, owned=owned)
         self.name = f"Spark {main_class.rsplit('.', 1)[-1].lower()}"
-        self.main_class, self.arguments, self.ports, self.ready = (
-            main_class,
-            arguments,
-            ports,
-            ready,
-        )
+        self.main_class, self.arguments = main_class, arguments
+        self.ports, self.ready, self.hide = ports, ready, hide
 
     def start(self, timeout: float = 120.0) -> SparkDaemonInfo:
         """Start the daemon (or return the running one) once ``ready(info)`` says so."""
@@ -91,11 +88,39 @@ class SparkDaemon(LocalService[SparkDaemonInfo]):
             f"-Dhighwater.daemon.dir={self.directory}",
         }
         command = [str(home / "bin" / "spark-class"), self.main_class, *self.arguments]
+        if self.hide:
+            command = self._hiding(home, command, env)
         process = self.spawn(command, "daemon.out", env=env)
         info = SparkDaemonInfo(str(self.directory), process.pid, *self.ports)
         self.record(info)
         self.wait_ready(process, lambda: bool(self.ready(info)), timeout)
         return info
+
+    def _hiding(self, home: Path, command: list[str], env: dict[str, str]) -> list[str]:
+        """``command`` in a mount namespace of its own where :attr:`hide` is empty.
+
+        A worker that shares nothing with the submitter, on one machine: the directories
+        hidden (the submitter's virtualenv and the interpreter it links to) are empty to it
+        and to its executors; its Spark is the same pyspark, bound at a path outside them.
+        """
+        spark_home = self.directory / "spark-home"
+        spark_home.mkdir(exist_ok=True)
+        env["SPARK_HOME"] = str(spark_home)
+        command[0] = str(spark_home / "bin" / "spark-class")
+        mounts = [f"mount --bind {home} {spark_home}"]
+        mounts += [f"mount -t tmpfs highwater-hidden {path}" for path in self.hide]
+        script = " && ".join([*mounts, 'exec "$@"'])
+        return [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            script,
+            "sh",
+            *command,
+        ]
 
     def log_files(self) -> list[str]:
         """The daemon's output (Spark logs to it)."""
@@ -123,9 +148,11 @@ class SparkCluster:
         cores: int = 1,
         memory: str = "1536m",
         owned: bool = True,
+        hide: tuple[Path, ...] = (),
     ) -> None:
         self.directory = Path(directory).resolve()
         self.workers, self.cores, self.memory, self.owned = workers, cores, memory, owned
+        self.hide = hide  # directories the workers must not see (SparkDaemon._hiding)
 
     @property
     def layout_file(self) -> Path:
@@ -137,9 +164,10 @@ class SparkCluster:
         if self.layout_file.is_file():
             saved: dict[str, Any] = json.loads(self.layout_file.read_text(encoding="utf-8"))
             return saved
+        picked = free_ports(2 + 2 * self.workers)
         ports = {
-            "master": [free_port(), free_port()],
-            "workers": [[free_port(), free_port()] for _ in range(self.workers)],
+            "master": picked[:2],
+            "workers": [picked[i : i + 2] for i in range(2, len(picked), 2)],
         }
         self.directory.mkdir(parents=True, exist_ok=True)
         self.layout_file.write_text(json.dumps(ports), encoding="utf-8")
@@ -180,6 +208,7 @@ class SparkCluster:
             (port, webui),
             ready=lambda _info: self._alive(port),
             owned=self.owned,
+            hide=self.hide,
         )
 
     def _alive(self, worker_port: int) -> bool:

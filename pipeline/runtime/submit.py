@@ -11,10 +11,12 @@ from pathlib import Path
 
 from pipeline.config import MASK, ChangefeedConfig, looks_secret
 from pipeline.runtime.jars import spark_jars
+from pipeline.runtime.pyenv import packed
 from pipeline.runtime.session import SPARK_LOG4J2, local_network_conf
 
 JOB = Path(__file__).resolve().parents[1] / "job.py"  # the spark-submit application
 _PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
+ENVIRONMENT = "environment"  # where executors find the shipped Python (spark.python_env)
 
 
 def spark_submit_executable() -> str:
@@ -60,7 +62,7 @@ def spark_submit_command(
         "--jars",
         ",".join(str(j) for j in spark_jars()),
         "--conf",
-        f"spark.pyspark.python={sys.executable}",
+        f"spark.pyspark.python={executor_python(spark.master, spark.python_env)}",
         "--conf",
         f"spark.pyspark.driver.python={sys.executable}",
     ]
@@ -73,8 +75,18 @@ def spark_submit_command(
         command += ["--conf", f"{key}={value}"]
     if not spark.master.startswith("local"):
         command += ["--py-files", str(package_zip(work_dir))]
+        if spark.python_env != "none":
+            archive = packed() if spark.python_env == "auto" else Path(spark.python_env)
+            command += ["--archives", f"{archive}#{ENVIRONMENT}"]
     command += [str(JOB), "--config", str(config_path.resolve())]
     return command if base_dir is None else [*command, "--base-dir", base_dir]
+
+
+def executor_python(master: str, python_env: str) -> str:
+    """The interpreter executors run: the shipped environment's, off local mode."""
+    if master.startswith("local") or python_env == "none":
+        return sys.executable  # the executors see what the driver sees
+    return f"./{ENVIRONMENT}/bin/python"  # unpacked in each executor's directory
 
 
 def printable(command: list[str]) -> str:
@@ -95,8 +107,13 @@ def package_zip(work_dir: Path) -> Path:
     target = work_dir / "highwater-py.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in _PACKAGES:
-            for path in sorted((root / package).rglob("*.py")):
+            paths = sorted((root / package).rglob("*.py"))
+            for path in paths:
                 archive.write(path, path.relative_to(root))
+            # zipimport finds no namespace packages: each folder gets its __init__.py
+            for folder in sorted({p.parent for p in paths}):
+                if not (folder / "__init__.py").is_file():
+                    archive.writestr(str((folder / "__init__.py").relative_to(root)), "")
     return target
 
 

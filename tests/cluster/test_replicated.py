@@ -8,8 +8,10 @@ metadata), the job status ``highwater changefeed query`` prints, and the output 
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,6 +31,7 @@ from sinks.admin import ensure_topics
 from tests.integration.test_chaos import SteadyProducer, config_for
 from tests.support.changefeed import changefeed_config, read_output, run_to_end
 from tests.support.kafka import consume_all
+from tests.support.process import run as run_to_exit
 from tests.support.process import run_killed_at, start_run, write_config
 from tests.support.validator import validate
 from tests.support.workload import Workload
@@ -337,3 +340,50 @@ def test_the_driver_killed_on_the_cluster_resumes_from_its_checkpoint(
     )
     assert not report.violations, dict(report.violations)
     assert report.distinct == len(workload.changes)
+
+
+def test_workers_that_cannot_see_the_submitters_python_run_the_shipped_one(
+    cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Workers in a mount namespace where the submitter's virtualenv and interpreter are empty.
+
+    ``highwater run`` packs the runtime environment and ships it (``spark.python_env:
+    auto``); the changefeed's Python loop (``key_in_value`` is not the JVM walk's) runs on
+    the workers in it. With ``python_env: none`` the same run cannot start its Python there.
+    """
+    hidden = (Path(sys.prefix), Path(sys.base_prefix))  # the virtualenv, what it links to
+    assert hidden[0] != hidden[1]
+    isolated = SparkCluster(tmp_path_factory.mktemp("isolated"), workers=2, hide=hidden)
+    isolated.start()
+    try:
+        bootstrap = cluster.start().bootstrap_servers
+        spec = GeneratorSpec(topic="shipped.src", rows=300, partitions=2, resolved_every=50)
+        written = write(spec, {"bootstrap.servers": bootstrap}).total
+        tmp = tmp_path_factory.mktemp("shipped")
+        raw = {
+            "changefeed_id": "shipped",
+            "kafka": {"bootstrap_servers": bootstrap},
+            "sources": [{"topic": "shipped.src", "table": "orders"}],
+            "cursor": "0.0000000000",
+            "sink": {"topic_prefix": "shipped."},
+            "encoder": {"updated": True, "key_in_value": True},
+            "spark": {
+                "master": isolated.master_url,
+                "trigger": {"available_now": True},
+                "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
+            },
+        }
+        assert run_to_exit(write_config(tmp / "cf.yaml", raw), tmp / "run.log", timeout=600) == 0
+        rows = read_output(bootstrap, "shipped.orders").rows
+        assert len(rows) == written
+        assert all(json.loads(m.value)["key"] == json.loads(m.key) for m in rows if m.value)
+        unpacked = list(isolated.directory.glob("spark-worker-*/work/app-*/*/environment/bin"))
+        assert unpacked, "no executor unpacked the shipped environment"
+
+        raw["changefeed_id"] = raw["sink"]["topic_prefix"] = "unshipped"  # type: ignore[index]
+        raw["spark"]["python_env"] = "none"  # type: ignore[index]
+        code = run_to_exit(write_config(tmp / "none.yaml", raw), tmp / "none.log", timeout=600)
+        assert code != 0
+        assert str(Path(sys.executable)) in (tmp / "none.log").read_text(errors="replace")
+    finally:
+        isolated.stop()
