@@ -170,6 +170,57 @@ class Supervised:
         self.exits.append(self.process.wait(120))
 
 
+class SteadyFeed:
+    """The chaos workload written steadily to ``<name>.src``, and a changefeed over it."""
+
+    def __init__(
+        self, bootstrap: str, name: str, seed: int, tmp_path: Path, master: str | None = None
+    ) -> None:
+        self.bootstrap, self.name, self.tmp_path = bootstrap, name, tmp_path
+        self.output = f"{name}.t"
+        self.workload = Workload(partitions=3, seed=seed)
+        source = f"{name}.src"
+        ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
+        self.producer = SteadyProducer(bootstrap, source, self.workload).start()
+        self.raw = config_for(bootstrap, name, source)
+        if master is not None:
+            self.raw["spark"] |= {
+                "master": master,
+                "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
+            }
+        self.config = write_config(tmp_path / "cf.yaml", self.raw)
+        self.log = tmp_path / "runs.log"
+
+    def written(self) -> int:
+        return written_to(self.bootstrap, self.output, 3) or 0
+
+    def rows_again(self, what: str, run: Supervised, timeout: float = 180) -> float:
+        """Seconds until rows beyond those written now appear (restarting ``run`` if it exits)."""
+        before = self.written()
+
+        def moved_on() -> bool:
+            run.check()
+            return self.written() > before
+
+        return until(what, moved_on, timeout)
+
+    def drain_and_validate(self, run: Supervised, spark: Any) -> Any:
+        """Stop the producer and the run, drain in-process, validate; the validator's report."""
+        self.producer.stop()
+        run.stop()
+        self.producer.finish()
+        drain = {**self.raw, "spark": {"trigger": {"available_now": True}}}  # local, in-process
+        run_to_end(load_config(write_config(self.tmp_path / "drain.yaml", drain)), spark)
+        report = validate(
+            self.workload,
+            consume_all(self.bootstrap, self.output),
+            consume_all(self.bootstrap, f"_highwater_dlq_{self.name}"),
+        )
+        assert not report.violations, dict(report.violations)
+        assert report.distinct == len(self.workload.changes)
+        return report
+
+
 def test_leaders_killed_mid_stream_lose_nothing(
     cluster: KafkaCluster, spark: Any, tmp_path: Path
 ) -> None:
@@ -178,53 +229,32 @@ def test_leaders_killed_mid_stream_lose_nothing(
     Each node is restarted after a while; then the feed is drained and validated.
     """
     bootstrap = cluster.start().bootstrap_servers
-    source, changefeed_id = "faults.src", "faults"
-    output, checkpoints = f"{changefeed_id}.t", "_highwater_checkpoints"
-    workload = Workload(partitions=3, seed=11)
-    ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
-    producer = SteadyProducer(bootstrap, source, workload).start()
-    raw = config_for(bootstrap, changefeed_id, source)
-    run = Supervised(write_config(tmp_path / "cf.yaml", raw), tmp_path / "runs.log")
-    until("the first rows", lambda: (written_to(bootstrap, output, 3) or 0) > 0, timeout=240)
+    feed = SteadyFeed(bootstrap, "faults", 11, tmp_path)
+    checkpoints = "_highwater_checkpoints"
+    run = Supervised(feed.config, feed.log)
+    until("the first rows", lambda: feed.written() > 0, timeout=240)
     recovered = {}
-    for victim_topic in (output, checkpoints):
+    for victim_topic in (feed.output, checkpoints):
         node = leader(bootstrap, victim_topic, 0)
-        before = written_to(bootstrap, output, 3) or 0
         cluster.kill(node)
-
-        def moved_on(before: int = before) -> bool:
-            run.check()
-            return (written_to(bootstrap, output, 3) or 0) > before
-
-        recovered[victim_topic] = until(f"rows after node {node} ({victim_topic}) died", moved_on)
+        recovered[victim_topic] = feed.rows_again(f"rows after node {node} died", run)
         time.sleep(10)  # the feed goes on on two nodes
         cluster.start()
         until(
             f"node {node} back in sync",
             lambda: all(
                 isr == 3
-                for parts in replicas(bootstrap, [output, checkpoints]).values()
+                for parts in replicas(bootstrap, [feed.output, checkpoints]).values()
                 for _, isr in parts
             ),
         )
         run.check()
-    producer.stop()
-    run.stop()
-    producer.finish()
-    drain = {**raw, "spark": {"trigger": {"available_now": True}}}
-    run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
-    report = validate(
-        workload,
-        consume_all(bootstrap, output),
-        consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}"),
-    )
+    report = feed.drain_and_validate(run, spark)
     print(
-        f"cluster faults: {len(workload.changes)} changes; rows again after the output "
-        f"leader's kill in {recovered[output]:.1f} s, after the checkpoint leader's in "
+        f"cluster faults: {len(feed.workload.changes)} changes; rows again after the output "
+        f"leader's kill in {recovered[feed.output]:.1f} s, after the checkpoint leader's in "
         f"{recovered[checkpoints]:.1f} s; run exits {run.exits}; {report.summary()}"
     )
-    assert not report.violations, dict(report.violations)
-    assert report.distinct == len(workload.changes)
 
 
 @pytest.fixture(scope="module")
@@ -243,53 +273,28 @@ def test_a_spark_worker_killed_mid_stream_loses_nothing(
     Its tasks rerun on the other worker's executor; the worker is restarted; then drain and
     validate.
     """
-    bootstrap = cluster.start().bootstrap_servers
-    source, changefeed_id = "workers.src", "workers"
-    output = f"{changefeed_id}.t"
-    workload = Workload(partitions=3, seed=13)
-    ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
-    producer = SteadyProducer(bootstrap, source, workload).start()
-    raw = config_for(bootstrap, changefeed_id, source)
-    raw["spark"] |= {
-        "master": workers.master_url,
-        "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
-    }
-    run = Supervised(write_config(tmp_path / "cf.yaml", raw), tmp_path / "runs.log")
-    until("the first rows", lambda: (written_to(bootstrap, output, 3) or 0) > 0, timeout=300)
-    before = written_to(bootstrap, output, 3) or 0
+    feed = SteadyFeed(
+        cluster.start().bootstrap_servers, "workers", 13, tmp_path, workers.master_url
+    )
+    run = Supervised(feed.config, feed.log)
+    until("the first rows", lambda: feed.written() > 0, timeout=300)
     workers.kill_worker(1)
-
-    def moved_on() -> bool:
-        run.check()
-        return (written_to(bootstrap, output, 3) or 0) > before
-
-    recovered = until("rows after worker 1 died", moved_on)
+    recovered = feed.rows_again("rows after worker 1 died", run)
     time.sleep(10)
     workers.start()  # worker 1 back; the application may take its core again
     time.sleep(10)
     run.check()
-    producer.stop()
-    run.stop()
-    producer.finish()
-    drain = {**raw, "spark": {"trigger": {"available_now": True}}}  # in-process, local
-    run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
-    report = validate(
-        workload,
-        consume_all(bootstrap, output),
-        consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}"),
-    )
+    report = feed.drain_and_validate(run, spark)
     ran_on = [
         i for i in (1, 2) if list((workers.directory / f"spark-worker-{i}" / "work").glob("app-*"))
     ]
     print(
-        f"worker kill: {len(workload.changes)} changes; rows again {recovered:.1f} s after "
+        f"worker kill: {len(feed.workload.changes)} changes; rows again {recovered:.1f} s after "
         f"worker 1 died; run exits {run.exits}; executors on workers {ran_on}; "
         f"{report.summary()}"
     )
     assert ran_on == [1, 2]  # the changefeed's tasks ran on the cluster's workers
-    assert "Lost executor" in (tmp_path / "runs.log").read_text(errors="replace")  # it landed
-    assert not report.violations, dict(report.violations)
-    assert report.distinct == len(workload.changes)
+    assert "Lost executor" in feed.log.read_text(errors="replace")  # the kill landed
 
 
 def test_the_driver_killed_on_the_cluster_resumes_from_its_checkpoint(
@@ -300,46 +305,19 @@ def test_the_driver_killed_on_the_cluster_resumes_from_its_checkpoint(
     Executors on the workers may outlive their driver for a moment; the next run resumes
     from the checkpoint; the validator's resolved check is what holds a late write.
     """
-    bootstrap = cluster.start().bootstrap_servers
     workers.start()
-    source, changefeed_id = "driver.src", "driver"
-    output = f"{changefeed_id}.t"
-    workload = Workload(partitions=3, seed=17)
-    ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
-    producer = SteadyProducer(bootstrap, source, workload).start()
-    raw = config_for(bootstrap, changefeed_id, source)
-    raw["spark"] |= {
-        "master": workers.master_url,
-        "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
-    }
-    config, log = write_config(tmp_path / "cf.yaml", raw), tmp_path / "runs.log"
+    feed = SteadyFeed(cluster.start().bootstrap_servers, "driver", 17, tmp_path, workers.master_url)
     for crash in ("after_write:3", "before_marker:2"):
-        run_killed_at(config, log, crash, timeout=300)
-    run = Supervised(config, log)
-    before = written_to(bootstrap, output, 3) or 0
-
-    def moved_on() -> bool:
-        run.check()
-        return (written_to(bootstrap, output, 3) or 0) > before
-
-    resumed = until("rows after the restart", moved_on, timeout=300)
+        run_killed_at(feed.config, feed.log, crash, timeout=300)
+    run = Supervised(feed.config, feed.log)
+    resumed = feed.rows_again("rows after the restart", run, timeout=300)
     time.sleep(10)
-    producer.stop()
-    run.stop()
-    producer.finish()
-    drain = {**raw, "spark": {"trigger": {"available_now": True}}}  # in-process, local
-    run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
-    report = validate(
-        workload,
-        consume_all(bootstrap, output),
-        consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}"),
-    )
+    report = feed.drain_and_validate(run, spark)
     print(
-        f"driver kills: {len(workload.changes)} changes; 2 SIGKILLs; rows again {resumed:.1f} s "
-        f"after the third run started; run exits {run.exits}; {report.summary()}"
+        f"driver kills: {len(feed.workload.changes)} changes; 2 SIGKILLs; rows again "
+        f"{resumed:.1f} s after the third run started; run exits {run.exits}; "
+        f"{report.summary()}"
     )
-    assert not report.violations, dict(report.violations)
-    assert report.distinct == len(workload.changes)
 
 
 def test_workers_that_cannot_see_the_submitters_python_run_the_shipped_one(
