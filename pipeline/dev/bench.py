@@ -40,9 +40,11 @@ from schemas.avro import OutputSchemas
 from sinks.admin import ensure_topics
 
 from .broker import EmbeddedKafka
+from .cluster import KafkaCluster
 from .generator import GeneratorSpec, write
 from .kafka_tools import run_tool
 from .registry import EmbeddedRegistry
+from .spark_cluster import SparkCluster
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -406,7 +408,15 @@ def main(argv: list[str] | None = None) -> int:
     # 170 s gave 99 markers (one at most per resolved interval, once every partition rose)
     parser.add_argument("--seconds", type=int, default=190)
     parser.add_argument("--marker-every", type=int, default=2_500)
+    parser.add_argument(
+        "--cluster",
+        action="store_true",
+        help="the throughput part only, on a local cluster: three Kafka nodes (3 copies) and "
+        "a Spark standalone master with two one-core workers",
+    )
     args = parser.parse_args(argv)
+    if args.cluster:
+        return on_cluster(args.rows, args.rounds, args.max_offsets_per_trigger)
     with tempfile.TemporaryDirectory(prefix="highwater-bench-") as scratch:
         broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
         registry_service = EmbeddedRegistry(Path(scratch) / "registry")
@@ -431,6 +441,28 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             registry_service.stop()
             broker.stop()
+    return 0
+
+
+def on_cluster(rows: int, rounds: int, max_offsets: int) -> int:
+    """The throughput part on a three-node Kafka and a standalone master with two workers."""
+    with tempfile.TemporaryDirectory(prefix="highwater-bench-cluster-") as scratch:
+        kafka = KafkaCluster(Path(scratch) / "cluster", heap="1g")
+        workers = SparkCluster(Path(scratch) / "cluster", workers=2)
+        registry_service = EmbeddedRegistry(Path(scratch) / "registry")
+        try:
+            bootstrap = kafka.start().bootstrap_servers
+            master = workers.start().master_url
+            registry = registry_service.start()
+            conf = {"spark.driver.memory": "2g", "spark.executor.memory": "1g"}
+            spark = build_session(SparkConfig(master=master, conf=conf), "bench-cluster")
+            print(f"on {master} (2 workers, 1 core each) and Kafka at {bootstrap}", flush=True)
+            throughput(spark, bootstrap, rows, rounds, max_offsets, registry=registry.url)
+            spark.stop()
+        finally:
+            registry_service.stop()
+            workers.stop()
+            kafka.stop()
     return 0
 
 
