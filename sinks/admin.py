@@ -115,33 +115,26 @@ def topic_configs(
     return out
 
 
-def cluster_id(config: Mapping[str, Any], timeout: float = 30.0) -> str | None:
-    """The id the cluster at ``bootstrap.servers`` answers with (what stays when it moves)."""
-    try:
-        found: str | None = AdminClient(dict(config)).list_topics(timeout=timeout).cluster_id
-    except KafkaException as exc:
-        raise SinkError(f"cannot reach {config.get('bootstrap.servers')}: {exc}") from exc
-    return found
+def cluster_metadata(config: Mapping[str, Any], timeout: float = 30.0) -> Any:
+    """What the cluster at ``bootstrap.servers`` says of itself: its id, brokers, topics.
 
-
-def replication_warnings(
-    config: Mapping[str, Any], topics: list[str], timeout: float = 30.0
-) -> list[str]:
-    """What makes topics Highwater relies on less durable than their cluster could keep them.
-
-    Per topic: fewer replicas than :func:`replication_for` gives ``auto`` on this cluster,
-    partitions without a leader, partitions with replicas out of sync (a broker down or
-    catching up). A missing topic is not reported here (its user reports it).
+    confluent-kafka's ``ClusterMetadata``: ``cluster_id`` (what stays when the cluster moves
+    to another address) and, per topic and partition, its leader, replicas and in-sync ones.
     """
     try:
-        metadata = AdminClient(dict(config)).list_topics(timeout=timeout)
+        return AdminClient(dict(config)).list_topics(timeout=timeout)
     except KafkaException as exc:
         raise SinkError(f"cannot describe {config.get('bootstrap.servers')}: {exc}") from exc
-    return durability_warnings(metadata, topics)
 
 
 def durability_warnings(metadata: Any, topics: list[str]) -> list[str]:
-    """:func:`replication_warnings` over a cluster's metadata (``list_topics()``'s answer)."""
+    """What makes topics Highwater relies on less durable than their cluster could keep them.
+
+    ``metadata``: :func:`cluster_metadata`'s. Per topic: fewer replicas than
+    :func:`replication_for` gives ``auto`` on this cluster, partitions without a leader,
+    partitions with replicas out of sync (a broker down or catching up). A missing topic is
+    not reported here (its user reports it).
+    """
     brokers = len(metadata.brokers)
     durable = replication_for("auto", brokers)
     warnings = []

@@ -37,10 +37,10 @@ from schemas.avro import OutputSchemas
 from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import (
-    cluster_id,
+    cluster_metadata,
+    durability_warnings,
     ensure_topics,
     partition_counts,
-    replication_warnings,
     topic_configs,
 )
 from sinks.compacted import CompactedTopic, producer_limit
@@ -116,10 +116,6 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         counts = partition_counts(source, topics)
     except Exception as exc:
         raise SourceError(f"cannot describe the source topics: {exc}") from exc
-    clusters = {  # what the checkpoint's shape records beside each address
-        "kafka": cluster_id(source),
-        "sink.kafka": None if config.sink.kafka is None else cluster_id(sink),
-    }
     source_configs = topic_configs(source, topics)  # read once: retention, compaction
     safepoint, warnings = None, []
     if config.safepoints.enabled:
@@ -131,8 +127,16 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     restored = checkpoints.load()
     jobs = _compacted(source, config.jobs.topic, config, resources, source_writer)
     previous = jobs.get(config.changefeed_id) if restored is not None else None
+    # One look at each cluster, once every topic is made: its id, its topics' replicas.
+    source_cluster = cluster_metadata(source)
+    sink_cluster = source_cluster if config.sink.kafka is None else cluster_metadata(sink)
     on_sink, on_source = relied_on(config)
-    warnings += replication_warnings(sink, on_sink) + replication_warnings(source, on_source)
+    warnings += durability_warnings(sink_cluster, on_sink)
+    warnings += durability_warnings(source_cluster, on_source)
+    clusters = {  # what the checkpoint's shape records beside each address
+        "kafka": source_cluster.cluster_id,
+        "sink.kafka": None if config.sink.kafka is None else sink_cluster.cluster_id,
+    }
     for warning in warnings:
         log.warning("%s", warning)
     return Outputs(

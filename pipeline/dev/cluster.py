@@ -13,16 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from schemas.errors import BrokerError
 
 from .broker import BrokerInfo, EmbeddedKafka, KafkaNode, new_cluster_id
-from .service import alive, free_ports, terminate
+from .service import free_ports, kill, terminate_all
 
 log = logging.getLogger(__name__)
 
@@ -97,15 +94,9 @@ class KafkaCluster:
             node.wait(process, info, timeout)
         return self._info(nodes)
 
-    def status(self) -> KafkaClusterInfo | None:
-        """The cluster if every node runs, else None (see :meth:`running`)."""
-        nodes = [self.node(spec.node_id) for spec in self.layout()] if self.exists() else []
-        return self._info(nodes) if nodes and all(self.running(nodes)) else None
-
-    def running(self, nodes: list[EmbeddedKafka] | None = None) -> list[bool]:
+    def running(self) -> list[bool]:
         """For each node in id order: whether its process runs."""
-        nodes = nodes or [self.node(spec.node_id) for spec in self.layout()]
-        return [node.status() is not None for node in nodes]
+        return [self.node(spec.node_id).status() is not None for spec in self.layout()]
 
     def exists(self) -> bool:
         """Whether the cluster was ever laid out in its directory."""
@@ -116,9 +107,7 @@ class KafkaCluster:
         info = self.node(node_id).status()
         if info is None:
             raise BrokerError(f"node {node_id} of {self.directory} is not running")
-        os.kill(info.pid, signal.SIGKILL)
-        while alive(info.pid):
-            time.sleep(0.05)
+        kill([info.pid])
         log.info("killed Kafka node %d (pid %d)", node_id, info.pid)
 
     def stop(self, timeout: float = 30.0) -> bool:
@@ -127,10 +116,7 @@ class KafkaCluster:
             return False
         infos = [self.node(spec.node_id).status() for spec in self.layout()]
         running = [info.pid for info in infos if info is not None]
-        for pid in running:  # all at once: a node left without its quorum waits to shut down
-            os.kill(pid, signal.SIGTERM)
-        for pid in running:
-            terminate(pid, timeout)
+        terminate_all(running, timeout)  # one by one, a node left without a quorum waits
         log.info("Kafka cluster %s stopped", self.directory)
         return bool(running)
 
@@ -140,9 +126,3 @@ class KafkaCluster:
             raise BrokerError(f"a node of the Kafka cluster in {self.directory} is not running")
         cluster_id = self.layout()[0].cluster_id
         return KafkaClusterInfo(str(self.directory), cluster_id, tuple(i for i in infos if i))
-
-    def __enter__(self) -> KafkaClusterInfo:
-        return self.start()
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +18,7 @@ from typing import Any
 
 from schemas.errors import PlatformError
 
-from .service import LocalService, alive, free_ports, terminate
+from .service import LocalService, free_ports, kill, terminate_all
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "spark-log4j2.properties"
 
@@ -251,11 +249,7 @@ class SparkCluster:
             for entry in Path("/proc").iterdir()
             if entry.name.isdigit() and mark in _cmdline(entry)
         ]
-        for pid in [info.pid, *executors]:
-            os.kill(pid, signal.SIGKILL)
-        for pid in [info.pid, *executors]:
-            while alive(pid):
-                time.sleep(0.05)
+        kill([info.pid, *executors])
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the workers, then the master; True if any ran."""
@@ -264,10 +258,7 @@ class SparkCluster:
         daemons = [self.worker(i) for i in range(1, len(self.layout()["workers"]) + 1)]
         infos = [d.status() for d in [*daemons, self.master()]]
         pids = [info.pid for info in infos if info is not None]
-        for pid in pids:  # all at once, then wait for each
-            os.kill(pid, signal.SIGTERM)
-        for pid in pids:
-            terminate(pid, timeout)
+        terminate_all(pids, timeout)
         return bool(pids)
 
 
