@@ -350,6 +350,9 @@ class MetricsConfig(_Section):
     enabled: bool = True
     host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
     port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: any free port
+    # how often a run re-reads the replicas of the topics it relies on (the job status'
+    # warnings, highwater_under_replicated_partitions); 0: only at its start
+    replication_check_interval: Duration = timedelta(seconds=30)
 
 
 class TriggerConfig(_Section):
@@ -372,6 +375,16 @@ class SparkConfig(_Section):
     # ships it with each run (pipeline/runtime/pyenv.py); "none" lets them use the driver's
     # interpreter path (workers that see the submitter's files); or a .tar.gz to ship.
     python_env: Annotated[str, Field(pattern=r"^(auto|none|.+\.tar\.gz)$")] = "auto"
+
+    @field_validator("conf")
+    @classmethod
+    def _client_mode(cls, value: dict[str, str]) -> dict[str, str]:
+        if value.get("spark.submit.deployMode", "client") != "client":
+            raise ValueError(
+                "spark.submit.deployMode must stay 'client': the driver runs where "
+                "`highwater run` runs and reads the config and table schemas there"
+            )
+        return value
 
 
 class ChangefeedConfig(_Section):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal
 
 from confluent_kafka import KafkaException
@@ -127,35 +129,110 @@ def cluster_metadata(config: Mapping[str, Any], timeout: float = 30.0) -> Any:
         raise SinkError(f"cannot describe {config.get('bootstrap.servers')}: {exc}") from exc
 
 
-def durability_warnings(metadata: Any, topics: list[str]) -> list[str]:
-    """What makes topics Highwater relies on less durable than their cluster could keep them.
+@dataclass(frozen=True)
+class Durability:
+    """How durable one topic is on its cluster, as the cluster's metadata says."""
 
-    ``metadata``: :func:`cluster_metadata`'s. Per topic: fewer replicas than
-    :func:`replication_for` gives ``auto`` on this cluster, partitions without a leader,
-    partitions with replicas out of sync (a broker down or catching up). A missing topic is
-    not reported here (its user reports it).
+    topic: str
+    brokers: int  # in the cluster
+    replicas: int  # the fewest replicas of any of its partitions
+    offline: tuple[int, ...]  # partitions without a leader
+    lagging: tuple[int, ...]  # partitions with a leader and a replica out of sync
+
+    @property
+    def under_replicated(self) -> int:
+        """Partitions with fewer copies in sync than they have (the gauge's value)."""
+        return len(self.offline) + len(self.lagging)
+
+    def warnings(self) -> list[str]:
+        """What an operator should know of it, one sentence each.
+
+        Fewer copies than the cluster could keep, partitions without a leader, partitions out
+        of sync (a broker down or catching up).
+        """
+        found = []
+        if self.replicas < replication_for("auto", self.brokers):
+            found.append(
+                f"topic {self.topic} has replication factor {self.replicas} on a cluster of "
+                f"{self.brokers} brokers: one broker's loss can lose its records"
+            )
+        if self.offline:
+            found.append(f"topic {self.topic}: partitions {list(self.offline)} have no leader")
+        if self.lagging:
+            found.append(
+                f"topic {self.topic}: partitions {list(self.lagging)} are under-replicated "
+                "(a replica is out of sync)"
+            )
+        return found
+
+
+def durability(metadata: Any, topics: list[str]) -> list[Durability]:
+    """Each of ``topics`` as ``metadata`` (:func:`cluster_metadata`'s) describes it.
+
+    A missing topic is left out (its user reports it).
     """
-    brokers = len(metadata.brokers)
-    durable = replication_for("auto", brokers)
-    warnings = []
+    found = []
     for topic in sorted(set(topics)):
         described = metadata.topics.get(topic)
         if described is None or described.error is not None or not described.partitions:
             continue
         partitions = sorted(described.partitions.values(), key=lambda p: p.id)
-        factor = min(len(p.replicas) for p in partitions)
-        if factor < durable:
-            warnings.append(
-                f"topic {topic} has replication factor {factor} on a cluster of {brokers} "
-                "brokers: one broker's loss can lose its records"
+        found.append(
+            Durability(
+                topic,
+                brokers=len(metadata.brokers),
+                replicas=min(len(p.replicas) for p in partitions),
+                offline=tuple(p.id for p in partitions if p.leader < 0),
+                lagging=tuple(
+                    p.id for p in partitions if p.leader >= 0 and len(p.isrs) < len(p.replicas)
+                ),
             )
-        offline = [p.id for p in partitions if p.leader < 0]
-        if offline:
-            warnings.append(f"topic {topic}: partitions {offline} have no leader")
-        lagging = [p.id for p in partitions if p.leader >= 0 and len(p.isrs) < len(p.replicas)]
-        if lagging:
-            warnings.append(
-                f"topic {topic}: partitions {lagging} are under-replicated "
-                "(a replica is out of sync)"
-            )
-    return warnings
+        )
+    return found
+
+
+def durability_warnings(metadata: Any, topics: list[str]) -> list[str]:
+    """The :meth:`Durability.warnings` of each of ``topics``."""
+    return [w for d in durability(metadata, topics) for w in d.warnings()]
+
+
+class DurabilityWatch:
+    """The durability of the topics a run relies on, re-read every ``interval`` seconds.
+
+    ``clusters``: each cluster's client settings and the topics on it (one metadata read per
+    cluster and check). ``found``: what the run's start read, so the first re-read is one
+    interval later. An interval of 0 keeps what the start found.
+    """
+
+    def __init__(
+        self,
+        clusters: Sequence[tuple[Mapping[str, Any], list[str]]],
+        found: list[Durability],
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+        describe: Callable[[Mapping[str, Any]], Any] = cluster_metadata,
+    ) -> None:
+        self.clusters = clusters
+        self._describe = describe
+        self.found = found
+        self.interval = interval
+        self._clock = clock
+        self._checked = clock()
+
+    def due(self) -> bool:
+        """Whether a re-read is due."""
+        return self.interval > 0 and self._clock() - self._checked >= self.interval
+
+    def check(self) -> list[Durability]:
+        """Read each cluster's metadata once; what it says becomes :attr:`found`."""
+        self._checked = self._clock()
+        self.found = [
+            d
+            for client, topics in self.clusters
+            for d in durability(self._describe(client), topics)
+        ]
+        return self.found
+
+    def warnings(self) -> list[str]:
+        """The warnings of what was found last."""
+        return [w for d in self.found for w in d.warnings()]

@@ -230,6 +230,7 @@ def _query_changefeed(args: argparse.Namespace) -> int:
         ("statement time", status.statement_time),
         ("last marker", status.last_marker),
         ("updated", status.updated_at),
+        ("metrics", status.metrics_url),
         ("error", status.error),
     ):
         if value is not None:

@@ -231,6 +231,7 @@ class Changefeed:
         """
         outputs = self._outputs = open_outputs(self.config, self._resources)
         outputs.status.metrics_url = self.metrics.url
+        self.metrics.replicas(outputs.replicas.found)
         position = self._position = find_start(self.config, outputs)
         position.transactions = TransactionFeed.of(
             self.config,
@@ -266,6 +267,7 @@ class Changefeed:
             headers=not walkable(BatchPlan.of(self.config, self.outputs.encoders, thresholds={})),
         )
         while query.isActive:
+            self._check_replicas()
             self._tick()
             if self._finished or self.stop_request.is_set() or self._error is not None:
                 self._close(query)
@@ -280,9 +282,11 @@ class Changefeed:
         if exception is not None:
             first = str(exception).strip().splitlines()[0]
             raise SourceError(f"the streaming query failed: {first}") from None
+        self.stats.triggers = [dict(p.durationMs) for p in query.recentProgress]
         if not self._closing:  # an available_now drain ended by itself
             with self._lock:
                 self._after_batch(final=True)
+        self.stats.stream_ended = time.perf_counter()  # its last checkpoint and marker out
 
     def _close(self, query: StreamingQuery) -> None:
         self._closing = True
@@ -344,6 +348,7 @@ class Changefeed:
 
     def _chunk_done(self, chunk: Chunk, result: BatchResult) -> None:
         """A chunk's rows are acknowledged: record it in the checkpoint before it counts."""
+        self._check_replicas()  # a long scan is watched as the stream is
         with self._lock:
             try:
                 result.raise_first_bad(self.config.on_error)
@@ -372,7 +377,9 @@ class Changefeed:
             return  # not checkpointed: the next run reads these offsets again
         with self._lock:
             try:
-                self._process(batch, batch_id)
+                started = time.perf_counter()
+                written = self._process(batch, batch_id)
+                self.stats.batch_seconds.append((written, time.perf_counter() - started))
             except HighwaterError as exc:
                 self._error = exc
                 raise
@@ -383,7 +390,8 @@ class Changefeed:
                 self._error = SinkError(f"batch {batch_id} failed, not checkpointed: {first}")
                 raise self._error from exc
 
-    def _process(self, batch: DataFrame, batch_id: int) -> None:
+    def _process(self, batch: DataFrame, batch_id: int) -> float:
+        """Write one batch, then move the frontier and do what is due; the seconds writing."""
         frontier = self.position.frontier
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
         plan = BatchPlan.of(
@@ -414,8 +422,9 @@ class Changefeed:
                 if self.config.on_error != "pause":
                     raise
                 self._pause_at(exc)
-                return
+                return seconds
         self._after_batch()
+        return seconds
 
     def _skip(self) -> RecordRef | None:
         """The bad record an operator chose to divert (``resume --skip-bad-record``), if any."""
@@ -475,6 +484,32 @@ class Changefeed:
                 self.metrics.lags(self.position.frontier)
             except HighwaterError as exc:
                 self._error = exc
+
+    def _check_replicas(self) -> None:
+        """Re-read the relied-on topics' replicas when due (outside the lock: batches go on).
+
+        What changed is logged and goes into the job status' warnings and the gauge.
+        """
+        watch = self.outputs.replicas
+        if not watch.due():
+            return
+        before = watch.warnings()
+        try:
+            self.metrics.replicas(watch.check())
+        except SinkError as exc:
+            log.warning("could not re-read the topics' replicas: %s", exc)
+            return
+        now = watch.warnings()
+        if now == before:
+            return
+        for warning in now:
+            log.warning("%s", warning)
+        if not now:
+            log.info("every topic the changefeed relies on is fully replicated again")
+        with self._lock:
+            self.outputs.status.replication = now
+            if self._error is None and not self._closing:
+                self._publish(best_effort=True)
 
     def _check_stall(self) -> None:
         """Fail when the high-water mark stood still for longer than ``gc_ttl``."""

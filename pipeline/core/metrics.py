@@ -18,6 +18,8 @@ status names the address (``metrics_url``), where the server finds it for its ag
 ``highwater_scan_chunks``                   the initial scan's chunks, ``done`` and ``total``
 ``highwater_scan_rows_total``               rows the initial scan wrote
 ``highwater_state``                         1 for the run's state, 0 for the others
+``highwater_under_replicated_partitions``   per relied-on topic, its partitions out of sync or
+                                            without a leader (re-read every 30 s by default)
 ==========================================  ====================================================
 """
 
@@ -33,6 +35,8 @@ from prometheus_client import CollectorRegistry, Counter, Enum, Gauge, Histogram
 from prometheus_client.exposition import ThreadingWSGIServer
 
 if TYPE_CHECKING:
+    from sinks.admin import Durability
+
     from .backfill import ScanProgress
     from .batch import BatchResult
     from .frontier import Frontier
@@ -86,6 +90,12 @@ class ChangefeedMetrics:
         )
         self.scan_chunks = Gauge(
             "highwater_scan_chunks", "The initial scan's chunks", [*names, "of"], registry=r
+        )
+        self.under_replicated = Gauge(
+            "highwater_under_replicated_partitions",
+            "A relied-on topic's partitions out of sync or without a leader",
+            [*names, "topic"],
+            registry=r,
         )
         self.state = Enum(
             "highwater_state", "The run's state", names, states=list(STATES), registry=r
@@ -146,6 +156,13 @@ class ChangefeedMetrics:
         for sp, p in progress.items():
             lag = max(0, now - p.resolved.wall) / 1e9
             self.partition_lag.labels(self.changefeed_id, sp.topic, str(sp.partition)).set(lag)
+
+    def replicas(self, found: list[Durability]) -> None:
+        """What the last look at the relied-on topics' replicas found."""
+        for topic in found:
+            self.under_replicated.labels(self.changefeed_id, topic.topic).set(
+                topic.under_replicated
+            )
 
     def scan(self, progress: ScanProgress) -> None:
         """The initial scan's progress."""

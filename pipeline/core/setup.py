@@ -37,8 +37,9 @@ from schemas.avro import OutputSchemas
 from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import (
+    DurabilityWatch,
     cluster_metadata,
-    durability_warnings,
+    durability,
     ensure_topics,
     partition_counts,
     topic_configs,
@@ -78,6 +79,7 @@ class Outputs:
     source_configs: Mapping[str, Mapping[str, str | None]]  # each source topic's settings
     restored: Checkpoint | None  # None: a new changefeed
     shape: Mapping[str, Any]  # the config's shape with its clusters' ids, as checkpoints keep it
+    replicas: DurabilityWatch  # the relied-on topics' replicas, re-read while the run goes on
 
 
 def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
@@ -131,13 +133,21 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     source_cluster = cluster_metadata(source)
     sink_cluster = source_cluster if config.sink.kafka is None else cluster_metadata(sink)
     on_sink, on_source = relied_on(config)
-    warnings += durability_warnings(sink_cluster, on_sink)
-    warnings += durability_warnings(source_cluster, on_source)
+    watched = (
+        [(source, on_sink + on_source)]
+        if config.sink.kafka is None
+        else [(sink, on_sink), (source, on_source)]
+    )
+    replicas = DurabilityWatch(
+        watched,
+        durability(sink_cluster, on_sink) + durability(source_cluster, on_source),
+        config.metrics.replication_check_interval.total_seconds(),
+    )
     clusters = {  # what the checkpoint's shape records beside each address
         "kafka": source_cluster.cluster_id,
         "sink.kafka": None if config.sink.kafka is None else sink_cluster.cluster_id,
     }
-    for warning in warnings:
+    for warning in [*warnings, *replicas.warnings()]:
         log.warning("%s", warning)
     return Outputs(
         encoders=encoders,
@@ -147,6 +157,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
             jobs,
             config.changefeed_id,
             warnings=warnings,
+            replication=replicas.warnings(),
             safepoint=safepoint,
             scan=_previous_scan(config, previous),
         ),
@@ -157,6 +168,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         source_configs=source_configs,
         restored=restored,
         shape=identified(config.shape, clusters),
+        replicas=replicas,
     )
 
 

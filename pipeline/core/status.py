@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -33,6 +34,8 @@ from .backfill import ScanProgress
 from .batch import BatchResult
 from .position import Position
 from .safepoints import ChangefeedSafepoint
+
+RECENT = 100_000  # timings a run's stats keep (benchmarks and tests read them)
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +118,17 @@ class ChangefeedStats:
     duplicates: int = 0
     bad: int = 0
     scan_rows: int = 0
-    checkpoint_seconds: list[float] = field(default_factory=list)
-    markers: list[tuple[float, Hlc]] = field(default_factory=list)  # (wall seconds, marker)
+    # the last RECENT checkpoints, markers and batches (a run may go on for months)
+    checkpoint_seconds: deque[float] = field(default_factory=lambda: deque(maxlen=RECENT))
+    markers: deque[tuple[float, Hlc]] = field(  # (wall seconds, marker)
+        default_factory=lambda: deque(maxlen=RECENT)
+    )
+    # per batch: (seconds writing it, seconds of the whole foreachBatch call on the driver)
+    batch_seconds: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=RECENT))
     stream_started: float | None = None  # time.perf_counter() when the streaming query started
+    stream_ended: float | None = None  # ... when it ended, its last checkpoint and marker out
+    # per trigger, Spark's own timings in ms (latestOffset, queryPlanning, addBatch, …)
+    triggers: list[dict[str, int]] = field(default_factory=list)
 
     def count(self, result: BatchResult, *, scan: bool = False) -> None:
         """Add a batch's (or, with ``scan``, an initial-scan chunk's) numbers."""
@@ -139,13 +150,15 @@ class StatusPublisher:
         changefeed_id: str,
         *,
         warnings: list[str],
+        replication: list[str] | None = None,
         safepoint: ChangefeedSafepoint | None = None,
         scan: Mapping[str, Any] | None = None,
     ) -> None:
         self.jobs = jobs
         self.safepoint = safepoint  # the changefeed's own, as it stands when published
         self.changefeed_id = changefeed_id
-        self.warnings = warnings
+        self.warnings = warnings  # found at the start (e.g. a source topic's retention)
+        self.replication = replication or []  # as the last look at the topics' replicas found
         self.state = "scanning"
         self.scan = scan  # a previous run's scan numbers, until this run scans
         self.progress: ScanProgress | None = None  # this run's scan
@@ -173,7 +186,7 @@ class StatusPublisher:
             scan=self.scan if self.progress is None else self.progress.to_json(),
             error=error,
             safepoint=None if held is None else held.to_json(),
-            warnings=list(self.warnings),
+            warnings=[*self.warnings, *self.replication],
             metrics_url=self.metrics_url,
         )
         try:

@@ -1,13 +1,15 @@
 """The changefeed benchmark behind ``make bench`` (numbers for ``docs/benchmarks.md``).
 
-1. **Throughput.** The generator writes N source changes on 12 partitions. Then, in one
-   SparkSession, a plain Spark Kafka-to-Kafka copy of that topic and the changefeed (wrapped
-   JSON with ``updated`` and ``diff``) each drain it with the same trigger
-   (``available_now``, same ``maxOffsetsPerTrigger``), alternately, ``rounds`` times, each
-   timed from its streaming query's start to its end (a new changefeed's set-up before its
-   query, ~3 s of topic, checkpoint and fence round trips, is printed beside it). It prints
-   rows/s for both and the ratio (target: the changefeed reaches 0.9 of the copy), and the
-   Avro changefeed's rows/s.
+1. **Throughput.** The generator writes N source changes on 12 partitions (``--partitions``).
+   Then, in one SparkSession, a plain Spark Kafka-to-Kafka copy of that topic and the
+   changefeed (wrapped JSON with ``updated`` and ``diff``) each drain it with the same
+   trigger (``available_now``, same ``maxOffsetsPerTrigger``), alternately, ``rounds``
+   times, each timed from its streaming query's start to its end, the changefeed's last
+   checkpoint and markers included (a new changefeed's set-up before its query, ~3 s of
+   topic, checkpoint and fence round trips, and its teardown after it are printed beside
+   it). It prints rows/s for both and the ratio (target: the changefeed reaches 0.9 of the
+   copy), the Avro changefeed's rows/s, and per batch where the time went (Spark's phases;
+   the changefeed's write and its driver work).
 2. **Raw limit.** Kafka's own ProducerPerformance and ConsumerPerformance on the same broker,
    same partitions and record size: what the machine's Kafka takes and gives.
 3. **Resolved lag.** A generator process writes at a steady rate with markers every
@@ -27,6 +29,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -82,8 +85,41 @@ def _cpu_since(before: dict[str, float]) -> dict[str, float]:
     return {k: round(v - before.get(k, 0.0), 1) for k, v in sorted(now.items())}
 
 
-def _copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int) -> float:
-    """A plain Spark Structured Streaming copy of ``source`` to ``target``; seconds taken."""
+@dataclass(frozen=True)
+class Run:
+    """One timed drain: seconds of its stream, and where each batch's time went."""
+
+    seconds: float
+    triggers: list[dict[str, int]]  # Spark's durationMs per trigger (latestOffset, addBatch, …)
+    setup: float = 0.0  # a changefeed's set-up before its stream (topics, checkpoint, fence)
+    teardown: float = 0.0  # ... and after it: the last status, clients and endpoint closed
+    # a changefeed's batches: (seconds writing, seconds of the whole foreachBatch call)
+    batches: list[tuple[float, float]] = field(default_factory=list)
+
+    PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
+
+    def per_batch(self) -> str:
+        """Mean ms per batch of Spark's phases; a changefeed's addBatch split in two.
+
+        The write is Spark jobs on the executors; the rest of addBatch is the driver's own
+        work (plan, frontier, checkpoint, markers): what the capacity model says grows
+        with the partition count and bounds the batch rate.
+        """
+        batches = [t for t in self.triggers if t.get("addBatch")]
+        if not batches:
+            return "no batches"
+        means = [(k, statistics.mean(t.get(k, 0) for t in batches)) for k in self.PHASES]
+        means.append(("trigger", statistics.mean(t.get("triggerExecution", 0) for t in batches)))
+        text = f"{len(batches)} batches, ms each: " + ", ".join(f"{k} {v:.0f}" for k, v in means)
+        if self.batches:
+            write = statistics.mean(w for w, _ in self.batches) * 1000
+            rest = statistics.mean(whole - w for w, whole in self.batches) * 1000
+            text += f" (addBatch = write {write:.0f} + driver {rest:.0f})"
+        return text
+
+
+def _copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int) -> Run:
+    """A plain Spark Structured Streaming copy of ``source`` to ``target``."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     ensure_topics({"bootstrap.servers": bootstrap}, {target: 3})
@@ -106,7 +142,8 @@ def _copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int
             .start()
         )
         query.awaitTermination()
-        return time.perf_counter() - started
+        seconds = time.perf_counter() - started
+        return Run(seconds, [dict(p.durationMs) for p in query.recentProgress])
 
 
 ORDERS_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orders.avsc"
@@ -147,12 +184,13 @@ def _config(
 
 def _changefeed(
     spark: Any, bootstrap: str, name: str, source: str, max_offsets: int, *, avro: str | None = None
-) -> tuple[float, float]:
-    """A new changefeed drains ``source``: (seconds of its stream, seconds of its set-up).
+) -> Run:
+    """A new changefeed drains ``source``.
 
     The stream is timed as the copy is, from the streaming query's start to the end (the
     last checkpoint and markers included); the set-up before it (topics, checkpoint,
-    safepoint, the one-writer fence) is a per-run cost, reported beside it.
+    safepoint, the one-writer fence) and the teardown after it (the last status, clients
+    and the metrics endpoint closed) are per-run costs, reported beside it.
     """
     config = _config(
         bootstrap,
@@ -166,8 +204,16 @@ def _changefeed(
     started = time.perf_counter()
     changefeed.run()
     ended = time.perf_counter()
-    stream_started = changefeed.stats.stream_started or started
-    return ended - stream_started, stream_started - started
+    stats = changefeed.stats
+    stream_started = stats.stream_started or started
+    stream_ended = stats.stream_ended or ended
+    return Run(
+        stream_ended - stream_started,
+        stats.triggers,
+        setup=stream_started - started,
+        teardown=ended - stream_ended,
+        batches=list(stats.batch_seconds),
+    )
 
 
 def read_topic(spark: Any, bootstrap: str, topic: str) -> Any:
@@ -188,7 +234,14 @@ def _percentile(values: list[float], q: float) -> float:
 
 
 def throughput(
-    spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: int, *, registry: str
+    spark: Any,
+    bootstrap: str,
+    rows: int,
+    rounds: int,
+    max_offsets: int,
+    *,
+    registry: str,
+    partitions: int = 12,
 ) -> str:
     """Part 1: rows/s of the plain copy, the JSON changefeed and the Avro one, side by side.
 
@@ -197,40 +250,48 @@ def throughput(
     source = "bench.orders"
     started = time.perf_counter()
     report = write(
-        GeneratorSpec(topic=source, rows=rows, partitions=12, resolved_every=10_000, seed=1),
+        GeneratorSpec(
+            topic=source, rows=rows, partitions=partitions, resolved_every=10_000, seed=1
+        ),
         {"bootstrap.servers": bootstrap},
     )
     records = report.total + report.markers
     print(
-        f"generated {report.total} changes + {report.markers} markers on 12 partitions "
+        f"generated {report.total} changes + {report.markers} markers on {partitions} partitions "
         f"in {time.perf_counter() - started:.0f}s",
         flush=True,
     )
     # JIT, consumer pools: one of each before the rounds, so no round pays for a cold JVM
     _copy(spark, bootstrap, source, "bench.warmup", max_offsets)
     _changefeed(spark, bootstrap, "bench-warmup", source, max_offsets)
-    copies, feeds, avros, setups = [], [], [], []
+    copies, feeds, avros, setups, teardowns = [], [], [], [], []
     for n in range(rounds):
         before = cpu_seconds()
-        copies.append(_copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets))
+        copy = _copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets)
         copy_cpu = _cpu_since(before)
         before = cpu_seconds()
-        feed, setup = _changefeed(spark, bootstrap, f"bench-cf{n}", source, max_offsets)
-        feeds.append(feed)
-        setups.append(setup)
+        feed = _changefeed(spark, bootstrap, f"bench-cf{n}", source, max_offsets)
         feed_cpu = _cpu_since(before)
         before = cpu_seconds()
-        avros.append(
-            _changefeed(spark, bootstrap, f"bench-avro{n}", source, max_offsets, avro=registry)[0]
-        )
+        avro = _changefeed(spark, bootstrap, f"bench-avro{n}", source, max_offsets, avro=registry)
         avro_cpu = _cpu_since(before)
+        copies.append(copy.seconds)
+        feeds.append(feed.seconds)
+        setups.append(feed.setup)
+        teardowns.append(feed.teardown)
+        avros.append(avro.seconds)
         print(
-            f"round {n}: copy {records / copies[-1]:,.0f} records/s, changefeed "
-            f"{report.total / feeds[-1]:,.0f} rows/s (set-up {setup:.1f}s before it), "
-            f"ratio {copies[-1] / feeds[-1]:.2f}; avro {report.total / avros[-1]:,.0f} rows/s\n"
+            f"round {n}: copy {records / copy.seconds:,.0f} records/s, changefeed "
+            f"{report.total / feed.seconds:,.0f} rows/s (set-up {feed.setup:.1f}s before it, "
+            f"teardown {feed.teardown:.1f}s after), "
+            f"ratio {copy.seconds / feed.seconds:.2f}; avro "
+            f"{report.total / avro.seconds:,.0f} rows/s\n"
             f"  cpu seconds, copy:       {copy_cpu}\n"
             f"  cpu seconds, changefeed: {feed_cpu}\n"
-            f"  cpu seconds, avro:       {avro_cpu}",
+            f"  cpu seconds, avro:       {avro_cpu}\n"
+            f"  per batch, copy:       {copy.per_batch()}\n"
+            f"  per batch, changefeed: {feed.per_batch()}\n"
+            f"  per batch, avro:       {avro.per_batch()}",
             flush=True,
         )
     copy_rate = records / statistics.median(copies)
@@ -241,24 +302,25 @@ def throughput(
         f"| ratio {feed_rate / copy_rate:.2f} (median of {rounds}: "
         f"{', '.join(f'{c / f:.2f}' for c, f in zip(copies, feeds, strict=True))}; "
         f"{rows} changes, maxOffsetsPerTrigger {max_offsets})\n"
-        f"SET-UP of a new changefeed before its stream: median {statistics.median(setups):.1f}s\n"
+        f"SET-UP of a new changefeed before its stream: median {statistics.median(setups):.1f}s, "
+        f"TEARDOWN after it: median {statistics.median(teardowns):.1f}s\n"
         f"AVRO changefeed {avro_rate:,.0f} rows/s | avro/json ratio {avro_rate / feed_rate:.2f}",
         flush=True,
     )
     return source
 
 
-def raw_limit(spark: Any, bootstrap: str, source: str, records: int) -> None:
+def raw_limit(spark: Any, bootstrap: str, source: str, records: int, partitions: int) -> None:
     """Part 0: what this broker takes and gives on this machine, by Kafka's own perf tools.
 
-    Same partitions (12) and record size (the source's mean value size) as the throughput
+    Same partitions and record size (the source's mean value size) as the throughput
     part, ``acks=all`` and idempotence as Spark's writer; each result reads as a fraction
     of these.
     """
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     size = read_topic(spark, bootstrap, source).select(F.avg(F.length("value"))).first()[0]
-    ensure_topics({"bootstrap.servers": bootstrap}, {"bench.perf": 12})
+    ensure_topics({"bootstrap.servers": bootstrap}, {"bench.perf": partitions})
     produced = run_tool(
         "producer-perf-test",
         [
@@ -280,7 +342,8 @@ def raw_limit(spark: Any, bootstrap: str, source: str, records: int) -> None:
     header, row = consumed.stdout.strip().splitlines()[-2:]  # CSV: …, nMsg.sec, …
     fields = dict(zip((h.strip() for h in header.split(",")), row.split(","), strict=False))
     print(
-        f"RAW KAFKA LIMIT ({records:,} records of {size:.0f} bytes, 12 partitions): produced "
+        f"RAW KAFKA LIMIT ({records:,} records of {size:.0f} bytes, {partitions} partitions): "
+        f"produced "
         f"{float(sent.split(',')[1].split()[0]):,.0f} records/s (acks=all, idempotent), "
         f"consumed {float(fields['nMsg.sec']):,.0f} records/s",
         flush=True,
@@ -382,7 +445,7 @@ def resolved_lag(spark: Any, bootstrap: str, rate: int, seconds: int, marker_eve
     time.sleep(5)
     changefeed.stop_request.set()
     runner.join(120)
-    lags = [emitted - ts.wall / 1e9 for emitted, ts in changefeed.stats.markers[1:]]
+    lags = [emitted - ts.wall / 1e9 for emitted, ts in list(changefeed.stats.markers)[1:]]
     writes = [s * 1000 for s in changefeed.stats.checkpoint_seconds]
     print(generator.stderr.strip(), flush=True)
     print(
@@ -408,6 +471,12 @@ def main(argv: list[str] | None = None) -> int:
     # 170 s gave 99 markers (one at most per resolved interval, once every partition rose)
     parser.add_argument("--seconds", type=int, default=190)
     parser.add_argument("--marker-every", type=int, default=2_500)
+    parser.add_argument("--partitions", type=int, default=12, help="of the source topic")
+    parser.add_argument(
+        "--throughput-only",
+        action="store_true",
+        help="part 1 only (copy, JSON and Avro changefeeds side by side)",
+    )
     parser.add_argument(
         "--cluster",
         action="store_true",
@@ -416,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     if args.cluster:
-        return on_cluster(args.rows, args.rounds, args.max_offsets_per_trigger)
+        return on_cluster(args.rows, args.rounds, args.max_offsets_per_trigger, args.partitions)
     with tempfile.TemporaryDirectory(prefix="highwater-bench-") as scratch:
         broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
         registry_service = EmbeddedRegistry(Path(scratch) / "registry")
@@ -433,10 +502,14 @@ def main(argv: list[str] | None = None) -> int:
                 args.rounds,
                 args.max_offsets_per_trigger,
                 registry=registry.url,
+                partitions=args.partitions,
             )
-            raw_limit(spark, info.bootstrap_servers, source, args.rows)
-            avro_encoders(spark, info.bootstrap_servers, source)
-            resolved_lag(spark, info.bootstrap_servers, args.rate, args.seconds, args.marker_every)
+            if not args.throughput_only:
+                raw_limit(spark, info.bootstrap_servers, source, args.rows, args.partitions)
+                avro_encoders(spark, info.bootstrap_servers, source)
+                resolved_lag(
+                    spark, info.bootstrap_servers, args.rate, args.seconds, args.marker_every
+                )
             spark.stop()
         finally:
             registry_service.stop()
@@ -444,7 +517,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def on_cluster(rows: int, rounds: int, max_offsets: int) -> int:
+def on_cluster(rows: int, rounds: int, max_offsets: int, partitions: int) -> int:
     """The throughput part on a three-node Kafka and a standalone master with two workers."""
     with tempfile.TemporaryDirectory(prefix="highwater-bench-cluster-") as scratch:
         kafka = KafkaCluster(Path(scratch) / "cluster", heap="1g")
@@ -457,7 +530,15 @@ def on_cluster(rows: int, rounds: int, max_offsets: int) -> int:
             conf = {"spark.driver.memory": "2g", "spark.executor.memory": "1g"}
             spark = build_session(SparkConfig(master=master, conf=conf), "bench-cluster")
             print(f"on {master} (2 workers, 1 core each) and Kafka at {bootstrap}", flush=True)
-            throughput(spark, bootstrap, rows, rounds, max_offsets, registry=registry.url)
+            throughput(
+                spark,
+                bootstrap,
+                rows,
+                rounds,
+                max_offsets,
+                registry=registry.url,
+                partitions=partitions,
+            )
             spark.stop()
         finally:
             registry_service.stop()

@@ -94,12 +94,13 @@ def connector_config(
         "decimal.handling.mode": "precise",
         "snapshot.mode": "initial",
         "topic.creation.default.partitions": str(partitions),
-        "topic.creation.default.replication.factor": "1",
+        # -1: the brokers' default.replication.factor (3 on the local cluster, 1 on one broker)
+        "topic.creation.default.replication.factor": "-1",
         # the transaction topic on one partition: its order is the commit order
         "topic.creation.groups": "transactions",
         "topic.creation.transactions.include": f"{topic_prefix}.transaction",
         "topic.creation.transactions.partitions": "1",
-        "topic.creation.transactions.replication.factor": "1",
+        "topic.creation.transactions.replication.factor": "-1",
         "heartbeat.interval.ms": "1000",
         "heartbeat.action.query": HEARTBEAT_QUERY,
     }

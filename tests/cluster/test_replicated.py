@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
+from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.cli import main as highwater
 from pipeline.config import load_config
@@ -183,6 +185,7 @@ class SteadyFeed:
         ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
         self.producer = SteadyProducer(bootstrap, source, self.workload).start()
         self.raw = config_for(bootstrap, name, source)
+        self.raw["metrics"] = {"replication_check_interval": "1s"}
         if master is not None:
             self.raw["spark"] |= {
                 "master": master,
@@ -221,23 +224,50 @@ class SteadyFeed:
         return report
 
 
+def under_replicated(changefeed_id: str, bootstrap: str, capsys: Any) -> tuple[str, int]:
+    """The job status' warnings of replicas, and the run's under-replicated partitions gauge."""
+    status = query(changefeed_id, bootstrap, capsys)
+    warnings = "\n".join(
+        line for line in status.splitlines() if line.startswith("WARNING") and "replica" in line
+    )  # (not the source topic's retention, warned of from the start)
+    url = next(line.split()[1] for line in status.splitlines() if line.startswith("metrics "))
+    with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - the run's own
+        exposition = response.read().decode()
+    gauge = sum(
+        int(float(sample.value))
+        for family in text_string_to_metric_families(exposition)
+        if family.name == "highwater_under_replicated_partitions"
+        for sample in family.samples
+    )
+    return warnings, gauge
+
+
 def test_leaders_killed_mid_stream_lose_nothing(
-    cluster: KafkaCluster, spark: Any, tmp_path: Path
+    cluster: KafkaCluster, spark: Any, capsys: Any, tmp_path: Path
 ) -> None:
     """Kill -9 the leader of an output partition, then of the checkpoints, over a steady feed.
 
-    Each node is restarted after a while; then the feed is drained and validated.
+    While a node is down the running changefeed's status and gauge name the under-replicated
+    partitions; each node is restarted after a while (they clear); then the feed is drained
+    and validated.
     """
     bootstrap = cluster.start().bootstrap_servers
     feed = SteadyFeed(bootstrap, "faults", 11, tmp_path)
     checkpoints = "_highwater_checkpoints"
     run = Supervised(feed.config, feed.log)
     until("the first rows", lambda: feed.written() > 0, timeout=240)
-    recovered = {}
+    recovered, noticed, cleared = {}, {}, {}
     for victim_topic in (feed.output, checkpoints):
         node = leader(bootstrap, victim_topic, 0)
         cluster.kill(node)
         recovered[victim_topic] = feed.rows_again(f"rows after node {node} died", run)
+        noticed[victim_topic] = until(
+            "the running changefeed to report the lost copies",
+            lambda: under_replicated(feed.name, bootstrap, capsys)[1] > 0,
+            timeout=60,
+        )
+        warnings, _ = under_replicated(feed.name, bootstrap, capsys)
+        assert f"topic {victim_topic}: partitions [0" in warnings, warnings
         time.sleep(10)  # the feed goes on on two nodes
         cluster.start()
         until(
@@ -248,12 +278,20 @@ def test_leaders_killed_mid_stream_lose_nothing(
                 for _, isr in parts
             ),
         )
+        cleared[victim_topic] = until(
+            "the warnings and the gauge to clear",
+            lambda: under_replicated(feed.name, bootstrap, capsys) == ("", 0),
+            timeout=60,
+        )
         run.check()
     report = feed.drain_and_validate(run, spark)
     print(
         f"cluster faults: {len(feed.workload.changes)} changes; rows again after the output "
         f"leader's kill in {recovered[feed.output]:.1f} s, after the checkpoint leader's in "
-        f"{recovered[checkpoints]:.1f} s; run exits {run.exits}; {report.summary()}"
+        f"{recovered[checkpoints]:.1f} s; under-replication reported "
+        f"{', '.join(f'{t} {s:.1f} s' for t, s in noticed.items())} after the rows came back, "
+        f"cleared {', '.join(f'{t} {s:.1f} s' for t, s in cleared.items())} after the node "
+        f"was in sync; run exits {run.exits}; {report.summary()}"
     )
 
 

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from pipeline.control.context import OperatorContext
 from pipeline.control.server import create_app
 from pipeline.core.changefeed import Changefeed, StopRequest
+from pipeline.core.setup import relied_on
 from pipeline.dev.generator import GeneratorSpec, write
 from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
@@ -107,6 +108,13 @@ def test_the_endpoint_counts_what_the_topics_hold(
         partitions = {labels for name, labels in first if name == "highwater_partition_lag_seconds"}
         assert partitions == {(("partition", str(p)), ("topic", source)) for p in range(3)}
         assert first["highwater_high_water_lag_seconds", ()] > 0
+        copies = {
+            dict(labels)["topic"]: value
+            for (name, labels), value in first.items()
+            if name == "highwater_under_replicated_partitions"
+        }
+        on_sink, on_source = relied_on(config)
+        assert copies == dict.fromkeys({*on_sink, *on_source}, 0)  # one broker: all in sync
 
         # the server's aggregate: the same series, behind the token
         context = OperatorContext(client)

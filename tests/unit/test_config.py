@@ -145,6 +145,13 @@ def test_secrets_never_appear_in_repr() -> None:
     assert config.kafka.options["sasl.password"] == "hunter2"
 
 
+def test_cluster_deploy_mode_is_refused_naming_the_key() -> None:
+    found = problems(minimal(spark={"conf": {"spark.submit.deployMode": "cluster"}}))
+    assert "must stay 'client'" in found["spark.conf"]
+    ok = parse_config(minimal(spark={"conf": {"spark.submit.deployMode": "client"}}), env={})
+    assert ok.spark.conf == {"spark.submit.deployMode": "client"}
+
+
 def test_producer_settings_that_break_guarantees_are_refused() -> None:
     found = problems(minimal(sink={"producer": {"acks": "1"}}))
     assert "acks" in found["sink.producer"]

@@ -89,6 +89,7 @@ def test_the_dashboard_asks_only_for_series_a_run_serves() -> None:
     metrics = ChangefeedMetrics("x")  # the labelled families show once they have a child
     metrics.scan_chunks.labels("x", "done").set(0)
     metrics.partition_lag.labels("x", "t", "0").set(0)
+    metrics.under_replicated.labels("x", "t").set(0)
     served |= set(
         re.findall(
             r"^(highwater_[a-z_]+)", generate_latest(metrics.registry).decode(), re.MULTILINE

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sinks.admin import durability_warnings, replication_for
+from sinks.admin import DurabilityWatch, durability, durability_warnings, replication_for
 
 pytestmark = pytest.mark.unit
 
@@ -64,3 +64,43 @@ def test_partitions_out_of_sync_or_without_a_leader_are_named() -> None:
         "topic out.t: partitions [2] have no leader",
         "topic out.t: partitions [1, 3] are under-replicated (a replica is out of sync)",
     ]
+
+
+def test_the_watch_rereads_each_cluster_once_per_interval_and_keeps_what_it_found() -> None:
+    healthy = cluster(3, out_t=[(1, [1, 2, 3], [1, 2, 3])], cp=[(2, [2, 3, 1], [2, 3, 1])])
+    broker_down = cluster(3, out_t=[(1, [1, 2, 3], [1, 2])], cp=[(2, [2, 3, 1], [2, 1])])
+    now, answers, asked = [100.0], [broker_down, healthy], []
+
+    def describe(client: dict[str, str]) -> SimpleNamespace:
+        asked.append(client["bootstrap.servers"])
+        return answers.pop(0)
+
+    watch = DurabilityWatch(
+        [({"bootstrap.servers": "a:9092"}, ["out.t", "cp"])],
+        durability(healthy, ["out.t", "cp"]),
+        30.0,
+        clock=lambda: now[0],
+        describe=describe,
+    )
+    assert watch.warnings() == []
+    assert not watch.due()
+    now[0] += 29.9
+    assert not watch.due()
+    now[0] += 0.1
+    assert watch.due()
+    found = watch.check()
+    assert asked == ["a:9092"]
+    assert not watch.due()
+    assert [(d.topic, d.under_replicated) for d in found] == [("cp", 1), ("out.t", 1)]
+    assert watch.warnings() == [
+        "topic cp: partitions [0] are under-replicated (a replica is out of sync)",
+        "topic out.t: partitions [0] are under-replicated (a replica is out of sync)",
+    ]
+    now[0] += 30
+    assert [d.under_replicated for d in watch.check()] == [0, 0]
+    assert watch.warnings() == []
+
+
+def test_an_interval_of_zero_keeps_what_the_start_found() -> None:
+    watch = DurabilityWatch([], [], 0.0, clock=lambda: 1e9)
+    assert not watch.due()
