@@ -28,6 +28,7 @@ from pipeline.config import load_config
 from pipeline.core.setup import relied_on
 from pipeline.dev.cluster import KafkaCluster, KafkaClusterInfo
 from pipeline.dev.generator import GeneratorSpec, write
+from pipeline.dev.service import kill
 from pipeline.dev.spark_cluster import SparkCluster
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import SteadyProducer, config_for
@@ -403,3 +404,55 @@ def test_workers_that_cannot_see_the_submitters_python_run_the_shipped_one(
         assert str(Path(sys.executable)) in (tmp / "none.log").read_text(errors="replace")
     finally:
         isolated.stop()
+
+
+def driver_pids(config: Path) -> list[int]:
+    """The driver's Python (``pipeline/job.py --config <config>``) of a ``highwater run``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a.endswith(b"pipeline/job.py") for a in argv) and str(config).encode() in argv:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_driver_a_worker_and_a_leader_killed_at_once_lose_nothing(
+    cluster: KafkaCluster, workers: SparkCluster, spark: Any, tmp_path: Path
+) -> None:
+    """Faults together: the driver, a worker and an output leader, kill -9 in one moment.
+
+    A steady feed on the standalone master; worker 1 dies with its executor. The run is
+    restarted at once, as the server's supervisor does, while the node and the worker are
+    still down; they come back after 10 s; then drain and validate.
+    """
+    workers.start()
+    bootstrap = cluster.start().bootstrap_servers
+    feed = SteadyFeed(bootstrap, "together", 19, tmp_path, workers.master_url)
+    run = Supervised(feed.config, feed.log)
+    until("the first rows", lambda: feed.written() > 0, timeout=300)
+    node = leader(bootstrap, feed.output, 0)
+    driver = driver_pids(feed.config)
+    assert len(driver) == 1, driver
+    kill(driver)
+    cluster.kill(node)
+    workers.kill_worker(1)
+    recovered = feed.rows_again("rows after the three kills", run, timeout=300)
+    time.sleep(10)
+    cluster.start()
+    workers.start()
+    until(
+        f"node {node} back in sync",
+        lambda: all(isr == 3 for _, isr in replicas(bootstrap, [feed.output])[feed.output]),
+    )
+    time.sleep(5)
+    run.check()
+    report = feed.drain_and_validate(run, spark)
+    print(
+        f"together: {len(feed.workload.changes)} changes; driver, worker 1 and node {node} "
+        f"killed at once; rows again after {recovered:.1f} s; run exits {run.exits}; "
+        f"{report.summary()}"
+    )
+    assert run.exits[0] != 0  # the driver's kill ended the first run
