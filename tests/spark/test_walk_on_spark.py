@@ -246,6 +246,52 @@ def test_clean_records_pass_as_they_came_and_a_bad_one_leaves_the_rest_to_python
     assert (merged.emitted, merged.bad, merged.partitions[0].next_offset) == (4, 1, 7)
 
 
+# Bytes a string may hold, each put at every place of an eight-byte word (the walk reads
+# plain runs of a string eight bytes at a time): those it takes, and those it must not.
+IN_STRINGS = {
+    b'\\"': True,  # escaped quote
+    b"\\\\": True,  # escaped backslash
+    b"\\u00e9": True,
+    "\u00e9".encode(): True,  # two-byte UTF-8
+    "\U0001f600".encode(): True,  # four-byte UTF-8
+    b"\x7f": True,  # DEL needs no escape
+    b"~": True,
+    b"\x1f": False,  # a control character
+    b"\t": False,  # also one
+    b"\xff": False,  # not UTF-8
+    b"\x80": False,  # a lone continuation byte
+}
+
+
+def test_a_special_byte_anywhere_in_a_word_is_seen(spark) -> None:
+    cases = [(piece, at) for piece in IN_STRINGS for at in range(10)]
+    records = []
+    for p, (piece, at) in enumerate(cases):
+        text = b"a" * at + piece + b"b" * (17 - at)
+        value = (
+            b'{"after":{"s":"' + text + b'"},"before":null,"updated":"%d.0000000000"}' % (WALL + 10)
+        )
+        records.append((f"[{p},1]".encode(), value, SRC, p, 0, None))
+    frame = (
+        spark.createDataFrame(records, SCHEMA)
+        .coalesce(1)
+        .sortWithinPartitions("partition", "offset")
+    )
+    the_plan = plan("dlq", 0)
+    walk = walk_plan(the_plan)
+    assert walk is not None
+    taken = {
+        json_key_partition(bytes(r["key"])) for r in Walked.of(frame, walk, 0).records.collect()
+    }
+    assert taken == {p for p, (piece, _) in enumerate(cases) if IN_STRINGS[piece]}
+
+    rows, result = walk_then_rests(frame, the_plan)
+    expected_rows, expected = python_loop(frame, the_plan)
+    assert by_partition(rows) == by_partition(expected_rows)
+    assert summaries(result) == summaries(expected)
+    assert sum(r["topic"] == "dlq" for r in rows) == 10 * list(IN_STRINGS.values()).count(False)
+
+
 def test_only_sources_whose_output_is_their_own_bytes_take_the_walk() -> None:
     the_plan = plan(None, 0)
     assert walk_plan(the_plan) is not None
