@@ -246,8 +246,8 @@ def test_clean_records_pass_as_they_came_and_a_bad_one_leaves_the_rest_to_python
     assert (merged.emitted, merged.bad, merged.partitions[0].next_offset) == (4, 1, 7)
 
 
-# Bytes a string may hold, each put at every place of an eight-byte word (the walk reads
-# plain runs of a string eight bytes at a time): those it takes, and those it must not.
+# Bytes a string may hold, each put at every place of an eight-byte word (a scan of a word
+# at a time was tried, session 15): those the walk takes, and those it must not.
 IN_STRINGS = {
     b'\\"': True,  # escaped quote
     b"\\\\": True,  # escaped backslash

@@ -1,8 +1,5 @@
 package dev.highwater.walk;
 
-import java.lang.invoke.MethodHandles;
-import java.lang.invoke.VarHandle;
-import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -27,29 +24,7 @@ final class Json {
     }
   }
 
-  /** Eight bytes of an array as one long, for {@link #plain8}. */
-  private static final VarHandle LONGS =
-      MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
-
-  private static final long ONES = 0x0101010101010101L;
-  private static final long HIGH = 0x8080808080808080L;
-
   private Json() {}
-
-  /**
-   * Whether all eight bytes of {@code w} are {@link #PLAIN}: none has its high bit set, is
-   * below 0x20, or is a quote or a backslash. Each test is the classic "has a zero byte"
-   * (x - 0x01..) & ~x & 0x80.. over w, w ^ '"'.., w ^ '\\'.. and w - 0x20..; a test may
-   * only err towards false (a borrow past a byte that already failed), never towards true, so
-   * a word it passes is plain, and any other goes byte by byte.
-   */
-  static boolean plain8(long w) {
-    long quote = w ^ (ONES * '"');
-    long backslash = w ^ (ONES * '\\');
-    long special =
-        w | ((quote - ONES) & ~quote) | ((backslash - ONES) & ~backslash) | ((w - ONES * 0x20) & ~w);
-    return (special & HIGH) == 0;
-  }
 
   static int ws(byte[] b, int i) {
     while (i < b.length) {
@@ -149,12 +124,8 @@ final class Json {
   static int string(byte[] b, int i, boolean escapes) {
     i++;
     while (i < b.length) {
-      if (i + 8 <= b.length && plain8((long) LONGS.get(b, i))) { // most of most strings
-        i += 8;
-        continue;
-      }
       int c = b[i] & 0xff;
-      if (PLAIN[c]) {
+      if (PLAIN[c]) { // most bytes of most strings: one look-up each
         i++;
         continue;
       }
