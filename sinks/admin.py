@@ -191,11 +191,6 @@ def durability(metadata: Any, topics: list[str]) -> list[Durability]:
     return found
 
 
-def durability_warnings(metadata: Any, topics: list[str]) -> list[str]:
-    """The :meth:`Durability.warnings` of each of ``topics``."""
-    return [w for d in durability(metadata, topics) for w in d.warnings()]
-
-
 class DurabilityWatch:
     """The durability of the topics a run relies on, re-read every ``interval`` seconds.
 

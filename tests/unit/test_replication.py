@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from sinks.admin import DurabilityWatch, durability, durability_warnings, replication_for
+from sinks.admin import DurabilityWatch, durability, replication_for
 
 pytestmark = pytest.mark.unit
 
@@ -36,6 +36,10 @@ def cluster(brokers: int, **topics: list[tuple[int, list[int], list[int]]]) -> S
             for name, parts in topics.items()
         },
     )
+
+
+def durability_warnings(metadata: SimpleNamespace, topics: list[str]) -> list[str]:
+    return [w for d in durability(metadata, topics) for w in d.warnings()]
 
 
 def test_a_healthy_topic_gets_no_warning() -> None:
