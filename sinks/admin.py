@@ -195,21 +195,19 @@ class DurabilityWatch:
     """The durability of the topics a run relies on, re-read every ``interval`` seconds.
 
     ``clusters``: each cluster's client settings and the topics on it (one metadata read per
-    cluster and check). ``found``: what the run's start read, so the first re-read is one
-    interval later. An interval of 0 keeps what the start found.
+    cluster and check). An interval of 0 keeps what the first check found.
     """
 
     def __init__(
         self,
         clusters: Sequence[tuple[Mapping[str, Any], list[str]]],
-        found: list[Durability],
         interval: float,
         clock: Callable[[], float] = time.monotonic,
         describe: Callable[[Mapping[str, Any]], Any] = cluster_metadata,
     ) -> None:
         self.clusters = clusters
         self._describe = describe
-        self.found = found
+        self.found: list[Durability] = []
         self.interval = interval
         self._clock = clock
         self._checked = clock()
@@ -218,13 +216,19 @@ class DurabilityWatch:
         """Whether a re-read is due."""
         return self.interval > 0 and self._clock() - self._checked >= self.interval
 
-    def check(self) -> list[Durability]:
-        """Read each cluster's metadata once; what it says becomes :attr:`found`."""
+    def check(self, described: Sequence[Any] | None = None) -> list[Durability]:
+        """Read each cluster's metadata once; what it says becomes :attr:`found`.
+
+        ``described``: each cluster's metadata, already read (a run's start reads it once for
+        the clusters' ids too); the next re-read is then an interval later.
+        """
         self._checked = self._clock()
+        if described is None:
+            described = [self._describe(client) for client, _ in self.clusters]
         self.found = [
             d
-            for client, topics in self.clusters
-            for d in durability(self._describe(client), topics)
+            for (_, topics), metadata in zip(self.clusters, described, strict=True)
+            for d in durability(metadata, topics)
         ]
         return self.found
 

@@ -131,6 +131,7 @@ class Changefeed:
         self._error: BaseException | None = None  # a batch's error, raised by the loop
         self._spec: ChangefeedSpec | None = None  # as it stood when the run started
         self._paused_at: str | None = None  # on_error: pause stopped here (the error)
+        self.query: StreamingQuery | None = None  # the run's streaming query (its progress)
 
     # -- what tests, tools and the status read while it runs -------------------------------
 
@@ -258,7 +259,7 @@ class Changefeed:
     def _stream(self) -> None:
         """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
         self.stats.stream_started = time.perf_counter()
-        query = start_query(
+        query = self.query = start_query(
             self.spark,
             self.config,
             self.position.starting_offsets(),
@@ -282,7 +283,6 @@ class Changefeed:
         if exception is not None:
             first = str(exception).strip().splitlines()[0]
             raise SourceError(f"the streaming query failed: {first}") from None
-        self.stats.triggers = [dict(p.durationMs) for p in query.recentProgress]
         if not self._closing:  # an available_now drain ended by itself
             with self._lock:
                 self._after_batch(final=True)

@@ -39,7 +39,6 @@ from schemas.hlc import ZERO, Hlc
 from sinks.admin import (
     DurabilityWatch,
     cluster_metadata,
-    durability,
     ensure_topics,
     partition_counts,
     topic_configs,
@@ -133,16 +132,12 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     source_cluster = cluster_metadata(source)
     sink_cluster = source_cluster if config.sink.kafka is None else cluster_metadata(sink)
     on_sink, on_source = relied_on(config)
-    watched = (
-        [(source, on_sink + on_source)]
-        if config.sink.kafka is None
-        else [(sink, on_sink), (source, on_source)]
-    )
-    replicas = DurabilityWatch(
-        watched,
-        durability(sink_cluster, on_sink) + durability(source_cluster, on_source),
-        config.metrics.replication_check_interval.total_seconds(),
-    )
+    if config.sink.kafka is None:
+        watched, read = [(source, on_sink + on_source)], [source_cluster]
+    else:
+        watched, read = [(sink, on_sink), (source, on_source)], [sink_cluster, source_cluster]
+    replicas = DurabilityWatch(watched, config.metrics.replication_check_interval.total_seconds())
+    replicas.check(read)
     clusters = {  # what the checkpoint's shape records beside each address
         "kafka": source_cluster.cluster_id,
         "sink.kafka": None if config.sink.kafka is None else sink_cluster.cluster_id,

@@ -127,8 +127,6 @@ class ChangefeedStats:
     batch_seconds: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=RECENT))
     stream_started: float | None = None  # time.perf_counter() when the streaming query started
     stream_ended: float | None = None  # ... when it ended, its last checkpoint and marker out
-    # per trigger, Spark's own timings in ms (latestOffset, queryPlanning, addBatch, …)
-    triggers: list[dict[str, int]] = field(default_factory=list)
 
     def count(self, result: BatchResult, *, scan: bool = False) -> None:
         """Add a batch's (or, with ``scan``, an initial-scan chunk's) numbers."""

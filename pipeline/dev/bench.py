@@ -204,12 +204,12 @@ def _changefeed(
     started = time.perf_counter()
     changefeed.run()
     ended = time.perf_counter()
-    stats = changefeed.stats
+    stats, query = changefeed.stats, changefeed.query
     stream_started = stats.stream_started or started
     stream_ended = stats.stream_ended or ended
     return Run(
         stream_ended - stream_started,
-        stats.triggers,
+        [] if query is None else [dict(p.durationMs) for p in query.recentProgress],
         setup=stream_started - started,
         teardown=ended - stream_ended,
         batches=list(stats.batch_seconds),

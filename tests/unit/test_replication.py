@@ -81,11 +81,11 @@ def test_the_watch_rereads_each_cluster_once_per_interval_and_keeps_what_it_foun
 
     watch = DurabilityWatch(
         [({"bootstrap.servers": "a:9092"}, ["out.t", "cp"])],
-        durability(healthy, ["out.t", "cp"]),
         30.0,
         clock=lambda: now[0],
         describe=describe,
     )
+    watch.check([healthy])  # what the start read
     assert watch.warnings() == []
     assert not watch.due()
     now[0] += 29.9
@@ -106,5 +106,5 @@ def test_the_watch_rereads_each_cluster_once_per_interval_and_keeps_what_it_foun
 
 
 def test_an_interval_of_zero_keeps_what_the_start_found() -> None:
-    watch = DurabilityWatch([], [], 0.0, clock=lambda: 1e9)
+    watch = DurabilityWatch([], 0.0, clock=lambda: 1e9)
     assert not watch.due()
