@@ -134,3 +134,15 @@ class LifecycleError(HighwaterError):
     def __init__(self, message: str, *, code: str = "conflict") -> None:
         self.code = code
         super().__init__(message)
+
+
+def cause(exc: BaseException) -> str:
+    """One line saying what went wrong in ``exc``, a foreign error (Spark's, Kafka's).
+
+    A JVM error reaches Python as py4j's "An error occurred while calling …" over the whole
+    Java trace; what a user acts on is its root (the last ``Caused by:``), so that is the line,
+    else the text's first line.
+    """
+    lines = [line.strip() for line in str(exc).strip().splitlines()]
+    roots = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    return roots[-1] if roots else (lines[0] if lines and lines[0] else repr(exc))

@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
-from schemas.errors import HighwaterError, RecordRef, SinkError, SourceDecodeError, SourceError
+from schemas.errors import (
+    HighwaterError,
+    RecordRef,
+    SinkError,
+    SourceDecodeError,
+    SourceError,
+    cause,
+)
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from sinks.compacted import COMPACTED
@@ -281,8 +288,7 @@ class Changefeed:
             raise self._error
         exception = query.exception()
         if exception is not None:
-            first = str(exception).strip().splitlines()[0]
-            raise SourceError(f"the streaming query failed: {first}") from None
+            raise SourceError(f"the streaming query failed: {cause(exception)}") from None
         if not self._closing:  # an available_now drain ended by itself
             with self._lock:
                 self._after_batch(final=True)
@@ -373,9 +379,9 @@ class Changefeed:
     # -- one batch ----------------------------------------------------------------------------
 
     def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
-        if self._closing or self._error is not None:
-            return  # not checkpointed: the next run reads these offsets again
-        with self._lock:
+        with self._lock:  # a stop waits for the batch in flight, and no batch follows it
+            if self._closing or self._error is not None:
+                return  # not checkpointed: the next run reads these offsets again
             try:
                 started = time.perf_counter()
                 written = self._process(batch, batch_id)
@@ -386,8 +392,7 @@ class Changefeed:
             except Exception as exc:
                 # Spark or Kafka gave up (the clients retry with back-off first): one clear
                 # error; nothing of this batch was checkpointed.
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-                self._error = SinkError(f"batch {batch_id} failed, not checkpointed: {first}")
+                self._error = SinkError(f"batch {batch_id} failed, not checkpointed: {cause(exc)}")
                 raise self._error from exc
 
     def _process(self, batch: DataFrame, batch_id: int) -> float:

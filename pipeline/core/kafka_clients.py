@@ -63,20 +63,30 @@ def source_reader(reader: Reader, kafka: KafkaOptions, *, headers: bool = True) 
     )
 
 
+def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str, str]:
+    """Spark's Kafka writer options for every changefeed write (Spark's writer and the walk's).
+
+    ``acks=all``, idempotent; ``producer``: the user's producer settings (``sink.producer``;
+    the config refuses unsafe ones).
+    """
+    return {
+        **spark_kafka_options(kafka),
+        "kafka.acks": "all",
+        "kafka.enable.idempotence": "true",
+        **{f"kafka.{k}": v for k, v in producer.items()},
+    }
+
+
 def write_records(records: DataFrame, kafka: KafkaOptions, producer: Mapping[str, str]) -> None:
     """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
 
     Spark's Kafka writer flushes its producer when a task commits, so a finished write is
-    acknowledged (``acks=all``, idempotent) by the brokers. ``producer``: the user's producer
-    settings (``sink.producer``; the config refuses unsafe ones).
+    acknowledged (``acks=all``, idempotent) by the brokers.
     """
     (
         records.write.mode("append")
         .format("kafka")
-        .options(**spark_kafka_options(kafka))
-        .option("kafka.acks", "all")
-        .option("kafka.enable.idempotence", "true")
-        .options(**{f"kafka.{k}": v for k, v in producer.items()})
+        .options(**writer_options(kafka, producer))
         .option("includeHeaders", "true")
         .save()
     )

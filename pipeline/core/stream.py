@@ -22,7 +22,7 @@ from pipeline.config import ChangefeedConfig
 
 from . import faults
 from .batch import BatchPlan, BatchResult, kafka_records, read_result
-from .kafka_clients import source_reader, write_records
+from .kafka_clients import source_reader, write_records, writer_options
 from .queries import apply_query
 from .walk import Walked, walk_plan, write_rest
 
@@ -91,19 +91,17 @@ def write_batch(
     if query is not None:
         batch = apply_query(batch, *query, config.encoder, source_format=config.sources[0].format)
     walk = walk_plan(plan)
-    if walk is None:
-        observation = Observation(f"batch-{batch_id}")
-        records = kafka_records(batch, plan, observation)
-    else:
-        walked = Walked.of(batch, walk, batch_id)
-        records = walked.records
     faults.reached("during_write")
     started = time.perf_counter()
-    write_records(records, config.sink_kafka, config.sink.producer)
     if walk is None:
+        observation = Observation(f"batch-{batch_id}")
+        write_records(
+            kafka_records(batch, plan, observation), config.sink_kafka, config.sink.producer
+        )
         result = read_result(observation)
     else:
-        result, rests = walked.result()
+        options = writer_options(config.sink_kafka, config.sink.producer)
+        result, rests = Walked.write(batch, walk, batch_id, options).result()
         if rests:
             more = Observation(f"batch-{batch_id}-rest")
             write_rest(batch.sparkSession, rests, plan, config, more)

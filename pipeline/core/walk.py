@@ -1,8 +1,10 @@
 """The fast walk: a micro-batch of native changes read and written in the JVM.
 
 The walk (``pipeline/jvm/walk``, Java, built by ``highwater dev fetch-jars``) reads Spark's
-Kafka rows in Spark's own task, without handing the records to Python and back: that
-hand-over alone costs more than the speed target leaves (``docs/benchmarks.md``). Each
+Kafka rows in Spark's own task and sends what it takes to Kafka by Spark's pooled producer
+(the writer options of every changefeed write), without handing the records to Python and
+back or through the Kafka writer's rows: each costs more than the speed target leaves
+(``docs/benchmarks.md``). Each
 encoder says whether and how it can write its records there (``Encoder.walk``):
 
 * ``verbatim`` (the JSON encoder whose envelope is the source value's own members): per
@@ -18,7 +20,7 @@ order, as the loop does (markers raise the floor; changes at or below it are dro
 the first record it does not take: anything else, valid or not. There it stops that
 partition; the summary says where (*deferred*: from, to, the floor there), and
 :func:`write_rest` reads that rest again and runs it through the Python loop, after the
-walk's rows were written, so per-key order holds and bad records go where ``on_error`` says.
+walk's records were acknowledged, so per-key order holds and bad records go where ``on_error`` says.
 Whether the walk takes a changefeed is a property of its config (:func:`walkable`): such a
 stream is read without Kafka headers, and the rests with them (dead letters carry them).
 """
@@ -26,6 +28,7 @@ stream is read without Kafka headers, and the rests with them (dead letters carr
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -90,22 +93,38 @@ def walk_plan(plan: BatchPlan) -> str | None:
 
 @dataclass(frozen=True)
 class Walked:
-    """A batch as the walk writes it: its Kafka records, and what it saw once they are written."""
+    """A batch's walk: what it saw of each source partition, once its records are written."""
 
-    records: DataFrame  # topic, key, value, headers
     summaries: Any  # the JVM's CollectionAccumulator of partition summaries
 
     @classmethod
-    def of(cls, batch: DataFrame, walk: str, batch_id: int) -> Walked:
-        """The walk of ``batch`` (Spark's Kafka source rows) under the plan ``walk``."""
+    def write(
+        cls, batch: DataFrame, walk: str, batch_id: int, options: Mapping[str, str]
+    ) -> Walked:
+        """Walk ``batch`` (Spark's Kafka source rows) and send what it takes to Kafka.
+
+        ``walk``: the plan; ``options``: Spark's Kafka writer options (:func:`writer_options`),
+        whose pooled producer sends. Returns once the brokers acknowledged every record.
+        """
+        summaries = _accumulator(batch, batch_id)
+        jvm = batch.sparkSession._jvm
+        assert jvm is not None  # noqa: S101 - a classic (not Connect) session
+        jvm.dev.highwater.walk.Walk.write(batch._jdf, walk, summaries, dict(options))
+        return cls(summaries)
+
+    @classmethod
+    def rows(cls, batch: DataFrame, walk: str, batch_id: int) -> tuple[DataFrame, Walked]:
+        """The same walk, its records as rows (topic, key, value, headers) instead of sent.
+
+        The summaries are there once the rows were computed (collected).
+        """
         from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
 
-        spark = batch.sparkSession
-        jvm = spark._jvm
+        summaries = _accumulator(batch, batch_id)
+        jvm = batch.sparkSession._jvm
         assert jvm is not None  # noqa: S101 - a classic (not Connect) session
-        summaries = spark.sparkContext._jsc.sc().collectionAccumulator(f"walk-{batch_id}")
         walked = jvm.dev.highwater.walk.Walk.walk(batch._jdf, walk, summaries)
-        return cls(DataFrame(walked, spark), summaries)
+        return DataFrame(walked, batch.sparkSession), cls(summaries)
 
     def result(self) -> tuple[BatchResult, list[Deferred]]:
         """The summaries merged, and the partitions' rests left to the Python loop.
@@ -122,6 +141,11 @@ class Walked:
                     Deferred(seen.partition, rest["from"], rest["to"], Hlc.parse(rest["floor"]))
                 )
         return BatchResult.of(summaries), rests
+
+
+def _accumulator(batch: DataFrame, batch_id: int) -> Any:
+    """A new accumulator of a batch's partition summaries (the walk's tasks add to it)."""
+    return batch.sparkSession.sparkContext._jsc.sc().collectionAccumulator(f"walk-{batch_id}")
 
 
 def write_rest(

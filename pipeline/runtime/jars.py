@@ -168,8 +168,9 @@ def debezium_jars() -> JarSet:
 class WalkJar:
     """Our own Java (``pipeline/jvm/walk``: the changefeed's fast walk), compiled here.
 
-    Built with the JDK's ``javac`` against the installed pyspark's own jars, so it always
-    matches the Spark it runs in; rebuilt when a source file or the pyspark version changes.
+    Built with the JDK's ``javac`` against the installed pyspark's own jars and Spark's Kafka
+    connector (whose producer pool the walk writes through), so it always matches the Spark
+    it runs in; rebuilt when a source file or the pyspark version changes.
     """
 
     name = "walk"
@@ -206,7 +207,12 @@ class WalkJar:
             raise JarsError("a JDK's 'javac' is not on PATH; it is needed once to build the walk")
         import pyspark  # noqa: PLC0415 - keep Spark out of import time of the dev tools
 
-        spark_classpath = Path(pyspark.__file__).parent / "jars" / "*"
+        connector = spark_jar_set()
+        if not connector.is_current():
+            raise JarsError("the walk is built against Spark's Kafka connector: fetch it first")
+        spark_classpath = os.pathsep.join(
+            [str(Path(pyspark.__file__).parent / "jars" / "*"), str(connector.directory / "*")]
+        )
         scratch = _scratch(self.directory)
         classes = scratch / "classes"
         sources = sorted(str(s) for s in self.sources.rglob("*.java"))

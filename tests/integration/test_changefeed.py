@@ -254,9 +254,48 @@ def test_a_failed_write_is_one_clear_error_and_nothing_is_checkpointed(
         [(source, "orders")],
         sink={"producer": {"compression.type": "bogus"}},  # the Kafka writer cannot start
     )
-    with pytest.raises(SinkError, match="batch 0 failed, not checkpointed"):
+    with pytest.raises(SinkError, match=r"batch 0 failed, not checkpointed: .*compression\.type"):
         Changefeed(config, spark).run()
     assert_no_progress_checkpointed(kafka_bootstrap, config)
+
+
+def test_records_the_brokers_refuse_fail_the_batch_on_the_walk_and_nothing_is_checkpointed(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    """The walk's own sends (clean records it takes) fail the batch when Kafka refuses them.
+
+    Refused as too large, a batch of several records is split by the producer, whose flush()
+    then returns before the halves are answered (KAFKA-19479); here the halves never get
+    small enough: the producer expires them, or never answers. Each way the batch must fail.
+    """
+    source = unique_name("src")
+    compact = [
+        (p, k if k is None else json.dumps(k, separators=(",", ":")).encode(), v)
+        for p, k, v in HISTORY
+    ]
+    produce(kafka_bootstrap, source, compact)
+    config = changefeed_config(
+        kafka_bootstrap,
+        unique_name("cf"),
+        [(source, "orders")],
+        encoder={"updated": True, "diff": True},  # the source's own members: the walk takes all
+        # a producer of its own (the pool keys by settings) answering within seconds
+        sink={"producer": {"delivery.timeout.ms": "4000", "request.timeout.ms": "3000"}},
+    )
+    output = config.output_topic(config.sources[0])
+    # the output topic takes no record batch over 100 bytes: each row's is larger
+    ensure_topics(
+        {"bootstrap.servers": kafka_bootstrap},
+        {output: 3},
+        topic_config={"max.message.bytes": "100"},
+    )
+    with pytest.raises(
+        SinkError,
+        match=r"batch 0 failed, not checkpointed: .*(TooLarge|TimeoutException|answered 0 of 3)",
+    ):
+        Changefeed(config, spark).run()
+    assert_no_progress_checkpointed(kafka_bootstrap, config)
+    assert read_output(kafka_bootstrap, output).rows == []
 
 
 def assert_no_progress_checkpointed(bootstrap: str, config: ChangefeedConfig) -> None:

@@ -122,8 +122,8 @@ def walk_then_rests(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchRe
     """
     walk = walk_plan(the_plan)
     assert walk is not None
-    walked = Walked.of(frame, walk, 0)
-    rows = walked.records.collect()
+    records, walked = Walked.rows(frame, walk, 0)
+    rows = records.collect()
     result, rests = walked.result()
     print("WALKSTAT", len(rows), sum(r.stop - r.start for r in rests))
     summaries = list(result.partitions)
@@ -225,8 +225,8 @@ def test_clean_records_pass_as_they_came_and_a_bad_one_leaves_the_rest_to_python
     frame = spark.createDataFrame(records, SCHEMA).coalesce(1)
     the_plan = plan("dlq", 0)
     walk = walk_plan(the_plan)
-    run = Walked.of(frame, walk, 0)
-    walked = run.records.collect()
+    records, run = Walked.rows(frame, walk, 0)
+    walked = records.collect()
     result, rests = run.result()
 
     # the walk's own rows: the source's very bytes, up to the bad record
@@ -280,9 +280,7 @@ def test_a_special_byte_anywhere_in_a_word_is_seen(spark) -> None:
     the_plan = plan("dlq", 0)
     walk = walk_plan(the_plan)
     assert walk is not None
-    taken = {
-        json_key_partition(bytes(r["key"])) for r in Walked.of(frame, walk, 0).records.collect()
-    }
+    taken = {json_key_partition(bytes(r["key"])) for r in Walked.rows(frame, walk, 0)[0].collect()}
     assert taken == {p for p, (piece, _) in enumerate(cases) if IN_STRINGS[piece]}
 
     rows, result = walk_then_rests(frame, the_plan)
@@ -480,8 +478,8 @@ def test_clean_avro_records_are_written_by_the_walk_as_the_python_loop_writes_th
     ]
     frame = spark.createDataFrame(records, SCHEMA).coalesce(1)
     the_plan = avro_plan("dlq", 0, AVRO_OPTIONS[1])
-    run = Walked.of(frame, walk_plan(the_plan), 0)
-    walked = run.records.collect()
+    records, run = Walked.rows(frame, walk_plan(the_plan), 0)
+    walked = records.collect()
     result, rests = run.result()
     assert (rests, result.emitted) == ([], 3)  # the walk took every record
 
@@ -536,8 +534,8 @@ def test_avro_values_beyond_their_types_range_are_left_to_the_python_loop(spark)
     ]
     frame = spark.createDataFrame(records, SCHEMA).repartition(4, "partition")
     the_plan = avro_plan("dlq", 0, AVRO_OPTIONS[0])
-    run = Walked.of(frame, walk_plan(the_plan), 0)
-    assert len(run.records.collect()) == 1  # the infinite double, as Python writes it
+    records, run = Walked.rows(frame, walk_plan(the_plan), 0)
+    assert len(records.collect()) == 1  # the infinite double, as Python writes it
     assert sorted(rest.partition.partition for rest in run.result()[1]) == [0, 1, 2]
 
     expected_rows, _ = python_loop(frame, the_plan)

@@ -12,11 +12,21 @@ import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.NoSuchElementException;
 import org.apache.spark.api.java.JavaRDD;
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.spark.api.java.function.FlatMapFunction;
+import org.apache.spark.api.java.function.VoidFunction;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap$;
 import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.kafka010.KafkaSourceProvider$;
+import org.apache.spark.sql.kafka010.producer.CachedKafkaProducer;
+import org.apache.spark.sql.kafka010.producer.InternalKafkaProducerPool$;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.CollectionAccumulator;
@@ -32,12 +42,14 @@ import org.apache.spark.util.CollectionAccumulator;
  * only records it writes exactly as the Python loop would. At the first record the route
  * does not take, the partition's walk stops and its summary says where (deferred: from, to, the
  * floor there); the driver hands that rest to the Python loop, which decides, so bad records
- * go where on_error says by one code path. Output rows are the Kafka writer's columns; the
- * summaries (the Python loop's summary text) go to an accumulator, not through the rows.
+ * go where on_error says by one code path. The summaries (the Python loop's summary text) go
+ * to an accumulator once a task's records are written.
  *
- * <p>It walks Spark's own rows (InternalRow) in and out, straight off the source's scan: a Row
- * encoder on either side, a projection before it or a filter after it cost more per record
- * than the walk itself (docs/benchmarks.md).
+ * <p>It walks Spark's own rows (InternalRow) straight off the source's scan and hands each
+ * record it takes to Spark's pooled Kafka producer ({@link #write}): a Row encoder, a
+ * projection before it, or rows after it (the Kafka writer's projection and its copies of every
+ * key and value) cost more per record than the walk itself (docs/benchmarks.md). {@link #walk}
+ * gives the same records as rows, to look at.
  */
 public final class Walk implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
   static final StructType OUTPUT =
@@ -50,10 +62,12 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   /** Where a source topic's changes go, and how they are written there. */
   static final class Route implements Serializable {
     private static final long serialVersionUID = 1L;
+    final String name;
     final UTF8String topic;
     final Encoding encoding;
 
     Route(String topic, Encoding encoding) {
+      this.name = topic;
       this.topic = UTF8String.fromString(topic);
       this.encoding = encoding;
     }
@@ -102,29 +116,181 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   }
 
   /**
-   * The walk of {@code batch} (Spark's Kafka source rows) under {@code plan}: the Kafka records
-   * to write (topic, key, value, headers). Each source partition's summary goes to {@code
-   * summaries} once a task has walked it (a failed task's are dropped, as Spark drops them).
+   * Walks {@code batch} (Spark's Kafka source rows) under {@code plan} and sends the records it
+   * takes to Kafka; returns once the brokers acknowledged them all. {@code options}: Spark's
+   * Kafka writer options ({@code kafka.}-prefixed), checked as that writer checks them, and its
+   * pooled producer is the one used. Each source partition's summary goes to {@code summaries}
+   * once its task's records are acknowledged (a failed task's are dropped, as Spark drops them).
+   */
+  public static void write(
+      Dataset<Row> batch,
+      String plan,
+      CollectionAccumulator<String> summaries,
+      java.util.Map<String, String> options)
+      throws IOException {
+    Map<String, Object> producer =
+        new HashMap<>(
+            KafkaSourceProvider$.MODULE$.kafkaParamsForProducer(
+                CaseInsensitiveMap$.MODULE$.apply(
+                    scala.collection.immutable.Map$.MODULE$.from(
+                        scala.jdk.javaapi.CollectionConverters.asScala(options)))));
+    Walk walk = new Walk(plan, columns(batch.schema()), summaries);
+    batch.queryExecution().toRdd().toJavaRDD().foreachPartition(new Send(walk, producer));
+  }
+
+  /**
+   * The walk of {@code batch} under {@code plan} as rows (topic, key, value, headers) instead of
+   * sent: the same walk, for looking at what it writes (tests against the Python loop).
    */
   public static Dataset<Row> walk(
       Dataset<Row> batch, String plan, CollectionAccumulator<String> summaries)
       throws IOException {
-    StructType schema = batch.schema();
-    int[] columns = new int[5];
-    String[] names = {"key", "value", "topic", "partition", "offset"};
-    for (int k = 0; k < names.length; k++) {
-      columns[k] = schema.fieldIndex(names[k]);
-    }
     JavaRDD<InternalRow> records = batch.queryExecution().toRdd().toJavaRDD();
-    Walk walk = new Walk(plan, columns, summaries);
+    Walk walk = new Walk(plan, columns(batch.schema()), summaries);
     return batch
         .sparkSession()
         .internalCreateDataFrame(records.mapPartitions(walk).rdd(), OUTPUT, false);
   }
 
+  private static int[] columns(StructType schema) {
+    String[] names = {"key", "value", "topic", "partition", "offset"};
+    int[] columns = new int[names.length];
+    for (int k = 0; k < names.length; k++) {
+      columns[k] = schema.fieldIndex(names[k]);
+    }
+    return columns;
+  }
+
   @Override
   public Iterator<InternalRow> call(Iterator<InternalRow> input) {
-    return new Walker(input);
+    Walker walker = new Walker(input);
+    return new Iterator<>() {
+      private InternalRow next;
+      private boolean ended;
+
+      @Override
+      public boolean hasNext() {
+        if (next == null && !ended) {
+          Route route = walker.next();
+          if (route == null) {
+            ended = true;
+            walker.report();
+          } else {
+            next =
+                new GenericInternalRow(
+                    new Object[] {route.topic, walker.out.key, walker.out.value, null});
+          }
+        }
+        return next != null;
+      }
+
+      @Override
+      public InternalRow next() {
+        if (!hasNext()) {
+          throw new NoSuchElementException();
+        }
+        InternalRow row = next;
+        next = null;
+        return row;
+      }
+    };
+  }
+
+  /**
+   * One task's walk, sent: each record straight from the walk to the producer (no rows between:
+   * the Kafka writer's projections and copies of every key and value cost more than the walk,
+   * docs/benchmarks.md). The task ends once every record sent was acknowledged, then reports
+   * the summaries; a record Kafka refused fails the task.
+   */
+  static final class Send implements VoidFunction<Iterator<InternalRow>> {
+    private static final long serialVersionUID = 1L;
+    private final Walk walk;
+    private final Map<String, Object> producer;
+
+    Send(Walk walk, Map<String, Object> producer) {
+      this.walk = walk;
+      this.producer = producer;
+    }
+
+    @Override
+    public void call(Iterator<InternalRow> input) throws IOException, InterruptedException {
+      CachedKafkaProducer pooled = InternalKafkaProducerPool$.MODULE$.acquire(producer);
+      try {
+        KafkaProducer<byte[], byte[]> kafka = pooled.producer();
+        Acks acks = new Acks();
+        Walker walker = walk.new Walker(input);
+        for (Route route = walker.next(); route != null; route = walker.next()) {
+          acks.check();
+          kafka.send(new ProducerRecord<>(route.name, walker.out.key, walker.out.value), acks);
+          acks.sent++;
+        }
+        kafka.flush();
+        acks.await(deliveryTimeout(producer) + 30_000L);
+        walker.report();
+      } finally {
+        InternalKafkaProducerPool$.MODULE$.release(pooled);
+      }
+    }
+  }
+
+  /** The producer's delivery.timeout.ms: how long it may take to answer a record. */
+  static long deliveryTimeout(Map<String, Object> producer) {
+    Object value = producer.get(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG);
+    return value == null ? 120_000L : Long.parseLong(value.toString());
+  }
+
+  /**
+   * A task's sends: how many were sent, how many Kafka answered, the first failure.
+   *
+   * <p>{@code flush()} alone is not proof: when a broker refuses a batch as too large, the
+   * producer splits it and flush returns before the halves are answered (KAFKA-19479, fixed
+   * after the kafka-clients Spark 4.0 ships), so a refused record would pass unseen; and where
+   * a split cannot make the batch small enough, the producer splits on until its network thread
+   * dies, and no answer comes. Every record's callback runs once: the task waits for as many
+   * answers as it sent, as long as the producer's own delivery timeout and a margin, and fails
+   * when they do not all come.
+   */
+  static final class Acks implements Callback {
+    long sent; // the task's thread only
+    private long answered;
+    private volatile Exception failed;
+
+    @Override
+    public synchronized void onCompletion(RecordMetadata metadata, Exception e) {
+      if (e != null && failed == null) {
+        failed = e;
+      }
+      answered++;
+      notifyAll();
+    }
+
+    /** Raises the first failure Kafka reported so far. */
+    void check() throws IOException {
+      Exception e = failed;
+      if (e != null) {
+        throw new IOException("writing to Kafka failed: " + e, e);
+      }
+    }
+
+    /** Waits until Kafka answered every record sent, at most {@code millis}. */
+    synchronized void await(long millis) throws IOException, InterruptedException {
+      long deadline = System.nanoTime() + millis * 1_000_000L;
+      while (answered < sent && failed == null) {
+        long left = (deadline - System.nanoTime()) / 1_000_000L;
+        if (left <= 0) {
+          throw new IOException(
+              "writing to Kafka failed: the producer answered "
+                  + answered
+                  + " of "
+                  + sent
+                  + " records within "
+                  + millis
+                  + " ms (delivery.timeout.ms and a margin)");
+        }
+        wait(left);
+      }
+      check();
+    }
   }
 
   static int compare(long[] a, long[] b) {
@@ -180,42 +346,40 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     }
   }
 
-  final class Walker implements Iterator<InternalRow> {
+  /**
+   * One task's walk of its source rows: {@link #next} moves to the next change to write (its
+   * route, the record in {@link #out}); {@link #report} hands each partition's summary over
+   * once the task's records are written.
+   */
+  final class Walker {
     private final Iterator<InternalRow> input;
     private final Map<String, Seen> seen = new LinkedHashMap<>();
-    private final Encoding.Encoded encoded = new Encoding.Encoded();
+    final Encoding.Encoded out = new Encoding.Encoded();
     private Seen last;
     private UTF8String lastTopic;
-    private InternalRow next;
 
     Walker(Iterator<InternalRow> input) {
       this.input = input;
     }
 
-    @Override
-    public boolean hasNext() {
-      while (next == null) {
-        if (!input.hasNext()) {
-          ObjectMapper json = new ObjectMapper();
-          for (Seen s : seen.values()) {
-            summaries.add(s.summary(json));
-          }
-          seen.clear();
-          return false;
+    /** The next change's route (its key and value in {@link #out}); null at the input's end. */
+    Route next() {
+      while (input.hasNext()) {
+        Route route = step(input.next());
+        if (route != null) {
+          return route;
         }
-        next = step(input.next());
       }
-      return true;
+      return null;
     }
 
-    @Override
-    public InternalRow next() {
-      if (!hasNext()) {
-        throw new NoSuchElementException();
+    /** Each source partition's summary to the accumulator (a failed task's are dropped). */
+    void report() {
+      ObjectMapper json = new ObjectMapper();
+      for (Seen s : seen.values()) {
+        summaries.add(s.summary(json));
       }
-      InternalRow out = next;
-      next = null;
-      return out;
+      seen.clear();
     }
 
     private Seen partition(UTF8String topic, int partition) {
@@ -234,8 +398,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       return s;
     }
 
-    /** One source record (key, value, topic, partition, offset): its output row, or null. */
-    private InternalRow step(InternalRow record) {
+    /** One source record (key, value, topic, partition, offset): its route if written, or null. */
+    private Route step(InternalRow record) {
       long offset = record.getLong(columns[4]);
       Seen s = partition(record.getUTF8String(columns[2]), record.getInt(columns[3]));
       s.end = offset + 1;
@@ -257,7 +421,6 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null;
       }
       byte[] key = record.getBinary(columns[0]);
-      Encoding.Encoded out = encoded;
       if (value == null || !s.route.encoding.encode(key, value, out)) {
         return defer(s, offset);
       }
@@ -271,10 +434,10 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       }
       s.emitted++;
       s.bytes += size;
-      return new GenericInternalRow(new Object[] {s.route.topic, out.key, out.value, null});
+      return s.route;
     }
 
-    private InternalRow defer(Seen s, long offset) {
+    private Route defer(Seen s, long offset) {
       s.deferred = offset;
       s.deferredFloor = s.floor;
       return null;
