@@ -80,16 +80,14 @@ def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str
 def write_records(records: DataFrame, kafka: KafkaOptions, producer: Mapping[str, str]) -> None:
     """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
 
-    Spark's Kafka writer flushes its producer when a task commits, so a finished write is
-    acknowledged (``acks=all``, idempotent) by the brokers.
+    By the changefeed's own sink (``pipeline/jvm/walk``, ``Sink``): Spark's pooled producer
+    and option checks, but a task ends only once Kafka answered every record it sent; Spark's
+    Kafka writer trusts the producer's flush(), which can return before a refused batch's
+    records are answered (KAFKA-19479), and such records would be lost unseen.
     """
-    (
-        records.write.mode("append")
-        .format("kafka")
-        .options(**writer_options(kafka, producer))
-        .option("includeHeaders", "true")
-        .save()
-    )
+    jvm = records.sparkSession._jvm
+    assert jvm is not None  # noqa: S101 - a classic (not Connect) session
+    jvm.dev.highwater.walk.Sink.write(records._jdf, writer_options(kafka, producer))
 
 
 def range_reader(client: Mapping[str, Any], group: str) -> Any:

@@ -259,10 +259,18 @@ def test_a_failed_write_is_one_clear_error_and_nothing_is_checkpointed(
     assert_no_progress_checkpointed(kafka_bootstrap, config)
 
 
-def test_records_the_brokers_refuse_fail_the_batch_on_the_walk_and_nothing_is_checkpointed(
-    kafka_bootstrap: str, unique_name, spark
+@pytest.mark.parametrize(
+    "encoder",
+    [
+        {"updated": True, "diff": True},  # the source's own members: the walk takes all
+        {"updated": True, "key_in_value": True},  # written again: the Python loop
+    ],
+    ids=["walk", "python_loop"],
+)
+def test_records_the_brokers_refuse_fail_the_batch_and_nothing_is_checkpointed(
+    kafka_bootstrap: str, unique_name, spark, encoder: dict[str, bool]
 ) -> None:
-    """The walk's own sends (clean records it takes) fail the batch when Kafka refuses them.
+    """Every write (the walk's, the Python loop's) fails the batch when Kafka refuses records.
 
     Refused as too large, a batch of several records is split by the producer, whose flush()
     then returns before the halves are answered (KAFKA-19479); here the halves never get
@@ -278,7 +286,7 @@ def test_records_the_brokers_refuse_fail_the_batch_on_the_walk_and_nothing_is_ch
         kafka_bootstrap,
         unique_name("cf"),
         [(source, "orders")],
-        encoder={"updated": True, "diff": True},  # the source's own members: the walk takes all
+        encoder=encoder,
         # a producer of its own (the pool keys by settings) answering within seconds
         sink={"producer": {"delivery.timeout.ms": "4000", "request.timeout.ms": "3000"}},
     )

@@ -11,22 +11,14 @@ import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
 import java.util.NoSuchElementException;
-import org.apache.spark.api.java.JavaRDD;
-import org.apache.kafka.clients.producer.Callback;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.VoidFunction;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
-import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap$;
 import org.apache.spark.sql.classic.Dataset;
-import org.apache.spark.sql.kafka010.KafkaSourceProvider$;
-import org.apache.spark.sql.kafka010.producer.CachedKafkaProducer;
-import org.apache.spark.sql.kafka010.producer.InternalKafkaProducerPool$;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.CollectionAccumulator;
@@ -117,9 +109,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
 
   /**
    * Walks {@code batch} (Spark's Kafka source rows) under {@code plan} and sends the records it
-   * takes to Kafka; returns once the brokers acknowledged them all. {@code options}: Spark's
-   * Kafka writer options ({@code kafka.}-prefixed), checked as that writer checks them, and its
-   * pooled producer is the one used. Each source partition's summary goes to {@code summaries}
+   * takes to Kafka ({@link Sink}); returns once the brokers acknowledged them all. {@code
+   * options}: Spark's Kafka writer options ({@code kafka.}-prefixed). Each source partition's summary goes to {@code summaries}
    * once its task's records are acknowledged (a failed task's are dropped, as Spark drops them).
    */
   public static void write(
@@ -128,12 +119,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       CollectionAccumulator<String> summaries,
       java.util.Map<String, String> options)
       throws IOException {
-    Map<String, Object> producer =
-        new HashMap<>(
-            KafkaSourceProvider$.MODULE$.kafkaParamsForProducer(
-                CaseInsensitiveMap$.MODULE$.apply(
-                    scala.collection.immutable.Map$.MODULE$.from(
-                        scala.jdk.javaapi.CollectionConverters.asScala(options)))));
+    Map<String, Object> producer = Sink.producer(options);
     Walk walk = new Walk(plan, columns(batch.schema()), summaries);
     batch.queryExecution().toRdd().toJavaRDD().foreachPartition(new Send(walk, producer));
   }
@@ -214,82 +200,15 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
 
     @Override
     public void call(Iterator<InternalRow> input) throws IOException, InterruptedException {
-      CachedKafkaProducer pooled = InternalKafkaProducerPool$.MODULE$.acquire(producer);
-      try {
-        KafkaProducer<byte[], byte[]> kafka = pooled.producer();
-        Acks acks = new Acks();
-        Walker walker = walk.new Walker(input);
-        for (Route route = walker.next(); route != null; route = walker.next()) {
-          acks.check();
-          kafka.send(new ProducerRecord<>(route.name, walker.out.key, walker.out.value), acks);
-          acks.sent++;
-        }
-        kafka.flush();
-        acks.await(deliveryTimeout(producer) + 30_000L);
-        walker.report();
-      } finally {
-        InternalKafkaProducerPool$.MODULE$.release(pooled);
-      }
-    }
-  }
-
-  /** The producer's delivery.timeout.ms: how long it may take to answer a record. */
-  static long deliveryTimeout(Map<String, Object> producer) {
-    Object value = producer.get(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG);
-    return value == null ? 120_000L : Long.parseLong(value.toString());
-  }
-
-  /**
-   * A task's sends: how many were sent, how many Kafka answered, the first failure.
-   *
-   * <p>{@code flush()} alone is not proof: when a broker refuses a batch as too large, the
-   * producer splits it and flush returns before the halves are answered (KAFKA-19479, fixed
-   * after the kafka-clients Spark 4.0 ships), so a refused record would pass unseen; and where
-   * a split cannot make the batch small enough, the producer splits on until its network thread
-   * dies, and no answer comes. Every record's callback runs once: the task waits for as many
-   * answers as it sent, as long as the producer's own delivery timeout and a margin, and fails
-   * when they do not all come.
-   */
-  static final class Acks implements Callback {
-    long sent; // the task's thread only
-    private long answered;
-    private volatile Exception failed;
-
-    @Override
-    public synchronized void onCompletion(RecordMetadata metadata, Exception e) {
-      if (e != null && failed == null) {
-        failed = e;
-      }
-      answered++;
-      notifyAll();
-    }
-
-    /** Raises the first failure Kafka reported so far. */
-    void check() throws IOException {
-      Exception e = failed;
-      if (e != null) {
-        throw new IOException("writing to Kafka failed: " + e, e);
-      }
-    }
-
-    /** Waits until Kafka answered every record sent, at most {@code millis}. */
-    synchronized void await(long millis) throws IOException, InterruptedException {
-      long deadline = System.nanoTime() + millis * 1_000_000L;
-      while (answered < sent && failed == null) {
-        long left = (deadline - System.nanoTime()) / 1_000_000L;
-        if (left <= 0) {
-          throw new IOException(
-              "writing to Kafka failed: the producer answered "
-                  + answered
-                  + " of "
-                  + sent
-                  + " records within "
-                  + millis
-                  + " ms (delivery.timeout.ms and a margin)");
-        }
-        wait(left);
-      }
-      check();
+      Walker walker = walk.new Walker(input);
+      Sink.send(
+          producer,
+          (kafka, acks) -> {
+            for (Route route = walker.next(); route != null; route = walker.next()) {
+              acks.send(kafka, new ProducerRecord<>(route.name, walker.out.key, walker.out.value));
+            }
+          });
+      walker.report();
     }
   }
 

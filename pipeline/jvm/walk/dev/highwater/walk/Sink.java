@@ -1,0 +1,179 @@
+package dev.highwater.walk;
+
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.Iterator;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.producer.Callback;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.spark.api.java.function.ForeachPartitionFunction;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.catalyst.util.CaseInsensitiveMap$;
+import org.apache.spark.sql.classic.Dataset;
+import org.apache.spark.sql.kafka010.KafkaSourceProvider$;
+import org.apache.spark.sql.kafka010.producer.CachedKafkaProducer;
+import org.apache.spark.sql.kafka010.producer.InternalKafkaProducerPool$;
+
+/**
+ * Every changefeed write to Kafka: the walk's ({@link Walk#write}) and rows' ({@link #write}).
+ *
+ * <p>Through Spark's pooled producer, with Spark's Kafka writer options checked as that writer
+ * checks them; unlike that writer, a task ends only once Kafka answered every record it sent
+ * ({@link Acks}: the producer's flush() alone is not proof).
+ */
+public final class Sink {
+  private Sink() {}
+
+  /**
+   * Writes {@code records} (columns topic, key, value, headers) to Kafka; returns once the
+   * brokers acknowledged them all. {@code options}: Spark's Kafka writer options ({@code
+   * kafka.}-prefixed). A Dataset action, so what the rows' plan observes is reported.
+   */
+  public static void write(Dataset<Row> records, java.util.Map<String, String> options) {
+    records
+        .select("topic", "key", "value", "headers")
+        .foreachPartition(new Rows(producer(options)));
+  }
+
+  /** The producer settings of Spark's Kafka writer {@code options}, checked as it checks them. */
+  static Map<String, Object> producer(java.util.Map<String, String> options) {
+    return new HashMap<>(
+        KafkaSourceProvider$.MODULE$.kafkaParamsForProducer(
+            CaseInsensitiveMap$.MODULE$.apply(
+                scala.collection.immutable.Map$.MODULE$.from(
+                    scala.jdk.javaapi.CollectionConverters.asScala(options)))));
+  }
+
+  /** A task's records, handed to the producer one by one. */
+  interface Sends {
+    void to(KafkaProducer<byte[], byte[]> kafka, Acks acks) throws IOException;
+  }
+
+  /**
+   * One task's sends by the pooled producer of {@code producer}: returns once Kafka answered
+   * every record; raises the first record it refused, or that it did not answer in time.
+   */
+  static void send(Map<String, Object> producer, Sends sends)
+      throws IOException, InterruptedException {
+    CachedKafkaProducer pooled = InternalKafkaProducerPool$.MODULE$.acquire(producer);
+    try {
+      KafkaProducer<byte[], byte[]> kafka = pooled.producer();
+      Acks acks = new Acks();
+      sends.to(kafka, acks);
+      kafka.flush();
+      acks.await(deliveryTimeout(producer) + 30_000L);
+    } finally {
+      InternalKafkaProducerPool$.MODULE$.release(pooled);
+    }
+  }
+
+  /** The producer's delivery.timeout.ms: how long it may take to answer a record. */
+  static long deliveryTimeout(Map<String, Object> producer) {
+    Object value = producer.get(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG);
+    return value == null ? 120_000L : Long.parseLong(value.toString());
+  }
+
+  /** A task's rows (topic, key, value, headers) as Kafka records. */
+  static final class Rows implements ForeachPartitionFunction<Row> {
+    private static final long serialVersionUID = 1L;
+    private final Map<String, Object> producer;
+
+    Rows(Map<String, Object> producer) {
+      this.producer = producer;
+    }
+
+    @Override
+    public void call(Iterator<Row> rows) throws IOException, InterruptedException {
+      send(
+          producer,
+          (kafka, acks) -> {
+            while (rows.hasNext()) {
+              Row r = rows.next();
+              byte[] key = r.isNullAt(1) ? null : (byte[]) r.get(1);
+              byte[] value = r.isNullAt(2) ? null : (byte[]) r.get(2);
+              acks.send(kafka, new ProducerRecord<>(r.getString(0), null, key, value, headers(r)));
+            }
+          });
+    }
+
+    private static List<Header> headers(Row r) {
+      if (r.isNullAt(3)) {
+        return null;
+      }
+      List<Row> pairs = r.getList(3);
+      List<Header> headers = new ArrayList<>(pairs.size());
+      for (Row pair : pairs) {
+        headers.add(new RecordHeader(pair.getString(0), (byte[]) pair.get(1)));
+      }
+      return headers;
+    }
+  }
+
+  /**
+   * A task's sends: how many were sent, how many Kafka answered, the first failure.
+   *
+   * <p>{@code flush()} alone is not proof: when a broker refuses a batch as too large, the
+   * producer splits it and flush returns before the halves are answered (KAFKA-19479, fixed
+   * after the kafka-clients Spark 4.0 ships), so a refused record would pass unseen; and where
+   * a split cannot make the batch small enough, the producer splits on until it expires the
+   * records or its network thread dies, and no answer comes. Every record's callback runs once:
+   * the task waits for as many answers as it sent, as long as the producer's own delivery
+   * timeout and a margin, and fails when they do not all come.
+   */
+  static final class Acks implements Callback {
+    private long sent; // the task's thread only
+    private long answered;
+    private volatile Exception failed;
+
+    /** Sends {@code record}, after raising any failure reported so far. */
+    void send(KafkaProducer<byte[], byte[]> kafka, ProducerRecord<byte[], byte[]> record)
+        throws IOException {
+      check();
+      kafka.send(record, this);
+      sent++;
+    }
+
+    @Override
+    public synchronized void onCompletion(RecordMetadata metadata, Exception e) {
+      if (e != null && failed == null) {
+        failed = e;
+      }
+      answered++;
+      notifyAll();
+    }
+
+    private void check() throws IOException {
+      Exception e = failed;
+      if (e != null) {
+        throw new IOException("writing to Kafka failed: " + e, e);
+      }
+    }
+
+    /** Waits until Kafka answered every record sent, at most {@code millis}. */
+    synchronized void await(long millis) throws IOException, InterruptedException {
+      long deadline = System.nanoTime() + millis * 1_000_000L;
+      while (answered < sent && failed == null) {
+        long left = (deadline - System.nanoTime()) / 1_000_000L;
+        if (left <= 0) {
+          throw new IOException(
+              "writing to Kafka failed: the producer answered "
+                  + answered
+                  + " of "
+                  + sent
+                  + " records within "
+                  + millis
+                  + " ms (delivery.timeout.ms and a margin)");
+        }
+        wait(left);
+      }
+      check();
+    }
+  }
+}
