@@ -14,7 +14,7 @@ records as Arrow batches (``mapInArrow``), in one pass, keeping a state per sour
 
 At the end each task adds one *summary* per source partition (where the batch ended, the
 highest marker, counts, the first bad record). Summaries travel to the driver through a Spark
-``Observation`` of the write itself and are filtered out before the Kafka writer, so a batch
+``Observation`` of the write itself and are filtered out before the sink, so a batch
 is read once and written once, with no shuffle: every version of a key lives on one source
 partition, so each key's versions reach the output topic in commit order.
 

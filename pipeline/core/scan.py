@@ -26,7 +26,7 @@ for the scan: the sources are a log, and the stream reads what arrived meanwhile
 scan is done.
 
 **Rate limit and progress.** ``initial_scan.rate_limit`` rows per second is shared evenly by
-the chunks in flight; each task paces the rows it hands to the Kafka writer. Progress (chunks,
+the chunks in flight; each task paces the rows it hands to the sink. Progress (chunks,
 records, rows, rate, ETA) is counted per finished chunk.
 """
 

@@ -3,8 +3,10 @@
 Spark Structured Streaming reads the source topics from where the changefeed's position
 stands and hands every micro-batch to the coordinator (``foreachBatch``), which calls
 :func:`write_batch`: the batch goes through ``pipeline/core/batch.py`` on the executors
-(decode, drop what is resolved, encode) straight into the Kafka writer, and the summaries of
-what each source partition contributed come back through a Spark ``Observation``.
+(decode, drop what is resolved, encode) straight into the sink (``write_records``: every
+record answered by Kafka before the batch counts), and the summaries of what each source
+partition contributed come back through a Spark ``Observation``; or through the JVM walk
+(``pipeline/core/walk.py``), which sends what it takes itself.
 """
 
 from __future__ import annotations
