@@ -85,9 +85,14 @@ def write_records(records: DataFrame, kafka: KafkaOptions, producer: Mapping[str
     Kafka writer trusts the producer's flush(), which can return before a refused batch's
     records are answered (KAFKA-19479), and such records would be lost unseen.
     """
-    jvm = records.sparkSession._jvm
+    our_java(records).Sink.write(records._jdf, writer_options(kafka, producer))
+
+
+def our_java(frame: DataFrame) -> Any:
+    """Our Java package (``pipeline/jvm/walk``) in the JVM of ``frame``'s session."""
+    jvm = frame.sparkSession._jvm
     assert jvm is not None  # noqa: S101 - a classic (not Connect) session
-    jvm.dev.highwater.walk.Sink.write(records._jdf, writer_options(kafka, producer))
+    return jvm.dev.highwater.walk
 
 
 def range_reader(client: Mapping[str, Any], group: str) -> Any:

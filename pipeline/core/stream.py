@@ -24,7 +24,7 @@ from pipeline.config import ChangefeedConfig
 
 from . import faults
 from .batch import BatchPlan, BatchResult, kafka_records, read_result
-from .kafka_clients import source_reader, write_records, writer_options
+from .kafka_clients import source_reader, write_records
 from .queries import apply_query
 from .walk import Walked, walk_plan, write_rest
 
@@ -102,8 +102,8 @@ def write_batch(
         )
         result = read_result(observation)
     else:
-        options = writer_options(config.sink_kafka, config.sink.producer)
-        result, rests = Walked.write(batch, walk, batch_id, options).result()
+        walked = Walked.write(batch, walk, batch_id, config.sink_kafka, config.sink.producer)
+        result, rests = walked.result()
         if rests:
             more = Observation(f"batch-{batch_id}-rest")
             write_rest(batch.sparkSession, rests, plan, config, more)

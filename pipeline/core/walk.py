@@ -4,8 +4,8 @@ The walk (``pipeline/jvm/walk``, Java, built by ``highwater dev fetch-jars``) re
 Kafka rows in Spark's own task and sends what it takes to Kafka by Spark's pooled producer
 (the writer options of every changefeed write), without handing the records to Python and
 back or through the Kafka writer's rows: each costs more than the speed target leaves
-(``docs/benchmarks.md``). Each
-encoder says whether and how it can write its records there (``Encoder.walk``):
+(``docs/benchmarks.md``). Each encoder says whether and how it can write its records there
+(``Encoder.walk``):
 
 * ``verbatim`` (the JSON encoder whose envelope is the source value's own members): per
   record only the checks the Python loop (``pipeline/core/batch.py``) makes before passing
@@ -20,7 +20,8 @@ order, as the loop does (markers raise the floor; changes at or below it are dro
 the first record it does not take: anything else, valid or not. There it stops that
 partition; the summary says where (*deferred*: from, to, the floor there), and
 :func:`write_rest` reads that rest again and runs it through the Python loop, after the
-walk's records were acknowledged, so per-key order holds and bad records go where ``on_error`` says.
+walk's records were acknowledged, so per-key order holds and bad records go where
+``on_error`` says.
 Whether the walk takes a changefeed is a property of its config (:func:`walkable`): such a
 stream is read without Kafka headers, and the rests with them (dead letters carry them).
 """
@@ -32,12 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pipeline.config import ChangefeedConfig
+from pipeline.config import ChangefeedConfig, KafkaOptions
 from schemas.hlc import Hlc
 
 from .batch import BatchPlan, BatchResult, PartitionSeen, kafka_records
 from .frontier import SourcePartition
-from .kafka_clients import source_reader, write_records
+from .kafka_clients import our_java, source_reader, write_records, writer_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -99,17 +100,21 @@ class Walked:
 
     @classmethod
     def write(
-        cls, batch: DataFrame, walk: str, batch_id: int, options: Mapping[str, str]
+        cls,
+        batch: DataFrame,
+        walk: str,
+        batch_id: int,
+        kafka: KafkaOptions,
+        producer: Mapping[str, str],
     ) -> Walked:
-        """Walk ``batch`` (Spark's Kafka source rows) and send what it takes to Kafka.
+        """Walk ``batch`` (Spark's Kafka source rows) and send what it takes to the sink.
 
-        ``walk``: the plan; ``options``: Spark's Kafka writer options (:func:`writer_options`),
-        whose pooled producer sends. Returns once the brokers acknowledged every record.
+        ``walk``: the plan; the producer settings are :func:`write_records`' own. Returns once
+        the brokers acknowledged every record.
         """
         summaries = _accumulator(batch, batch_id)
-        jvm = batch.sparkSession._jvm
-        assert jvm is not None  # noqa: S101 - a classic (not Connect) session
-        jvm.dev.highwater.walk.Walk.write(batch._jdf, walk, summaries, dict(options))
+        options = writer_options(kafka, producer)
+        our_java(batch).Walk.write(batch._jdf, walk, summaries, options)
         return cls(summaries)
 
     @classmethod
@@ -121,9 +126,7 @@ class Walked:
         from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
 
         summaries = _accumulator(batch, batch_id)
-        jvm = batch.sparkSession._jvm
-        assert jvm is not None  # noqa: S101 - a classic (not Connect) session
-        walked = jvm.dev.highwater.walk.Walk.walk(batch._jdf, walk, summaries)
+        walked = our_java(batch).Walk.walk(batch._jdf, walk, summaries)
         return DataFrame(walked, batch.sparkSession), cls(summaries)
 
     def result(self) -> tuple[BatchResult, list[Deferred]]:

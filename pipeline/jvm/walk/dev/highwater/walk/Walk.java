@@ -54,13 +54,11 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   /** Where a source topic's changes go, and how they are written there. */
   static final class Route implements Serializable {
     private static final long serialVersionUID = 1L;
-    final String name;
-    final UTF8String topic;
+    final String topic;
     final Encoding encoding;
 
     Route(String topic, Encoding encoding) {
-      this.name = topic;
-      this.topic = UTF8String.fromString(topic);
+      this.topic = topic;
       this.encoding = encoding;
     }
   }
@@ -110,8 +108,9 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   /**
    * Walks {@code batch} (Spark's Kafka source rows) under {@code plan} and sends the records it
    * takes to Kafka ({@link Sink}); returns once the brokers acknowledged them all. {@code
-   * options}: Spark's Kafka writer options ({@code kafka.}-prefixed). Each source partition's summary goes to {@code summaries}
-   * once its task's records are acknowledged (a failed task's are dropped, as Spark drops them).
+   * options}: Spark's Kafka writer options ({@code kafka.}-prefixed). Each source partition's
+   * summary goes to {@code summaries} once its task's records are acknowledged (a failed
+   * task's are dropped, as Spark drops them).
    */
   public static void write(
       Dataset<Row> batch,
@@ -164,7 +163,9 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
           } else {
             next =
                 new GenericInternalRow(
-                    new Object[] {route.topic, walker.out.key, walker.out.value, null});
+                    new Object[] {
+                      UTF8String.fromString(route.topic), walker.out.key, walker.out.value, null
+                    });
           }
         }
         return next != null;
@@ -205,7 +206,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
           producer,
           (kafka, acks) -> {
             for (Route route = walker.next(); route != null; route = walker.next()) {
-              acks.send(kafka, new ProducerRecord<>(route.name, walker.out.key, walker.out.value));
+              acks.send(kafka, new ProducerRecord<>(route.topic, walker.out.key, walker.out.value));
             }
           });
       walker.report();
