@@ -9,6 +9,10 @@ records as Arrow batches (``mapInArrow``), in one pass, keeping a state per sour
   the partition (shipped in the :class:`BatchPlan`);
 * a row at or below the floor is an upstream duplicate or a replay and is dropped; any other
   row is encoded by the encoder (``encoders/``) and routed to its output topic;
+* a change that carries its source's position (Debezium) at or below the highest position
+  already read on its partition is a *re-send* (the connector restarted and sent again what
+  it had sent) and is dropped, whatever its time: the partition's highest position travels
+  from batch to batch in the :class:`BatchPlan` and the checkpoint, like the floor;
 * an undecodable record goes to the dead-letter topic with the reason in headers
   (``on_error: dlq``), or is only reported, and the driver stops the job (``fail``, ``pause``).
 
@@ -40,6 +44,7 @@ from .frontier import SourcePartition
 from .queries import RowShape
 from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
+from .sources.base import Position
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -79,6 +84,8 @@ class BatchPlan:
     # resume --skip-bad-record: this bad record goes to the dead-letter topic, whatever on_error
     skip: RecordRef | None = None
     skip_topic: str | None = None
+    # (topic, partition) -> the highest source position read there (Debezium: re-sends)
+    positions: Mapping[tuple[str, int], Position] = field(default_factory=dict)
 
     @property
     def room(self) -> int:
@@ -93,6 +100,7 @@ class BatchPlan:
         thresholds: Mapping[tuple[str, int], Hlc],
         new_partition_floor: Hlc = ZERO,
         skip: RecordRef | None = None,
+        positions: Mapping[tuple[str, int], Position] | None = None,
     ) -> BatchPlan:
         """The plan of a changefeed's batch, each partition's floor at ``thresholds``.
 
@@ -117,6 +125,7 @@ class BatchPlan:
             max_record_bytes=int(config.sink.producer.get("max.request.size", DEFAULT_MAX_REQUEST)),
             skip=skip,
             skip_topic=config.effective_dlq_topic,
+            positions=positions or {},
         )
 
 
@@ -134,6 +143,8 @@ class PartitionSeen:
     bytes: int = 0  # the emitted rows' keys and values
     # Debezium: per transaction id, [its places read, lowest time, highest time]
     transactions: dict[str, list[Any]] = field(default_factory=dict)
+    position: Position | None = None  # the highest source position read (Debezium)
+    resent: int = 0  # changes dropped as re-sends (at or below a position already read)
 
     def saw(self, tx: tuple[str, int], ts: Hlc) -> None:
         """A change of transaction ``tx`` (id, place) at ``ts`` was read."""
@@ -161,6 +172,8 @@ class PartitionSeen:
                 "bad": self.bad,
                 "first_bad": self.first_bad,
                 "bytes": self.bytes,
+                "position": self.position,
+                "resent": self.resent,
             }
         )
 
@@ -182,12 +195,15 @@ class PartitionSeen:
                 t: [orders, Hlc.parse(low), Hlc.parse(high)]
                 for t, (orders, low, high) in (data.get("transactions") or {}).items()
             },
+            None if data.get("position") is None else tuple(data["position"]),
+            int(data.get("resent", 0)),
         )
 
     def merge(self, other: PartitionSeen) -> PartitionSeen:
         """Two summaries of the same partition (should Spark ever split its range)."""
         tops = [ts for ts in (self.resolved, other.resolved) if ts is not None]
         bads = [b for b in (self.first_bad, other.first_bad) if b is not None]
+        positions = [p for p in (self.position, other.position) if p is not None]
         return PartitionSeen(
             self.partition,
             max(self.next_offset, other.next_offset),
@@ -198,6 +214,8 @@ class PartitionSeen:
             min(bads) if bads else None,
             self.bytes + other.bytes,
             _merged(self.transactions, other.transactions),
+            max(positions) if positions else None,
+            self.resent + other.resent,
         )
 
 
@@ -222,6 +240,7 @@ class BatchResult:
     bad: int = 0
     first_bad: tuple[RecordRef, str] | None = None
     bytes: int = 0
+    resent: int = 0  # changes dropped as an upstream's re-sends (see the module)
 
     @classmethod
     def of(cls, summaries: list[PartitionSeen]) -> BatchResult:
@@ -242,10 +261,15 @@ class BatchResult:
             bad=sum(s.bad for s in merged.values()),
             first_bad=bads[0] if bads else None,
             bytes=sum(s.bytes for s in merged.values()),
+            resent=sum(s.resent for s in merged.values()),
         )
 
     def __str__(self) -> str:
-        return f"{self.emitted} rows emitted, {self.duplicates} duplicates dropped, {self.bad} bad"
+        resent = f", {self.resent} re-sent dropped" if self.resent else ""
+        return (
+            f"{self.emitted} rows emitted, {self.duplicates} duplicates dropped{resent}, "
+            f"{self.bad} bad"
+        )
 
     def raise_first_bad(self, on_error: str) -> None:
         """Without a dead-letter topic (``on_error`` not ``dlq``), a bad record stops the job."""
@@ -389,6 +413,7 @@ class Task:
         self.contexts = {topic: Context(output) for topic, output in plan.routes.items()}
         self.seen: dict[tuple[str, int], PartitionSeen] = {}
         self.floors: dict[tuple[str, int], Hlc] = {}
+        self.latest: dict[tuple[str, int], Position | None] = {}  # highest source position read
         self.halted: set[tuple[str, int]] = set()  # stopped at a bad record
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -439,6 +464,7 @@ class Task:
             first = run.column("offset")[0].as_py()
             state = self.seen[sp] = PartitionSeen(SourcePartition(topic, partition), first, None)
             self.floors[sp] = self.plan.thresholds.get(sp, self.plan.new_partition_floor)
+            self.latest[sp] = self.plan.positions.get(sp)
         return sp, state
 
     def records(self, run: pa.RecordBatch, out: Output) -> None:  # noqa: PLR0912, PLR0915 - one frame
@@ -452,7 +478,7 @@ class Task:
         if sp in self.halted:
             return  # stopped at a bad record (no dead-letter topic): nothing after it
         topic = sp[0]
-        floor, end_time = self.floors[sp], self.plan.end_time
+        floor, end_time, latest = self.floors[sp], self.plan.end_time, self.latest[sp]
         source, ctx, table = self.adapters[topic], self.contexts[topic], self.plan.tables[topic]
         encoder = self.plan.encoders[topic]
         encode_key, encode_value = encoder.key, encoder.value
@@ -470,6 +496,7 @@ class Task:
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
         room = self.plan.room  # a sink-side dead letter beyond
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
+            held = latest  # where a walk stopped at this record resumes
             try:
                 item = decode(i, key, value)
                 if isinstance(item, Change):
@@ -482,11 +509,16 @@ class Task:
                     changes = item or ()  # several rows (canal-json), or none (a tombstone)
                 for change in changes:
                     ts = change.ts
+                    if change.tx is not None:  # Debezium: counted for its transaction
+                        state.saw(change.tx, ts)
+                    if change.position is not None:
+                        if latest is not None and change.position <= latest:
+                            state.resent += 1
+                            continue
+                        latest = change.position
                     if ts <= floor:
                         state.duplicates += 1
                         continue
-                    if change.tx is not None:  # Debezium: counted for its transaction
-                        state.saw(change.tx, ts)
                     if keeps is not None and not keeps[i]:
                         continue
                     if shape is not None:
@@ -509,12 +541,18 @@ class Task:
                 raise  # an outage, not the record's fault: the batch runs again
             except Exception as exc:  # no record, however strange, stops a feed
                 count_transaction(state, exc)
+                position = exc.position if isinstance(exc, BadRecord) else None
+                if position is not None and latest is not None and position <= latest:
+                    state.resent += 1  # a bad change sent again: dealt with the first time
+                    continue
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
                 if self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i):
-                    stop = i
+                    stop, latest = i, held  # read again on resume: its position not passed
                     break
+                latest = position or latest
         out.topic_run(ctx.topic, emitted)
+        self.latest[sp] = state.position = latest
         self.walked(sp, state, floor, (kept, size), offsets, stop)
 
     def walked(  # noqa: PLR0917 - where a stretch's walk got to

@@ -367,6 +367,9 @@ class Changefeed:
             assert position.backfill is not None  # noqa: S101 - the scan is running
             assert progress is not None  # noqa: S101
             position.backfill = position.backfill.finished(chunk, result.emitted)
+            for seen in result.partitions:  # the stream tells re-sends after the scan's
+                if seen.position is not None:
+                    position.frontier.read_to(seen.partition, seen.position)
             if position.transactions is not None:  # what the scan read counts for them
                 position.transactions.saw(result)
             progress.add(chunk, result.emitted)
@@ -400,15 +403,26 @@ class Changefeed:
         frontier = self.position.frontier
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
         plan = BatchPlan.of(
-            self.config, self.outputs.encoders, floors, frontier.high_water(), skip=self._skip()
+            self.config,
+            self.outputs.encoders,
+            floors,
+            frontier.high_water(),
+            skip=self._skip(),
+            positions=frontier.positions(),
         )
         result, seconds = write_batch(batch, batch_id, plan, self.config)
         for seen in result.partitions:
-            frontier.forward(seen.partition, resolved=seen.resolved, next_offset=seen.next_offset)
+            frontier.forward(
+                seen.partition,
+                resolved=seen.resolved,
+                next_offset=seen.next_offset,
+                position=seen.position,
+            )
         transactions = self.position.transactions
         if transactions is not None:
             transactions.saw(result)
             transactions.advance(frontier)
+            self._report_transactions(transactions)
         if result.partitions:
             self.policy.progressed()
         self.stats.count(result)
@@ -483,8 +497,10 @@ class Changefeed:
                 return
             try:
                 transactions = self.position.transactions
-                if transactions is not None and transactions.advance(self.position.frontier):
-                    self.policy.progressed()  # quiet sources, a transaction completed: a marker
+                if transactions is not None:
+                    if transactions.advance(self.position.frontier):
+                        self.policy.progressed()  # quiet sources, a transaction completed
+                    self._report_transactions(transactions)
                 self._after_batch()
                 self.metrics.lags(self.position.frontier)
             except HighwaterError as exc:
@@ -515,6 +531,15 @@ class Changefeed:
             self.outputs.status.replication = now
             if self._error is None and not self._closing:
                 self._publish(best_effort=True)
+
+    def _report_transactions(self, transactions: TransactionFeed) -> None:
+        """Stuck Debezium transactions into the job status' warnings and the gauge."""
+        self.metrics.transactions(transactions.stuck, transactions.logs)
+        warnings = transactions.warnings()
+        status = self.outputs.status
+        if warnings != status.transactions:
+            status.transactions = warnings
+            self._publish(best_effort=True)
 
     def _check_stall(self) -> None:
         """Fail when the high-water mark stood still for longer than ``gc_ttl``."""

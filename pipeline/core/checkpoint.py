@@ -9,7 +9,10 @@ One JSON record per changefeed in a compacted topic, keyed by changefeed id (con
      "config_fingerprint": "…", "topics": ["src.orders"], "fallback": null,
      "written_at": "<RFC 3339>"}
 
-``offsets`` are the next offsets to read per partition number (``null``: from the start).
+``offsets`` are the next offsets to read per partition number (``null``: from the start);
+``positions`` (Debezium sources) the highest source position read before them, kept with the
+offsets at every level that keeps offsets, so a change an upstream sends again after the
+resume point is still known as a re-send.
 ``topics`` are the source topics the record covers, so a table added to the config is known
 as one (it gets its own scan) at every level. Beside the record, under the key
 ``shape/<id>``, the store keeps what the output depends on of the config
@@ -67,6 +70,8 @@ class Checkpoint:
     topics: tuple[str, ...] | None = None  # the source topics covered (None: an older record)
     # Debezium: each transaction topic's log state (``transactions.py``)
     transactions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    # the highest source position read before each partition's offset, where known
+    positions: Mapping[SourcePartition, tuple[int, ...]] = field(default_factory=dict)
 
     @classmethod
     def of(
@@ -96,6 +101,7 @@ class Checkpoint:
             marker_sent=marker_sent,
             topics=topics,
             transactions=transactions or {},
+            positions={sp: p.position for sp, p in progress.items() if p.position is not None},
         )
 
     def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
@@ -106,7 +112,9 @@ class Checkpoint:
         """
         return {
             sp: Progress(
-                self.offsets.get(sp), max(self.high_water, self.resolved.get(sp, self.high_water))
+                self.offsets.get(sp),
+                max(self.high_water, self.resolved.get(sp, self.high_water)),
+                self.positions.get(sp) if self.offsets.get(sp) is not None else None,
             )
             for sp in partitions
         }
@@ -194,9 +202,13 @@ def decode(data: bytes) -> Checkpoint:
             raise CheckpointError(f"checkpoint format {version} is not supported (expected 1)")
         offsets: dict[SourcePartition, int | None] = {}
         resolved: dict[SourcePartition, Hlc] = {}
+        positions: dict[SourcePartition, tuple[int, ...]] = {}
         for topic, parts in (raw.get("partitions") or {}).items():
             for p, offset in enumerate(parts.get("offsets") or []):
                 offsets[SourcePartition(topic, p)] = offset
+            for p, position in enumerate(parts.get("positions") or []):
+                if position is not None:
+                    positions[SourcePartition(topic, p)] = tuple(int(n) for n in position)
             for p, ts in enumerate(parts.get("resolved") or []):
                 if ts is not None:
                     resolved[SourcePartition(topic, p)] = Hlc.parse(ts)
@@ -219,6 +231,7 @@ def decode(data: bytes) -> Checkpoint:
             marker_sent=_hlc_or_none(raw.get("marker_sent")),
             topics=_topics(raw.get("topics")),
             transactions=raw.get("transactions") or {},
+            positions=positions,
         )
     except CheckpointError:
         raise
@@ -243,6 +256,9 @@ def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
     if level != "high_water":
         for topic, numbered in _by_topic(cp.offsets).items():
             partitions[topic] = {"offsets": _dense(numbered)}
+        for topic, numbered in _by_topic(cp.positions).items():
+            entry = partitions.setdefault(topic, {"offsets": []})
+            entry["positions"] = [None if p is None else list(p) for p in _dense(numbered)]
     if level == "full":
         for topic, numbered in _by_topic(cp.resolved).items():
             entry = partitions.setdefault(topic, {"offsets": []})

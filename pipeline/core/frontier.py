@@ -1,10 +1,11 @@
 """The frontier: how far each source partition has been read and resolved.
 
 For every partition of every source topic it keeps the highest resolved time seen and the
-next offset to read. The **high-water mark** is the lowest resolved time over all of them:
-every change at or below it has been emitted. Partitions above the high-water mark are the
-*leading* ones; when a partition stalls they pull ahead, and the checkpoint keeps their
-progress so a restart does not replay them (seed ``000_…``).
+next offset to read (and, for sources that give one, the highest source position read: what
+tells a re-sent change from a new one, ``batch.py``). The **high-water mark** is the lowest
+resolved time over all of them: every change at or below it has been emitted. Partitions
+above the high-water mark are the *leading* ones; when a partition stalls they pull ahead,
+and the checkpoint keeps their progress so a restart does not replay them (seed ``000_…``).
 
 Pure Python, owned by the Spark driver (the coordinator).
 """
@@ -33,10 +34,14 @@ class SourcePartition:
 
 @dataclass(frozen=True)
 class Progress:
-    """A partition's state: the next offset to read (None: from the start) and its resolved time."""
+    """A partition's state: the next offset to read (None: from the start) and its resolved time.
+
+    ``position``: the highest source position read before ``offset`` (Debezium), if any.
+    """
 
     offset: int | None
     resolved: Hlc
+    position: tuple[int, ...] | None = None
 
 
 class Frontier:
@@ -56,7 +61,14 @@ class Frontier:
         frontier._progress.update(progress)
         return frontier
 
-    def forward(self, sp: SourcePartition, *, resolved: Hlc | None, next_offset: int) -> None:
+    def forward(
+        self,
+        sp: SourcePartition,
+        *,
+        resolved: Hlc | None,
+        next_offset: int,
+        position: tuple[int, ...] | None = None,
+    ) -> None:
         """Record that ``sp`` was read up to ``next_offset`` and resolved up to ``resolved``.
 
         Neither ever moves backwards: an old marker seen again (an upstream replay) changes
@@ -73,7 +85,9 @@ class Frontier:
             )
         new_resolved = old.resolved if resolved is None else max(old.resolved, resolved)
         new_offset = next_offset if old.offset is None else max(old.offset, next_offset)
-        self._progress[sp] = Progress(new_offset, new_resolved)
+        if old.position is not None and (position is None or position < old.position):
+            position = old.position
+        self._progress[sp] = Progress(new_offset, new_resolved, position)
 
     def resolve(self, sp: SourcePartition, resolved: Hlc) -> None:
         """Raise ``sp``'s resolved time, learnt from elsewhere than its records; offset kept.
@@ -82,7 +96,13 @@ class Frontier:
         """
         old = self._progress[sp]
         if resolved > old.resolved:
-            self._progress[sp] = Progress(old.offset, resolved)
+            self._progress[sp] = Progress(old.offset, resolved, old.position)
+
+    def read_to(self, sp: SourcePartition, position: tuple[int, ...]) -> None:
+        """Raise ``sp``'s highest source position read (the initial scan's chunks); offset kept."""
+        old = self._progress[sp]
+        if old.position is None or position > old.position:
+            self._progress[sp] = Progress(old.offset, old.resolved, position)
 
     def high_water(self) -> Hlc:
         """The lowest resolved time over every partition: all changes at or below it are done."""
@@ -101,6 +121,14 @@ class Frontier:
     def progress(self) -> dict[SourcePartition, Progress]:
         """A copy of every partition's progress."""
         return dict(self._progress)
+
+    def positions(self) -> dict[tuple[str, int], tuple[int, ...]]:
+        """The partitions' highest source positions read, where known (for a batch's plan)."""
+        return {
+            (sp.topic, sp.partition): p.position
+            for sp, p in self._progress.items()
+            if p.position is not None
+        }
 
     def __getitem__(self, sp: SourcePartition) -> Progress:
         return self._progress[sp]

@@ -28,6 +28,7 @@ from __future__ import annotations
 import socket
 import threading
 import time
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 from wsgiref.simple_server import WSGIRequestHandler, make_server
 
@@ -68,6 +69,10 @@ class ChangefeedMetrics:
             "highwater_duplicates_dropped", "Rows at or below their partition's floor"
         )
         self.bad = counter("highwater_bad_records", "Records that went where on_error says")
+        self.resent = counter(
+            "highwater_resent_dropped",
+            "Changes an upstream sent again (at or below a source position already read)",
+        )
         self.markers = counter("highwater_markers_sent", "Resolved markers broadcast")
         self.scan_rows = counter("highwater_scan_rows", "Rows the initial scan wrote")
         self.batch_seconds = histogram(
@@ -95,6 +100,12 @@ class ChangefeedMetrics:
             "highwater_under_replicated_partitions",
             "A relied-on topic's partitions out of sync or without a leader",
             [*names, "topic"],
+            registry=r,
+        )
+        self.stuck = Gauge(
+            "highwater_transactions_stuck",
+            "Debezium transactions that cannot complete (markers wait for them)",
+            [*names, "transactions"],
             registry=r,
         )
         self.state = Enum(
@@ -136,6 +147,7 @@ class ChangefeedMetrics:
         self.bytes.inc(result.bytes)
         self.duplicates.inc(result.duplicates)
         self.bad.inc(result.bad)
+        self.resent.inc(result.resent)
         if scan:
             self.scan_rows.inc(result.emitted)
         if seconds is not None:
@@ -163,6 +175,11 @@ class ChangefeedMetrics:
             self.under_replicated.labels(self.changefeed_id, topic.topic).set(
                 topic.under_replicated
             )
+
+    def transactions(self, stuck: Mapping[str, str], topics: Iterable[str]) -> None:
+        """Per transaction topic, whether a transaction of it cannot complete."""
+        for topic in topics:
+            self.stuck.labels(self.changefeed_id, topic).set(1 if topic in stuck else 0)
 
     def scan(self, progress: ScanProgress) -> None:
         """The initial scan's progress."""

@@ -178,6 +178,10 @@ class ScanTask(Task):
                     continue  # a marker is the stream's concern; or nothing to emit
                 if item.tx is not None:  # Debezium: the stream's transaction log counts it
                     state.saw(item.tx, item.ts)
+                if item.position is not None and (
+                    state.position is None or item.position > state.position
+                ):
+                    state.position = item.position  # where the stream tells re-sends after
                 if shape is not None:
                     item = shape(i, item)
             except SourceUnavailable:

@@ -1,17 +1,21 @@
 """Debezium's transaction topics, read on the driver, turned into resolved times.
 
 One :class:`~.transactions.TransactionLog` per transaction topic (``sources[i].transactions``)
-holds the rule; this module feeds it: the topic's END events, read up to the topic's end
-after every batch and once a second while the sources are quiet, and the transaction places
-the executors read (each batch's summaries). What a log resolves becomes the resolved time
-of every partition of its data topics in the frontier, so the coordinator's checkpoints and
-markers follow it as they follow a native source's markers.
+holds the rule; this module feeds it: the topic's BEGIN and END events, read up to the
+topic's end after every batch and once a second while the sources are quiet, the transaction
+places the executors read (each batch's summaries), and the data partitions' end offsets
+where the rule needs them (a transaction the connector sent again; one that has waited
+:data:`STUCK_CHECK` seconds). What a log resolves becomes the resolved time of every partition
+of its data topics in the frontier, so the coordinator's checkpoints and markers follow it as
+they follow a native source's markers. A transaction that cannot complete is reported
+(:attr:`TransactionFeed.stuck`): logged, in the job status' warnings and a gauge.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -29,6 +33,8 @@ from .sources.wire import WireReader
 from .transactions import TransactionLog
 
 log = logging.getLogger(__name__)
+
+STUCK_CHECK = 10.0  # seconds a transaction waits before the data partitions' ends are taken
 
 
 def transaction_wires(config: ChangefeedConfig) -> dict[str, WireReader]:
@@ -50,8 +56,12 @@ class TransactionFeed:
         logs: Mapping[str, TransactionLog],
         partitions: list[SourcePartition],
         wires: Mapping[str, WireReader] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.logs = dict(logs)
+        self._clock = clock
+        self._waiting: dict[str, tuple[str, float]] = {}  # transaction topic -> (head, since)
+        self.stuck: dict[str, str] = {}  # transaction topic -> its stuck transaction
         self._wires = dict(wires or {})  # a transaction topic in Avro -> its reader
         self._by_source = {t: log for log in self.logs.values() for t in log.topics}
         self._partitions = {
@@ -104,12 +114,49 @@ class TransactionFeed:
             partitions = self._partitions[tx]
             if tx_log.needs_horizon():
                 tx_log.set_horizon(self._ends(partitions))
-            resolved = tx_log.resolved({sp: frontier[sp].offset for sp in partitions})
+            read = {sp: frontier[sp].offset for sp in partitions}
+            resolved = tx_log.resolved(read)
             for sp in partitions:
                 if resolved > frontier[sp].resolved:
                     frontier.resolve(sp, resolved)
                     rose = True
+            if tx_log.needs_ends():  # a re-sent transaction: complete once read to here
+                tx_log.take_ends(self._ends(partitions))
+            self._watch(tx, tx_log, read)
         return rose
+
+    def _watch(
+        self, topic: str, tx_log: TransactionLog, read: Mapping[SourcePartition, int | None]
+    ) -> None:
+        """Notice a transaction that waits on and on, and report it once it is stuck."""
+        head = tx_log.head()
+        now = self._clock()
+        if head is None:
+            self._waiting.pop(topic, None)
+        elif self._waiting.get(topic, ("", 0.0))[0] != head.id:
+            self._waiting[topic] = (head.id, now)
+        elif head.ends is None and now - self._waiting[topic][1] >= STUCK_CHECK:
+            head.ends = self._ends(self._partitions[topic])
+        stuck = tx_log.stuck(read)
+        if stuck is not None and self.stuck.get(topic) != stuck:
+            log.warning(
+                "%s: transaction %s cannot complete: every data partition was read past where "
+                "it ended %.0f s after its END, and its events are still missing (lost "
+                "upstream?); no marker passes it",
+                topic,
+                stuck,
+                STUCK_CHECK,
+            )
+            self.stuck[topic] = stuck
+        elif stuck is None and topic in self.stuck:
+            log.info("%s: transaction %s is complete after all", topic, self.stuck.pop(topic))
+
+    def warnings(self) -> list[str]:
+        """The stuck transactions, for the job status."""
+        return [
+            f"transaction {what} of {topic!r} cannot complete: markers wait for it"
+            for topic, what in sorted(self.stuck.items())
+        ]
 
     def check_snapshot(self, time: Hlc, frontier: Frontier) -> None:
         """After an initial scan at ``time``: every transaction at or below it was read whole.
@@ -177,7 +224,7 @@ class TransactionFeed:
             if event.status == "END":
                 tx_log.ended(event.id, event.counts, event.time, message.offset())
             else:
-                tx_log.skipped(message.offset())
+                tx_log.began(event.id, message.offset())
 
     def _check(self, topic: str) -> bool:
         """Whether the topic is there to read; one with several partitions is an error."""

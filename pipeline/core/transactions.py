@@ -1,15 +1,15 @@
 """Resolved times for Debezium sources, from its transaction metadata (pure, on the driver).
 
 Debezium writes no resolved markers. With ``provide.transaction.metadata=true`` it writes,
-on one transaction topic and in commit order, an END event per transaction with its event
-count per table (``data_collections``), and every change carries its transaction's id and
-its place in it (``total_order``). A :class:`TransactionLog` (one per transaction topic)
-puts the two together:
+on one transaction topic and in commit order, a BEGIN and an END event per transaction, the
+END with its event count per table (``data_collections``), and every change carries its
+transaction's id. A :class:`TransactionLog` (one per transaction topic) puts the two together:
 
-* :meth:`~TransactionLog.ended`: the END events, in the topic's order (the commit order);
+* :meth:`~TransactionLog.ended` (and :meth:`~TransactionLog.began`): the transaction topic's
+  events, in its order (the commit order);
 * :meth:`~TransactionLog.saw`: the changes the executors read from the data topics (per
-  transaction: which ``total_order`` places, their lowest and highest time), from each
-  batch's summaries;
+  transaction: their *places*, each change's own position in the source, and their lowest
+  and highest time), from each batch's summaries, re-sent changes included;
 * :meth:`~TransactionLog.resolved`: the time R below which nothing is unread. A transaction
   is *complete* once every event it counts for the followed tables was read; R is the highest
   time of the longest complete prefix of the ENDed transactions, kept below every time known
@@ -17,14 +17,27 @@ puts the two together:
   never goes backwards. So a marker at R never passes a transaction one of whose events is
   still unread, whichever partition holds it back.
 
+**A connector that restarts** (Kafka Connect killed, redeployed, rebalanced) sends again
+what followed its last flushed offset: changes (same positions, so they count once here and
+the executors drop them as re-sends), and the BEGIN/END of the transactions among them, whose
+counts start over where it resumed. So an END read again never stands for a new transaction:
+the END of a transaction already passed is ignored (known by id for :data:`RECENT` of commit
+time, older ones by their time), and an END of one still waiting keeps the highest count read.
+A transaction whose BEGIN or END was read twice is *re-sent*: its last END may count only
+the events after the restart, so it is complete once that many were read and every data
+partition was read up to where it ended when that END was read. A transaction that stays
+incomplete although the data partitions were read past where they ended when it was found
+waiting is *stuck* (:meth:`~TransactionLog.stuck`): its events are lost upstream; the feed
+reports it by name, and R stays below it.
+
 A transaction whose whole millisecond lies at or below the resolved time (a ``cursor`` the
-changefeed started at) is passed without counting: its changes are dropped as at or below
-the floor, so they are never counted.
+changefeed started at) is passed without counting.
 
 What it rests on: the source commits in the order the transaction topic lists its
-transactions, and a later commit does not carry an earlier commit time (PostgreSQL takes the
-commit time just before writing the commit record; a later transaction with an earlier time
-than one already resolved would be caught only as far as its END or its changes are known).
+transactions, and a later commit does not carry an earlier commit time by more than
+:data:`RECENT` (PostgreSQL takes the commit time just before writing the commit record; a
+later transaction with an earlier time than one already resolved would be caught only as
+far as its END or its changes are known).
 
 **Debezium's own snapshot** (``op: r``) carries no transaction. Its records precede the
 stream on every partition, so when the first END is read the data partitions' end offsets
@@ -32,9 +45,10 @@ are taken as a *horizon*: R stays at zero until every partition was read up to i
 
 The state a resume needs (:meth:`~TransactionLog.record`): where to read the transaction
 topic again (the first END not yet passed), what was read of the transactions in flight,
-and the horizon while it stands. Without the in-flight part (a checkpoint that gave its
-offsets up for its byte budget) the data topics are read from their start again, so
-counting starts over and stays exact.
+the BEGINs read without their END, the transactions passed lately, and the horizon while it
+stands. Without the in-flight part (a checkpoint that gave its offsets up for its byte
+budget) the data topics are read from their start again, so counting starts over and stays
+exact.
 """
 
 from __future__ import annotations
@@ -51,6 +65,10 @@ from .frontier import SourcePartition
 LOGICAL_TOP = 9_999_999_999  # the highest logical part an HLC carries on the wire
 MILLISECOND = 1_000_000  # an END's time is its commit time in milliseconds: its events lie
 # within the millisecond that follows
+# How long (commit time, ns) a passed transaction is known by id: a commit's time may come out
+# a little below an earlier commit's (PostgreSQL takes it before writing the commit record),
+# so only an END older than this behind the latest passed one is surely one sent again
+RECENT = 100 * MILLISECOND
 
 
 def just_below(ts: Hlc) -> Hlc:
@@ -62,21 +80,25 @@ def just_below(ts: Hlc) -> Hlc:
 
 @dataclass
 class Seen:
-    """What was read of one transaction: its events' places, lowest and highest time."""
+    """What was read of one transaction: its events' places, lowest and highest time.
 
-    orders: set[int] = field(default_factory=set)
+    A place is the event's own position in the source (PostgreSQL's LSN, a binlog's
+    position and row), so an event Debezium sends again after a restart counts once.
+    """
+
+    places: set[int] = field(default_factory=set)
     low: Hlc | None = None
     high: Hlc | None = None
 
-    def add(self, orders: Iterable[int], low: Hlc, high: Hlc) -> None:
+    def add(self, places: Iterable[int], low: Hlc, high: Hlc) -> None:
         """More events of it (a place read twice counts once)."""
-        self.orders.update(orders)
+        self.places.update(places)
         self.low = low if self.low is None else min(self.low, low)
         self.high = high if self.high is None else max(self.high, high)
 
     def to_json(self) -> list[Any]:
         """``["1-3,5", "<low>", "<high>"]``."""
-        return [numbers_to_ranges(sorted(self.orders)), str(self.low), str(self.high)]
+        return [numbers_to_ranges(sorted(self.places)), str(self.low), str(self.high)]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Seen:
@@ -84,14 +106,24 @@ class Seen:
         return cls(set(ranges_to_numbers(data[0])), Hlc.parse(data[1]), Hlc.parse(data[2]))
 
 
-@dataclass(frozen=True)
+@dataclass
 class Ended:
-    """One END event: the transaction, its events in the followed tables, its time."""
+    """One transaction's END event (the last read of it): its events in the followed tables.
+
+    ``resent``: Debezium sent the transaction again (its BEGIN or END was read twice: the
+    connector restarted inside it or after it). A re-sent END counts only the events sent
+    after the restart, so its count alone cannot tell that the transaction was read whole:
+    it is complete once that many were read *and* every data partition was read up to where
+    it ended when the END was read (``ends``). ``ends`` is also taken when a transaction is
+    found waiting at the head of the log: read past them and still incomplete, it is stuck.
+    """
 
     id: str
     events: int
     time: Hlc  # the END's own time (Debezium's ts_ms): no event of it is below
     offset: int  # where it lies in the transaction topic
+    resent: bool = False
+    ends: dict[SourcePartition, int] | None = None  # the data partitions' ends, when taken
 
 
 class TransactionLog:
@@ -106,6 +138,8 @@ class TransactionLog:
         seen: Mapping[str, Seen] | None = None,
         horizon: Mapping[SourcePartition, int] | None = None,
         started: bool = False,
+        open_: Mapping[str, tuple[int, int]] | None = None,
+        passed: Mapping[str, Hlc] | None = None,
     ) -> None:
         """A log of the tables ``collections`` names.
 
@@ -120,25 +154,57 @@ class TransactionLog:
         self._seen: dict[str, Seen] = dict(seen or {})
         self.horizon: dict[SourcePartition, int] | None = None if horizon is None else {**horizon}
         self.started = started or horizon is not None
+        # BEGINs read without their END: how many, and the offset of the last one
+        self._open: dict[str, tuple[int, int]] = dict(open_ or {})
+        # the transactions passed lately (their END's time), to know their END if sent again
+        self._recent: dict[str, Hlc] = dict(passed or {})
+        self.resends = 0  # BEGIN/END events read again (the connector restarted)
 
     @property
     def topics(self) -> list[str]:
         """The data topics the log resolves."""
         return sorted(set(self.collections.values()))
 
+    def began(self, tx_id: str, offset: int) -> None:
+        """A BEGIN event, at ``offset`` of the transaction topic."""
+        self.offset = offset + 1
+        count, last = self._open.get(tx_id, (0, -1))
+        if offset <= last:
+            return  # read before a resume of ours: counted then
+        waiting = self._waiting(tx_id)
+        if waiting is not None:
+            waiting.resent, waiting.ends = True, None  # its END will come again
+        elif count:
+            self._open[tx_id] = (count + 1, offset)
+        elif not self._was_passed(tx_id, None):
+            self._open[tx_id] = (1, offset)
+            return
+        self.resends += 1
+
     def ended(self, tx_id: str, counts: Mapping[str, int], time: Hlc, offset: int) -> None:
         """An END event, at ``offset`` of the transaction topic (read in order)."""
-        events = sum(n for name, n in counts.items() if name in self.collections)
-        self._ended.append(Ended(tx_id, events, time, offset))
         self.offset = offset + 1
+        events = sum(n for name, n in counts.items() if name in self.collections)
+        resent = self._open.pop(tx_id, (1, 0))[0] > 1
+        waiting = self._waiting(tx_id)
+        if waiting is not None:  # ENDed before: the most it ever counted is its whole
+            waiting.events = max(waiting.events, events)
+            waiting.resent, waiting.ends = True, None
+        elif self._was_passed(tx_id, time):
+            pass  # complete already: what is sent again of it is dropped as re-sent
+        else:
+            self._ended.append(Ended(tx_id, events, time, offset, resent))
+            if not resent:
+                return
+        self.resends += 1
 
     def skipped(self, offset: int) -> None:
-        """A record of the transaction topic that is not an END (BEGIN, or unreadable)."""
+        """A record of the transaction topic that is not a transaction event (unreadable)."""
         self.offset = offset + 1
 
-    def saw(self, tx_id: str, orders: Iterable[int], low: Hlc, high: Hlc) -> None:
+    def saw(self, tx_id: str, places: Iterable[int], low: Hlc, high: Hlc) -> None:
         """Events of a transaction read from the data topics."""
-        self._seen.setdefault(tx_id, Seen()).add(orders, low, high)
+        self._seen.setdefault(tx_id, Seen()).add(places, low, high)
 
     def needs_horizon(self) -> bool:
         """True when the first END was just read: the snapshot's end is to be fixed now."""
@@ -149,13 +215,30 @@ class TransactionLog:
         self.horizon = dict(ends)
         self.started = True
 
+    def needs_ends(self) -> bool:
+        """Whether a re-sent transaction waits for the data partitions' ends (:class:`Ended`)."""
+        return any(e.ends is None for e in self._ended if e.resent)
+
+    def take_ends(self, ends: Mapping[SourcePartition, int]) -> None:
+        """The data partitions' end offsets now, for the re-sent transactions waiting for them."""
+        for entry in self._ended:
+            if entry.ends is None and entry.resent:
+                entry.ends = dict(ends)
+
+    def head(self) -> Ended | None:
+        """The first transaction not passed (after :meth:`resolved`: incomplete), if any.
+
+        Its ``ends``, once set by the caller, say where it is stuck (:meth:`stuck`).
+        """
+        return self._ended[0] if self._ended else None
+
     def resolved(self, read: Mapping[SourcePartition, int | None]) -> Hlc:
         """The resolved time now, with the data partitions read up to ``read`` (next offsets).
 
         Passes the complete transactions at the head of the log (see the module).
         """
         if self.horizon is not None:
-            if any((read.get(sp) or 0) < end for sp, end in self.horizon.items()):
+            if not _reached(read, self.horizon):
                 return self._resolved
             self.horizon = None
         if not self.started:
@@ -165,11 +248,10 @@ class TransactionLog:
         while self._ended:
             head = self._ended[0]
             seen = self._seen.get(head.id)
-            below = head.time.wall + MILLISECOND - 1 <= self._resolved.wall  # all at or below
-            if not below and len(seen.orders if seen is not None else ()) < head.events:
+            if not self._complete(head, read):
                 capped = head.time if seen is None or seen.low is None else min(head.time, seen.low)
                 break
-            self._ended.pop(0)
+            self._pass(self._ended.pop(0))
             self._seen.pop(head.id, None)
             top = max(top, head.time, seen.high if seen is not None and seen.high else ZERO)
         self._passed = top
@@ -202,7 +284,20 @@ class TransactionLog:
             return None
         head = self._ended[0]
         seen = self._seen.get(head.id)
-        return f"{head.id} ({len(seen.orders) if seen else 0} of {head.events} events read)"
+        again = ", sent again" if head.resent else ""
+        return f"{head.id} ({len(seen.places) if seen else 0} of {head.events} events read{again})"
+
+    def stuck(self, read: Mapping[SourcePartition, int | None]) -> str | None:
+        """The first transaction, if it cannot complete: :meth:`waiting_for`'s text, else None.
+
+        Stuck: every data partition was read past where it ended when the caller took the
+        first transaction's ``ends`` (:meth:`head`), and events of it are still missing
+        (lost upstream, or a count that does not match what was written).
+        """
+        head = self._ended[0] if self._ended else None
+        if head is None or head.ends is None or not _reached(read, head.ends):
+            return None
+        return None if self._complete(head, read) else self.waiting_for()
 
     def restart_offset(self) -> int | None:
         """Where a resume reads the transaction topic again: the first END not passed."""
@@ -218,6 +313,8 @@ class TransactionLog:
             if self.horizon is None
             else {f"{sp.topic}/{sp.partition}": o for sp, o in sorted(self.horizon.items())},
             "started": self.started,
+            "open": {t: list(v) for t, v in sorted(self._open.items())},
+            "passed": {t: str(ts) for t, ts in sorted(self._recent.items())},
         }
 
     @classmethod
@@ -233,7 +330,47 @@ class TransactionLog:
             if horizon is None
             else {_partition(name): int(o) for name, o in horizon.items()},
             started=bool(record.get("started")),
+            open_={t: (int(n), int(o)) for t, (n, o) in (record.get("open") or {}).items()},
+            passed={t: Hlc.parse(ts) for t, ts in (record.get("passed") or {}).items()},
         )
+
+    def _complete(self, head: Ended, read: Mapping[SourcePartition, int | None]) -> bool:
+        """Whether every event of ``head`` was read (see :class:`Ended`)."""
+        if head.time.wall + MILLISECOND - 1 <= self._resolved.wall:
+            return True  # all of it at or below the resolved time (a cursor): dropped unread
+        seen = self._seen.get(head.id)
+        if len(seen.places if seen is not None else ()) < head.events:
+            return False
+        return not head.resent or (head.ends is not None and _reached(read, head.ends))
+
+    def _waiting(self, tx_id: str) -> Ended | None:
+        return next((e for e in self._ended if e.id == tx_id), None)
+
+    def _was_passed(self, tx_id: str, time: Hlc | None) -> bool:
+        """Whether the transaction was passed already (its END read again).
+
+        The transactions passed within ``RECENT`` of the latest one are known by id; an END
+        older than that (commits END in commit-time order) can only be one sent again.
+        """
+        if tx_id in self._recent:
+            return True
+        latest = max(self._recent.values(), default=None)
+        return time is not None and latest is not None and time.wall < latest.wall - RECENT
+
+    def _pass(self, head: Ended) -> None:
+        """``head`` is complete: remember it for a while, should its END come again."""
+        self._recent[head.id] = head.time
+        latest = max(self._recent.values())
+        if head.time == latest:
+            for tx_id in [t for t, ts in self._recent.items() if ts.wall < latest.wall - RECENT]:
+                del self._recent[tx_id]
+
+
+def _reached(
+    read: Mapping[SourcePartition, int | None], ends: Mapping[SourcePartition, int]
+) -> bool:
+    """Whether every partition of ``ends`` was read up to its end offset there."""
+    return all((read.get(sp) or 0) >= end for sp, end in ends.items())
 
 
 def _partition(name: str) -> SourcePartition:

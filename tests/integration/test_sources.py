@@ -164,7 +164,13 @@ def test_debezium_avro_through_a_real_registry_reads_exactly_and_resolves(
             "before": before,
             "after": after,
             "op": op,
-            "source": {"ts_ms": ms + int(tx), "ts_ns": (ms + int(tx)) * 1_000_000, "lsn": place},
+            "source": {
+                "connector": "postgresql",
+                "ts_ms": ms + int(tx),
+                "ts_ns": (ms + int(tx)) * 1_000_000,
+                "lsn": place,
+                "sequence": json.dumps([tx, str(place)]),
+            },
             "ts_ms": ms,
             "transaction": {
                 "id": f"{tx}:{place}",

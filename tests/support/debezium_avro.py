@@ -70,9 +70,12 @@ AVRO_VALUE = {
                 "name": "Source",
                 "namespace": "io.debezium.connector.postgresql",
                 "fields": [
+                    {"name": "connector", "type": "string"},
                     {"name": "ts_ms", "type": "long"},
+                    {"name": "ts_us", "type": ["null", "long"], "default": None},
                     {"name": "ts_ns", "type": ["null", "long"], "default": None},
                     {"name": "lsn", "type": ["null", "long"], "default": None},
+                    {"name": "sequence", "type": ["null", "string"], "default": None},
                 ],
             },
         },

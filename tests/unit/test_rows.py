@@ -119,7 +119,11 @@ def debezium(i: int, op: str, place: int, name: str) -> tuple[bytes, bytes]:
         "before": None,
         "after": {"id": i, "name": name},
         "op": op,
-        "source": {"ts_ms": 1_700_000_000_000},
+        "source": {
+            "connector": "postgresql",
+            "ts_ms": 1_700_000_000_000,
+            "sequence": json.dumps(["24023000", str(24023000 + place)]),
+        },
         "transaction": {"id": "771:24023984", "total_order": place},
     }
     return json.dumps({"id": i}).encode(), json.dumps(value).encode()
@@ -134,4 +138,4 @@ def test_a_change_the_query_does_not_keep_still_counts_for_its_transaction() -> 
     records, result = run(batch, rows)
     assert [json.loads(r["value"])["after"]["name"] for r in records] == ["kept"]
     (seen,) = result.partitions
-    assert seen.transactions["771"][0] == [1, 2]  # both places read: the END's count is met
+    assert seen.transactions["771"][0] == [24023001, 24023002]  # both read: the count is met

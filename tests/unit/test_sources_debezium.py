@@ -89,7 +89,11 @@ SOURCE = {
     "table": "orders",
     "txId": 771,
     "lsn": 24023984,
+    "sequence": '["24023800","24023984"]',  # the last commit's LSN, the event's
 }
+# the event's time: its commit's microsecond, then its LSN's distance from the last commit's
+# (184 bytes) above the middle of the room below the microsecond and the logical part
+AT = Hlc(1_700_000_000_123_456_000 + 500, 184)
 ROW = {
     "id": 7,
     "amount": b64(-123456),  # -1234.56
@@ -143,7 +147,7 @@ def test_an_insert_with_a_schema_reads_every_semantic_type_exactly(exact: bool |
     # real feed: it read as "not an integer")
     change = decode({"id": 7}, payload("c", after=ROW), exact=exact)
     assert change == Change(
-        [7], TYPED, None, "insert", Hlc(1_700_000_000_123_456_000, 2), None, ("771", 2)
+        [7], TYPED, None, "insert", AT, None, ("771", 24023984), (24023800, 24023984)
     )
 
 
@@ -171,21 +175,102 @@ def test_without_a_schema_the_payload_is_kept_as_sent() -> None:
     assert change.after == sent
 
 
-def test_the_commit_time_falls_back_to_micro_then_milliseconds() -> None:
-    micro = {k: v for k, v in SOURCE.items() if k != "ts_ns"}
-    milli = {k: v for k, v in micro.items() if k != "ts_us"}
-    assert (
-        decode({"id": 1}, payload("c", after={}, source=micro)).ts.wall == 1_700_000_000_123_456_000
-    )
-    assert (
-        decode({"id": 1}, payload("c", after={}, source=milli)).ts.wall == 1_700_000_000_123_000_000
+def test_the_commit_time_is_the_microsecond_clock_else_milli_then_nanoseconds() -> None:
+    milli = {k: v for k, v in SOURCE.items() if k != "ts_us"}
+    nano = {k: v for k, v in milli.items() if k != "ts_ms"}
+    at = [decode({"id": 1}, payload("c", after={}, source=s)).ts for s in (SOURCE, milli, nano)]
+    assert [ts.wall // unit for ts, unit in zip(at, (1000, 10**6, 1), strict=True)] == [
+        SOURCE["ts_us"],
+        SOURCE["ts_ms"],
+        SOURCE["ts_ns"],  # no room below it: the place is in the logical part alone
+    ]
+    assert at[1] == Hlc(SOURCE["ts_ms"] * 10**6 + 500_000, 184)
+    assert at[2] == Hlc(SOURCE["ts_ns"], 5_000_000_184)
+
+
+def pg(lsn: int, last: int = 24_023_800, order: int = 1, **source: Any) -> dict[str, Any]:
+    """A PostgreSQL change at ``lsn`` after the commit at ``last``, Debezium's count ``order``."""
+    place = {"lsn": lsn, "sequence": json.dumps([str(last), str(lsn)]), **source}
+    return payload(
+        "u", after={"id": 1}, source={**SOURCE, **place}, transaction={**TX, "total_order": order}
     )
 
 
-def test_two_versions_of_a_key_in_one_transaction_keep_their_order() -> None:
-    first = decode({"id": 1}, payload("c", after={"id": 1}, transaction={**TX, "total_order": 1}))
-    second = decode({"id": 1}, payload("u", after={"id": 1}, transaction={**TX, "total_order": 2}))
+def test_versions_of_a_key_in_one_commit_keep_the_order_of_their_lsns() -> None:
+    """Debezium's total_order starts over after a restart: the LSN is the order."""
+    first = decode({"id": 1}, pg(24_023_984, order=5))
+    second = decode({"id": 1}, pg(24_024_100, order=1))  # counted again after a restart
     assert first.ts < second.ts
+    assert first.position < second.position
+    assert first.tx == ("771", 24_023_984)
+    assert second.tx == ("771", 24_024_100)
+
+
+def test_an_event_sent_again_has_exactly_its_first_time_and_position() -> None:
+    first = decode({"id": 1}, pg(24_023_984, order=5))
+    again = decode({"id": 1}, pg(24_023_984, order=2))  # the restart's count, the same LSN
+    assert (again.ts, again.position, again.tx) == (first.ts, first.position, first.tx)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    last=st.integers(0, 2**63),
+    distances=st.lists(st.integers(-(10**12), 10**12), min_size=2, max_size=6, unique=True),
+)
+def test_a_commit_s_changes_are_timed_in_lsn_order_whatever_their_distance(
+    last: int, distances: list[int]
+) -> None:
+    """Changes of a long transaction lie before the last commit's LSN, others after it."""
+    lsns = sorted({max(0, last + d) for d in distances})
+    changes = [decode({"id": 1}, pg(lsn, last=last)) for lsn in lsns]
+    assert [c.ts for c in changes] == sorted(c.ts for c in changes)
+    assert len({c.ts for c in changes}) == len(changes)
+    assert all(c.ts.wall // 1000 == SOURCE["ts_us"] for c in changes)  # within the microsecond
+
+
+def test_a_commit_s_time_never_orders_an_lsn_beyond_the_room_the_wrong_way() -> None:
+    far = [decode({"id": 1}, pg(n, last=10**13)).ts for n in (0, 10**12, 10**13 + 6 * 10**12)]
+    assert far[0] <= far[1] < decode({"id": 1}, pg(10**13, last=10**13)).ts <= far[2]
+
+
+def binlog(file: str, pos: int, row: int, **source: Any) -> dict[str, Any]:
+    """A MySQL/MariaDB change at ``file``/``pos``/``row`` (the binlog's seconds as ts_ms)."""
+    place = {"connector": "mariadb", "file": file, "pos": pos, "row": row, **source}
+    clock = {"ts_ms": 1_700_000_000_000, "ts_us": 1_700_000_000_000_000}
+    body = {k: v for k, v in SOURCE.items() if k not in ("lsn", "sequence", "ts_ns")}
+    return payload("u", after={"id": 1}, source={**body, **clock, **place})
+
+
+def test_binlog_changes_are_placed_by_file_position_and_row() -> None:
+    places = [("mysql-bin.000009", 4_000_000_000, 0), ("mysql-bin.000010", 4, 0)]
+    places += [("mysql-bin.000010", 900, 0), ("mysql-bin.000010", 900, 3)]
+    changes = [decode({"id": 1}, binlog(*p)) for p in places]
+    assert [c.position for c in changes] == [
+        (9, 4_000_000_000, 0),
+        (10, 4, 0),
+        (10, 900, 0),
+        (10, 900, 3),
+    ]
+    times = [c.ts for c in changes]
+    assert times[:3] == sorted(times[:3])  # a new file within the second keeps the order
+    assert len(set(times[:3])) == 3  # noqa: PLR2004
+    assert times[2] == times[3]  # rows of one event: different keys, one time
+    assert changes[3].tx == (TX["id"].split(":")[0], 900 * 100_000 + 3)
+    for bad in (("mysql-bin", 4, 0), ("mysql-bin.000010", None, 0), ("mysql-bin.000010", 4, None)):
+        with pytest.raises(BadRecord, match="binlog"):
+            decode({"id": 1}, binlog(*bad))
+
+
+def test_an_event_without_a_place_in_the_source_is_a_bad_record() -> None:
+    no_sequence = {k: v for k, v in SOURCE.items() if k != "sequence"}
+    with pytest.raises(BadRecord, match="source.sequence"):
+        decode({"id": 1}, payload("c", after={}, source=no_sequence))
+    with pytest.raises(BadRecord, match="source.sequence"):
+        decode({"id": 1}, payload("c", after={}, source={**SOURCE, "sequence": '["x","1"]'}))
+    with pytest.raises(BadRecord, match="connector 'oracle'"):
+        decode({"id": 1}, payload("c", after={}, source={**SOURCE, "connector": "oracle"}))
+    snapshot = decode({"id": 1}, payload("r", after={}, source=no_sequence, transaction=None))
+    assert (snapshot.position, snapshot.tx) == (None, None)  # a snapshot read comes first
 
 
 @pytest.mark.parametrize(
@@ -256,12 +341,12 @@ def test_avro_events_in_confluents_wire_format_read_as_their_json_twins() -> Non
     reader = WireReader(f"test-{uuid.uuid4()}", fetch)
     stored = {k: base64.b64decode(v) if k == "amount" else v for k, v in ROW.items()}
     stored["ratio"] = {"scale": 30, "value": base64.b64decode(ROW["ratio"]["value"])}
-    source = {"ts_ms": SOURCE["ts_ms"], "ts_ns": SOURCE["ts_ns"], "lsn": SOURCE["lsn"]}
+    source = {k: SOURCE[k] for k in ("connector", "ts_ms", "ts_us", "lsn", "sequence")}
     event = {**payload("u", after=stored, before=stored), "source": source}
     adapter = DebeziumAdapter(reader)
     change = adapter.decode(wire(1, AVRO_KEY, {"id": 7}), wire(2, AVRO_VALUE, event))
     assert change == Change(
-        [7], TYPED, TYPED, "update", Hlc(1_700_000_000_123_456_000, 2), None, ("771", 2)
+        [7], TYPED, TYPED, "update", AT, None, ("771", 24023984), (24023800, 24023984)
     )
     adapter.decode(wire(1, AVRO_KEY, {"id": 7}), wire(2, AVRO_VALUE, event))
     assert asked == [1, 2]  # each writer schema fetched once

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 Op = Literal["insert", "update", "delete", "upsert"]
+Position = tuple[int, ...]  # compared element by element
 
 
 class Change(NamedTuple):
@@ -46,6 +47,10 @@ class Change(NamedTuple):
     ts: Hlc
     text: SourceText | None = None  # the source's own text, where encoders may pass it on
     tx: tuple[str, int] | None = None  # (transaction id, place in it), where the source says
+    # the source's own position (Debezium: PostgreSQL's LSNs, a binlog's file/position/row),
+    # increasing along a source partition: a change at or below one already read there is a
+    # re-send (an upstream that restarted), never news
+    position: Position | None = None
 
 
 class Marker(NamedTuple):
@@ -63,6 +68,7 @@ class BadRecord(Exception):
 
     tx: tuple[str, int] | None = None
     ts: Hlc | None = None
+    position: Position | None = None
 
 
 class SourceUnavailable(Exception):

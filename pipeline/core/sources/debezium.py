@@ -13,9 +13,19 @@ the payload alone. A value's payload::
 * ``op``: ``c`` (insert), ``r`` (a snapshot read: a row as the connector's snapshot saw it),
   ``u`` (update), ``d`` (delete); a null value (the tombstone after a delete) carries nothing;
   ``t`` (truncate) cannot be said per key: a bad record, for ``on_error``;
-* the commit time is ``source.ts_ns`` (else ``ts_us``, ``ts_ms``) in nanoseconds, and the
-  event's place in its transaction (``transaction.total_order``) is the logical part: two
-  versions of a key in one transaction keep their order;
+* an event's **position** is where the source itself put it, never a counter of Debezium's
+  (its ``total_order`` starts over when the connector restarts inside a transaction):
+  PostgreSQL's ``source.sequence`` (the last commit's LSN, the event's LSN), a binlog's
+  ``file``, ``pos`` and ``row`` (MySQL, MariaDB). Positions rise along a data partition in
+  the order Debezium sends, so the batch drops an event at or below one already read there
+  as a re-send (``batch.py``); the event's place in its transaction (its LSN, its binlog
+  position and row) is what the transaction log counts, each place once;
+* the time (``updated``) is the commit time, ``source.ts_us`` (else ``ts_ms``, ``ts_ns``),
+  and the event's place within its commit: the places that fit below the clock's unit and in
+  the logical part (PostgreSQL: the LSN's distance from the last commit's, within ±5·10^12
+  bytes; a binlog: the file number's last digits and the position), so versions of a key in
+  one commit keep their order and an event sent again has exactly its first time. Snapshot
+  reads (``op: r``) have no position: they come before the stream;
 * with a schema, values are read by their semantic types: ``Decimal`` and
   ``VariableScaleDecimal`` (``decimal.handling.mode=precise``: base64 two's-complement bytes)
   become JSON numbers with their exact digits, Debezium's and Kafka Connect's dates, times and
@@ -34,6 +44,8 @@ import binascii
 from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple
 
+import orjson
+
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 
@@ -42,6 +54,7 @@ from .base import (
     Change,
     Marker,
     Op,
+    Position,
     Rows,
     exact_flags,
     exact_number,
@@ -68,12 +81,24 @@ _TIMES = {
     "io.debezium.time.NanoTime": 1_000_000_000,
     "org.apache.kafka.connect.data.Time": 1_000,
 }
-_CLOCKS = (("ts_ns", 1), ("ts_us", 1_000), ("ts_ms", 1_000_000))  # field, ns per unit
+_CLOCKS = (("ts_us", 1_000), ("ts_ms", 1_000_000), ("ts_ns", 1))  # field, ns per unit
 _DATES = frozenset({"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"})
 
 
-def commit_time(source: Any, transaction: Any) -> Hlc:
-    """The event's commit time (nanoseconds) and its place in the transaction."""
+_LOGICAL = 10_000_000_000  # the logical part's ten digits
+
+
+class Place(NamedTuple):
+    """Where the source put an event: its position and its place in its commit."""
+
+    position: Position  # rises along a data partition in the order Debezium sends
+    within: int  # unique within its transaction: what the transaction log counts
+    order: int  # its order within the commit (the low digits of its time)
+    signed: bool = False  # ``order`` is a distance either side of zero
+
+
+def commit_time(source: Any) -> tuple[Any, int, int]:
+    """``(source, clock, ns per unit)``: the event's commit time, as its finest clock has it."""
     if type(source) is not dict:
         raise BadRecord("no 'source' object")
     found = [(f, source.get(f), scale) for f, scale in _CLOCKS if source.get(f) is not None]
@@ -83,9 +108,81 @@ def commit_time(source: Any, transaction: Any) -> Hlc:
     ts = whole(ts)
     if ts is None or ts < 0:
         raise BadRecord(f"'source.{field}' is not a non-negative integer")
-    order = transaction.get("total_order") if type(transaction) is dict else None
-    logical = order if type(order) is int and 0 <= order < 10_000_000_000 else 0
-    return Hlc(ts * scale, logical)
+    return source, ts, scale
+
+
+def at(ts: int, scale: int, place: Place | None) -> Hlc:
+    """The time of an event: its clock, and below its unit the event's place in its commit.
+
+    Without a place (a snapshot read) the logical part is zero.
+    """
+    if place is None:
+        return Hlc(ts * scale, 0)
+    room = scale * _LOGICAL  # below the clock's unit, and the logical part
+    order = place.order + room // 2 if place.signed else place.order
+    order = min(max(order, 0), room - 1)  # beyond the room: ties, never inversions
+    return Hlc(ts * scale + order // _LOGICAL, order % _LOGICAL)
+
+
+def place_of(source: dict[str, Any]) -> Place | None:
+    """The event's place in the source (see the module); None for a snapshot's read."""
+    if source.get("snapshot") not in (None, "false", False):
+        return None
+    connector = source.get("connector")
+    if connector == "postgresql":
+        return _pg_place(source)
+    if connector in ("mysql", "mariadb"):
+        return _binlog_place(source)
+    raise BadRecord(
+        f"connector {connector!r}: Highwater knows the source positions of postgresql, mysql "
+        "and mariadb; without one an event sent again after a restart cannot be told from news"
+    )
+
+
+def _pg_place(source: dict[str, Any]) -> Place:
+    """``(last commit LSN, LSN)`` from ``source.sequence``; the LSN's distance from it."""
+    sequence = source.get("sequence")
+    pair = _json_list(sequence) if type(sequence) is str else None
+    lsn = _lsn(pair[1]) if pair is not None and len(pair) == 2 else None
+    if pair is None or lsn is None or (pair[0] is not None and _lsn(pair[0]) is None):
+        raise BadRecord(
+            f"'source.sequence' {sequence!r} is not '[\"<last commit LSN>\", \"<LSN>\"]': "
+            "an event's place in PostgreSQL's history is needed (Debezium 1.4 or later sends it)"
+        )
+    last = _lsn(pair[0]) or 0
+    return Place((last, lsn), lsn, lsn - last, signed=True)
+
+
+def _binlog_place(source: dict[str, Any]) -> Place:
+    """``(file number, pos, row)`` of a binlog; the file's last digits and the position."""
+    name, pos, row = source.get("file"), whole(source.get("pos")), whole(source.get("row"))
+    number = name.rpartition(".")[2] if type(name) is str else ""
+    if not number.isdigit() or pos is None or pos < 0 or row is None or not 0 <= row < _ROWS:
+        raise BadRecord(
+            "'source.file', 'pos' and 'row' are not a binlog file '<name>.<number>', a "
+            "position and a row: an event's place in the binlog is needed"
+        )
+    files = int(number)
+    return Place((files, pos, row), pos * _ROWS + row, (files % 1000) * 2**32 + pos)
+
+
+_ROWS = 100_000  # rows of one binlog event (a place in a transaction is pos * _ROWS + row)
+
+
+def _json_list(text: str) -> list[Any] | None:
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return value if type(value) is list else None
+
+
+def _lsn(value: Any) -> int | None:
+    """An LSN as Debezium writes it in ``sequence``: decimal text (or a number)."""
+    if type(value) is str and value.isdigit():
+        return int(value)
+    number = whole(value)
+    return number if number is not None and number >= 0 else None
 
 
 class DebeziumAdapter:
@@ -141,9 +238,10 @@ class DebeziumAdapter:
             if code == "t":
                 raise BadRecord("a TRUNCATE removes every row at once: it cannot be said per key")
             raise BadRecord(f"'op' {code!r} is not c, r, u or d")
-        transaction = payload.get("transaction")
-        ts = commit_time(payload.get("source"), transaction)
-        tx = _place(transaction)
+        source, clock, scale = commit_time(payload.get("source"))
+        place = None if code == "r" else place_of(source)  # a snapshot read: before the stream
+        ts = at(clock, scale, place)
+        tx = _in_transaction(payload.get("transaction"), place)
         try:
             images = []
             for field in ("after", "before"):
@@ -158,22 +256,25 @@ class DebeziumAdapter:
                 raise BadRecord(f"op {code!r} with {'no ' if after is None else ''}'after'")
         except BadRecord as exc:
             exc.tx, exc.ts = tx, ts  # it still counts for its transaction
+            exc.position = None if place is None else place.position
             raise
-        return Change(key_values, after, before, op, ts, None, tx)
+        return Change(
+            key_values, after, before, op, ts, None, tx, None if place is None else place.position
+        )
 
     def marker(self, value: bytes | None) -> Marker | None:
         """Debezium writes no markers on its data topics."""
         return None
 
 
-def _place(transaction: Any) -> tuple[str, int] | None:
-    """``(id, total_order)`` of a change's ``transaction`` block, if it has one."""
-    if type(transaction) is not dict:
+def _in_transaction(transaction: Any, place: Place | None) -> tuple[str, int] | None:
+    """``(id, place within it)`` of a change of a transaction, if it says which."""
+    if type(transaction) is not dict or place is None:
         return None  # a snapshot read, or transaction metadata off
-    tx_id, order = transaction.get("id"), transaction.get("total_order")
-    if type(tx_id) is not str or type(order) is not int:
-        raise BadRecord("'transaction' has no string 'id' and integer 'total_order'")
-    return transaction_key(tx_id), order
+    tx_id = transaction.get("id")
+    if type(tx_id) is not str:
+        raise BadRecord("'transaction' has no string 'id'")
+    return transaction_key(tx_id), place.within
 
 
 def transaction_key(tx_id: str) -> str:
