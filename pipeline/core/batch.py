@@ -99,6 +99,7 @@ class BatchPlan:
         encoders: Mapping[str, Encoder],
         thresholds: Mapping[tuple[str, int], Hlc],
         new_partition_floor: Hlc = ZERO,
+        *,
         skip: RecordRef | None = None,
         positions: Mapping[tuple[str, int], Position] | None = None,
     ) -> BatchPlan:

@@ -224,7 +224,7 @@ class TransactionFeed:
             if event.status == "END":
                 tx_log.ended(event.id, event.counts, event.time, message.offset())
             else:
-                tx_log.began(event.id, message.offset())
+                tx_log.began(event.id, event.time, message.offset())
 
     def _check(self, topic: str) -> bool:
         """Whether the topic is there to read; one with several partitions is an error."""

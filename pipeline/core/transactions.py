@@ -55,7 +55,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.hlc import ZERO, Hlc
 
@@ -126,6 +126,15 @@ class Ended:
     ends: dict[SourcePartition, int] | None = None  # the data partitions' ends, when taken
 
 
+class Begun(NamedTuple):
+    """A transaction whose BEGIN was read and its END not yet."""
+
+    begins: int  # how many times its BEGIN was read (more than once: sent again)
+    time: Hlc  # its commit's millisecond
+    first: int  # the offset of its first BEGIN: a resume reads the topic again from there
+    offset: int  # the offset of its last BEGIN
+
+
 class TransactionLog:
     """One transaction topic's transactions, and the resolved time they allow."""
 
@@ -138,7 +147,7 @@ class TransactionLog:
         seen: Mapping[str, Seen] | None = None,
         horizon: Mapping[SourcePartition, int] | None = None,
         started: bool = False,
-        open_: Mapping[str, tuple[int, int]] | None = None,
+        open_: Mapping[str, Begun] | None = None,
         passed: Mapping[str, Hlc] | None = None,
     ) -> None:
         """A log of the tables ``collections`` names.
@@ -154,8 +163,7 @@ class TransactionLog:
         self._seen: dict[str, Seen] = dict(seen or {})
         self.horizon: dict[SourcePartition, int] | None = None if horizon is None else {**horizon}
         self.started = started or horizon is not None
-        # BEGINs read without their END: how many, and the offset of the last one
-        self._open: dict[str, tuple[int, int]] = dict(open_ or {})
+        self._open: dict[str, Begun] = dict(open_ or {})  # BEGINs read without their END
         # the transactions passed lately (their END's time), to know their END if sent again
         self._recent: dict[str, Hlc] = dict(passed or {})
         self.resends = 0  # BEGIN/END events read again (the connector restarted)
@@ -165,19 +173,19 @@ class TransactionLog:
         """The data topics the log resolves."""
         return sorted(set(self.collections.values()))
 
-    def began(self, tx_id: str, offset: int) -> None:
+    def began(self, tx_id: str, time: Hlc, offset: int) -> None:
         """A BEGIN event, at ``offset`` of the transaction topic."""
         self.offset = offset + 1
-        count, last = self._open.get(tx_id, (0, -1))
-        if offset <= last:
+        begun = self._open.get(tx_id)
+        if begun is not None and offset <= begun.offset:
             return  # read before a resume of ours: counted then
         waiting = self._waiting(tx_id)
         if waiting is not None:
             waiting.resent, waiting.ends = True, None  # its END will come again
-        elif count:
-            self._open[tx_id] = (count + 1, offset)
+        elif begun is not None:
+            self._open[tx_id] = Begun(begun.begins + 1, time, begun.first, offset)
         elif not self._was_passed(tx_id, None):
-            self._open[tx_id] = (1, offset)
+            self._open[tx_id] = Begun(1, time, offset, offset)
             return
         self.resends += 1
 
@@ -185,18 +193,36 @@ class TransactionLog:
         """An END event, at ``offset`` of the transaction topic (read in order)."""
         self.offset = offset + 1
         events = sum(n for name, n in counts.items() if name in self.collections)
-        resent = self._open.pop(tx_id, (1, 0))[0] > 1
+        begun = self._open.pop(tx_id, None)
+        resent = begun is not None and begun.begins > 1
         waiting = self._waiting(tx_id)
         if waiting is not None:  # ENDed before: the most it ever counted is its whole
             waiting.events = max(waiting.events, events)
             waiting.resent, waiting.ends = True, None
         elif self._was_passed(tx_id, time):
             pass  # complete already: what is sent again of it is dropped as re-sent
-        else:
+        elif resent:
             self._ended.append(Ended(tx_id, events, time, offset, resent))
-            if not resent:
-                return
+        else:  # sent once: every transaction before it in commit order was sent before it
+            self._cut()
+            self._ended.append(Ended(tx_id, events, time, offset))
+            return
         self.resends += 1
+
+    def _cut(self) -> None:
+        """Transactions begun and not ended before a new one ENDs never END: a restart cut them.
+
+        Debezium sends one transaction at a time, BEGIN to END, in commit order, and after a
+        restart sends again from where it resumed, before anything new. A transaction begun
+        and not ended when a transaction never seen before ENDs lost its END when the
+        connector was killed, and the connector resumed after its last change, so its END
+        never comes: it waits as one sent again, with no count, until every data partition
+        was read up to where it ended once this was seen (all of it was sent before that).
+        """
+        for cut in list(self._open):
+            begun = self._open.pop(cut)
+            self._ended.append(Ended(cut, 0, begun.time, begun.first, resent=True))
+            self.resends += 1
 
     def skipped(self, offset: int) -> None:
         """A record of the transaction topic that is not a transaction event (unreadable)."""
@@ -300,7 +326,10 @@ class TransactionLog:
         return None if self._complete(head, read) else self.waiting_for()
 
     def restart_offset(self) -> int | None:
-        """Where a resume reads the transaction topic again: the first END not passed."""
+        """Where a resume reads the transaction topic again: the first END not passed.
+
+        (The BEGINs without an END are in the record.)
+        """
         return self._ended[0].offset if self._ended else self.offset
 
     def record(self, *, with_seen: bool = True) -> dict[str, Any]:
@@ -313,7 +342,9 @@ class TransactionLog:
             if self.horizon is None
             else {f"{sp.topic}/{sp.partition}": o for sp, o in sorted(self.horizon.items())},
             "started": self.started,
-            "open": {t: list(v) for t, v in sorted(self._open.items())},
+            "open": {
+                t: [b.begins, str(b.time), b.first, b.offset] for t, b in sorted(self._open.items())
+            },
             "passed": {t: str(ts) for t, ts in sorted(self._recent.items())},
         }
 
@@ -330,7 +361,10 @@ class TransactionLog:
             if horizon is None
             else {_partition(name): int(o) for name, o in horizon.items()},
             started=bool(record.get("started")),
-            open_={t: (int(n), int(o)) for t, (n, o) in (record.get("open") or {}).items()},
+            open_={
+                t: Begun(int(n), Hlc.parse(ts), int(first), int(last))
+                for t, (n, ts, first, last) in (record.get("open") or {}).items()
+            },
             passed={t: Hlc.parse(ts) for t, ts in (record.get("passed") or {}).items()},
         )
 
