@@ -302,12 +302,20 @@ class ResolvedConfig(_Section):
 
 
 class CheckpointConfig(_Section):
-    """Progress kept in a compacted Kafka topic (contract §6)."""
+    """Progress kept in a compacted Kafka topic (contract §6).
+
+    While any partition advances, every partition's progress is checkpointed once per
+    ``min_checkpoint_frequency`` (and before each marker, and at a stop:
+    ``pipeline/core/policy.py``), whether the high-water mark moved or not.
+    ``frontier_highwater_lag_checkpoint_threshold`` is kept for compatibility: that rule
+    subsumes it (it asked for a checkpoint of the leading partitions once the high-water mark
+    lagged them by that much), so it is accepted and has no effect.
+    """
 
     topic: Name = "_highwater_checkpoints"
     replication_factor: Replication = "auto"
     min_checkpoint_frequency: Duration = timedelta(seconds=30)
-    frontier_highwater_lag_checkpoint_threshold: Duration = timedelta(minutes=10)
+    frontier_highwater_lag_checkpoint_threshold: Duration = timedelta(minutes=10)  # no effect
     frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
 
 

@@ -466,8 +466,7 @@ class Changefeed:
     def _after_batch(self, *, final: bool = False) -> None:
         """Checkpoint and emit a marker if due; notice ``end_time`` and a stalled high-water."""
         frontier = self.position.frontier
-        lag = frontier.lag_nanos() / 1e9
-        decision = self.policy.after_batch(frontier.high_water(), lag, self._clock(), final=final)
+        decision = self.policy.after_batch(frontier.high_water(), self._clock(), final=final)
         self._carry_out(decision, final=final)
         self._check_stall()
         self._refresh_safepoint()

@@ -12,12 +12,22 @@ back what became durable (:meth:`Policy.checkpointed`, :meth:`Policy.marker_sent
 * a marker is only sent after a checkpoint that covers it is durable: if the last durable
   checkpoint's high-water mark is below R, the decision writes one first, carrying R as its
   ``last_marker``, so a restart never goes below a marker already sent;
-* a **checkpoint** is written, when progress was made since the last one: at a stop, before a
-  marker, at ``end_time``, when the high-water mark moved and ``min_checkpoint_frequency``
-  has passed, and when the leading partition is more than
-  ``frontier_highwater_lag_checkpoint_threshold`` ahead of the high-water mark (a stalled
-  partition must not make the leading ones replay, seed ``000_…``), also at most once per
-  ``min_checkpoint_frequency``.
+* a **checkpoint** is written when progress was made since the last one (a batch read
+  further or resolved further on any partition: :meth:`Policy.progressed`): at a stop, before
+  a marker, at ``end_time``, and otherwise once ``min_checkpoint_frequency`` has passed since
+  the last one, **whether or not the high-water mark moved**. The record keeps every
+  partition's offset and resolved time (``checkpoint.py``; less, safely, over its byte
+  budget), so a partition that sends no markers for a while holds the high-water mark back
+  but does not make the others replay (contract §5.4, seed ``000_…``): a restart re-reads
+  what was read since the last record, that is the last batch of each partition when
+  ``min_checkpoint_frequency`` is at most the batch spacing, and in general what was read
+  within one ``min_checkpoint_frequency`` (plus the coordinator's wait-loop tick, about a
+  second, which carries out what fell due between batches).
+
+``frontier_highwater_lag_checkpoint_threshold`` (checkpoint when the leading partition is that
+far ahead of the high-water mark) is subsumed by the rule above, which checkpoints leading
+partitions' progress at every ``min_checkpoint_frequency`` whatever the lag; the key is still
+accepted so that existing configs validate, and has no effect.
 
 :class:`HighWaterWatch` is the other pure rule on the driver: a high-water mark that stands
 still longer than ``gc_ttl`` stops the changefeed, so that its safepoint can expire.
@@ -39,7 +49,6 @@ class Cadence:
     resolved: bool = True
     resolved_interval: float = 10.0
     checkpoint_frequency: float = 30.0
-    lag_threshold: float = 600.0
     end_time: Hlc | None = None
 
     @classmethod
@@ -50,7 +59,6 @@ class Cadence:
             resolved=config.resolved.enabled,
             resolved_interval=config.resolved.interval.total_seconds(),
             checkpoint_frequency=checkpoint.min_checkpoint_frequency.total_seconds(),
-            lag_threshold=checkpoint.frontier_highwater_lag_checkpoint_threshold.total_seconds(),
             end_time=config.end_time,
         )
 
@@ -100,10 +108,12 @@ class Policy:
         """A batch moved the frontier (read offsets or resolved times)."""
         self.dirty = True
 
-    def after_batch(
-        self, high_water: Hlc, lag_seconds: float, now: float, *, final: bool = False
-    ) -> Decision:
-        """The decision after a batch (``final``: the changefeed is stopping)."""
+    def after_batch(self, high_water: Hlc, now: float, *, final: bool = False) -> Decision:
+        """The decision after a batch (``final``: the changefeed is stopping).
+
+        Also asked between batches (the coordinator's wait loop), so that what fell due while
+        the sources were quiet goes out without waiting for the next batch.
+        """
         cadence = self.cadence
         end = cadence.end_time
         reached_end = end is not None and high_water >= end
@@ -113,16 +123,11 @@ class Policy:
             and marker > (self.last_marker or ZERO)
             and (reached_end or final or now - self.last_marker_at >= cadence.resolved_interval)
         )
+        # Progress is saved at every min_checkpoint_frequency, not only when the high-water
+        # mark moved: the record carries each partition's own offset and resolved time.
         waited = now - self.last_checkpoint_at >= cadence.checkpoint_frequency
         checkpoint_due = (marker_due and self.checkpointed_hw < marker) or (
-            self.dirty
-            and (
-                final
-                or marker_due
-                or reached_end
-                or (waited and high_water > self.checkpointed_hw)
-                or (waited and lag_seconds > cadence.lag_threshold)
-            )
+            self.dirty and (final or marker_due or reached_end or waited)
         )
         return Decision(
             checkpoint=checkpoint_due,

@@ -9,7 +9,11 @@ partition's floor goes out; a marker raises the floor), and checks what users ar
   below one already sent (contract §5.3);
 * every row at or below a marker was emitted before the marker went out (§5.1);
 * after a crash, what a partition re-emits is at most what it emitted since the last
-  checkpoint (§5.4), and a stalled partition does not make the leading ones replay (seed 000);
+  checkpoint (§5.4); with a partition that never sends a marker (the high-water mark never
+  moves), the others re-emit at most their last batch when ``min_checkpoint_frequency`` is at
+  most the batch spacing, and in general what they read within one ``min_checkpoint_frequency``
+  (seed 000); the record they resume from carries each partition's offset and resolved time,
+  so a change re-sent upstream below a partition's checkpointed time is not emitted again;
 * a checkpoint over budget falls back only to lower floors, and is refused only when even its
   smallest form does not fit (§6).
 """
@@ -17,6 +21,7 @@ partition's floor goes out; a marker raises the floor), and checks what users ar
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass, field, replace
 
 import pytest
@@ -24,7 +29,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.checkpoint import Checkpoint, decode
-from pipeline.core.frontier import Frontier, SourcePartition
+from pipeline.core.frontier import Frontier, Progress, SourcePartition
 from pipeline.core.policy import Cadence, Decision, HighWaterWatch, Policy
 from schemas.errors import CheckpointError
 from schemas.hlc import ZERO, Hlc
@@ -35,10 +40,14 @@ SECOND = 1_000_000_000
 
 @dataclass(frozen=True)
 class Entry:
-    """One source record: a marker, or a row with its commit time."""
+    """One source record: a marker, or a row with its commit time.
+
+    ``resent``: an upstream duplicate of a row that a marker before it already covers.
+    """
 
     marker: bool
     ts: Hlc
+    resent: bool = False
 
 
 def build_log(steps: list[tuple[bool, int]]) -> list[Entry]:
@@ -68,6 +77,7 @@ class Simulation:
     sent_this_run: list[Hlc] = field(default_factory=list)
     durable: bytes | None = None
     durable_at: dict[int, int] = field(default_factory=dict)  # in-memory offsets when written
+    durable_progress: dict[SourcePartition, Progress] = field(default_factory=dict)  # the same
     emitted_since_durable: dict[int, int] = field(default_factory=dict)
     crashes: list[tuple[dict[int, int], dict[int, int], str]] = field(default_factory=list)
 
@@ -89,6 +99,7 @@ class Simulation:
         except CheckpointError:
             return False  # the job fails; the previous record stays the durable one
         self.durable_at = {sp.partition: self.frontier[sp].offset or 0 for sp in self.parts}
+        self.durable_progress = self.frontier.progress()
         self.emitted_since_durable = dict.fromkeys(range(len(self.logs)), 0)
         self.policy.checkpointed(record.high_water, self.now)
         return True
@@ -150,8 +161,12 @@ class Simulation:
         """A micro-batch ``seconds`` after the last one, then the policy's decision."""
         self.now += seconds
         self.read(reads)
-        hw, lag = self.frontier.high_water(), self.frontier.lag_nanos() / 1e9
-        return self.carry_out(self.policy.after_batch(hw, lag, self.now, final=final), final=final)
+        return self.decide(final=final)
+
+    def decide(self, *, final: bool = False) -> bool:
+        """What the policy says now, carried out (after a batch, or a tick between batches)."""
+        decision = self.policy.after_batch(self.frontier.high_water(), self.now, final=final)
+        return self.carry_out(decision, final=final)
 
     def crash(self) -> None:
         """Kill the driver; restart from the durable record alone, then read to where it was.
@@ -190,7 +205,6 @@ cadence_strategy = st.builds(
     resolved=st.booleans(),
     resolved_interval=st.sampled_from([0.0, 1.0, 5.0]),
     checkpoint_frequency=st.sampled_from([0.0, 1.0, 3.0, 10.0]),
-    lag_threshold=st.sampled_from([0.0, 2.0, 60.0]),
 )
 action = st.one_of(
     st.tuples(
@@ -251,59 +265,126 @@ def test_markers_follow_durable_checkpoints_and_nothing_beneath_them_is_lost(
                 assert count <= since.get(p, 0), f"partition {p} replayed {count} > {since}"
 
 
-@settings(max_examples=200, deadline=None)
+TICK = 1.0  # between batches the coordinator asks the policy again about once a second
+
+
+def marked_log(segments: list[tuple[int, int, bool]]) -> list[Entry]:
+    """A partition that advances: per segment, ``rows`` rows, then a marker ``step`` s later.
+
+    With ``resend``, the segment's rows end with an upstream duplicate of the last row the
+    marker before them covers (so it is at or below that partition's resolved time).
+    """
+    wall, log, covered = 1, [], []
+    for rows, step, resend in segments:
+        current = [Hlc(wall * SECOND, i + 1) for i in range(rows)]
+        log.extend(Entry(False, ts) for ts in current)
+        if resend and covered:
+            log.append(Entry(False, covered[-1], resent=True))
+        wall += step
+        log.append(Entry(True, Hlc(wall * SECOND)))
+        covered.extend(current)
+    return log
+
+
+batch_strategy = st.tuples(
+    st.sampled_from([0.25, 0.5, 1.0, 2.5]),  # seconds since the batch before
+    st.lists(st.integers(0, 6), min_size=4, max_size=4),  # records read, per partition
+    st.sampled_from([None, None, "after_write", "after_checkpoint"]),  # the driver dies there
+)
+
+
+@settings(max_examples=300, deadline=None)
 @given(
     st.integers(2, 4),
-    st.sampled_from([0.0, 1.0, 3.0]),
-    st.sampled_from([0.0, 2.0]),
-    st.lists(st.integers(1, 4), min_size=5, max_size=30),
-    st.integers(0, 29),
+    st.sampled_from([0.0, 0.5, 1.0, 3.0]),
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 4), st.integers(1, 3), st.booleans()), max_size=30),
+        min_size=3,
+        max_size=3,
+    ),
+    st.lists(batch_strategy, min_size=1, max_size=40),
+    st.sampled_from([1 << 20, 1 << 20, 372, 330]),  # full, or leading, or offsets only
 )
-def test_a_stalled_partition_does_not_make_the_leading_ones_replay(
-    partitions: int, frequency: float, threshold: float, rows: list[int], crash_at: int
+def test_a_partition_without_markers_does_not_make_the_others_replay(
+    partitions: int,
+    frequency: float,
+    segments: list[list[tuple[int, int, bool]]],
+    batches: list[tuple[float, list[int], str | None]],
+    budget: int,
 ) -> None:
-    # partition 0 has one marker, then only rows: it pins the high-water mark for ever.
-    stalled = [(True, 1)] + [(False, 0)] * 200
-    leading = [step for n in rows for step in [(False, 0)] * n + [(True, 1)]]
-    logs = [build_log(stalled)] + [build_log([(True, 1), *leading])] * (partitions - 1)
-    cadence = Cadence(
-        resolved=True,
-        resolved_interval=0.0,
-        checkpoint_frequency=frequency,
-        lag_threshold=threshold,
-    )
-    sim = Simulation(logs, cadence, 1 << 20)
-    step = 1.0
-    lagging_since: float | None = None
-    reads_by_time: list[tuple[float, dict[int, int]]] = []
-    for i, n in enumerate(rows):
-        before = dict(sim.emitted)
-        assert sim.batch(dict.fromkeys(range(partitions), n + 1), step)
-        reads_by_time.append(
-            (
-                sim.now,
-                {
-                    p: sum(1 for k in sim.emitted if k[0] == p and k not in before)
-                    for p in range(partitions)
-                },
-            )
-        )
-        if sim.frontier.lag_nanos() / 1e9 > threshold and lagging_since is None:
-            lagging_since = sim.now
-        if i == crash_at:
-            break
-    assert sim.frontier.high_water() == Hlc(2 * SECOND)  # the stall pins it
-    now = sim.now
-    sim.crash()
-    replayed, _, _ = sim.crashes[-1]
-    if lagging_since is None or now - lagging_since < frequency + step:
-        return  # not behind for long enough to call for a checkpoint yet
-    # A checkpoint follows the leading partitions at least every `frequency` once they lead
-    # by more than the threshold: a restart replays at most what they read since then.
-    window_start = now - frequency - step
-    for p in range(1, partitions):
-        recent = sum(reads[p] for at, reads in reads_by_time if at >= window_start)
-        assert replayed[p] <= recent, f"partition {p} replayed {replayed[p]} > {recent}"
+    # Partition 0 never sends a marker: the high-water mark stays at the start for the whole
+    # run, no marker goes out, and only "every min_checkpoint_frequency" saves the others.
+    logs = [build_log([(False, 0)] * 200)] + [marked_log(s) for s in segments[: partitions - 1]]
+    sim = Simulation(logs, Cadence(resolved_interval=0.0, checkpoint_frequency=frequency), budget)
+    spaced = all(gap >= frequency for gap, _, _ in batches)  # frequency <= the batch spacing
+    # per batch: when it read, and per partition the records it read and the rows it emitted
+    read: list[tuple[float, Counter[int], Counter[int]]] = []
+
+    def offsets() -> Counter[int]:
+        return Counter({sp.partition: sim.frontier[sp].offset or 0 for sp in sim.parts})
+
+    def restart() -> None:
+        """The driver dies now; the next run resumes from the durable record and re-reads."""
+        assert sim.durable is not None
+        at, reached, written, resumed = sim.now, offsets(), sim.durable_progress, sim.durable
+        sim.crash()
+        replayed, _, level = sim.crashes[-1]
+        # the record carries each partition's own offset (and, in full, its resolved time)
+        start = decode(resumed).progress(sim.parts)
+        for sp in sim.parts:
+            if level != "high_water":
+                assert start[sp].offset == written[sp].offset, f"{sp}: not its own offset"
+            if level == "full":
+                assert start[sp].resolved == written[sp].resolved, f"{sp}: not its own time"
+            assert decode(resumed).high_water <= start[sp].resolved <= written[sp].resolved
+        reread = reached - Counter({sp.partition: start[sp].offset or 0 for sp in sim.parts})
+        if level != "high_water":  # offsets kept
+            # In general a resume re-reads at most what was read within one
+            # min_checkpoint_frequency (and the tick that carries out what fell due between
+            # batches); with a record that kept every partition's time, it re-emits at most
+            # what those batches emitted (below it, a floor dropped re-sent changes).
+            recent = [batch for batch in read if batch[0] >= at - frequency - TICK]
+            for p in range(partitions):
+                assert reread[p] <= sum(records[p] for _, records, _ in recent), (p, read)
+                if spaced:  # every batch was checkpointed but the last
+                    assert reread[p] <= read[-1][1][p], f"{p} re-read {reread[p]} > last batch"
+                if level == "full":
+                    assert replayed[p] <= sum(rows[p] for _, _, rows in recent), (p, read)
+                    assert not spaced or replayed[p] <= read[-1][2][p], (p, read)
+        read.append((at, reread, Counter(replayed)))  # the resumed run's first batch
+        assert sim.decide(), "a record that fitted before does not fit now"
+
+    for gap, counts, crash in batches:
+        until = sim.now + gap
+        while sim.now + TICK < until:  # the wait loop between batches
+            sim.now += TICK
+            assert sim.decide()
+        sim.now = until
+        emitted, reached = dict(sim.emitted), offsets()
+        sim.read(dict(enumerate(counts[:partitions])))
+        rows = Counter(p for (p, o), n in sim.emitted.items() if n > emitted.get((p, o), 0))
+        read.append((sim.now, offsets() - reached, rows))
+        if crash == "after_write":  # written, not yet checkpointed
+            restart()
+            continue
+        assert sim.decide()
+        if crash == "after_checkpoint":
+            restart()
+    # a change re-sent upstream below its partition's resolved time is never emitted, even by
+    # a run that resumed from a record that kept every partition's resolved time
+    if all(level == "full" for _, _, level in sim.crashes):
+        resent = [(p, o) for p, o in sim.emitted if logs[p][o].resent]
+        assert not resent, f"upstream duplicates emitted again: {resent}"
+
+
+def test_progress_is_checkpointed_while_the_high_water_mark_stands_still() -> None:
+    policy = Policy(Cadence(checkpoint_frequency=5.0))
+    policy.checkpointed(ZERO, now=0.0)
+    policy.progressed()
+    assert not policy.after_batch(ZERO, now=4.0).checkpoint  # at most every 5 s
+    assert policy.after_batch(ZERO, now=5.0).checkpoint  # the high-water mark did not move
+    policy.checkpointed(ZERO, now=5.0)
+    assert not policy.after_batch(ZERO, now=60.0).checkpoint  # no progress: nothing to save
 
 
 @given(
@@ -340,7 +421,7 @@ def test_end_time_caps_the_marker_and_finishes() -> None:
     end = Hlc(5 * SECOND)
     policy = Policy(Cadence(resolved_interval=100.0, checkpoint_frequency=100.0, end_time=end))
     policy.progressed()
-    decision = policy.after_batch(Hlc(9 * SECOND), 0.0, now=1.0)
+    decision = policy.after_batch(Hlc(9 * SECOND), now=1.0)
     assert decision == Decision(checkpoint=True, record_marker=end, marker=end, finished=True)
 
 
@@ -356,9 +437,7 @@ def test_the_scan_end_sends_the_statement_time_after_its_checkpoint() -> None:
 def test_no_marker_without_progress_above_the_last_one() -> None:
     policy = Policy(Cadence(resolved_interval=0.0, checkpoint_frequency=0.0))
     assert policy.resume(Hlc(3 * SECOND), Hlc(3 * SECOND), Hlc(3 * SECOND)) is None
-    assert policy.after_batch(Hlc(3 * SECOND), 0.0, now=10.0) == Decision(
-        record_marker=Hlc(3 * SECOND)
-    )
+    assert policy.after_batch(Hlc(3 * SECOND), now=10.0) == Decision(record_marker=Hlc(3 * SECOND))
 
 
 def test_a_high_water_mark_standing_still_past_its_ttl_is_noticed() -> None:
