@@ -45,8 +45,9 @@ bench-scan: jars
 	$(BIN)/python -m pipeline.dev.bench_scan
 
 # The chaos soak (not part of `make test`): the random workload under a steady producer, 20
-# SIGKILLs of the driver and a broker restart, then the validator; prints its numbers. Also two
-# instances of one changefeed started at the same moment (one writer).
+# SIGKILLs of the driver and a broker restart, then the validator; prints its numbers and the
+# duplicates per kill. Also two instances of one changefeed started at the same moment (one
+# writer).
 soak: jars
 	HIGHWATER_SOAK_KILLS=20 $(BIN)/pytest tests/integration/test_chaos.py tests/integration/test_one_writer.py -s -p no:cacheprovider --timeout=3600
 

@@ -4,21 +4,19 @@ The workload is seeded (``tests/support/workload.py``); the driver is killed wit
 random moments (and, in the soak, the broker is restarted); then the validator reads what
 users read.
 
-The suite runs a short version (``HIGHWATER_SOAK_KILLS``, default 3 kills); ``make soak``
+The suite runs a short version (``HIGHWATER_SOAK_KILLS``, default 2 kills); ``make soak``
 runs 20 kills and a broker restart on a broker of its own and prints the numbers that
-``docs/benchmarks.md`` records.
+``docs/benchmarks.md`` records, with the duplicates each kill caused (the rows the run after
+it emitted again).
 """
 
 from __future__ import annotations
 
 import os
 import random
-import threading
 import time
 from pathlib import Path
 from typing import Any
-
-from confluent_kafka import Producer
 
 from pipeline.config import load_config
 from pipeline.dev.broker import EmbeddedKafka
@@ -26,7 +24,8 @@ from sinks.admin import ensure_topics
 from tests.support.changefeed import checkpoint_records, run_to_end
 from tests.support.kafka import consume_all
 from tests.support.process import run_killed_at, write_config
-from tests.support.validator import validate
+from tests.support.producer import SteadyProducer
+from tests.support.validator import duplicates_by_run, validate
 from tests.support.workload import Workload
 
 KILLS = int(os.environ.get("HIGHWATER_SOAK_KILLS", "2"))
@@ -34,44 +33,6 @@ SOAK = "HIGHWATER_SOAK_KILLS" in os.environ
 SEED = int(os.environ.get("HIGHWATER_SOAK_SEED", "7"))
 POINTS = ("during_write", "after_write", "before_marker", "after_marker")
 PARTITIONS = 3
-
-
-class SteadyProducer:
-    """Writes the workload in small steps until stopped; then its final markers."""
-
-    def __init__(self, bootstrap: str, topic: str, workload: Workload) -> None:
-        self.topic, self.workload = topic, workload
-        self.bootstrap = bootstrap
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self.error: BaseException | None = None
-
-    def start(self) -> SteadyProducer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(60)
-        assert self.error is None, self.error
-
-    def _run(self) -> None:
-        try:
-            producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
-            while not self._stop.is_set():
-                self._write(producer, self.workload.records(20))
-                time.sleep(0.2)
-        except BaseException as exc:
-            self.error = exc
-
-    def _write(self, producer: Producer, records: list[tuple[int, Any, bytes]]) -> None:
-        for partition, key, value in records:
-            producer.produce(self.topic, key=key, value=value, partition=partition)
-        assert producer.flush(30) == 0
-
-    def finish(self) -> None:
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True})
-        self._write(producer, self.workload.final_markers())
 
 
 def config_for(bootstrap: str, changefeed_id: str, source: str) -> dict[str, Any]:
@@ -116,9 +77,13 @@ def chaos(  # noqa: PLR0917 - one soak's parts
     config = write_config(tmp_path / "cf.yaml", config_for(bootstrap, changefeed_id, source))
     log = tmp_path / "runs.log"
     started = time.monotonic()
+    ends: list[dict[int, int]] = []  # where each killed run left each output partition
     for kill in range(KILLS):
         crash = f"{rnd.choice(POINTS)}:{rnd.randint(2, 5)}"
         run_killed_at(config, log, crash, timeout=240)
+        ends.append(
+            {m.partition: m.offset + 1 for m in consume_all(bootstrap, f"{changefeed_id}.t")}
+        )
         if broker is not None and kill == KILLS // 2:  # the soak restarts its broker once
             producer.stop()
             broker.stop()
@@ -139,11 +104,12 @@ def chaos(  # noqa: PLR0917 - one soak's parts
     output = consume_all(bootstrap, f"{changefeed_id}.t")
     dead = consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}")
     report = validate(workload, output, dead)
+    replays = duplicates_by_run(output, ends)[1:]  # the run after each kill
     print(
         f"chaos: seed {SEED}, {KILLS} kills{', a broker restart' if broker else ''}, "
         f"{len(workload.changes)} changes ({len(workload.duplicates)} upstream duplicates, "
         f"{len(workload.bad)} bad records) in {time.monotonic() - started:.0f} s: "
-        f"{report.summary()}"
+        f"{report.summary()}; duplicates per kill {replays} (max {max(replays, default=0)})"
     )
     assert not report.violations, dict(report.violations)
     assert report.distinct == len(workload.changes)  # every change, at least once

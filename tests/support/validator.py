@@ -70,6 +70,27 @@ def validate(workload: Workload, output: list[Message], dead: list[Message]) -> 
     return report
 
 
+def duplicates_by_run(output: list[Message], ends: list[dict[int, int]]) -> list[int]:
+    """Per run, how many of its rows had already been emitted (by an earlier run, or by itself).
+
+    ``ends``: where each run left each output partition (its next offset), in run order, read
+    after it stopped; the rows after the last of them are one more run's (a drain). A row is
+    counted by its key and ``updated``, so a restart's replay shows in the run after the kill.
+    """
+    runs: list[list[Message]] = [[] for _ in range(len(ends) + 1)]
+    for m in output:
+        if m.key is not None:
+            run = next((i for i, end in enumerate(ends) if m.offset < end.get(m.partition, 0)), -1)
+            runs[run].append(m)
+    seen: set[tuple[str, str]] = set()
+    counts = []
+    for rows in runs:
+        ids = [_row_id(m) for m in rows]
+        counts.append(len(ids) - len(set(ids) - seen))
+        seen.update(ids)
+    return counts
+
+
 def _key(key: bytes, updated: str) -> tuple[str, str]:
     return json.dumps(exact(key)), updated
 

@@ -3,8 +3,10 @@
 Every source record is written as raw JSON text built here (not by a JSON library), so the
 exact number texts are known: DECIMAL-like fractions with trailing zeros, exponents, -0,
 integers beyond 64 bits; keys with quotes and non-ASCII text; nested JSON; nulls; deletes;
-upstream duplicates re-sent after a covering marker; a partition whose markers lag; a column
-added mid-stream; bad records sprinkled in. What was written is kept for the validator.
+upstream duplicates re-sent after a covering marker (and, with ``late_duplicates``, changes
+re-sent hundreds of changes after they were resolved); a partition whose markers lag (or, with
+``stalled``, one that never sends a marker); a column added mid-stream; bad records sprinkled
+in. What was written is kept for the validator.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass, field
 
 from sinks.partitioning import default_partition
 
+START = 1_700_000_000_000_000_000  # wall nanoseconds below every change
 REGIONS = ['eu-"west"', "Zürich", "東京", "a\\b", "plain"]
 NUMBERS = [
     "12345678901234567.89",
@@ -57,15 +60,22 @@ class Workload:
     partitions: int
     seed: int
     lagging: int = 1  # this partition's markers trail the others
+    stalled: int | None = None  # this partition never gets a marker (nor an upstream duplicate)
+    late_duplicates: float = 0.0  # per change, the chance of re-sending one resolved long ago
     changes: list[SourceChange] = field(default_factory=list)
     duplicates: list[SourceChange] = field(default_factory=list)  # re-sent after a marker
     bad: list[tuple[int, bytes, bytes]] = field(default_factory=list)  # partition, key, value
 
     def __post_init__(self) -> None:
         self._random = random.Random(self.seed)
-        self._wall = 1_700_000_000_000_000_000
+        self._wall = START
         self._rows: dict[bytes, str] = {}  # live rows: key -> after text
         self._extra = False  # a column added mid-stream
+
+    @property
+    def start(self) -> str:
+        """A time below every change (a cursor there misses none)."""
+        return f"{START}.0000000000"
 
     def records(self, count: int) -> list[tuple[int, bytes | None, bytes]]:
         """``count`` more changes (and markers, duplicates, bad records), ready to produce."""
@@ -75,9 +85,11 @@ class Workload:
         return out
 
     def final_markers(self) -> list[tuple[int, bytes | None, bytes]]:
-        """A marker above every change on every partition: everything before is resolved."""
+        """A marker above every change on every partition (but a stalled one)."""
         self._wall += 1_000
-        return [(p, None, self._marker(self._wall)) for p in range(self.partitions)]
+        return [
+            (p, None, self._marker(self._wall)) for p in range(self.partitions) if p != self.stalled
+        ]
 
     def _step(self) -> list[tuple[int, bytes | None, bytes]]:
         rnd = self._random
@@ -100,6 +112,8 @@ class Workload:
             bad = rnd.choice(BAD)
             self.bad.append((partition, key, bad))
             out.append((partition, key, bad))
+        if self.late_duplicates and rnd.random() < self.late_duplicates:
+            out.extend(self._late_duplicate())
         if len(self.changes) % 25 == 0:
             out.extend(self._markers())
         return out
@@ -107,16 +121,31 @@ class Workload:
     def _markers(self) -> list[tuple[int, bytes | None, bytes]]:
         out: list[tuple[int, bytes | None, bytes]] = []
         for p in range(self.partitions):
-            if p == self.lagging and len(self.changes) % 100:
+            if p == self.stalled or (p == self.lagging and len(self.changes) % 100):
                 continue  # the lagging partition resolves four times less often
             out.append((p, None, self._marker(self._wall)))
         # an upstream duplicate: an already resolved change sent again
-        resolved = [c for c in self.changes[-60:-30] if c.partition != self.lagging]
+        resolved = [
+            c for c in self.changes[-60:-30] if c.partition not in {self.lagging, self.stalled}
+        ]
         if resolved and self._random.random() < 0.5:
             again = self._random.choice(resolved)
             self.duplicates.append(again)
             out.append((again.partition, again.key, again.value()))
         return out
+
+    def _late_duplicate(self) -> list[tuple[int, bytes | None, bytes]]:
+        """A change resolved hundreds of changes ago sent again, amid its partition's rows.
+
+        Many markers of its partition came since, so only a floor at that partition's own
+        resolved time (in memory, or in the checkpoint a restart resumes from) drops it.
+        """
+        old = [c for c in self.changes[-800:-400] if c.partition != self.stalled]
+        if not old:
+            return []
+        again = self._random.choice(old)
+        self.duplicates.append(again)
+        return [(again.partition, again.key, again.value())]
 
     def _key(self) -> bytes:
         rnd = self._random

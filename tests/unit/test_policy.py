@@ -274,7 +274,7 @@ def marked_log(segments: list[tuple[int, int, bool]]) -> list[Entry]:
     With ``resend``, the segment's rows end with an upstream duplicate of the last row the
     marker before them covers (so it is at or below that partition's resolved time).
     """
-    wall, log, covered = 1, [], []
+    wall, log, covered = 1, list[Entry](), list[Hlc]()
     for rows, step, resend in segments:
         current = [Hlc(wall * SECOND, i + 1) for i in range(rows)]
         log.extend(Entry(False, ts) for ts in current)
