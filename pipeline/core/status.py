@@ -116,6 +116,7 @@ class ChangefeedStats:
     batches: int = 0
     rows: int = 0
     duplicates: int = 0
+    resent: int = 0  # changes an upstream sent again, dropped
     bad: int = 0
     scan_rows: int = 0
     # the last RECENT checkpoints, markers and batches (a run may go on for months)
@@ -136,6 +137,7 @@ class ChangefeedStats:
             self.batches += 1
             self.rows += result.emitted
         self.duplicates += result.duplicates
+        self.resent += result.resent
         self.bad += result.bad
 
 

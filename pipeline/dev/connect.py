@@ -33,7 +33,7 @@ from pipeline.runtime.jars import broker_classpath, debezium_classpath
 from schemas.errors import PlatformError
 
 from .postgres import DATABASE, HEARTBEAT, HEARTBEAT_QUERY, USER, PostgresInfo
-from .service import LocalService, free_port
+from .service import LocalService, free_port, kill
 
 log = logging.getLogger(__name__)
 
@@ -135,8 +135,13 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
         topic_prefix: str = "pg",
         partitions: int = 3,
         timeout: float = 180.0,
+        flush_interval_ms: int = 1000,
     ) -> ConnectInfo:
-        """Start the worker capturing ``tables`` (``schema.table``) once its task runs."""
+        """Start the worker capturing ``tables`` (``schema.table``) once its task runs.
+
+        Started again in the same directory (after :meth:`kill`), it resumes from the offsets
+        it flushed last (every ``flush_interval_ms``): what it sent after them, it sends again.
+        """
         running = self.status()
         if running is not None:
             return running
@@ -149,7 +154,7 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
             "key.converter.schemas.enable": "true",
             "value.converter.schemas.enable": "true",
             "offset.storage.file.filename": str(self.directory / "offsets"),
-            "offset.flush.interval.ms": "1000",
+            "offset.flush.interval.ms": str(flush_interval_ms),
             "listeners": f"http://127.0.0.1:{port}",
             "topic.creation.enable": "true",
         }
@@ -175,6 +180,12 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
         self.wait_ready(process, lambda: self._running(info), timeout)
         log.info("Kafka Connect capturing %s at %s (pid %s)", tables, info.url, info.pid)
         return info
+
+    def kill(self) -> None:
+        """SIGKILL the worker, as a crash or an evicted pod does (its offsets not flushed)."""
+        info = self.status()
+        if info is not None:
+            kill([info.pid])
 
     def _running(self, info: ConnectInfo) -> bool:
         status = _get(f"{info.url}/connectors/{CONNECTOR}/status")

@@ -407,7 +407,7 @@ def test_what_a_restarted_connector_sends_again_is_dropped_within_and_across_bat
     assert (result2.resent, result2.partitions[0].position) == (1, (24_023_800, 24_023_850))
     # without the position handed on, the copy of 30 would come out after 30 again
     _, blind = run(base, arrow(again, start=4))
-    assert blind.emitted == 3  # noqa: PLR2004
+    assert blind.emitted == 3
 
 
 def test_a_bad_change_sent_again_is_dropped_and_one_that_stops_the_walk_is_read_again() -> None:
