@@ -97,3 +97,25 @@ def test_the_transaction_logs_travel_in_the_record_and_give_up_what_is_in_flight
     last = decode(Checkpoint(**{**cp.__dict__, "level": "high_water"}).encode(1 << 20))
     assert last.offsets == {}
     assert last.transactions == {"pg.transaction": {**state, "seen": {}}}
+
+
+def test_source_positions_travel_with_the_offsets_at_every_level_that_keeps_them() -> None:
+    """A resume still knows what a restarted upstream sends again (Debezium's positions)."""
+    parts = [SourcePartition("pg.orders", p) for p in range(3)]
+    frontier = frontier_with(dict.fromkeys(parts, 10), dict(zip(parts, [4, 5, 6], strict=True)))
+    frontier.forward(parts[0], resolved=None, next_offset=4, position=(24_023_800, 24_023_984))
+    frontier.forward(parts[2], resolved=None, next_offset=6, position=(2**63, 7))
+    frontier.forward(parts[0], resolved=None, next_offset=4, position=(1, 1))  # never lower
+    cp = Checkpoint.of("cf", frontier)
+    full = cp.encode(1 << 20)
+    assert json.loads(full)["partitions"]["pg.orders"]["positions"] == [
+        [24_023_800, 24_023_984],
+        None,
+        [2**63, 7],
+    ]
+    for level in ("full", "leading", "offsets"):
+        back = decode(Checkpoint(**{**cp.__dict__, "level": level}).encode(1 << 20))
+        assert back.progress(parts) == frontier.progress(), level
+    # without offsets every partition is read from its start: the positions are found again
+    bare = decode(Checkpoint(**{**cp.__dict__, "level": "high_water"}).encode(1 << 20))
+    assert all(p.position is None for p in bare.progress(parts).values())

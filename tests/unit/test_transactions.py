@@ -499,3 +499,47 @@ def test_a_connector_killed_and_resumed_never_breaks_the_promise_nor_freezes_the
     assert resolved == max(c.ts for _, _, cs in committed[: last + 1] for c in cs), (
         log.waiting_for()
     )
+
+
+class _Ends:
+    """Data partitions that end at offset 5."""
+
+    def get_watermark_offsets(self, _tp: object, timeout: float) -> tuple[int, int]:
+        return 0, 5
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_transaction_that_cannot_complete_is_named_and_clears_once_it_does() -> None:
+    """Never a silent freeze: read past where the partitions ended, still short, it is stuck."""
+    now = [0.0]
+    log = TransactionLog(COLLECTIONS, started=True)
+    feed = TransactionFeed(
+        {"bootstrap.servers": "127.0.0.1:9"},
+        {"pg.transaction": log},
+        PARTITIONS,
+        clock=lambda: now[0],
+    )
+    feed._consumer.close()
+    feed._consumer = _Ends()
+    feed._read = lambda _topic, _log: None  # type: ignore[method-assign] - fed below
+    frontier = Frontier(PARTITIONS)
+    log.ended("100", {"public.orders": 2}, Hlc(5 * MS, 0), 0)
+    log.saw("100", [24_000_001], Hlc(5 * MS, 1), Hlc(5 * MS, 1))  # one of its two changes
+    feed.advance(frontier)
+    now[0] = 11.0  # waiting for longer than STUCK_CHECK: the partitions' ends are taken
+    feed.advance(frontier)
+    assert feed.stuck == {}  # not read up to them yet
+    for sp in PARTITIONS:
+        frontier.forward(sp, resolved=None, next_offset=5)
+    feed.advance(frontier)
+    assert feed.warnings() == [
+        "transaction 100 (1 of 2 events read) of 'pg.transaction' cannot complete: "
+        "markers wait for it"
+    ]
+    assert frontier.high_water() < Hlc(5 * MS, 0)
+    log.saw("100", [24_000_002], Hlc(5 * MS, 2), Hlc(5 * MS, 2))  # it came after all
+    feed.advance(frontier)
+    assert (feed.stuck, frontier.high_water()) == ({}, Hlc(5 * MS, 2))
+    feed.close()
