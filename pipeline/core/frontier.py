@@ -113,11 +113,6 @@ class Frontier:
         hw = self.high_water()
         return {sp: p.resolved for sp, p in self._progress.items() if p.resolved > hw}
 
-    def lag_nanos(self) -> int:
-        """How far (wall nanoseconds) the leading partition is ahead of the high-water mark."""
-        top = max(p.resolved for p in self._progress.values())
-        return top.wall - self.high_water().wall
-
     def progress(self) -> dict[SourcePartition, Progress]:
         """A copy of every partition's progress."""
         return dict(self._progress)

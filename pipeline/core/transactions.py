@@ -184,7 +184,7 @@ class TransactionLog:
             waiting.resent, waiting.ends = True, None  # its END will come again
         elif begun is not None:
             self._open[tx_id] = Begun(begun.begins + 1, time, begun.first, offset)
-        elif not self._was_passed(tx_id, None):
+        elif not self._was_passed(tx_id, time):
             self._open[tx_id] = Begun(1, time, offset, offset)
             return
         self.resends += 1
@@ -380,7 +380,7 @@ class TransactionLog:
     def _waiting(self, tx_id: str) -> Ended | None:
         return next((e for e in self._ended if e.id == tx_id), None)
 
-    def _was_passed(self, tx_id: str, time: Hlc | None) -> bool:
+    def _was_passed(self, tx_id: str, time: Hlc) -> bool:
         """Whether the transaction was passed already (its END read again).
 
         The transactions passed within ``RECENT`` of the latest one are known by id; an END
@@ -389,7 +389,7 @@ class TransactionLog:
         if tx_id in self._recent:
             return True
         latest = max(self._recent.values(), default=None)
-        return time is not None and latest is not None and time.wall < latest.wall - RECENT
+        return latest is not None and time.wall < latest.wall - RECENT
 
     def _pass(self, head: Ended) -> None:
         """``head`` is complete: remember it for a while, should its END come again."""

@@ -20,7 +20,6 @@ def test_high_water_is_the_minimum_over_every_partition() -> None:
     frontier.forward(PARTS[2], resolved=Hlc(15), next_offset=1)
     assert frontier.high_water() == Hlc(10)
     assert frontier.leading() == {PARTS[1]: Hlc(20), PARTS[2]: Hlc(15)}
-    assert frontier.lag_nanos() == 10
 
 
 @given(updates)
