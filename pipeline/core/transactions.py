@@ -53,6 +53,7 @@ exact.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -159,13 +160,15 @@ class TransactionLog:
         self._resolved = resolved
         self._passed = resolved  # the highest time of the transactions passed
         self.offset = offset  # the next offset to read of the transaction topic
-        self._ended: list[Ended] = []  # read, not yet passed, in commit order
+        self._ended: deque[Ended] = deque()  # read, not yet passed, in commit order
+        self._waiting: dict[str, Ended] = {}  # the same, by id
         self._seen: dict[str, Seen] = dict(seen or {})
         self.horizon: dict[SourcePartition, int] | None = None if horizon is None else {**horizon}
         self.started = started or horizon is not None
         self._open: dict[str, Begun] = dict(open_ or {})  # BEGINs read without their END
         # the transactions passed lately (their END's time), to know their END if sent again
         self._recent: dict[str, Hlc] = dict(passed or {})
+        self._latest = max(self._recent.values(), default=None)  # the latest END passed
         self.resends = 0  # BEGIN/END events read again (the connector restarted)
 
     @property
@@ -179,7 +182,7 @@ class TransactionLog:
         begun = self._open.get(tx_id)
         if begun is not None and offset <= begun.offset:
             return  # read before a resume of ours: counted then
-        waiting = self._waiting(tx_id)
+        waiting = self._waiting.get(tx_id)
         if waiting is not None:
             waiting.resent, waiting.ends = True, None  # its END will come again
         elif begun is not None:
@@ -195,17 +198,17 @@ class TransactionLog:
         events = sum(n for name, n in counts.items() if name in self.collections)
         begun = self._open.pop(tx_id, None)
         resent = begun is not None and begun.begins > 1
-        waiting = self._waiting(tx_id)
+        waiting = self._waiting.get(tx_id)
         if waiting is not None:  # ENDed before: the most it ever counted is its whole
             waiting.events = max(waiting.events, events)
             waiting.resent, waiting.ends = True, None
         elif self._was_passed(tx_id, time):
             pass  # complete already: what is sent again of it is dropped as re-sent
         elif resent:
-            self._ended.append(Ended(tx_id, events, time, offset, resent))
+            self._wait(Ended(tx_id, events, time, offset, resent))
         else:  # sent once: every transaction before it in commit order was sent before it
             self._cut()
-            self._ended.append(Ended(tx_id, events, time, offset))
+            self._wait(Ended(tx_id, events, time, offset))
             return
         self.resends += 1
 
@@ -221,7 +224,7 @@ class TransactionLog:
         """
         for cut in list(self._open):
             begun = self._open.pop(cut)
-            self._ended.append(Ended(cut, 0, begun.time, begun.first, resent=True))
+            self._wait(Ended(cut, 0, begun.time, begun.first, resent=True))
             self.resends += 1
 
     def skipped(self, offset: int) -> None:
@@ -277,14 +280,14 @@ class TransactionLog:
             if not self._complete(head, read):
                 capped = head.time if seen is None or seen.low is None else min(head.time, seen.low)
                 break
-            self._pass(self._ended.pop(0))
+            self._pass(self._ended.popleft())
             self._seen.pop(head.id, None)
             top = max(top, head.time, seen.high if seen is not None and seen.high else ZERO)
         self._passed = top
         if capped is not None:  # what is known of the first incomplete one stays unresolved
             top = min(top, just_below(capped))
         self._resolved = max(self._resolved, top)
-        waiting = {e.id for e in self._ended}
+        waiting = self._waiting
         for tx_id in [t for t, s in self._seen.items() if s.high is not None and s.high <= top]:
             if tx_id not in waiting:
                 del self._seen[tx_id]
@@ -345,7 +348,7 @@ class TransactionLog:
             "open": {
                 t: [b.begins, str(b.time), b.first, b.offset] for t, b in sorted(self._open.items())
             },
-            "passed": {t: str(ts) for t, ts in sorted(self._recent.items())},
+            "passed": {t: str(ts) for t, ts in self._recent.items()},  # in the order passed
         }
 
     @classmethod
@@ -377,8 +380,9 @@ class TransactionLog:
             return False
         return not head.resent or (head.ends is not None and _reached(read, head.ends))
 
-    def _waiting(self, tx_id: str) -> Ended | None:
-        return next((e for e in self._ended if e.id == tx_id), None)
+    def _wait(self, entry: Ended) -> None:
+        self._ended.append(entry)
+        self._waiting[entry.id] = entry
 
     def _was_passed(self, tx_id: str, time: Hlc) -> bool:
         """Whether the transaction was passed already (its END read again).
@@ -388,16 +392,24 @@ class TransactionLog:
         """
         if tx_id in self._recent:
             return True
-        latest = max(self._recent.values(), default=None)
-        return latest is not None and time.wall < latest.wall - RECENT
+        return self._latest is not None and time.wall < self._latest.wall - RECENT
 
     def _pass(self, head: Ended) -> None:
-        """``head`` is complete: remember it for a while, should its END come again."""
+        """``head`` is complete: remember it for a while, should its END come again.
+
+        Passed in commit order, so the oldest are first in ``_recent``.
+        """
+        del self._waiting[head.id]
         self._recent[head.id] = head.time
-        latest = max(self._recent.values())
-        if head.time == latest:
-            for tx_id in [t for t, ts in self._recent.items() if ts.wall < latest.wall - RECENT]:
-                del self._recent[tx_id]
+        self._latest = head.time if self._latest is None else max(self._latest, head.time)
+        floor = self._latest.wall - RECENT
+        stale = []
+        for tx_id, time in self._recent.items():
+            if time.wall >= floor:
+                break
+            stale.append(tx_id)
+        for tx_id in stale:
+            del self._recent[tx_id]
 
 
 def _reached(
