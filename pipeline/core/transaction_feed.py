@@ -141,8 +141,8 @@ class TransactionFeed:
         if stuck is not None and self.stuck.get(topic) != stuck:
             log.warning(
                 "%s: transaction %s cannot complete: every data partition was read past where "
-                "it ended %.0f s after its END, and its events are still missing (lost "
-                "upstream?); no marker passes it",
+                "it ended once the transaction had waited %.0f s, and its events are still "
+                "missing (lost upstream?); no marker passes it",
                 topic,
                 stuck,
                 STUCK_CHECK,
