@@ -70,6 +70,18 @@ def validate(workload: Workload, output: list[Message], dead: list[Message]) -> 
     return report
 
 
+def order_and_resolved(output: list[Message]) -> dict[str, list[str]]:
+    """Guarantees 2 and 3 alone, for an output whose source no :class:`Workload` describes.
+
+    Per key the first emissions in time order; per partition no new row at or below a
+    marker, and markers never going backwards. Returns the violations by kind (none: ``{}``).
+    """
+    report = Report()
+    _order(report, output)
+    _resolved(report, output)
+    return dict(report.violations)
+
+
 def duplicates_by_run(output: list[Message], ends: list[dict[int, int]]) -> list[int]:
     """Per run, how many of its rows had already been emitted (by an earlier run, or by itself).
 
