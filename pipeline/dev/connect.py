@@ -68,6 +68,18 @@ class ConnectInfo:
         """The transaction metadata topic (BEGIN/END events)."""
         return f"{self.topic_prefix}.transaction"
 
+    def sources(self, tables: list[str]) -> list[dict[str, str]]:
+        """The ``sources`` of a changefeed over the captured ``tables`` (``schema.table``)."""
+        return [
+            {
+                "topic": self.topic(table),
+                "table": table.rpartition(".")[2],
+                "format": "debezium",
+                "transactions": self.transaction_topic,
+            }
+            for table in tables
+        ]
+
 
 def connector_config(
     postgres: PostgresInfo, tables: list[str], topic_prefix: str, partitions: int

@@ -90,16 +90,7 @@ class DebeziumUpstream:
 
 def sources_yaml(info: ConnectInfo, tables: list[str]) -> str:
     """The ``sources`` section of a changefeed over the captured tables."""
-    sources = [
-        {
-            "topic": info.topic(table),
-            "table": table.rpartition(".")[2],
-            "format": "debezium",
-            "transactions": info.transaction_topic,
-        }
-        for table in tables
-    ]
-    return yaml.safe_dump({"sources": sources, "initial_scan": "no"}, sort_keys=False)
+    return yaml.safe_dump({"sources": info.sources(tables), "initial_scan": "no"}, sort_keys=False)
 
 
 def run_postgres_demo(rows: int, state: Path, live_seconds: float = LIVE_SECONDS) -> int:

@@ -202,15 +202,7 @@ def feed(
         raw = {
             "changefeed_id": changefeed_id,
             "kafka": {"bootstrap_servers": kafka_bootstrap},
-            "sources": [
-                {
-                    "topic": t,
-                    "table": table,
-                    "format": "debezium",
-                    "transactions": info.transaction_topic,
-                }
-                for t, table in ((orders, "orders"), (customers, "customers"))
-            ],
+            "sources": info.sources(tables),
             "initial_scan": "no",
             "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
             "encoder": {"updated": True, "diff": True},

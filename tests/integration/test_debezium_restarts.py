@@ -190,15 +190,7 @@ def test_connect_and_the_changefeed_killed_mid_transaction_lose_nothing_and_send
         raw = {
             "changefeed_id": changefeed_id,
             "kafka": {"bootstrap_servers": kafka_bootstrap},
-            "sources": [
-                {
-                    "topic": t,
-                    "table": table,
-                    "format": "debezium",
-                    "transactions": info.transaction_topic,
-                }
-                for t, table in ((orders, "orders"), (customers, "customers"))
-            ],
+            "sources": info.sources(tables),
             "initial_scan": "no",
             "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
             "encoder": {"updated": True},
