@@ -47,10 +47,10 @@ bench-scan: jars
 # The chaos soak (not part of `make test`): the random workload under a steady producer, 20
 # SIGKILLs of the driver and a broker restart, then the validator; prints its numbers and the
 # duplicates per kill. Also two instances of one changefeed started at the same moment (one
-# writer), and beside the native source a Debezium one: PostgreSQL → Kafka Connect SIGKILLed
-# 10 times while transactions are written, the changefeed killed too.
+# writer), and beside the native source two Debezium ones: PostgreSQL and MariaDB → Kafka
+# Connect SIGKILLed 10 times while transactions are written, the changefeed killed too.
 soak: jars
-	HIGHWATER_SOAK_KILLS=20 HIGHWATER_CONNECT_KILLS=10 $(BIN)/pytest tests/integration/test_chaos.py tests/integration/test_one_writer.py tests/integration/test_debezium_restarts.py -s -p no:cacheprovider --timeout=3600
+	HIGHWATER_SOAK_KILLS=20 HIGHWATER_CONNECT_KILLS=10 $(BIN)/pytest tests/integration/test_chaos.py tests/integration/test_one_writer.py tests/integration/test_debezium_restarts.py tests/integration/test_mariadb.py -s -p no:cacheprovider --timeout=3600
 
 # The cluster tests (not part of `make test`): a three-node KRaft Kafka on loopback, nodes
 # killed and restarted under a changefeed.

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Make sure the system tools Highwater needs are there: a JDK 17+ (Kafka, Spark; javac builds
 # the changefeed's JVM walk, pipeline/jvm/walk), Maven
-# (fetches the jars once) and PostgreSQL's server (the upstream of the Debezium tests and
-# demo; `highwater dev postgres` runs it as the postgres user, through util-linux's setpriv).
+# (fetches the jars once), PostgreSQL's server and MariaDB's (the upstreams of the Debezium
+# tests and demos; `highwater dev postgres` runs PostgreSQL as the postgres user, through
+# util-linux's setpriv, and MariaDB runs as the mysql user its package creates).
 # Installs them with apt-get when missing and we may; otherwise says what is missing and stops.
 set -euo pipefail
 
@@ -15,6 +16,7 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+[ -x /usr/sbin/mariadbd ] && command -v mariadb-install-db >/dev/null 2>&1 || need+=(mariadb-server)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 
@@ -23,6 +25,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 else
-  echo "Highwater needs: ${need[*]} (Java 17+, Maven, PostgreSQL). Install them and run again." >&2
+  echo "Highwater needs: ${need[*]} (Java 17+, Maven, PostgreSQL, MariaDB). Install them and run again." >&2
   exit 1
 fi

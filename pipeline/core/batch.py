@@ -13,6 +13,11 @@ records as Arrow batches (``mapInArrow``), in one pass, keeping a state per sour
   already read on its partition is a *re-send* (the connector restarted and sent again what
   it had sent) and is dropped, whatever its time: the partition's highest position travels
   from batch to batch in the :class:`BatchPlan` and the checkpoint, like the floor;
+* a binlog change (Debezium's MySQL, MariaDB) takes its commit time from its transaction's
+  END (``BatchPlan.commits``, from the transaction topic the driver read): one whose END was
+  not read yet *defers* the rest of its partition's batch (:class:`Deferred`); the driver
+  reads the transaction topic until that END is there and runs the rest again
+  (``stream.write_batch``);
 * an undecodable record goes to the dead-letter topic with the reason in headers
   (``on_error: dlq``), or is only reported, and the driver stops the job (``fail``, ``pause``).
 
@@ -31,7 +36,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +50,7 @@ from .queries import RowShape
 from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
 from .sources.base import Position
+from .sources.debezium import in_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -86,6 +92,8 @@ class BatchPlan:
     skip_topic: str | None = None
     # (topic, partition) -> the highest source position read there (Debezium: re-sends)
     positions: Mapping[tuple[str, int], Position] = field(default_factory=dict)
+    # source topic -> {transaction: its END's time} (Debezium: binlog changes' commit times)
+    commits: Mapping[str, Mapping[str, Hlc]] = field(default_factory=dict)
 
     @property
     def room(self) -> int:
@@ -102,6 +110,7 @@ class BatchPlan:
         *,
         skip: RecordRef | None = None,
         positions: Mapping[tuple[str, int], Position] | None = None,
+        commits: Mapping[str, Mapping[str, Hlc]] | None = None,
     ) -> BatchPlan:
         """The plan of a changefeed's batch, each partition's floor at ``thresholds``.
 
@@ -127,7 +136,28 @@ class BatchPlan:
             skip=skip,
             skip_topic=config.effective_dlq_topic,
             positions=positions or {},
+            commits=commits or {},
         )
+
+
+class BatchAbandoned(Exception):
+    """A batch given up before it was done (a stop while it waited): not checkpointed."""
+
+
+@dataclass(frozen=True)
+class Deferred:
+    """The rest of a source partition's batch, from the first record a walk did not take.
+
+    Left by the JVM walk (a record it does not take) or by the Python loop (a binlog change
+    whose transaction's END was not read yet: ``waits_for``); run again through the loop.
+    """
+
+    partition: SourcePartition
+    start: int
+    stop: int  # just past the batch's last offset
+    floor: Hlc  # the partition's floor at ``start``
+    position: Position | None = None  # the highest source position read before ``start``
+    waits_for: str | None = None  # the transaction whose END it waits for
 
 
 @dataclass
@@ -146,22 +176,31 @@ class PartitionSeen:
     transactions: dict[str, list[Any]] = field(default_factory=dict)
     position: Position | None = None  # the highest source position read (Debezium)
     resent: int = 0  # changes dropped as re-sends (at or below a position already read)
+    # [from offset, to offset, floor, transaction]: the rest left for a transaction's END
+    deferred: list[Any] | None = None
 
-    def saw(self, tx: tuple[str, int], ts: Hlc) -> None:
-        """A change of transaction ``tx`` (id, place) at ``ts`` was read."""
+    def saw(self, tx: tuple[str, int], ts: Hlc | None) -> None:
+        """A change of transaction ``tx`` (id, place) at ``ts`` (None: not known) was read."""
         entry = self.transactions.get(tx[0])
         if entry is None:
             self.transactions[tx[0]] = [[tx[1]], ts, ts]
             return
         entry[0].append(tx[1])
-        entry[1], entry[2] = min(entry[1], ts), max(entry[2], ts)
+        entry[1], entry[2] = _low(entry[1], ts), _high(entry[2], ts)
+
+    def rest(self) -> Deferred | None:
+        """The rest of the batch this partition left for a transaction's END, if any."""
+        if self.deferred is None:
+            return None
+        start, stop, floor, tx_id = self.deferred
+        return Deferred(self.partition, start, stop, Hlc.parse(floor), self.position, tx_id)
 
     def to_json(self) -> str:
         """The summary row's text."""
         return json.dumps(
             {
                 "transactions": {
-                    t: [orders, str(low), str(high)]
+                    t: [orders, _text(low), _text(high)]
                     for t, (orders, low, high) in self.transactions.items()
                 },
                 "topic": self.partition.topic,
@@ -175,6 +214,7 @@ class PartitionSeen:
                 "bytes": self.bytes,
                 "position": self.position,
                 "resent": self.resent,
+                "deferred": self.deferred,
             }
         )
 
@@ -193,11 +233,12 @@ class PartitionSeen:
             None if first_bad is None else (int(first_bad[0]), str(first_bad[1])),
             int(data.get("bytes", 0)),
             {
-                t: [orders, Hlc.parse(low), Hlc.parse(high)]
+                t: [orders, _parsed(low), _parsed(high)]
                 for t, (orders, low, high) in (data.get("transactions") or {}).items()
             },
             None if data.get("position") is None else tuple(data["position"]),
             int(data.get("resent", 0)),
+            data.get("deferred"),
         )
 
     def merge(self, other: PartitionSeen) -> PartitionSeen:
@@ -217,6 +258,7 @@ class PartitionSeen:
             _merged(self.transactions, other.transactions),
             max(positions) if positions else None,
             self.resent + other.resent,
+            self.deferred or other.deferred,
         )
 
 
@@ -225,10 +267,26 @@ def _merged(one: dict[str, list[Any]], two: dict[str, list[Any]]) -> dict[str, l
     for t, (orders, low, high) in two.items():
         if t in out:
             mine = out[t]
-            out[t] = [mine[0] + orders, min(mine[1], low), max(mine[2], high)]
+            out[t] = [mine[0] + orders, _low(mine[1], low), _high(mine[2], high)]
         else:
             out[t] = [orders, low, high]
     return out
+
+
+def _low(one: Hlc | None, two: Hlc | None) -> Hlc | None:
+    return two if one is None else one if two is None else min(one, two)
+
+
+def _high(one: Hlc | None, two: Hlc | None) -> Hlc | None:
+    return two if one is None else one if two is None else max(one, two)
+
+
+def _text(ts: Hlc | None) -> str | None:
+    return None if ts is None else str(ts)
+
+
+def _parsed(text: str | None) -> Hlc | None:
+    return None if text is None else Hlc.parse(text)
 
 
 @dataclass(frozen=True)
@@ -264,6 +322,16 @@ class BatchResult:
             bytes=sum(s.bytes for s in merged.values()),
             resent=sum(s.resent for s in merged.values()),
         )
+
+    @property
+    def rests(self) -> list[Deferred]:
+        """The partitions' rests left for their transactions' ENDs (binlog changes)."""
+        return [rest for seen in self.partitions if (rest := seen.rest()) is not None]
+
+    def with_rests(self, rests: BatchResult) -> BatchResult:
+        """One result of the batch: its first run's and that of its rests, run again."""
+        done = [replace(seen, deferred=None) for seen in self.partitions]
+        return BatchResult.of([*done, *rests.partitions])
 
     def __str__(self) -> str:
         resent = f", {self.resent} re-sent dropped" if self.resent else ""
@@ -476,9 +544,13 @@ class Task:
         """
         offsets = run.column("offset")
         sp, state = self.partition(run)
-        if sp in self.halted:
-            return  # stopped at a bad record (no dead-letter topic): nothing after it
+        if sp in self.halted:  # stopped at a bad record or deferred: nothing after it
+            if state.deferred is not None:
+                state.deferred[1] = offsets[-1].as_py() + 1
+            return
         topic = sp[0]
+        commits = self.plan.commits.get(topic) or {}
+        waits: str | None = None  # the transaction whose END a binlog change waits for
         floor, end_time, latest = self.floors[sp], self.plan.end_time, self.latest[sp]
         source, ctx, table = self.adapters[topic], self.contexts[topic], self.plan.tables[topic]
         encoder = self.plan.encoders[topic]
@@ -509,14 +581,23 @@ class Task:
                 else:
                     changes = item or ()  # several rows (canal-json), or none (a tombstone)
                 for change in changes:
-                    ts = change.ts
-                    if change.tx is not None:  # Debezium: counted for its transaction
-                        state.saw(change.tx, ts)
-                    if change.position is not None:
-                        if latest is not None and change.position <= latest:
-                            state.resent += 1
-                            continue
-                        latest = change.position
+                    ts: Hlc | None = change.ts
+                    position, tx = change.position, change.tx
+                    resent = position is not None and latest is not None and position <= latest
+                    if change.order is not None and tx is not None:  # a binlog change
+                        end = commits.get(tx[0])
+                        if end is None and not resent:
+                            waits = tx[0]
+                            break
+                        ts = None if end is None else in_commit(end, change.order)
+                    if tx is not None:  # Debezium: counted for its transaction
+                        state.saw(tx, ts)
+                    if resent:
+                        state.resent += 1
+                        continue
+                    if position is not None:
+                        latest = position
+                    assert ts is not None  # noqa: S101 - only a re-send's commit may be unknown
                     if ts <= floor:
                         state.duplicates += 1
                         continue
@@ -538,6 +619,10 @@ class Task:
                     emitted += 1
                     kept += 1
                     size += record_size
+                if waits is not None:  # the rest waits for the END (the driver runs it again)
+                    stop, latest = i, held
+                    state.deferred = [offsets[i].as_py(), offsets[-1].as_py() + 1, "", waits]
+                    break
             except SourceUnavailable:
                 raise  # an outage, not the record's fault: the batch runs again
             except Exception as exc:  # no record, however strange, stops a feed
@@ -569,6 +654,8 @@ class Task:
         state.emitted += kept[0]
         state.bytes += kept[1]
         self.floors[sp] = floor
+        if state.deferred is not None:
+            state.deferred[2] = str(floor)
         if stop < len(offsets):  # the checkpoint resumes at the bad record, which is named
             self.halted.add(sp)
             state.next_offset = offsets[stop].as_py()

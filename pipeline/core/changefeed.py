@@ -28,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,7 @@ from sinks.compacted import COMPACTED
 
 from . import faults
 from .backfill import Backfill, Chunk, ScanProgress
-from .batch import BatchPlan, BatchResult
+from .batch import BatchAbandoned, BatchPlan, BatchResult
 from .frontier import SourcePartition
 from .kafka_clients import client_config
 from .lifecycle import ChangefeedSpec, SpecWatch, wait_while_paused
@@ -324,7 +325,16 @@ class Changefeed:
         status.progress = ScanProgress.of(backfill)
         self.metrics.scan(status.progress)
         self._publish("scanning")
-        plan = BatchPlan.of(config, self.outputs.encoders, thresholds={}, skip=self._skip())
+        transactions = position.transactions
+        if transactions is not None:
+            transactions.read()  # the ENDs so far: binlog changes' commit times
+        plan = BatchPlan.of(
+            config,
+            self.outputs.encoders,
+            thresholds={},
+            skip=self._skip(),
+            commits=None if transactions is None else transactions.commit_times(),
+        )
         scan = InitialScan(
             self.spark,
             chunk_job(self.spark, config),
@@ -389,6 +399,8 @@ class Changefeed:
                 started = time.perf_counter()
                 written = self._process(batch, batch_id)
                 self.stats.batch_seconds.append((written, time.perf_counter() - started))
+            except BatchAbandoned as exc:
+                log.info("batch %d not checkpointed (%s): it runs again on resume", batch_id, exc)
             except HighwaterError as exc:
                 self._error = exc
                 raise
@@ -402,6 +414,9 @@ class Changefeed:
         """Write one batch, then move the frontier and do what is due; the seconds writing."""
         frontier = self.position.frontier
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
+        transactions = self.position.transactions
+        if transactions is not None:
+            transactions.read()  # the ENDs so far: binlog changes' commit times
         plan = BatchPlan.of(
             self.config,
             self.outputs.encoders,
@@ -409,8 +424,17 @@ class Changefeed:
             frontier.high_water(),
             skip=self._skip(),
             positions=frontier.positions(),
+            commits=None if transactions is None else transactions.commit_times(),
         )
-        result, seconds = write_batch(batch, batch_id, plan, self.config)
+        result, seconds = write_batch(
+            batch,
+            batch_id,
+            plan,
+            self.config,
+            None
+            if transactions is None
+            else partial(transactions.await_commits, stopping=self.stop_request.is_set),
+        )
         for seen in result.partitions:
             frontier.forward(
                 seen.partition,
@@ -418,7 +442,6 @@ class Changefeed:
                 next_offset=seen.next_offset,
                 position=seen.position,
             )
-        transactions = self.position.transactions
         if transactions is not None:
             transactions.saw(result)
             transactions.advance(frontier)

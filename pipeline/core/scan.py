@@ -57,6 +57,7 @@ from .batch import (
 from .frontier import SourcePartition
 from .rows import pick_row
 from .sources import BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
+from .sources.debezium import in_commit
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -176,6 +177,8 @@ class ScanTask(Task):
                 item = read(i, keys[i], values[i])
                 if type(item) is not Change:
                     continue  # a marker is the stream's concern; or nothing to emit
+                if item.order is not None and item.tx is not None:  # a binlog change
+                    item = item._replace(ts=self.commit_time(item))
                 if item.tx is not None:  # Debezium: the stream's transaction log counts it
                     state.saw(item.tx, item.ts)
                 if item.position is not None and (
@@ -195,6 +198,16 @@ class ScanTask(Task):
             self.keep(_Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i))
         state.next_offset = max(state.next_offset, max(offsets) + 1)
         self.flush(out)
+
+    def commit_time(self, change: Change) -> Hlc:
+        """A binlog change's commit time: its transaction's END's, where the driver read it.
+
+        A transaction that ENDed after the scan's plan was made has only its statement's
+        time (``sources/debezium.py``): it commits after the statement time, so only its
+        order against later changes rests on that.
+        """
+        end = (self.plan.commits.get(self.chunk.topic) or {}).get(change.tx[0] if change.tx else "")
+        return change.ts if end is None or change.order is None else in_commit(end, change.order)
 
     def reader(
         self, run: pa.RecordBatch, exact: list[bool], offsets: list[int]

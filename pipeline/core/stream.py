@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from pipeline.config import ChangefeedConfig
 
 from . import faults
-from .batch import BatchPlan, BatchResult, kafka_records, read_result
+from .batch import BatchPlan, BatchResult, Deferred, kafka_records, read_result
 from .kafka_clients import source_reader, write_records
 from .queries import apply_query
 from .walk import Walked, walk_plan, write_rest
@@ -79,13 +79,20 @@ def start_query(
 
 
 def write_batch(
-    batch: DataFrame, batch_id: int, plan: BatchPlan, config: ChangefeedConfig
+    batch: DataFrame,
+    batch_id: int,
+    plan: BatchPlan,
+    config: ChangefeedConfig,
+    await_commits: Callable[[BatchPlan, list[Deferred]], BatchPlan] | None = None,
 ) -> tuple[BatchResult, float]:
     """Write one micro-batch's rows; returns once Kafka acknowledged them, with the seconds.
 
     Through the JVM walk where it can take the batch (``pipeline/core/walk.py``), each
     partition's rest from the first record it does not take then through the Python loop;
-    else all through the Python loop (``pipeline/core/batch.py``).
+    else all through the Python loop (``pipeline/core/batch.py``). A partition the loop
+    deferred at a binlog change whose transaction's END was not read yet runs again from
+    there once ``await_commits`` returned a plan with that END's time (it reads the
+    transaction topics until it is there).
     """
     from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
 
@@ -101,6 +108,22 @@ def write_batch(
             kafka_records(batch, plan, observation), config.sink_kafka, config.sink.producer
         )
         result = read_result(observation)
+        runs = 0
+        while result.rests and await_commits is not None:
+            runs += 1
+            waited = time.perf_counter()
+            plan = await_commits(plan, result.rests)
+            log.info(
+                "batch %d: %d partition(s) run again from a binlog change whose transaction's "
+                "END was read %.2fs later (%s)",
+                batch_id,
+                len(result.rests),
+                time.perf_counter() - waited,
+                ", ".join(sorted({str(r.waits_for) for r in result.rests})),
+            )
+            more = Observation(f"batch-{batch_id}-commits-{runs}")
+            write_rest(batch.sparkSession, result.rests, plan, config, more)
+            result = result.with_rests(read_result(more))
     else:
         walked = Walked.write(batch, walk, batch_id, config.sink_kafka, config.sink.producer)
         result, rests = walked.result()

@@ -5,10 +5,13 @@ holds the rule; this module feeds it: the topic's BEGIN and END events, read up 
 topic's end after every batch and once a second while the sources are quiet, the transaction
 places the executors read (each batch's summaries), and the data partitions' end offsets
 where the rule needs them (a transaction the connector sent again; one that has waited
-:data:`STUCK_CHECK` seconds). What a log resolves becomes the resolved time of every partition
-of its data topics in the frontier, so the coordinator's checkpoints and markers follow it as
-they follow a native source's markers. A transaction that cannot complete is reported
-(:attr:`TransactionFeed.stuck`): logged, in the job status' warnings and a gauge.
+:data:`STUCK_CHECK` seconds). The END times it read are also the commit times of binlog
+changes (MySQL, MariaDB): :meth:`TransactionFeed.commit_times` for a batch's plan, and
+:meth:`TransactionFeed.await_commits` for a batch that met a change before its END. What a log
+resolves becomes the resolved time of every partition of its data topics in the frontier, so
+the coordinator's checkpoints and markers follow it as they follow a native source's markers.
+A transaction that cannot complete is reported (:attr:`TransactionFeed.stuck`): logged, in the
+job status' warnings and a gauge.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from confluent_kafka import TopicPartition
@@ -24,7 +28,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.errors import SourceError
 from schemas.hlc import ZERO, Hlc
 
-from .batch import BatchResult
+from .batch import BatchAbandoned, BatchPlan, BatchResult, Deferred
 from .frontier import Frontier, SourcePartition
 from .kafka_clients import range_reader, read_range
 from .sources import BadRecord
@@ -35,6 +39,7 @@ from .transactions import TransactionLog
 log = logging.getLogger(__name__)
 
 STUCK_CHECK = 10.0  # seconds a transaction waits before the data partitions' ends are taken
+AWAIT_POLL = 0.2  # seconds between reads of the transaction topics while a batch waits for one
 
 
 def transaction_wires(config: ChangefeedConfig) -> dict[str, WireReader]:
@@ -105,6 +110,54 @@ class TransactionFeed:
                 continue
             for tx_id, (orders, low, high) in seen.transactions.items():
                 tx_log.saw(tx_id, orders, low, high)
+
+    def read(self) -> None:
+        """Read the transaction topics to their end."""
+        for tx, tx_log in self.logs.items():
+            self._read(tx, tx_log)
+
+    def commit_times(self) -> dict[str, Mapping[str, Hlc]]:
+        """Each data topic -> its transactions' END times (binlog changes' commit times)."""
+        out: dict[str, Mapping[str, Hlc]] = {}
+        for tx_log in self.logs.values():
+            times = tx_log.commit_times()  # one map for a log's topics: pickled once
+            out.update(dict.fromkeys(tx_log.topics, times))
+        return out
+
+    def await_commits(
+        self, plan: BatchPlan, rests: list[Deferred], stopping: Callable[[], bool] = lambda: False
+    ) -> BatchPlan:
+        """``plan`` with the END times of the transactions ``rests`` wait for, once read.
+
+        Reads the transaction topics until every one is there (Debezium writes a
+        transaction's END after its changes; after a restart inside it, again). While one
+        is missing for long (the connector down mid-transaction), says so every
+        :data:`STUCK_CHECK`. A stop asked for meanwhile abandons the batch
+        (:class:`~.batch.BatchAbandoned`): not checkpointed, it runs again on resume.
+        """
+        started = said = self._clock()
+        while True:
+            if stopping():
+                raise BatchAbandoned(
+                    f"stopped while waiting for the END of transaction {rests[0].waits_for}"
+                )
+            self.read()
+            commits = self.commit_times()
+            missing = [r for r in rests if r.waits_for not in commits.get(r.partition.topic, {})]
+            if not missing:
+                return replace(plan, commits=commits)
+            now = self._clock()
+            if now - said >= STUCK_CHECK:
+                said = now
+                log.warning(
+                    "waiting %.0f s for the END of transaction %s (its change at %s@%d has no "
+                    "commit time until then; is the connector down?)",
+                    now - started,
+                    missing[0].waits_for,
+                    missing[0].partition,
+                    missing[0].start,
+                )
+            time.sleep(AWAIT_POLL)
 
     def advance(self, frontier: Frontier) -> bool:
         """Read the transaction topics to their end; True if a resolved time rose."""

@@ -35,7 +35,8 @@ changefeed started at) is passed without counting.
 
 What it rests on: the source commits in the order the transaction topic lists its
 transactions, and a later commit does not carry an earlier commit time by more than
-:data:`RECENT` (PostgreSQL takes the commit time just before writing the commit record; a
+:data:`RECENT` (PostgreSQL takes the commit time just before writing the commit record, a
+binlog's END time is its COMMIT statement's start in whole seconds; a
 later transaction with an earlier time than one already resolved would be caught only as
 far as its END or its changes are known).
 
@@ -67,9 +68,10 @@ LOGICAL_TOP = 9_999_999_999  # the highest logical part an HLC carries on the wi
 MILLISECOND = 1_000_000  # an END's time is its commit time in milliseconds: its events lie
 # within the millisecond that follows
 # How long (commit time, ns) a passed transaction is known by id: a commit's time may come out
-# a little below an earlier commit's (PostgreSQL takes it before writing the commit record),
-# so only an END older than this behind the latest passed one is surely one sent again
-RECENT = 100 * MILLISECOND
+# a little below an earlier commit's (PostgreSQL takes it before writing the commit record; a
+# binlog's END time is in whole seconds, its COMMIT statement's start), so only an END older
+# than this behind the latest passed one is surely one sent again
+RECENT = 2_000 * MILLISECOND
 
 
 def just_below(ts: Hlc) -> Hlc:
@@ -91,20 +93,27 @@ class Seen:
     low: Hlc | None = None
     high: Hlc | None = None
 
-    def add(self, places: Iterable[int], low: Hlc, high: Hlc) -> None:
-        """More events of it (a place read twice counts once)."""
+    def add(self, places: Iterable[int], low: Hlc | None, high: Hlc | None) -> None:
+        """More events of it (a place read twice counts once; a time None: not known).
+
+        (A binlog change sent again before its transaction's END was read has no time.)
+        """
         self.places.update(places)
-        self.low = low if self.low is None else min(self.low, low)
-        self.high = high if self.high is None else max(self.high, high)
+        if low is not None:
+            self.low = low if self.low is None else min(self.low, low)
+        if high is not None:
+            self.high = high if self.high is None else max(self.high, high)
 
     def to_json(self) -> list[Any]:
-        """``["1-3,5", "<low>", "<high>"]``."""
-        return [numbers_to_ranges(sorted(self.places)), str(self.low), str(self.high)]
+        """``["1-3,5", "<low>", "<high>"]`` (null: no time known)."""
+        times = [None if ts is None else str(ts) for ts in (self.low, self.high)]
+        return [numbers_to_ranges(sorted(self.places)), *times]
 
     @classmethod
     def from_json(cls, data: list[Any]) -> Seen:
         """Read :meth:`to_json`'s form."""
-        return cls(set(ranges_to_numbers(data[0])), Hlc.parse(data[1]), Hlc.parse(data[2]))
+        low, high = (None if text is None else Hlc.parse(text) for text in data[1:3])
+        return cls(set(ranges_to_numbers(data[0])), low, high)
 
 
 @dataclass
@@ -231,9 +240,17 @@ class TransactionLog:
         """A record of the transaction topic that is not a transaction event (unreadable)."""
         self.offset = offset + 1
 
-    def saw(self, tx_id: str, places: Iterable[int], low: Hlc, high: Hlc) -> None:
+    def saw(self, tx_id: str, places: Iterable[int], low: Hlc | None, high: Hlc | None) -> None:
         """Events of a transaction read from the data topics."""
         self._seen.setdefault(tx_id, Seen()).add(places, low, high)
+
+    def commit_times(self) -> dict[str, Hlc]:
+        """The END's time of each transaction read and not passed, and of those passed lately.
+
+        A binlog change's commit time (``Change.order``): its statement's own time may lie
+        below an earlier commit's.
+        """
+        return {**self._recent, **{entry.id: entry.time for entry in self._ended}}
 
     def needs_horizon(self) -> bool:
         """True when the first END was just read: the snapshot's end is to be fixed now."""

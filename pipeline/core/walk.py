@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.config import ChangefeedConfig, KafkaOptions
 from schemas.hlc import Hlc
 
-from .batch import BatchPlan, BatchResult, PartitionSeen, kafka_records
-from .frontier import SourcePartition
+from .batch import BatchPlan, BatchResult, Deferred, PartitionSeen, kafka_records
 from .kafka_clients import our_java, source_reader, write_records, writer_options
 
 if TYPE_CHECKING:
@@ -46,16 +45,6 @@ if TYPE_CHECKING:
 # The walk keeps times as two Java longs, and reads only times whose wall fits one: a floor
 # above this (a marker near the year 2262) is the same to it as this.
 _CEILING = Hlc(2**63 - 1, 9_999_999_999)
-
-
-@dataclass(frozen=True)
-class Deferred:
-    """The rest of a source partition's batch, from the first record the walk did not take."""
-
-    partition: SourcePartition
-    start: int
-    stop: int  # just past the batch's last offset
-    floor: Hlc  # the partition's floor at ``start``
 
 
 def walkable(plan: BatchPlan) -> bool:
@@ -182,12 +171,14 @@ def write_rest(
 
 
 def rest_plan(plan: BatchPlan, rests: list[Deferred]) -> BatchPlan:
-    """``plan`` for the rests: each partition's floor where the walk stopped.
+    """``plan`` for the rests: each partition's floor and position where the walk stopped.
 
     The walk's floor is never below the plan's but for a floor above :data:`_CEILING`.
     """
-    floors = {}
+    floors, positions = {}, {}
     for rest in rests:
         place = (rest.partition.topic, rest.partition.partition)
         floors[place] = max(rest.floor, plan.thresholds.get(place, plan.new_partition_floor))
-    return replace(plan, thresholds=floors)
+        if rest.position is not None:
+            positions[place] = rest.position
+    return replace(plan, thresholds=floors, positions=positions)

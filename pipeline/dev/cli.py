@@ -14,7 +14,7 @@ from schemas.errors import BrokerError
 
 from .broker import EmbeddedKafka
 from .cluster import KafkaCluster
-from .debezium import DebeziumUpstream, run_postgres_demo, sources_yaml
+from .debezium import CAPTURED, DATABASES, DebeziumUpstream, run_debezium_demo, sources_yaml
 from .demo import run_demo
 from .generator import GeneratorSpec, write
 from .kafka_tools import TOOLS, tool_command
@@ -88,13 +88,18 @@ def add_dev_commands(commands: Any) -> None:
 
     debezium = dev.add_parser(
         "debezium",
-        help="the embedded PostgreSQL with Debezium on Kafka Connect capturing its tables",
+        help="an embedded PostgreSQL or MariaDB, Debezium on Kafka Connect capturing its tables",
     )
     debezium.add_argument("action", choices=("start", "stop", "status"))
+    debezium.add_argument(
+        "--database", choices=DATABASES, default="postgres", help="the upstream database"
+    )
     _broker_args(debezium)
     debezium.add_argument("--bootstrap-servers")
     debezium.add_argument(
-        "--tables", default="public.orders", help="schema.table,… to capture (they must exist)"
+        "--tables",
+        help="schema.table,… to capture (they must exist; default public.orders, MariaDB's "
+        "highwater.orders)",
     )
     debezium.add_argument("--prefix", default="pg", help="Debezium's topic.prefix")
     debezium.add_argument("--partitions", type=int, default=3, help="of the change topics")
@@ -117,10 +122,10 @@ def add_dev_commands(commands: Any) -> None:
     demo.add_argument("--rows", type=int, default=5_000)
     demo.add_argument(
         "--source",
-        choices=("generated", "postgres"),
+        choices=("generated", *DATABASES),
         default="generated",
-        help="generated: CockroachDB-style changes written to a topic; postgres: a real "
-        "PostgreSQL captured by Debezium",
+        help="generated: CockroachDB-style changes written to a topic; postgres, mariadb: a "
+        "real PostgreSQL or MariaDB captured by Debezium",
     )
     demo.add_argument(
         "--config",
@@ -261,20 +266,21 @@ def _generate(args: argparse.Namespace) -> int:
 
 
 def _debezium(args: argparse.Namespace) -> int:
-    upstream = DebeziumUpstream(state_dir() / "debezium" / args.name)
+    upstream = DebeziumUpstream(state_dir() / "debezium" / args.name, args.database)
+    server = upstream.server
     if args.action == "stop":
         print("stopped" if upstream.stop() else "not running")
         return 0
     if args.action == "status":
-        postgres, connect = upstream.postgres.status(), upstream.connect.status()
-        print(f"PostgreSQL: {postgres.dsn if postgres else 'not running'}")
+        running, connect = server.status(), upstream.connect.status()
+        print(f"{server.name}: {running.dsn if running else 'not running'}")
         print(f"Kafka Connect: {connect.url if connect else 'not running'}")
-        return 0 if postgres and connect else 3
-    tables = [t.strip() for t in args.tables.split(",") if t.strip()]
-    postgres, connect = upstream.start(
+        return 0 if running and connect else 3
+    tables = [t.strip() for t in (args.tables or CAPTURED[args.database]).split(",") if t.strip()]
+    database, connect = upstream.start(
         bootstrap_for(args), tables, prefix=args.prefix, partitions=args.partitions
     )
-    print(f"PostgreSQL {postgres.dsn}")
+    print(f"{server.name} {database.dsn}")
     print(f"Kafka Connect {connect.url}, Debezium capturing {', '.join(tables)}")
     print("a changefeed over it (add changefeed_id and kafka):")
     print(sources_yaml(connect, tables))
@@ -282,7 +288,7 @@ def _debezium(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    if args.source == "postgres":
-        return run_postgres_demo(rows=args.rows, state=state_dir())
+    if args.source in DATABASES:
+        return run_debezium_demo(rows=args.rows, state=state_dir(), database=args.source)
 
     return run_demo(rows=args.rows, state=state_dir(), config_file=args.config)

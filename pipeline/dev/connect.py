@@ -1,4 +1,8 @@
-"""Kafka Connect standalone running Debezium's PostgreSQL connector: the Debezium upstream.
+"""Kafka Connect standalone running a Debezium connector: the Debezium upstream.
+
+The connector is Debezium's PostgreSQL one over an embedded PostgreSQL (``postgres.py``) or
+its MariaDB one over an embedded MariaDB (``mariadb.py``), whichever the database passed to
+:meth:`EmbeddedConnect.capture` is.
 
 A :class:`~pipeline.dev.service.LocalService`: the directory holds the worker's and the
 connector's properties, the worker's offsets file and its log. Connect comes with the broker
@@ -7,12 +11,16 @@ go on one classpath. The connector is set up as Highwater wants a Debezium sourc
 
 * ``JsonConverter`` with schemas (a value's schema carries NUMERIC's scale and the semantic
   types), ``decimal.handling.mode=precise``;
-* ``plugin.name=pgoutput`` (built into PostgreSQL), a slot and a publication of its own;
+* PostgreSQL: ``plugin.name=pgoutput`` (built into PostgreSQL), a slot and a publication of
+  its own;
+* MariaDB: the binlog read as a replica with a server id of its own, the schema history in a
+  Kafka topic ``<prefix>.schema-history`` (what a production connector does; the DDL it holds
+  lets a restarted connector read older binlog events with the columns they had);
 * ``provide.transaction.metadata=true``: BEGIN/END events on ``<prefix>.transaction`` and a
   ``transaction`` block on every change, what Highwater's markers for Debezium are made of;
 * the topics it creates get ``partitions`` partitions, but the transaction topic one:
   its order is the commit order, what Highwater's markers rely on;
-* a heartbeat each second that writes a row of ``public.highwater_heartbeat``
+* a heartbeat each second that writes a row of the database's ``highwater_heartbeat`` table
   (``heartbeat.action.query``, the table captured too): a transaction of its own, whose END
   lets the markers advance while the followed tables are quiet.
 
@@ -32,13 +40,16 @@ from pathlib import Path
 from pipeline.runtime.jars import broker_classpath, debezium_classpath
 from schemas.errors import PlatformError
 
-from .postgres import DATABASE, HEARTBEAT, HEARTBEAT_QUERY, USER, PostgresInfo
+from . import mariadb, postgres
+from .mariadb import MariaDBInfo
+from .postgres import PostgresInfo
 from .service import LocalService, free_port, kill
 
 log = logging.getLogger(__name__)
 
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
-CONNECTOR = "highwater-pg"
+
+Database = PostgresInfo | MariaDBInfo
 
 
 class ConnectError(PlatformError):
@@ -53,6 +64,7 @@ class ConnectInfo:
     pid: int
     port: int
     topic_prefix: str
+    connector: str = "highwater-pg"
 
     @property
     def url(self) -> str:
@@ -82,26 +94,17 @@ class ConnectInfo:
 
 
 def connector_config(
-    postgres: PostgresInfo, tables: list[str], topic_prefix: str, partitions: int
+    database: Database, tables: list[str], topic_prefix: str, partitions: int, bootstrap: str
 ) -> dict[str, str]:
-    """The Debezium PostgreSQL connector's settings (see the module's description)."""
-    # PostgreSQL names: lowercase, digits and underscores, at most 63 characters
-    slot = "hw_" + hashlib.sha256(topic_prefix.encode()).hexdigest()[:16]
+    """The Debezium connector's settings for ``database`` (see the module's description)."""
+    if isinstance(database, MariaDBInfo):
+        own = _mariadb(database, tables, topic_prefix, bootstrap)
+    else:
+        own = _postgres(database, tables, topic_prefix)
     return {
-        "name": CONNECTOR,
-        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        **own,
         "tasks.max": "1",
-        "database.hostname": "127.0.0.1",
-        "database.port": str(postgres.port),
-        "database.user": USER,
-        "database.password": "",
-        "database.dbname": DATABASE,
         "topic.prefix": topic_prefix,
-        "table.include.list": ",".join([*tables, HEARTBEAT]),
-        "plugin.name": "pgoutput",
-        "slot.name": f"{slot}_slot",
-        "publication.name": f"{slot}_publication",
-        "publication.autocreate.mode": "filtered",
         "provide.transaction.metadata": "true",
         "decimal.handling.mode": "precise",
         "snapshot.mode": "initial",
@@ -114,7 +117,48 @@ def connector_config(
         "topic.creation.transactions.partitions": "1",
         "topic.creation.transactions.replication.factor": "-1",
         "heartbeat.interval.ms": "1000",
-        "heartbeat.action.query": HEARTBEAT_QUERY,
+    }
+
+
+def _postgres(database: PostgresInfo, tables: list[str], topic_prefix: str) -> dict[str, str]:
+    # PostgreSQL names: lowercase, digits and underscores, at most 63 characters
+    slot = "hw_" + hashlib.sha256(topic_prefix.encode()).hexdigest()[:16]
+    return {
+        "name": "highwater-pg",
+        "connector.class": "io.debezium.connector.postgresql.PostgresConnector",
+        "database.hostname": "127.0.0.1",
+        "database.port": str(database.port),
+        "database.user": postgres.USER,
+        "database.password": "",
+        "database.dbname": postgres.DATABASE,
+        "table.include.list": ",".join([*tables, postgres.HEARTBEAT]),
+        "plugin.name": "pgoutput",
+        "slot.name": f"{slot}_slot",
+        "publication.name": f"{slot}_publication",
+        "publication.autocreate.mode": "filtered",
+        "heartbeat.action.query": postgres.HEARTBEAT_QUERY,
+    }
+
+
+def _mariadb(
+    database: MariaDBInfo, tables: list[str], topic_prefix: str, bootstrap: str
+) -> dict[str, str]:
+    # the connector reads the binlog as a replica: its id differs from every server's (1)
+    server_id = 10_000 + int(hashlib.sha256(topic_prefix.encode()).hexdigest()[:6], 16) % 50_000
+    return {
+        "name": "highwater-mariadb",
+        "connector.class": "io.debezium.connector.mariadb.MariaDbConnector",
+        "database.hostname": "127.0.0.1",
+        "database.port": str(database.port),
+        "database.user": mariadb.USER,
+        "database.password": mariadb.PASSWORD,
+        "database.server.id": str(server_id),
+        "database.include.list": mariadb.DATABASE,
+        "table.include.list": ",".join([*tables, mariadb.HEARTBEAT]),
+        "include.schema.changes": "false",
+        "schema.history.internal.kafka.bootstrap.servers": bootstrap,
+        "schema.history.internal.kafka.topic": f"{topic_prefix}.schema-history",
+        "heartbeat.action.query": mariadb.HEARTBEAT_QUERY,
     }
 
 
@@ -141,7 +185,7 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
     def capture(
         self,
         bootstrap: str,
-        postgres: PostgresInfo,
+        database: Database,
         tables: list[str],
         *,
         topic_prefix: str = "pg",
@@ -170,7 +214,7 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
             "listeners": f"http://127.0.0.1:{port}",
             "topic.creation.enable": "true",
         }
-        connector = connector_config(postgres, tables, topic_prefix, partitions)
+        connector = connector_config(database, tables, topic_prefix, partitions, bootstrap)
         _write(self.directory / "worker.properties", worker)
         _write(self.directory / "connector.properties", connector)
         classpath = f"{broker_classpath()}:{debezium_classpath()}"
@@ -187,7 +231,7 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
             str(self.directory / "connector.properties"),
         ]
         process = self.spawn(command, "connect.out")
-        info = ConnectInfo(str(self.directory), process.pid, port, topic_prefix)
+        info = ConnectInfo(str(self.directory), process.pid, port, topic_prefix, connector["name"])
         self.record(info)
         self.wait_ready(process, lambda: self._running(info), timeout)
         log.info("Kafka Connect capturing %s at %s (pid %s)", tables, info.url, info.pid)
@@ -200,7 +244,7 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
             kill([info.pid])
 
     def _running(self, info: ConnectInfo) -> bool:
-        status = _get(f"{info.url}/connectors/{CONNECTOR}/status")
+        status = _get(f"{info.url}/connectors/{info.connector}/status")
         if not isinstance(status, dict):
             return False
         tasks = status.get("tasks") or []

@@ -1,10 +1,11 @@
-"""The Debezium upstream as one piece, and the demo on it (``dev demo --source postgres``).
+"""The Debezium upstream as one piece, and the demo on it (``dev demo --source postgres|mariadb``).
 
-:class:`DebeziumUpstream` is an embedded PostgreSQL (``postgres.py``) and Kafka Connect with
-Debezium's connector capturing some of its tables (``connect.py``), started and stopped
-together (``highwater dev debezium start|stop|status``).
+:class:`DebeziumUpstream` is an embedded database, PostgreSQL (``postgres.py``) or MariaDB
+(``mariadb.py``), and Kafka Connect with Debezium's connector for it capturing some of its
+tables (``connect.py``), started and stopped together (``highwater dev debezium
+start|stop|status [--database mariadb]``).
 
-The demo: an ``orders`` table in PostgreSQL with a few thousand rows; Debezium captures it
+The demo: an ``orders`` table in the database with a few thousand rows; Debezium captures it
 (its own snapshot, then the stream, transaction metadata on); a changefeed over its topics
 (``format: debezium``, markers from the transaction topic) started with ``spark-submit``
 through ``highwater run``; SQL transactions (inserts, updates of several rows, deletes) for
@@ -31,11 +32,13 @@ from pipeline.runtime import jars
 from sinks.compacted import CompactedTopic
 
 from .broker import EmbeddedKafka
-from .connect import ConnectInfo, EmbeddedConnect
+from .connect import ConnectInfo, Database, EmbeddedConnect
 from .demo import OutputWatch, _progress, _say, _show_output, _status, run_changefeed
-from .postgres import EmbeddedPostgres, PostgresInfo
+from .mariadb import EmbeddedMariaDB
+from .postgres import EmbeddedPostgres
 
-DEMO_TABLE = """
+DEMO_TABLES = {
+    "postgres": """
 DROP TABLE IF EXISTS orders;
 CREATE TABLE orders (id bigint PRIMARY KEY, customer text NOT NULL, amount numeric(14,2),
                      status text, updated_at timestamptz DEFAULT now());
@@ -43,12 +46,22 @@ ALTER TABLE orders REPLICA IDENTITY FULL;
 INSERT INTO orders (id, customer, amount, status)
   SELECT n, 'customer ' || (n % 97), round((n * 7.31)::numeric % 1000, 2), 'new'
   FROM generate_series(1, {rows}) AS n;
-"""
+""",
+    "mariadb": """
+DROP TABLE IF EXISTS orders;
+CREATE TABLE orders (id bigint PRIMARY KEY, customer varchar(100) NOT NULL,
+                     amount decimal(14,2), status varchar(20),
+                     updated_at datetime(6) DEFAULT NOW(6)) CHARACTER SET utf8mb4;
+INSERT INTO orders (id, customer, amount, status)
+  SELECT seq, CONCAT('customer ', seq % 97), ROUND(seq * 7.31 % 1000, 2), 'new'
+  FROM seq_1_to_{rows};
+""",
+}
 LIVE_TRANSACTION = """
 BEGIN;
 INSERT INTO orders (id, customer, amount, status)
   VALUES ({id}, 'customer {customer}', {amount}, 'new');
-UPDATE orders SET status = 'paid', amount = amount + 0.01, updated_at = now()
+UPDATE orders SET status = 'paid', amount = amount + 0.01, updated_at = {now}
   WHERE id BETWEEN {low} AND {low} + 2;
 DELETE FROM orders WHERE id = {doomed};
 COMMIT;
@@ -57,15 +70,26 @@ LIVE_SECONDS = 20.0
 LIVE_TRANSACTIONS = 10.0  # per second
 
 
+DATABASES = ("postgres", "mariadb")
+NOW = {"postgres": "now()", "mariadb": "NOW(6)"}
+CAPTURED = {"postgres": "public.orders", "mariadb": "highwater.orders"}
+
+
 @dataclass
 class DebeziumUpstream:
-    """PostgreSQL and Kafka Connect with Debezium, in ``directory/{postgres,connect}``."""
+    """A database and Kafka Connect with Debezium, in ``directory/{<database>,connect}``.
+
+    ``database``: ``postgres`` or ``mariadb``.
+    """
 
     directory: Path
+    database: str = "postgres"
 
     @property
-    def postgres(self) -> EmbeddedPostgres:
+    def server(self) -> EmbeddedPostgres | EmbeddedMariaDB:
         """The database."""
+        if self.database == "mariadb":
+            return EmbeddedMariaDB(self.directory / "mariadb", owned=False)
         return EmbeddedPostgres(self.directory / "postgres", owned=False)
 
     @property
@@ -75,17 +99,17 @@ class DebeziumUpstream:
 
     def start(
         self, bootstrap: str, tables: list[str], *, prefix: str = "pg", partitions: int = 3
-    ) -> tuple[PostgresInfo, ConnectInfo]:
-        """PostgreSQL (if not running), then Connect capturing ``tables`` (``schema.table``)."""
-        postgres = self.postgres.start()
-        return postgres, self.connect.capture(
-            bootstrap, postgres, tables, topic_prefix=prefix, partitions=partitions
+    ) -> tuple[Database, ConnectInfo]:
+        """The database (if not running), then Connect capturing ``tables`` (``schema.table``)."""
+        database = self.server.start()
+        return database, self.connect.capture(
+            bootstrap, database, tables, topic_prefix=prefix, partitions=partitions
         )
 
     def stop(self) -> bool:
         """Stop both; True if either was running."""
         stopped = self.connect.stop()
-        return self.postgres.stop() or stopped
+        return self.server.stop() or stopped
 
 
 def sources_yaml(info: ConnectInfo, tables: list[str]) -> str:
@@ -93,34 +117,40 @@ def sources_yaml(info: ConnectInfo, tables: list[str]) -> str:
     return yaml.safe_dump({"sources": info.sources(tables), "initial_scan": "no"}, sort_keys=False)
 
 
-def run_postgres_demo(rows: int, state: Path, live_seconds: float = LIVE_SECONDS) -> int:
-    """The demo on PostgreSQL and Debezium; returns the changefeed's exit code."""
+def run_debezium_demo(
+    rows: int, state: Path, database: str = "postgres", live_seconds: float = LIVE_SECONDS
+) -> int:
+    """The demo on ``database`` and Debezium; returns the changefeed's exit code."""
     started = time.monotonic()
     for name, fetched in jars.fetch_all().items():
         _say(f"{name} jars {'fetched' if fetched else 'present'}")
     bootstrap = EmbeddedKafka(state / "kafka" / "demo", owned=False).start().bootstrap_servers
     _say(f"Kafka broker at {bootstrap}")
-    upstream = DebeziumUpstream(state / "debezium" / "demo")
+    upstream = DebeziumUpstream(state / "debezium" / "demo", database)
     upstream.connect.stop()  # a fresh capture: new topics, a new slot
     shutil.rmtree(upstream.directory / "connect", ignore_errors=True)
-    postgres = upstream.postgres.start()
-    _say(f"PostgreSQL at {postgres.dsn}")
-    upstream.postgres.sql(
-        "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
-        "WHERE slot_name LIKE 'hw\\_%' AND NOT active"
-    )
-    upstream.postgres.sql(DEMO_TABLE.format(rows=rows))
+    server = upstream.server
+    info_db = server.start()
+    _say(f"{server.name} at {info_db.dsn}")
+    if database == "postgres":
+        server.sql(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots "
+            "WHERE slot_name LIKE 'hw\\_%' AND NOT active"
+        )
+    server.sql(DEMO_TABLES[database].format(rows=rows))
     _say(f"table orders with {rows:,} rows; starting Debezium (Kafka Connect) on it")
-    prefix = f"demo-pg-{int(time.time())}"
-    _, info = upstream.start(bootstrap, ["public.orders"], prefix=prefix)
+    short = "pg" if database == "postgres" else "mdb"
+    prefix = f"demo-{short}-{int(time.time())}"
+    table = CAPTURED[database]
+    _, info = upstream.start(bootstrap, [table], prefix=prefix)
     _say(
-        f"Debezium captures public.orders to {info.topic('public.orders')}, transactions to "
-        f"{info.transaction_topic}"
+        f"Debezium captures {table} to {info.topic(table)}, "
+        f"transactions to {info.transaction_topic}"
     )
 
-    config_file = state / "demo" / "postgres.yaml"
+    config_file = state / "demo" / f"{database}.yaml"
     config_file.parent.mkdir(parents=True, exist_ok=True)
-    changefeed_id = f"demo-pg-{prefix.rpartition('-')[2]}"
+    changefeed_id = f"demo-{short}-{prefix.rpartition('-')[2]}"
     config_file.write_text(
         yaml.safe_dump(
             {
@@ -134,7 +164,7 @@ def run_postgres_demo(rows: int, state: Path, live_seconds: float = LIVE_SECONDS
             },
             sort_keys=False,
         )
-        + sources_yaml(info, ["public.orders"]),
+        + sources_yaml(info, [table]),
         encoding="utf-8",
     )
     config = load_config(config_file)
@@ -142,10 +172,10 @@ def run_postgres_demo(rows: int, state: Path, live_seconds: float = LIVE_SECONDS
     try:
         code = run_changefeed(
             config_file,
-            state / "demo" / "changefeed-postgres.log",
+            state / "demo" / f"changefeed-{database}.log",
             dict(os.environ),
             lambda job: _live(
-                upstream.postgres,
+                server,
                 bootstrap,
                 output,
                 config.jobs.topic,
@@ -160,20 +190,24 @@ def run_postgres_demo(rows: int, state: Path, live_seconds: float = LIVE_SECONDS
     if code:
         return code
     _show_output(output, bootstrap, None)
-    count = upstream.postgres.sql("SELECT count(*) FROM orders").strip()
+    count = server.sql("SELECT count(*) FROM orders").strip()
     _say(f"rows in the table now (SELECT count): {count}")
-    _say(f"done in {time.monotonic() - started:.0f}s. The broker and PostgreSQL keep running; try:")
-    print(f"    psql '{postgres.dsn}'")
+    elapsed = time.monotonic() - started
+    _say(f"done in {elapsed:.0f}s. The broker and {server.name} keep running; try:")
+    print(f"    {'psql' if database == 'postgres' else 'mariadb'}: {info_db.dsn}")
     print(
         f"    highwater dev kafka-cli --name demo console-consumer --topic {output} "
         "--from-beginning --timeout-ms 5000 --property print.key=true"
     )
-    print("    highwater dev debezium --name demo stop; highwater dev kafka --name demo stop")
+    print(
+        f"    highwater dev debezium --name demo --database {database} stop; "
+        "highwater dev kafka --name demo stop"
+    )
     return 0
 
 
 def _live(  # noqa: PLR0917 - the demo's parts
-    postgres: EmbeddedPostgres,
+    server: EmbeddedPostgres | EmbeddedMariaDB,
     bootstrap: str,
     output: str,
     jobs_topic: str,
@@ -198,7 +232,7 @@ def _live(  # noqa: PLR0917 - the demo's parts
             watch.poll()
         _say(f"Debezium's snapshot through the changefeed: {watch.rows:,} rows on {output}")
         _say(f"SQL transactions for {seconds:.0f}s at {LIVE_TRANSACTIONS:.0f}/s while it streams:")
-        writer = threading.Thread(target=_transactions, args=(postgres, rows, seconds), daemon=True)
+        writer = threading.Thread(target=_transactions, args=(server, rows, seconds), daemon=True)
         writer.start()
         while writer.is_alive() and job.poll() is None:
             time.sleep(3)
@@ -221,7 +255,7 @@ def _exists(bootstrap: str, topic: str) -> bool:
     return metadata is not None and metadata.error is None and bool(metadata.partitions)
 
 
-def _transactions(postgres: EmbeddedPostgres, rows: int, seconds: float) -> None:
+def _transactions(server: EmbeddedPostgres | EmbeddedMariaDB, rows: int, seconds: float) -> None:
     """Transactions of a few statements each: new orders, updates of several, deletes."""
     rng, next_id = random.Random(7), rows + 1  # noqa: S311 - demo data, not secrets
     end = time.monotonic() + seconds
@@ -232,9 +266,14 @@ def _transactions(postgres: EmbeddedPostgres, rows: int, seconds: float) -> None
             amount, doomed = rng.randint(1, 99999) / 100, rng.randint(1, rows)
             batch.append(
                 LIVE_TRANSACTION.format(
-                    id=next_id, customer=next_id % 97, amount=amount, low=low, doomed=doomed
+                    id=next_id,
+                    customer=next_id % 97,
+                    amount=amount,
+                    low=low,
+                    doomed=doomed,
+                    now=NOW["mariadb" if isinstance(server, EmbeddedMariaDB) else "postgres"],
                 )
             )
             next_id += 1
-        postgres.sql("\n".join(batch))
+        server.sql("\n".join(batch))
         time.sleep(1)

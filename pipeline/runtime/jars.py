@@ -161,7 +161,7 @@ def registry_app() -> JarSet:
 
 
 def debezium_jars() -> JarSet:
-    """Debezium's PostgreSQL connector for the broker jars' Kafka Connect."""
+    """Debezium's PostgreSQL and MariaDB connectors for the broker jars' Kafka Connect."""
     return JarSet("debezium", _JVM / "debezium" / "pom.xml")
 
 

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
 from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number
 from pipeline.core.sources.wire import WireReader, _raw
+from pipeline.core.walk import rest_plan
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 from tests.support.debezium_avro import AVRO_KEY, AVRO_VALUE
@@ -424,3 +425,52 @@ def test_a_bad_change_sent_again_is_dropped_and_one_that_stops_the_walk_is_read_
         (seen,) = halted.partitions
         assert (seen.bad, seen.next_offset) == (1, 1)  # the checkpoint resumes at it ...
         assert seen.position == (24_023_800, 24_023_820)  # ... not taking it for a re-send
+
+
+def binlog_tx(pos: int, tx: str, note: str, offset_ms: int = 0) -> tuple[bytes, bytes]:
+    """A MariaDB change at ``pos`` of transaction ``tx``, its statement ``offset_ms`` late."""
+    event = binlog("binlog.000001", pos, 0, ts_ms=1_700_000_000_000 + offset_ms)
+    event["source"]["ts_us"] = event["source"]["ts_ms"] * 1000
+    event = {**event, "after": {"id": 1, "note": note}, "transaction": {**TX, "id": tx}}
+    return json.dumps({"id": 1}).encode(), json.dumps(event).encode()
+
+
+END = Hlc(1_700_000_002_000 * 10**6, 0)  # the transactions' END: two seconds after a statement
+
+
+def test_a_binlog_change_is_timed_by_its_transactions_end_not_its_statement() -> None:
+    """A binlog's event time is its statement's start: a later commit may carry an earlier one."""
+    change = decode({"id": 1}, json.loads(binlog_tx(900, "0-1-7", "a")[1]))
+    assert change.ts.wall == 1_700_000_000_000 * 10**6  # the statement's second
+    assert change.order == 2**32 + 900  # the file number (1), the position
+    plan = replace(batch_plan(), formats={SRC: "debezium"}, commits={SRC: {"0-1-7": END}})
+    records, result = run(plan, arrow([binlog_tx(900, "0-1-7", "a"), binlog_tx(950, "0-1-7", "b")]))
+    times = [Hlc.parse(json.loads(r["value"])["updated"]) for r in records]
+    assert times == sorted(times)
+    assert len(set(times)) == 2
+    assert all(t > END and t.wall < END.wall + 10**6 for t in times)  # in the END's millisecond
+    assert not result.rests
+
+
+def test_a_binlog_change_before_its_end_defers_the_rest_of_its_partition() -> None:
+    """The driver reads the END, then runs the rest again: nothing skipped, nothing twice."""
+    base = replace(batch_plan(), formats={SRC: "debezium"})
+    records = [
+        binlog_tx(900, "0-1-7", "a"),
+        binlog_tx(950, "0-1-8", "b"),  # its END not read yet
+        binlog_tx(990, "0-1-7", "c"),  # after it on the partition: waits too
+        binlog_tx(900, "0-1-7", "a"),  # a re-send, whose END is known or not: dropped
+    ]
+    first, result = run(replace(base, commits={SRC: {"0-1-7": END}}), arrow(records, start=10))
+    assert [json.loads(r["value"])["after"]["note"] for r in first] == ["a"]
+    (rest,) = result.rests
+    assert (rest.start, rest.stop, rest.waits_for, rest.position) == (11, 14, "0-1-8", (1, 900, 0))
+    assert result.partitions[0].next_offset == 11  # a checkpoint resumes there
+    later = Hlc(END.wall + 10**9, 0)
+    again = rest_plan(replace(base, commits={SRC: {"0-1-7": END, "0-1-8": later}}), [rest])
+    more, rest_result = run(again, arrow(records[1:], start=11))
+    assert [json.loads(r["value"])["after"]["note"] for r in more] == ["b", "c"]
+    whole = result.with_rests(rest_result)
+    assert (whole.rests, whole.emitted, whole.resent) == ([], 3, 1)
+    assert whole.partitions[0].next_offset == 14
+    assert set(whole.partitions[0].transactions) == {"0-1-7", "0-1-8"}

@@ -218,6 +218,24 @@ def test_the_record_round_trips_and_resumes_where_the_first_incomplete_end_lies(
     assert again.resolved({}) == Hlc(ts.wall + MS + 10, 2)
 
 
+def test_end_times_are_the_commit_times_of_binlog_changes_and_a_resend_may_have_none() -> None:
+    """A binlog change sent again before its END was read counts, without a time."""
+    log = TransactionLog(COLLECTIONS, started=True)
+    ts = Hlc(1_700_000_001_000 * MS, 0)
+    log.ended("0-1-7", {"public.orders": 2}, ts, 3)
+    log.ended("0-1-8", {"public.orders": 1}, Hlc(ts.wall + 1000 * MS, 0), 4)
+    assert log.commit_times() == {"0-1-7": ts, "0-1-8": Hlc(ts.wall + 1000 * MS, 0)}
+    log.saw("0-1-7", [900], None, None)  # a re-send: its commit time not looked up
+    assert log.record()["seen"] == {"0-1-7": ["900", None, None]}
+    again = TransactionLog.restore(COLLECTIONS, log.record())
+    again.ended("0-1-7", {"public.orders": 2}, ts, 3)  # read again from where it resumes
+    again.ended("0-1-8", {"public.orders": 1}, Hlc(ts.wall + 1000 * MS, 0), 4)
+    assert again.resolved({}) == ZERO  # incomplete: one of two events read
+    again.saw("0-1-7", [950], Hlc(ts.wall, 950), Hlc(ts.wall, 950))
+    assert again.resolved({}) == Hlc(ts.wall, 950)  # complete: passed, and known by id still
+    assert again.commit_times()["0-1-7"] == ts
+
+
 def test_just_below() -> None:
     assert just_below(Hlc(5, 3)) == Hlc(5, 2)
     assert just_below(Hlc(5, 0)) == Hlc(4, 9_999_999_999)

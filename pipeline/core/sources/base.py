@@ -51,6 +51,10 @@ class Change(NamedTuple):
     # increasing along a source partition: a change at or below one already read there is a
     # re-send (an upstream that restarted), never news
     position: Position | None = None
+    # a binlog change (MySQL, MariaDB) in a transaction: its order within its commit. Its
+    # ``ts`` is then only its statement's start (the binlog's event time, in seconds); its
+    # commit time is its transaction's END's, which the batch puts (``batch.py``)
+    order: int | None = None
 
 
 class Marker(NamedTuple):

@@ -20,12 +20,17 @@ the payload alone. A value's payload::
   the order Debezium sends, so the batch drops an event at or below one already read there
   as a re-send (``batch.py``); the event's place in its transaction (its LSN, its binlog
   position and row) is what the transaction log counts, each place once;
-* the time (``updated``) is the commit time, ``source.ts_us`` (else ``ts_ms``, ``ts_ns``),
-  and the event's place within its commit: the places that fit below the clock's unit and in
-  the logical part (PostgreSQL: the LSN's distance from the last commit's, within ±5·10^12
-  bytes; a binlog: the file number's last digits and the position), so versions of a key in
-  one commit keep their order and an event sent again has exactly its first time. Snapshot
-  reads (``op: r``) have no position: they come before the stream;
+* the time (``updated``) is the commit time and the event's place within its commit, below
+  the clock's unit and in the logical part, so versions of a key in one commit keep their
+  order and an event sent again has exactly its first time. PostgreSQL: ``source.ts_us``
+  (else ``ts_ms``, ``ts_ns``) is the commit time; the place is the LSN's distance from the
+  last commit's (within ±5·10^12 bytes). A binlog (MySQL, MariaDB): ``source.ts_ms`` is the
+  time its *statement* started, in whole seconds, so a transaction that commits after
+  another may carry an earlier one; the commit time is its transaction's END's
+  (``Change.order`` says so, and the batch takes the END's time: :func:`in_commit`), and the
+  place is the file number's last digits and the position. Without transaction metadata the
+  statement's time is all there is. Snapshot reads (``op: r``) have no position: they come
+  before the stream;
 * with a schema, values are read by their semantic types: ``Decimal`` and
   ``VariableScaleDecimal`` (``decimal.handling.mode=precise``: base64 two's-complement bytes)
   become JSON numbers with their exact digits, Debezium's and Kafka Connect's dates, times and
@@ -95,6 +100,7 @@ class Place(NamedTuple):
     within: int  # unique within its transaction: what the transaction log counts
     order: int  # its order within the commit (the low digits of its time)
     signed: bool = False  # ``order`` is a distance either side of zero
+    from_end: bool = False  # the commit time is the transaction's END's (a binlog)
 
 
 def commit_time(source: Any) -> tuple[Any, int, int]:
@@ -122,6 +128,15 @@ def at(ts: int, scale: int, place: Place | None) -> Hlc:
     order = place.order + room // 2 if place.signed else place.order
     order = min(max(order, 0), room - 1)  # beyond the room: ties, never inversions
     return Hlc(ts * scale + order // _LOGICAL, order % _LOGICAL)
+
+
+def in_commit(end: Hlc, order: int) -> Hlc:
+    """The time of a binlog change whose transaction ENDed at ``end``: within its millisecond."""
+    order = min(max(order, 0), _MILLISECOND * _LOGICAL - 1)
+    return Hlc(end.wall + order // _LOGICAL, order % _LOGICAL)
+
+
+_MILLISECOND = 1_000_000  # an END's time is in milliseconds
 
 
 def place_of(source: dict[str, Any]) -> Place | None:
@@ -163,7 +178,7 @@ def _binlog_place(source: dict[str, Any]) -> Place:
             "position and a row: an event's place in the binlog is needed"
         )
     files = int(number)
-    return Place((files, pos, row), pos * _ROWS + row, (files % 1000) * 2**32 + pos)
+    return Place((files, pos, row), pos * _ROWS + row, (files % 1000) * 2**32 + pos, from_end=True)
 
 
 _ROWS = 100_000  # rows of one binlog event (a place in a transaction is pos * _ROWS + row)
@@ -258,9 +273,10 @@ class DebeziumAdapter:
             exc.tx, exc.ts = tx, ts  # it still counts for its transaction
             exc.position = None if place is None else place.position
             raise
-        return Change(
-            key_values, after, before, op, ts, None, tx, None if place is None else place.position
-        )
+        if place is None:
+            return Change(key_values, after, before, op, ts, None, tx)
+        order = place.order if place.from_end and tx is not None else None
+        return Change(key_values, after, before, op, ts, None, tx, place.position, order)
 
     def marker(self, value: bytes | None) -> Marker | None:
         """Debezium writes no markers on its data topics."""

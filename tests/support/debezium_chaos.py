@@ -1,0 +1,335 @@
+"""A real database → Debezium capture under kills, and what its changefeed's output must show.
+
+Shared by the restart tests of each upstream (``tests/integration/test_debezium_restarts.py``
+for PostgreSQL, ``test_mariadb.py``). :func:`run` writes an upstream's transactions while Kafka
+Connect is SIGKILLed at random moments and started again (it resumes from its last flushed
+offsets, inside a transaction most of the time, and sends again what followed them), and the
+changefeed (``highwater run``) is SIGKILLed while writing a batch and after a few markers; a
+drain ends it. :func:`check` then reads the output topics, independently of Highwater:
+
+* per key, the versions first emitted are exactly the distinct changes Debezium wrote for
+  it, in the order of their places in the source (an LSN, a binlog position), each once: a
+  re-sent change is never news;
+* their times (``updated``) rise with them; after a marker no new row at or below it;
+* the tables rebuilt from the output equal the final ``SELECT``, value for value;
+* markers on every output partition, the last at or above the last transaction's commit;
+* the kills hurt: Debezium did send changes again, and a transaction's BEGIN again, and the
+  changefeed dropped changes as re-sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pipeline.config import parse_config
+from pipeline.core.sources.debezium import transaction_key
+from pipeline.dev.connect import Database, EmbeddedConnect
+from tests.support.changefeed import run_to_end
+from tests.support.kafka import Message, consume_all
+from tests.support.process import run_killed_at, write_config
+from tests.support.validator import exact, hlc_order, order_and_resolved
+
+SEED = random.randrange(2**32)
+CONNECT_KILLS = int(os.environ.get("HIGHWATER_CONNECT_KILLS", "3"))  # make soak: 10
+TRANSACTIONS = 50 * CONNECT_KILLS  # written over about 20 s a kill
+
+
+class Server(Protocol):
+    """An embedded database: started, stopped, SQL run in it."""
+
+    def start(self) -> Database: ...
+
+    def stop(self) -> bool: ...
+
+    def sql(self, statements: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """What one database brings to the run, and how its output reads back.
+
+    ``tables``: the captured ``schema.table`` names, the first the one ``last`` writes to (a
+    row with the text ``the last transaction``); ``transaction(i, rng)``: the SQL of
+    transaction ``i``; ``selects``: per table (its short name) the final ``SELECT`` and its
+    columns; ``watched``: per table the column whose versions per key are compared;
+    ``place``: a raw change event's ``source`` -> its place in the source's history;
+    ``text``: an exactly read output value (None: absent or NULL) as the ``SELECT`` prints
+    it, given the column; ``separator``: between a ``SELECT``'s values.
+    """
+
+    server: Server
+    tables: list[str]
+    setup: str
+    transaction: Callable[[int, random.Random], str]
+    last: str
+    selects: dict[str, tuple[str, tuple[str, ...]]]
+    watched: dict[str, str]
+    place: Callable[[dict[str, Any]], tuple[int, ...]]
+    text: Callable[[Any, str], str]
+    separator: str
+    # the SQL of short transactions another session commits every 0.2 s meanwhile, while
+    # the writer's are open (commits interleaved with theirs), if any
+    concurrent: Callable[[int], str] | None = None
+
+
+@dataclass
+class Run:
+    """What a run left: the raw change and transaction topics, the output, the final state."""
+
+    changefeed_id: str
+    written: dict[str, list[Message]]  # table -> Debezium's change topic
+    transactions: list[dict[str, Any]]  # the transaction topic's payloads
+    outputs: dict[str, list[Message]]  # table -> the changefeed's output topic
+    final: dict[str, str]  # table -> the final SELECT's output
+    resent: int  # changes the changefeed dropped as re-sent, over every run of it
+
+
+class _Chaos:
+    """The writer, and the changefeed's runs killed, each in a thread of its own.
+
+    Connect is killed and started again from the test's own thread: its JVM dies with the
+    thread that started it (``PR_SET_PDEATHSIG``).
+    """
+
+    def __init__(self, upstream: Upstream, rng: random.Random) -> None:
+        self.upstream, self.rng = upstream, rng
+        self.errors: list[BaseException] = []
+        self.logs: list[str] = []
+
+    def write(self, more: Callable[[], bool]) -> None:
+        """The transactions, three at a second: at least ``TRANSACTIONS``, and on while ``more``.
+
+        (The changefeed's kills need batches to land in.)
+        """
+        try:
+            first = 0
+            while first < TRANSACTIONS or (more() and first < 4 * TRANSACTIONS):
+                self.upstream.server.sql(
+                    "\n".join(
+                        self.upstream.transaction(i, self.rng) for i in range(first, first + 3)
+                    )
+                )
+                first += 3
+                time.sleep(1.0)
+        except BaseException as exc:  # reported by the test
+            self.errors.append(exc)
+
+    def interleave(self, more: Callable[[], bool]) -> None:
+        """The upstream's concurrent transactions, every 0.2 s while ``more``."""
+        concurrent = self.upstream.concurrent
+        try:
+            n = 0
+            while concurrent is not None and more():
+                self.upstream.server.sql(concurrent(n))
+                n += 1
+                time.sleep(0.2)
+        except BaseException as exc:  # reported by the test
+            self.errors.append(exc)
+
+    def kill_changefeed(self, config_file: Path, log_file: Path) -> None:
+        """``highwater run`` SIGKILLed while writing a batch, then after a few markers.
+
+        (Markers go on while the writer is done: the heartbeat's transactions.)
+        """
+        try:
+            for crash in (
+                f"during_write:{self.rng.randint(2, 4)}",
+                f"after_marker:{self.rng.randint(5, 15)}",
+            ):
+                self.logs.append(run_killed_at(config_file, log_file, crash, 240))
+        except BaseException as exc:  # reported by the test
+            self.errors.append(exc)
+
+
+def run(upstream: Upstream, kafka_bootstrap: str, spark: Any, tmp_path: Path) -> Run:
+    """The capture, the writer, the kills, the drain (see the module)."""
+    rng = random.Random(SEED)
+    folder = Path(tempfile.mkdtemp(prefix="highwater-dbz-restarts-"))
+    folder.chmod(0o755)  # the database's own user reaches it
+    connect = EmbeddedConnect(folder / "connect")
+    name = f"dbzr-{uuid.uuid4().hex[:8]}"
+    changefeed_id = f"{name}.cf"
+    server = upstream.server
+    try:
+        database = server.start()
+        server.sql(upstream.setup)
+
+        def capture() -> Any:
+            return connect.capture(
+                kafka_bootstrap,
+                database,
+                upstream.tables,
+                topic_prefix=name,
+                partitions=2,
+                flush_interval_ms=3000,
+            )
+
+        info = capture()
+        raw = {
+            "changefeed_id": changefeed_id,
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": info.sources(upstream.tables),
+            "initial_scan": "no",
+            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+            "encoder": {"updated": True},
+            "resolved": {"interval": "0s"},
+            "checkpoint": {"min_checkpoint_frequency": "0s"},
+            "safepoints": {"enabled": False},
+            "spark": {"trigger": {"processing_time": "1s"}},
+        }
+        config_file = write_config(tmp_path / "cf.yaml", raw)
+        chaos = _Chaos(upstream, random.Random(rng.random()))
+        runs = threading.Thread(
+            target=chaos.kill_changefeed, args=(config_file, tmp_path / "run.log")
+        )
+        writer = threading.Thread(target=chaos.write, args=(runs.is_alive,))
+        other = threading.Thread(target=chaos.interleave, args=(writer.is_alive,))
+        writer.start()
+        other.start()
+        runs.start()
+        for _ in range(CONNECT_KILLS):  # Connect SIGKILLed at random moments while writing
+            time.sleep(rng.uniform(5, 12))
+            connect.kill()  # SIGKILL: what it sent after its last flush is sent again
+            capture()
+        writer.join(300)
+        other.join(60)
+        runs.join(600)
+        assert not chaos.errors, chaos.errors
+        server.sql(upstream.last)
+        last_topic = info.topic(upstream.tables[0])
+        deadline = time.monotonic() + 120
+        while not any(
+            b"the last transaction" in (m.value or b"")
+            for m in consume_all(kafka_bootstrap, last_topic)
+        ):
+            assert time.monotonic() < deadline, "Debezium never sent the last transaction"
+            time.sleep(1)
+        time.sleep(3)  # its END, and a heartbeat's transaction after it
+        drain = parse_config({**raw, "spark": {"trigger": {"available_now": True}}}, env={})
+        drained = run_to_end(drain, spark)
+        final = {table: server.sql(select) for table, (select, _) in upstream.selects.items()}
+        written = {
+            table.rpartition(".")[2]: consume_all(kafka_bootstrap, info.topic(table))
+            for table in upstream.tables
+        }
+        transactions = [
+            json.loads(m.value)["payload"]
+            for m in consume_all(kafka_bootstrap, info.transaction_topic)
+            if m.value is not None
+        ]
+    except BaseException:
+        print(f"Kafka Connect's log:\n{connect.tail(60)}")
+        raise
+    finally:
+        connect.stop()
+        server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+    outputs = {t: consume_all(kafka_bootstrap, f"{changefeed_id}.{t}") for t in upstream.selects}
+    resent = drained.stats.resent + sum(
+        int(n) for log in chaos.logs for n in re.findall(r"(\d+) re-sent dropped", log)
+    )
+    return Run(changefeed_id, written, transactions, outputs, final, resent)
+
+
+def check(upstream: Upstream, result: Run) -> None:
+    """What the output must show (see the module)."""
+    again = sum(_sent_again(upstream, messages) for messages in result.written.values())
+    begins = [transaction_key(e["id"]) for e in result.transactions if e["status"] == "BEGIN"]
+    begun_again = len(begins) - len(set(begins))
+    print(
+        f"seed {SEED}: Debezium sent {again} changes again, {begun_again} BEGINs again; "
+        f"the changefeed dropped {result.resent} re-sent"
+    )
+    assert again > 0, f"seed {SEED}: no Connect kill made Debezium send a change again"
+    assert begun_again > 0, f"seed {SEED}: no Connect kill made Debezium begin one again"
+
+    # the last transaction of the followed tables (the heartbeat's go on after the drain)
+    ours = [
+        e
+        for e in result.transactions
+        if e["status"] == "END"
+        and any(d["data_collection"] in upstream.tables for d in e["data_collections"])
+    ]
+    last_commit = max(e["ts_ms"] for e in ours) * 1_000_000
+    for table, (_, columns) in upstream.selects.items():
+        column = upstream.watched[table]
+        output = result.outputs[table]
+        rows = [m for m in output if m.key is not None]
+        # per key, the first emissions are Debezium's distinct changes in source order, once
+        first: dict[str, list[tuple[tuple[int, int], Any]]] = {}  # key: [(time, after)]
+        shown: set[tuple[bytes, str]] = set()
+        for m in rows:
+            body = exact(m.value)
+            if (m.key, body["updated"]) in shown:
+                continue  # a replay of the changefeed's own (at least once)
+            shown.add((m.key, body["updated"]))
+            first.setdefault(m.key.decode(), []).append((hlc_order(body["updated"]), body["after"]))
+        want = _versions(upstream, result.written[table], column)
+        got = {
+            k: [None if a is None else upstream.text(a.get(column), column) for _, a in vs]
+            for k, vs in first.items()
+        }
+        assert got == want, table
+        # per key the first emissions rise in time; after a marker no new row at or below it
+        assert order_and_resolved(output) == {}, table
+        markers = [m for m in output if m.key is None]
+        assert {m.partition for m in markers} == {0, 1, 2}, table
+        top = max(hlc_order(json.loads(m.value)["resolved"]) for m in markers)
+        assert top[0] >= last_commit, f"{table}: the last marker {top} below the last commit"
+        # the table the output rebuilds is the final SELECT, value for value
+        state = [vs[-1][1] for vs in first.values() if vs[-1][1] is not None]
+        rebuilt = [
+            upstream.separator.join(upstream.text(after.get(c), c) for c in columns)
+            for after in state
+        ]
+        assert sorted(rebuilt) == sorted(result.final[table].splitlines()), table
+    assert result.resent > 0, "the changefeed dropped no change as re-sent"
+
+
+def _versions(upstream: Upstream, messages: list[Message], column: str) -> dict[str, list[Any]]:
+    """Per key, Debezium's distinct changes in source order: the column's text (None: deleted).
+
+    Read from the raw JSON, not with Highwater's adapter: each change once by its place, the
+    snapshot's reads first.
+    """
+    changes: dict[tuple[str, tuple[int, ...]], Any] = {}
+    for m in messages:
+        if m.value is None:
+            continue  # a tombstone
+        payload = json.loads(m.value)["payload"]
+        key = json.dumps(list(json.loads(m.key)["payload"].values()))
+        place = (-1,) if payload["op"] == "r" else upstream.place(payload["source"])
+        after = payload["after"]
+        changes[(key, place)] = None if after is None else upstream.text(after.get(column), column)
+    out: dict[str, list[Any]] = {}
+    for (key, _), value in sorted(changes.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        out.setdefault(key, []).append(value)
+    return out
+
+
+def _sent_again(upstream: Upstream, messages: list[Message]) -> int:
+    """Changes Debezium wrote more than once (the same place of the same key)."""
+    seen: set[tuple[bytes, tuple[int, ...]]] = set()
+    again = 0
+    for m in messages:
+        if m.value is None:
+            continue
+        payload = json.loads(m.value)["payload"]
+        if payload["op"] == "r":
+            continue
+        place = (m.key, upstream.place(payload["source"]))
+        again += place in seen
+        seen.add(place)
+    return again
