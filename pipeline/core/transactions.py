@@ -33,6 +33,10 @@ reports it by name, and R stays below it.
 A transaction whose whole millisecond lies at or below the resolved time (a ``cursor`` the
 changefeed started at) is passed without counting.
 
+**Commit times** (:meth:`~TransactionLog.commit_times`): a binlog change (MySQL, MariaDB) takes
+its transaction's time from here, its END's time raised to the one before it in the topic
+(a binlog's END times are whole seconds and may go back one), so they follow the commit order.
+
 What it rests on: the source commits in the order the transaction topic lists its
 transactions, and a later commit does not carry an earlier commit time by more than
 :data:`RECENT` (PostgreSQL takes the commit time just before writing the commit record, a
@@ -134,6 +138,7 @@ class Ended:
     offset: int  # where it lies in the transaction topic
     resent: bool = False
     ends: dict[SourcePartition, int] | None = None  # the data partitions' ends, when taken
+    commit: Hlc = ZERO  # its time, raised to the commit before it's: see :meth:`commit_times`
 
 
 class Begun(NamedTuple):
@@ -178,6 +183,7 @@ class TransactionLog:
         # the transactions passed lately (their END's time), to know their END if sent again
         self._recent: dict[str, Hlc] = dict(passed or {})
         self._latest = max(self._recent.values(), default=None)  # the latest END passed
+        self._last_commit = self._latest or ZERO  # the commit time of the latest END read
         self.resends = 0  # BEGIN/END events read again (the connector restarted)
 
     @property
@@ -196,7 +202,7 @@ class TransactionLog:
             waiting.resent, waiting.ends = True, None  # its END will come again
         elif begun is not None:
             self._open[tx_id] = Begun(begun.begins + 1, time, begun.first, offset)
-        elif not self._was_passed(tx_id, time):
+        elif tx_id not in self._recent:  # by id: a binlog's BEGIN carries an older event's time
             self._open[tx_id] = Begun(1, time, offset, offset)
             return
         self.resends += 1
@@ -245,12 +251,16 @@ class TransactionLog:
         self._seen.setdefault(tx_id, Seen()).add(places, low, high)
 
     def commit_times(self) -> dict[str, Hlc]:
-        """The END's time of each transaction read and not passed, and of those passed lately.
+        """The commit time of each transaction read and not passed, and of those passed lately.
 
-        A binlog change's commit time (``Change.order``): its statement's own time may lie
-        below an earlier commit's.
+        A binlog change's commit time (``Change.order``; its statement's own time may lie below
+        an earlier commit's): its END's time, raised to the commit time of the END before it
+        in the topic. A binlog's END time is its COMMIT statement's start in whole seconds, so
+        a commit may carry a second less than the one before it; raised, the times follow
+        the commit order, and the binlog positions below the second (the logical part) keep
+        them apart.
         """
-        return {**self._recent, **{entry.id: entry.time for entry in self._ended}}
+        return {**self._recent, **{entry.id: entry.commit for entry in self._ended}}
 
     def needs_horizon(self) -> bool:
         """True when the first END was just read: the snapshot's end is to be fixed now."""
@@ -398,6 +408,7 @@ class TransactionLog:
         return not head.resent or (head.ends is not None and _reached(read, head.ends))
 
     def _wait(self, entry: Ended) -> None:
+        entry.commit = self._last_commit = max(entry.time, self._last_commit)
         self._ended.append(entry)
         self._waiting[entry.id] = entry
 
@@ -417,8 +428,8 @@ class TransactionLog:
         Passed in commit order, so the oldest are first in ``_recent``.
         """
         del self._waiting[head.id]
-        self._recent[head.id] = head.time
-        self._latest = head.time if self._latest is None else max(self._latest, head.time)
+        self._recent[head.id] = head.commit
+        self._latest = head.commit if self._latest is None else max(self._latest, head.commit)
         floor = self._latest.wall - RECENT
         stale = []
         for tx_id, time in self._recent.items():

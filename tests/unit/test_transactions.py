@@ -236,6 +236,20 @@ def test_end_times_are_the_commit_times_of_binlog_changes_and_a_resend_may_have_
     assert again.commit_times()["0-1-7"] == ts
 
 
+def test_a_binlog_commit_a_second_below_the_one_before_it_is_raised_to_it() -> None:
+    """MariaDB's END times are whole seconds of the COMMIT's start: the order is the topic's."""
+    log = TransactionLog(COLLECTIONS, started=True)
+    second = Hlc(1_700_000_002_000 * MS, 0)
+    log.ended("0-1-7", {"public.orders": 1}, second, 3)
+    log.ended("0-1-8", {"public.orders": 1}, Hlc(second.wall - 1000 * MS, 0), 4)  # one below
+    assert log.commit_times() == {"0-1-7": second, "0-1-8": second}
+    log.saw("0-1-7", [900], Hlc(second.wall, 900), Hlc(second.wall, 900))
+    assert log.resolved({}) == just_below(Hlc(second.wall - 1000 * MS, 0))  # below its own END
+    log.saw("0-1-8", [950], Hlc(second.wall, 950), Hlc(second.wall, 950))  # after it: above
+    assert log.resolved({}) == Hlc(second.wall, 950)
+    assert log.record()["passed"] == {"0-1-7": str(second), "0-1-8": str(second)}
+
+
 def test_just_below() -> None:
     assert just_below(Hlc(5, 3)) == Hlc(5, 2)
     assert just_below(Hlc(5, 0)) == Hlc(4, 9_999_999_999)
