@@ -9,7 +9,9 @@
 
 Only the ``wrapped`` and ``key_only`` envelopes exist in Avro. The encoder is built on the
 driver (with ids or fingerprints) and pickled to the executors, where it runs once per row.
-A value that does not fit the declared types raises :class:`EncodingError` naming the table.
+A value that does not fit the declared types raises :class:`EncodingError` naming the table;
+a row with a column the schema lacks (the table changed shape upstream) raises
+:class:`SchemaChange`, so no column's values vanish silently.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 from fastavro import parse_schema, schemaless_writer
 
 from schemas.avro import OutputSchemas, single_object_fingerprint
-from schemas.errors import EncodingError
+from schemas.errors import EncodingError, SchemaChange
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 
@@ -158,6 +160,7 @@ class AvroEncoder:
         self._mvcc = options.mvcc_timestamp
         self._key_names = [f["name"] for f in schemas.key["fields"]]
         after = schemas.value["fields"][0]["type"][1]
+        self._columns = frozenset(f["name"] for f in after["fields"])  # each optional
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]
         self.walk: Mapping[str, Any] | None = _walk(schemas, after, framing, options)
@@ -220,6 +223,15 @@ class AvroEncoder:
         except (ValueError, TypeError, ArithmeticError) as exc:
             raise self._misfit(side, exc) from None
 
+    def _image(self, values: dict[str, Any] | None) -> Any:
+        """A row image (after, before) in its branch: a column the schema lacks is a change.
+
+        (One it has and the row lacks is null: every column of the row record is optional.)
+        """
+        if values is not None and not values.keys() <= self._columns:
+            raise SchemaChange(self.table, values.keys() - self._columns)
+        return self._branch(self._row_name, values)
+
     def _branch(self, name: str, values: dict[str, Any] | None) -> Any:
         row = self._row("value", values)
         return (name, row) if self._tuples and row is not None else row
@@ -240,9 +252,9 @@ class AvroEncoder:
         if self._key_only:
             return None
         write = self._schemas()[1]  # first: it decides whether branches are named
-        datum: dict[str, Any] = {"after": self._branch(self._row_name, row.after)}
+        datum: dict[str, Any] = {"after": self._image(row.after)}
         if self._diff:
-            datum["before"] = self._branch(self._row_name, row.before)
+            datum["before"] = self._image(row.before)
         if self._key:
             key = dict(zip(self._key_names, row.key, strict=True))
             datum["key"] = self._branch(self._key_name, key)

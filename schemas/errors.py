@@ -11,7 +11,7 @@ This module lives in ``schemas/`` because it is the lowest layer: ``encoders``, 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 
@@ -87,6 +87,40 @@ class EncodingError(HighwaterError):
         self.side = side
         self.reason = reason
         super().__init__(f"cannot encode {side}: {reason}")
+
+
+class SchemaChange(EncodingError):
+    """A row has columns its output schema lacks (``extra``): the table changed shape upstream.
+
+    Raised per row by an encoder; the changefeed stops at it (:class:`SchemaChangeError`)
+    rather than drop the columns' values or dead-letter every row after the change.
+    """
+
+    def __init__(self, table: str, extra: Iterable[str]) -> None:
+        self.table = table
+        self.extra = tuple(sorted(extra))
+        super().__init__(
+            "value",
+            f"table {table!r} changed shape: column(s) {', '.join(self.extra)} not in its output "
+            "schema",
+        )
+
+
+class SchemaChangeError(HighwaterError):
+    """The changefeed stopped at a schema change: everything before it is written.
+
+    ``record``: the first source record of the new shape; ``time``: its commit time.
+    """
+
+    def __init__(self, record: RecordRef, reason: str, time: str) -> None:
+        self.record = record
+        self.reason = reason
+        self.time = time
+        super().__init__(
+            f"schema change at {record} (commit time {time}): {reason}. Everything before it is "
+            "written and checkpointed, and the changefeed is paused there: give it the table's "
+            "new table_schema (highwater changefeed update) and resume"
+        )
 
 
 class SchemaError(HighwaterError):

@@ -18,6 +18,9 @@ records as Arrow batches (``mapInArrow``), in one pass, keeping a state per sour
   not read yet *defers* the rest of its partition's batch (:class:`Deferred`); the driver
   reads the transaction topic until that END is there and runs the rest again
   (``stream.write_batch``);
+* a row whose columns are not its output schema's (an encoder's :class:`SchemaChange`: the
+  table changed shape upstream) stops its partition there, whatever ``on_error`` says: the
+  driver checkpoints just before it and pauses the changefeed, naming it;
 * an undecodable record goes to the dead-letter topic with the reason in headers
   (``on_error: dlq``), or is only reported, and the driver stops the job (``fail``, ``pause``).
 
@@ -42,7 +45,13 @@ from typing import TYPE_CHECKING, Any
 
 from encoders.base import ChangeRow, Context, Encoder
 from pipeline.config import ChangefeedConfig
-from schemas.errors import EncodingError, RecordRef, SourceDecodeError
+from schemas.errors import (
+    EncodingError,
+    RecordRef,
+    SchemaChange,
+    SchemaChangeError,
+    SourceDecodeError,
+)
 from schemas.hlc import ZERO, Hlc
 
 from .frontier import SourcePartition
@@ -178,6 +187,7 @@ class PartitionSeen:
     resent: int = 0  # changes dropped as re-sends (at or below a position already read)
     # [from offset, to offset, floor, transaction]: the rest left for a transaction's END
     deferred: list[Any] | None = None
+    schema_change: list[Any] | None = None  # [offset, reason, commit time]: stopped there
 
     def saw(self, tx: tuple[str, int], ts: Hlc | None) -> None:
         """A change of transaction ``tx`` (id, place) at ``ts`` (None: not known) was read."""
@@ -215,6 +225,7 @@ class PartitionSeen:
                 "position": self.position,
                 "resent": self.resent,
                 "deferred": self.deferred,
+                "schema_change": self.schema_change,
             }
         )
 
@@ -239,6 +250,7 @@ class PartitionSeen:
             None if data.get("position") is None else tuple(data["position"]),
             int(data.get("resent", 0)),
             data.get("deferred"),
+            data.get("schema_change"),
         )
 
     def merge(self, other: PartitionSeen) -> PartitionSeen:
@@ -259,6 +271,7 @@ class PartitionSeen:
             max(positions) if positions else None,
             self.resent + other.resent,
             self.deferred or other.deferred,
+            _first(self.schema_change, other.schema_change),
         )
 
 
@@ -271,6 +284,11 @@ def _merged(one: dict[str, list[Any]], two: dict[str, list[Any]]) -> dict[str, l
         else:
             out[t] = [orders, low, high]
     return out
+
+
+def _first(one: list[Any] | None, two: list[Any] | None) -> list[Any] | None:
+    """The schema change at the lower offset, of two summaries'."""
+    return two if one is None else one if two is None else min(one, two)
 
 
 def _low(one: Hlc | None, two: Hlc | None) -> Hlc | None:
@@ -300,6 +318,7 @@ class BatchResult:
     first_bad: tuple[RecordRef, str] | None = None
     bytes: int = 0
     resent: int = 0  # changes dropped as an upstream's re-sends (see the module)
+    schema_change: SchemaChangeError | None = None  # the first row of a new shape
 
     @classmethod
     def of(cls, summaries: list[PartitionSeen]) -> BatchResult:
@@ -313,6 +332,11 @@ class BatchResult:
             for s in merged.values()
             if s.first_bad is not None
         )
+        changes = sorted(
+            (RecordRef(s.partition.topic, s.partition.partition, int(c[0])), str(c[1]), str(c[2]))
+            for s in merged.values()
+            if (c := s.schema_change) is not None
+        )
         return cls(
             sorted(merged.values(), key=lambda s: s.partition),
             emitted=sum(s.emitted for s in merged.values()),
@@ -321,6 +345,7 @@ class BatchResult:
             first_bad=bads[0] if bads else None,
             bytes=sum(s.bytes for s in merged.values()),
             resent=sum(s.resent for s in merged.values()),
+            schema_change=None if not changes else SchemaChangeError(*changes[0]),
         )
 
     @property
@@ -570,6 +595,7 @@ class Task:
         room = self.plan.room  # a sink-side dead letter beyond
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             held = latest  # where a walk stopped at this record resumes
+            ts: Hlc | None = None
             try:
                 item = decode(i, key, value)
                 if isinstance(item, Change):
@@ -581,7 +607,7 @@ class Task:
                 else:
                     changes = item or ()  # several rows (canal-json), or none (a tombstone)
                 for change in changes:
-                    ts: Hlc | None = change.ts
+                    ts = change.ts
                     position, tx = change.position, change.tx
                     resent = position is not None and latest is not None and position <= latest
                     if change.order is not None and tx is not None:  # a binlog change
@@ -625,6 +651,12 @@ class Task:
                     break
             except SourceUnavailable:
                 raise  # an outage, not the record's fault: the batch runs again
+            except SchemaChange as exc:  # the table changed shape: the driver stops here
+                out.topic_run(ctx.topic, emitted)
+                emitted = 0
+                state.schema_change = [offsets[i].as_py(), exc.reason, str(ts)]
+                stop, latest = i, held  # read again on resume, with the new schema
+                break
             except Exception as exc:  # no record, however strange, stops a feed
                 count_transaction(state, exc)
                 position = exc.position if isinstance(exc, BadRecord) else None

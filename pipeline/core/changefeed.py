@@ -36,6 +36,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.errors import (
     HighwaterError,
     RecordRef,
+    SchemaChangeError,
     SinkError,
     SourceDecodeError,
     SourceError,
@@ -454,6 +455,12 @@ class Changefeed:
         log.info(
             "batch %d: %s in %.2fs; high-water %s", batch_id, result, seconds, frontier.high_water()
         )
+        if result.schema_change is not None:
+            # Each partition was written up to the first row of the new shape: checkpoint just
+            # before it, then pause there, naming it, until the schema is updated.
+            self._after_batch(final=True)
+            self._pause_at(result.schema_change)
+            return seconds
         if result.first_bad is not None and self.config.on_error != "dlq":
             # Each partition was written up to its first bad record: checkpoint just before
             # it, then stop there, naming it.
@@ -473,13 +480,18 @@ class Changefeed:
         spec = self._spec
         return spec.bad_record if spec is not None and spec.skip_bad_record else None
 
-    def _pause_at(self, exc: SourceDecodeError) -> None:
-        """``on_error: pause``: the spec says paused at the record, and the run stops."""
+    def _pause_at(self, exc: SourceDecodeError | SchemaChangeError) -> None:
+        """The spec says paused at the record, and the run stops.
+
+        ``on_error: pause`` at a bad record (which ``resume --skip-bad-record`` may divert), or
+        a schema change (which an update of the table's schema lets through).
+        """
         log.error("%s", exc)
         self._paused_at = str(exc)
         spec = self._spec or ChangefeedSpec(self.config.changefeed_id, "running")
+        bad = exc.record if isinstance(exc, SourceDecodeError) else None
         self.outputs.specs.put(
-            spec.to("paused", reason=str(exc), bad_record=exc.record, skip_bad_record=False)
+            spec.to("paused", reason=str(exc), bad_record=bad, skip_bad_record=False)
         )
         self._closing = True  # no later batch may write what follows the record
         self.stop_request.set("paused")

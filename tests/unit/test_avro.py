@@ -19,7 +19,7 @@ from encoders.base import ChangeRow, Context
 from pipeline.config import EncoderConfig
 from pipeline.core.sources import NativeAdapter
 from schemas.avro import OutputSchemas, envelope_schema, resolved_schema
-from schemas.errors import EncodingError
+from schemas.errors import EncodingError, SchemaChange
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 
@@ -103,6 +103,21 @@ def test_values_that_do_not_fit_name_the_table() -> None:
         encoder.value(bad, CTX)
     with pytest.raises(EncodingError, match="primary key"):
         encoder.key(ROW._replace(key=["eu"]), CTX)
+
+
+def test_a_row_of_another_shape_is_a_schema_change_never_a_column_dropped() -> None:
+    """A column added upstream: the encoder names it (a column gone is null: all optional)."""
+    encoder = AvroEncoder(
+        OutputSchemas.of(ORDERS, OPTIONS), Framing(b"", b"", b""), OPTIONS, "orders"
+    )
+    wider = ROW._replace(after={**AFTER, "vip": True, "tier": "gold"})
+    with pytest.raises(SchemaChange, match=r"'orders' changed shape: column\(s\) tier, vip not in"):
+        encoder.value(wider, CTX)
+    with pytest.raises(SchemaChange, match="vip"):  # the before image too (diff)
+        encoder.value(ROW._replace(before={**AFTER, "vip": None}), CTX)
+    fewer = ROW._replace(after={"region": "eu", "order_id": 7})
+    got = decode(encoder.value(fewer, CTX) or b"", 0, OutputSchemas.of(ORDERS, OPTIONS).value)
+    assert got["after"]["amount"] is None
 
 
 def test_key_only_values_are_tombstones() -> None:

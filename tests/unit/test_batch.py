@@ -7,12 +7,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import ERROR_HEADER, SOURCE_HEADER, BatchPlan, BatchResult, PartitionSeen
 from pipeline.core.batch import process as run_task
 from pipeline.core.frontier import SourcePartition
+from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
+from tests.unit.test_avro import ORDERS
 
 SRC = "src.orders"
 T = [f"17000000000000000{n:02d}.0000000000" for n in range(20)]
@@ -212,3 +215,29 @@ def test_a_partition_the_frontier_does_not_know_enters_at_the_high_water_mark() 
     assert kept == [(b"[1]", T[2]), (b"[2]", T[3]), (b"[4]", T[3])]
     by_partition = {s.partition.partition: s for s in result.partitions}
     assert by_partition[1].duplicates == 1  # at or below the high-water mark: old news
+
+
+def test_a_row_of_a_new_shape_stops_its_partition_there_whatever_on_error_says() -> None:
+    """Nothing of the new shape is written, nor dead-lettered; the other partitions go on."""
+    schemas = OutputSchemas.of(ORDERS, EncoderConfig(format="avro", updated=True))
+    avro = AvroEncoder(schemas, Framing(b"", b"", b""), EncoderConfig(format="avro"), "orders")
+    p = replace(plan(dlq=True), encoders={SRC: avro})
+    wide = {"after": {"region": "eu", "order_id": 3, "vip": True}, "before": None, "updated": T[3]}
+    records, result = run(
+        p,
+        arrow([avro_row(1, 1), avro_row(2, 2), rec(["eu", 3], wide), avro_row(4, 4)]),
+        arrow([avro_row(5, 5)], partition=1),
+    )
+    assert [r["topic"] for r in records] == ["out.orders"] * 3  # 1, 2 and partition 1's 5
+    change = result.schema_change
+    assert change is not None
+    assert (str(change.record), change.time) == (f"{SRC}/0@2", T[3])
+    assert "'orders' changed shape: column(s) vip not in its output schema" in change.reason
+    first, second = result.partitions
+    assert (first.next_offset, first.bad, second.next_offset) == (2, 0, 1)
+    assert PartitionSeen.from_json(first.to_json()).schema_change == first.schema_change
+
+
+def avro_row(order_id: int, t: int) -> tuple[bytes | None, bytes | None]:
+    after = {"region": "eu", "order_id": order_id}
+    return rec(["eu", order_id], {"after": after, "before": None, "updated": T[t]})

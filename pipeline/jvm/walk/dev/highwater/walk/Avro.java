@@ -13,8 +13,8 @@ import java.nio.charset.StandardCharsets;
  *
  * <p>It reads a change as the Python loop does: the value an object whose after and before
  * are objects or null and whose updated is a time (other members ignored), the key an array
- * of the primary key's values in order; a row's columns by name (members the schema lacks
- * ignored, missing ones null). A value is written as the compiled writer writes the Python
+ * of the primary key's values in order; a row's columns by name (missing ones null; one the
+ * schema lacks is a schema change, left to the Python loop). A value is written as the compiled writer writes the Python
  * value of its JSON text: an integral number is an int (into a double or float: the nearest
  * one, as Python's float(int)), any other a float (the nearest double: Python's float(text)),
  * strings unescaped to UTF-8. Anything it is not sure of is not taken and the Python loop
@@ -212,7 +212,7 @@ final class Avro implements Encoding {
       int c = column(b, name, nameEnd, hint);
       int end;
       if (c < 0) {
-        end = Json.value(b, value, 1); // a member the schema lacks: checked, not written
+        return -1; // a column the schema lacks: a schema change, the Python loop stops there
       } else if (out.from[base + c] != ABSENT) {
         return -1; // a duplicate member
       } else {

@@ -1,0 +1,137 @@
+"""A column added upstream never vanishes: the Avro changefeed stops at it, and goes on once told.
+
+The table's schema is declared as it was at the start (``table_schema``). Midway, a source
+partition starts carrying a column ``vip`` the schema lacks (an ``ALTER TABLE … ADD COLUMN``
+upstream). The changefeed writes everything before that row, checkpoints just before it, and
+pauses there, naming the table, the column, the record and its commit time; the other
+partition goes on to its end. ``highwater changefeed update`` with the new schema (``vip``
+an optional field: a new registry version the registry takes as backward compatible) and
+``resume``, and the next run writes the rest, ``vip`` included, as confluent-kafka's
+AvroDeserializer reads it through the registry: every source change once, nothing lost.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.schema_registry import SchemaRegistryClient
+
+from pipeline.cli import main as highwater
+from pipeline.config import load_config
+from pipeline.control.changefeeds import Changefeeds
+from pipeline.control.context import OperatorContext
+from sinks.admin import ensure_topics
+from tests.integration.test_avro import ORDERS, consume_avro
+from tests.support.changefeed import run_to_end
+from tests.support.process import write_config
+
+pytestmark = pytest.mark.integration
+
+WITH_VIP = {
+    **ORDERS,
+    "fields": [*ORDERS["fields"], {"name": "vip", "type": ["null", "boolean"], "default": None}],
+}
+
+
+def change(order_id: int, ts: int, **more: Any) -> tuple[bytes, bytes]:
+    after = {"region": "eu", "order_id": order_id, "amount": order_id * 1.5, **more}
+    value = {"after": after, "before": None, "updated": f"{ts}.0000000000"}
+    return json.dumps(["eu", order_id]).encode(), json.dumps(value).encode()
+
+
+def marker(ts: int) -> tuple[None, bytes]:
+    return None, json.dumps({"resolved": f"{ts}.0000000000"}).encode()
+
+
+def test_a_column_added_upstream_pauses_the_avro_changefeed_and_an_update_lets_it_through(
+    kafka_bootstrap: str, schema_registry_url: str, unique_name: Any, tmp_path: Path, spark: Any
+) -> None:
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 2})
+    partitions = {
+        0: [
+            *(change(1, 10), change(2, 20), marker(25)),
+            *(change(3, 30, vip=True), marker(35), change(4, 40, vip=False)),
+            *(change(1, 45), marker(50)),
+        ],
+        1: [change(11, 12), marker(25), change(12, 33), marker(50)],
+    }
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for partition, records in partitions.items():
+        for key, value in records:
+            producer.produce(source, key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+    def config(schema: dict[str, Any]) -> Path:
+        raw = {
+            "changefeed_id": changefeed_id,
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": [
+                {
+                    "topic": source,
+                    "table": "orders",
+                    "table_schema": schema,
+                    "primary_key": ["region", "order_id"],
+                }
+            ],
+            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 1},
+            "encoder": {
+                "format": "avro",
+                "schema_registry": {"url": schema_registry_url},
+                "updated": True,
+            },
+            "spark": {"trigger": {"available_now": True}},
+            "safepoints": {"enabled": False},
+        }
+        name = "vip" if schema is WITH_VIP else "start"
+        return write_config(tmp_path / f"{name}.yaml", raw)
+
+    first = config(ORDERS)
+    paused = run_to_end(load_config(first), spark)
+    assert paused.stop_request.reason == "paused"
+    feeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
+    found = feeds.get(changefeed_id)
+    assert found.spec is not None
+    assert found.status is not None
+    assert (found.spec.desired, found.status.state) == ("paused", "paused")
+    error = found.status.error or ""
+    assert f"schema change at {source}/0@3 (commit time 30.0000000000)" in error, error
+    assert "table 'orders' changed shape: column(s) vip not in its output schema" in error
+    output = f"{changefeed_id}.orders"
+    before = [m for m in consume_avro(kafka_bootstrap, output, schema_registry_url) if m.key()]
+    got = sorted((m.key()["order_id"], m.value()["updated"]) for m in before)
+    # partition 0 up to the change; partition 1 to its end
+    assert got == [
+        (1, "10.0000000000"),
+        (2, "20.0000000000"),
+        (11, "12.0000000000"),
+        (12, "33.0000000000"),
+    ]
+
+    registry = SchemaRegistryClient({"url": schema_registry_url})
+    versions = len(registry.get_versions(f"{output}-value"))
+    second = config(WITH_VIP)
+    assert highwater(["changefeed", "update", changefeed_id, "--config", str(second)]) == 0
+    assert highwater(["changefeed", "resume", changefeed_id, "--config", str(second)]) == 0
+    run_to_end(load_config(second), spark)
+    rows = [m for m in consume_avro(kafka_bootstrap, output, schema_registry_url) if m.key()]
+    seen = sorted(
+        (m.key()["order_id"], m.value()["updated"], m.value()["after"].get("vip")) for m in rows
+    )
+    assert seen == [
+        (1, "10.0000000000", None),
+        (1, "45.0000000000", None),
+        (2, "20.0000000000", None),
+        (3, "30.0000000000", True),
+        (4, "40.0000000000", False),
+        (11, "12.0000000000", None),
+        (12, "33.0000000000", None),
+    ]  # each change once: nothing lost, nothing written twice
+    # the registry took the new row record as a new version of the value subject
+    latest = registry.get_latest_version(f"{output}-value").schema.schema_str
+    assert '"vip"' in latest
+    assert len(registry.get_versions(f"{output}-value")) == versions + 1
