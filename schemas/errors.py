@@ -119,7 +119,8 @@ class SchemaChangeError(HighwaterError):
         super().__init__(
             f"schema change at {record} (commit time {time}): {reason}. Everything before it is "
             "written and checkpointed, and the changefeed is paused there: give it the table's "
-            "new table_schema (highwater changefeed update) and resume"
+            "new table_schema (its config file; highwater changefeed update where the server "
+            "runs it) and resume it (highwater changefeed resume)"
         )
 
 

@@ -4,10 +4,11 @@ The table's schema is declared as it was at the start (``table_schema``). Midway
 partition starts carrying a column ``vip`` the schema lacks (an ``ALTER TABLE … ADD COLUMN``
 upstream). The changefeed writes everything before that row, checkpoints just before it, and
 pauses there, naming the table, the column, the record and its commit time; the other
-partition goes on to its end. ``highwater changefeed update`` with the new schema (``vip``
-an optional field: a new registry version the registry takes as backward compatible) and
-``resume``, and the next run writes the rest, ``vip`` included, as confluent-kafka's
-AvroDeserializer reads it through the registry: every source change once, nothing lost.
+partition goes on to its end. The new schema in the config (``vip`` an optional field: a new
+registry version the registry takes as backward compatible; a changefeed the server runs takes
+it by ``highwater changefeed update``) and ``resume``, and the next run writes the rest,
+``vip`` included, as confluent-kafka's AvroDeserializer reads it through the registry: every
+source change once, nothing lost.
 """
 
 from __future__ import annotations
@@ -60,11 +61,6 @@ def test_a_column_added_upstream_pauses_the_avro_changefeed_and_an_update_lets_i
         ],
         1: [change(11, 12), marker(25), change(12, 33), marker(50)],
     }
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    for partition, records in partitions.items():
-        for key, value in records:
-            producer.produce(source, key=key, value=value, partition=partition)
-    assert producer.flush(30) == 0
 
     def config(schema: dict[str, Any]) -> Path:
         raw = {
@@ -78,6 +74,7 @@ def test_a_column_added_upstream_pauses_the_avro_changefeed_and_an_update_lets_i
                     "primary_key": ["region", "order_id"],
                 }
             ],
+            "initial_scan": "no",
             "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 1},
             "encoder": {
                 "format": "avro",
@@ -91,15 +88,23 @@ def test_a_column_added_upstream_pauses_the_avro_changefeed_and_an_update_lets_i
         return write_config(tmp_path / f"{name}.yaml", raw)
 
     first = config(ORDERS)
-    paused = run_to_end(load_config(first), spark)
-    assert paused.stop_request.reason == "paused"
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for partition in partitions:
+        producer.produce(source, value=marker(5)[1], partition=partition)
+    assert producer.flush(30) == 0
+    run_to_end(load_config(first), spark)  # created before the changes: it starts at 5
+    for partition, records in partitions.items():
+        for key, value in records:
+            producer.produce(source, key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+    run_to_end(load_config(first), spark)
     feeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
     found = feeds.get(changefeed_id)
     assert found.spec is not None
     assert found.status is not None
     assert (found.spec.desired, found.status.state) == ("paused", "paused")
     error = found.status.error or ""
-    assert f"schema change at {source}/0@3 (commit time 30.0000000000)" in error, error
+    assert f"schema change at {source}/0@4 (commit time 30.0000000000)" in error, error
     assert "table 'orders' changed shape: column(s) vip not in its output schema" in error
     output = f"{changefeed_id}.orders"
     before = [m for m in consume_avro(kafka_bootstrap, output, schema_registry_url) if m.key()]
@@ -115,7 +120,7 @@ def test_a_column_added_upstream_pauses_the_avro_changefeed_and_an_update_lets_i
     registry = SchemaRegistryClient({"url": schema_registry_url})
     versions = len(registry.get_versions(f"{output}-value"))
     second = config(WITH_VIP)
-    assert highwater(["changefeed", "update", changefeed_id, "--config", str(second)]) == 0
+    # a changefeed of `highwater run`: its config file changes (the server's: changefeed update)
     assert highwater(["changefeed", "resume", changefeed_id, "--config", str(second)]) == 0
     run_to_end(load_config(second), spark)
     rows = [m for m in consume_avro(kafka_bootstrap, output, schema_registry_url) if m.key()]
