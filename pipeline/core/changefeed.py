@@ -327,8 +327,6 @@ class Changefeed:
         self.metrics.scan(status.progress)
         self._publish("scanning")
         transactions = position.transactions
-        if transactions is not None:
-            transactions.read()  # the ENDs so far: binlog changes' commit times
         plan = BatchPlan.of(
             config,
             self.outputs.encoders,
@@ -416,8 +414,6 @@ class Changefeed:
         frontier = self.position.frontier
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
         transactions = self.position.transactions
-        if transactions is not None:
-            transactions.read()  # the ENDs so far: binlog changes' commit times
         plan = BatchPlan.of(
             self.config,
             self.outputs.encoders,

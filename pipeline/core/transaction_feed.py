@@ -117,7 +117,8 @@ class TransactionFeed:
             self._read(tx, tx_log)
 
     def commit_times(self) -> dict[str, Mapping[str, Hlc]]:
-        """Each data topic -> its transactions' END times (binlog changes' commit times)."""
+        """Each data topic -> its transactions' commit times (binlog changes'), read up to now."""
+        self.read()
         out: dict[str, Mapping[str, Hlc]] = {}
         for tx_log in self.logs.values():
             times = tx_log.commit_times()  # one map for a log's topics: pickled once
@@ -141,7 +142,6 @@ class TransactionFeed:
                 raise BatchAbandoned(
                     f"stopped while waiting for the END of transaction {rests[0].waits_for}"
                 )
-            self.read()
             commits = self.commit_times()
             missing = [r for r in rests if r.waits_for not in commits.get(r.partition.topic, {})]
             if not missing:
