@@ -412,6 +412,9 @@ class ChangefeedConfig(_Section):
     end_time: Time | None = None
     on_error: Literal["fail", "pause", "dlq"] = "fail"
     dlq_topic: Name | None = None
+    # A row of a shape its output schema cannot hold (a column added upstream): stop there
+    # (the changefeed pauses, naming it), or evolve the schema from the source's own types.
+    schema_change_policy: Literal["stop", "evolve"] = "stop"
     safepoints: SafepointsConfig = SafepointsConfig()
     jobs: JobsConfig = JobsConfig()
     metrics: MetricsConfig = MetricsConfig()

@@ -53,6 +53,23 @@ class TableSchema:
         """The record's name."""
         return str(self.record["name"])
 
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The column names, in the record's order."""
+        return tuple(f["name"] for f in self.record["fields"])
+
+    def with_columns(self, fields: Sequence[Mapping[str, Any]]) -> TableSchema:
+        """The schema with ``fields`` (Avro record fields) added after its own columns.
+
+        Each becomes optional with a null default in the output (``schemas/avro.py``), so the
+        new version reads what the old one wrote and the other way round.
+        """
+        taken = [f["name"] for f in fields if f["name"] in self.columns]
+        if taken:
+            raise ValueError(f"column(s) {', '.join(taken)} already in table {self.name!r}")
+        record = {**self.record, "fields": [*self.record["fields"], *map(dict, fields)]}
+        return TableSchema.of(record, self.primary_key)
+
     @cached_property
     def _decimal_columns(self) -> tuple[tuple[str, Any], ...]:
         """(name, type) of the columns whose type holds a decimal somewhere."""

@@ -26,6 +26,64 @@ from schemas.errors import SchemaError
 from .compacted import CompactedTopic
 
 
+class SchemaPublisher:
+    """Where a changefeed's output schemas are made known: its registry, or its schema topic."""
+
+    def __init__(
+        self, registry: Mapping[str, Any] | None, topic: CompactedTopic | None = None
+    ) -> None:
+        if (registry is None) == (topic is None):
+            raise ValueError("a registry or a schema topic, one of them")
+        self.registry = registry
+        self.topic = topic
+
+    def framing(self, topic: str, schemas: OutputSchemas, *, evolved: bool = False) -> Framing:
+        """Make ``topic``'s schemas known; the framing names them in each record.
+
+        ``evolved``: a schema grown during the run, which the registry must find compatible
+        with the subject's latest version (its compatibility rule) before it is registered.
+        """
+        if self.registry is None:
+            assert self.topic is not None  # noqa: S101 - __init__ checked
+            return publish(self.topic, schemas)
+        if evolved:
+            check_compatible(self.registry, f"{topic}-value", schemas.value)
+        return register(self.registry, topic, schemas)
+
+    def version(self, topic: str, framing: Framing) -> str:
+        """How a reader names the value schema: its registry id, or its fingerprint."""
+        header = framing.value
+        if self.registry is None:
+            return f"fingerprint {header[2:].hex()}"
+        return f"id {int.from_bytes(header[1:5], 'big')} of subject {topic}-value"
+
+
+def check_compatible(registry: Mapping[str, Any], subject: str, schema: Mapping[str, Any]) -> None:
+    """Refuse (:class:`SchemaError`) a schema the registry finds incompatible with ``subject``."""
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: PLC0415
+    from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415
+
+    client = SchemaRegistryClient(dict(registry))
+    try:
+        compatible = client.test_compatibility(subject, Schema(json.dumps(schema), "AVRO"))
+    except SchemaRegistryError as exc:
+        if exc.http_status_code == 404:  # no version yet: nothing to be incompatible with
+            return
+        raise SchemaError(
+            f"the schema registry could not check the schema of subject {subject!r}: "
+            f"{exc.error_message} (HTTP {exc.http_status_code})"
+        ) from None
+    except Exception as exc:
+        raise SchemaError(
+            f"cannot reach the schema registry for subject {subject!r}: {exc}"
+        ) from exc
+    if not compatible:
+        raise SchemaError(
+            f"the schema registry finds the new schema of subject {subject!r} incompatible with "
+            "its latest version (the subject's compatibility rule)"
+        )
+
+
 def register(registry: Mapping[str, Any], topic: str, schemas: OutputSchemas) -> Framing:
     """Register ``topic``'s schemas; the framing carries their ids.
 

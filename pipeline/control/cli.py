@@ -241,6 +241,8 @@ def _query_changefeed(args: argparse.Namespace) -> int:
         print(f"{'':15} expires {held['expires_at']}")
     if status.scan is not None:
         print(f"{'initial scan':15} {progress_line(status.scan)}")
+    for table, schema in sorted((status.schemas or {}).items()):
+        print(f"{'schema':15} {table}: {schema_line(schema)}")
     for warning in status.warnings:
         print(f"WARNING: {warning}")
     while args.watch and status.state == "scanning":
@@ -252,6 +254,14 @@ def _query_changefeed(args: argparse.Namespace) -> int:
     if args.watch:
         print(f"\n{'state':15} {status.state}")
     return 0 if status.state != "failed" else 1
+
+
+def schema_line(schema: dict[str, Any]) -> str:
+    """A table's output schema in one line: its version, its columns, its last change."""
+    line = f"{schema['version']}, {len(schema['columns'])} columns"
+    if schema.get("added"):
+        line += f"; added {', '.join(schema['added'])} at {schema['changed_at']}"
+    return line
 
 
 def _cluster_args(parser: argparse.ArgumentParser) -> None:

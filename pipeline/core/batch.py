@@ -19,8 +19,9 @@ records as Arrow batches (``mapInArrow``), in one pass, keeping a state per sour
   reads the transaction topic until that END is there and runs the rest again
   (``stream.write_batch``);
 * a row whose columns are not its output schema's (an encoder's :class:`SchemaChange`: the
-  table changed shape upstream) stops its partition there, whatever ``on_error`` says: the
-  driver checkpoints just before it and pauses the changefeed, naming it;
+  table changed shape upstream) defers the rest of its partition, whatever ``on_error``
+  says: the driver evolves the schema and runs it again (``schema_change_policy: evolve``),
+  or checkpoints just before it and pauses the changefeed, naming it;
 * an undecodable record goes to the dead-letter topic with the reason in headers
   (``on_error: dlq``), or is only reported, and the driver stops the job (``fail``, ``pause``).
 
@@ -157,8 +158,10 @@ class BatchAbandoned(Exception):
 class Deferred:
     """The rest of a source partition's batch, from the first record a walk did not take.
 
-    Left by the JVM walk (a record it does not take) or by the Python loop (a binlog change
-    whose transaction's END was not read yet: ``waits_for``); run again through the loop.
+    Left by the JVM walk (a record it does not take) or by the Python loop: a binlog change
+    whose transaction's END was not read yet (``waits_for``), or a row of a shape its output
+    schema cannot hold (``new_shape``); run again through the loop once the driver has what
+    it waits for (the END's time, an evolved schema).
     """
 
     partition: SourcePartition
@@ -167,6 +170,8 @@ class Deferred:
     floor: Hlc  # the partition's floor at ``start``
     position: Position | None = None  # the highest source position read before ``start``
     waits_for: str | None = None  # the transaction whose END it waits for
+    # it starts at a schema change (``PartitionSeen.schema_change``): its row's commit time
+    new_shape: str | None = None
 
 
 @dataclass
@@ -199,11 +204,13 @@ class PartitionSeen:
         entry[1], entry[2] = _low(entry[1], ts), _high(entry[2], ts)
 
     def rest(self) -> Deferred | None:
-        """The rest of the batch this partition left for a transaction's END, if any."""
+        """The rest of the batch this partition left for an END or a schema, if any."""
         if self.deferred is None:
             return None
         start, stop, floor, tx_id = self.deferred
-        return Deferred(self.partition, start, stop, Hlc.parse(floor), self.position, tx_id)
+        change = self.schema_change
+        shape = None if change is None or change[0] != start else str(change[2])
+        return Deferred(self.partition, start, stop, Hlc.parse(floor), self.position, tx_id, shape)
 
     def to_json(self) -> str:
         """The summary row's text."""
@@ -350,12 +357,21 @@ class BatchResult:
 
     @property
     def rests(self) -> list[Deferred]:
-        """The partitions' rests left for their transactions' ENDs (binlog changes)."""
+        """The partitions' rests left for their transactions' ENDs or a new schema."""
         return [rest for seen in self.partitions if (rest := seen.rest()) is not None]
 
     def with_rests(self, rests: BatchResult) -> BatchResult:
-        """One result of the batch: its first run's and that of its rests, run again."""
-        done = [replace(seen, deferred=None) for seen in self.partitions]
+        """One result of the batch: its first run's and that of its rests, run again.
+
+        A partition not run again keeps its schema change (the changefeed stops there).
+        """
+        again = {seen.partition for seen in rests.partitions}
+        done = [
+            replace(seen, deferred=None, schema_change=None)
+            if seen.partition in again
+            else replace(seen, deferred=None)
+            for seen in self.partitions
+        ]
         return BatchResult.of([*done, *rests.partitions])
 
     def __str__(self) -> str:
@@ -651,11 +667,13 @@ class Task:
                     break
             except SourceUnavailable:
                 raise  # an outage, not the record's fault: the batch runs again
-            except SchemaChange as exc:  # the table changed shape: the driver stops here
+            except SchemaChange as exc:  # the table changed shape: the driver decides
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
                 state.schema_change = [offsets[i].as_py(), exc.reason, str(ts)]
-                stop, latest = i, held  # read again on resume, with the new schema
+                # the rest runs again with an evolved schema, or from here on resume
+                state.deferred = [offsets[i].as_py(), offsets[-1].as_py() + 1, "", None]
+                stop, latest = i, held
                 break
             except Exception as exc:  # no record, however strange, stops a feed
                 count_transaction(state, exc)

@@ -28,7 +28,6 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -48,7 +47,7 @@ from sinks.compacted import COMPACTED
 
 from . import faults
 from .backfill import Backfill, Chunk, ScanProgress
-from .batch import BatchAbandoned, BatchPlan, BatchResult
+from .batch import BatchAbandoned, BatchPlan, BatchResult, Deferred
 from .frontier import SourcePartition
 from .kafka_clients import client_config
 from .lifecycle import ChangefeedSpec, SpecWatch, wait_while_paused
@@ -274,7 +273,9 @@ class Changefeed:
             self.position.starting_offsets(),
             self._on_batch,
             self._resources,
-            headers=not walkable(BatchPlan.of(self.config, self.outputs.encoders, thresholds={})),
+            headers=not walkable(
+                BatchPlan.of(self.config, self.outputs.schemas.encoders, thresholds={})
+            ),
         )
         while query.isActive:
             self._check_replicas()
@@ -329,7 +330,7 @@ class Changefeed:
         transactions = position.transactions
         plan = BatchPlan.of(
             config,
-            self.outputs.encoders,
+            self.outputs.schemas.encoders,
             thresholds={},
             skip=self._skip(),
             commits=None if transactions is None else transactions.commit_times(),
@@ -416,22 +417,14 @@ class Changefeed:
         transactions = self.position.transactions
         plan = BatchPlan.of(
             self.config,
-            self.outputs.encoders,
+            self.outputs.schemas.encoders,
             floors,
             frontier.high_water(),
             skip=self._skip(),
             positions=frontier.positions(),
             commits=None if transactions is None else transactions.commit_times(),
         )
-        result, seconds = write_batch(
-            batch,
-            batch_id,
-            plan,
-            self.config,
-            None
-            if transactions is None
-            else partial(transactions.await_commits, stopping=self.stop_request.is_set),
-        )
+        result, seconds = write_batch(batch, batch_id, plan, self.config, self._settle)
         for seen in result.partitions:
             frontier.forward(
                 seen.partition,
@@ -455,7 +448,7 @@ class Changefeed:
             # Each partition was written up to the first row of the new shape: checkpoint just
             # before it, then pause there, naming it, until the schema is updated.
             self._after_batch(final=True)
-            self._pause_at(result.schema_change)
+            self._pause_at(self.outputs.schemas.explain(result.schema_change))
             return seconds
         if result.first_bad is not None and self.config.on_error != "dlq":
             # Each partition was written up to its first bad record: checkpoint just before
@@ -470,6 +463,21 @@ class Changefeed:
                 return seconds
         self._after_batch()
         return seconds
+
+    def _settle(self, plan: BatchPlan, rests: list[Deferred]) -> tuple[BatchPlan, list[Deferred]]:
+        """Rests that wait for a transaction's END (read first), or for an evolved schema."""
+        transactions, ends = self.position.transactions, [r for r in rests if r.waits_for]
+        if ends and transactions is not None:
+            plan = transactions.await_commits(plan, ends, self.stop_request.is_set)
+        else:
+            ends = []
+        schemas = self.outputs.schemas
+        before = schemas.changes
+        plan, evolved = schemas.settle(plan, rests)
+        if evolved:
+            self.metrics.schema_changes.inc(schemas.changes - before)
+            self.outputs.status.schemas = schemas.status()
+        return plan, [*ends, *evolved]
 
     def _skip(self) -> RecordRef | None:
         """The bad record an operator chose to divert (``resume --skip-bad-record``), if any."""

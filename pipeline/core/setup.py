@@ -1,13 +1,13 @@
 """Before a changefeed emits anything: its topics and encoders, then where it starts.
 
 :func:`open_outputs` creates the missing output, dead-letter and internal topics, registers
-or publishes the Avro schemas, and opens the clients a run writes through; every one of them
-is handed to the caller's ``ExitStack`` to be closed. The changefeed's own records
-(checkpoints and markers on the sink cluster, safepoint and status beside the sources) go
-through a transactional producer named after the changefeed (one per cluster when the sink
-is a cluster of its own): opening it fences every earlier instance of the changefeed, whose
-next write of those records fails (contract §5.8, one writer). :func:`find_start` then
-decides where the changefeed starts:
+or publishes the Avro schemas (``evolution.py`` evolves them), and opens the clients a run
+writes through; every one of them is handed to the caller's ``ExitStack`` to be closed. The
+changefeed's own records (checkpoints and markers on the sink cluster, safepoint and status
+beside the sources) go through a transactional producer named after the changefeed (one
+per cluster when the sink is a cluster of its own): opening it fences every earlier
+instance of the changefeed, whose next write of those records fails (contract §5.8, one
+writer). :func:`find_start` then decides where the changefeed starts:
 
 * **resume**: from its checkpoint record alone, refusing when records it still needs were
   deleted from the sources, and a config that changed what the output depends on
@@ -46,10 +46,11 @@ from sinks.admin import (
 from sinks.compacted import CompactedTopic, producer_limit
 from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
-from sinks.schemas import publish, register
+from sinks.schemas import SchemaPublisher
 
 from .backfill import Backfill
 from .checkpoint import Checkpoint, CheckpointStore
+from .evolution import SchemaEvolution
 from .frontier import Frontier, Progress, SourcePartition
 from .kafka_clients import client_config
 from .lifecycle import SpecStore
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)
 class Outputs:
     """What a run writes through, and what it found on the source cluster."""
 
-    encoders: Mapping[str, Encoder]  # source topic -> its output topic's encoder
+    schemas: SchemaEvolution  # each source topic's encoder, its schema as it evolves
     checkpoints: CheckpointStore
     broadcaster: ResolvedBroadcaster
     status: StatusPublisher
@@ -103,7 +104,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     checkpoint_topic = _compacted(
         sink, config.checkpoint.topic, config, resources, sink_writer, max_value_bytes=budget
     )
-    encoders = make_encoders(config, sink)
+    encoders, publisher = make_encoders(config, sink, resources)
     by_output = {config.routes[topic]: e for topic, e in encoders.items()}
     broadcaster = ResolvedBroadcaster(
         sink,
@@ -144,18 +145,21 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     }
     for warning in [*warnings, *replicas.warnings()]:
         log.warning("%s", warning)
+    evolution = SchemaEvolution(config, encoders, publisher, source)
+    status = StatusPublisher(
+        jobs,
+        config.changefeed_id,
+        warnings=warnings,
+        replication=replicas.warnings(),
+        safepoint=safepoint,
+        scan=_previous_scan(config, previous),
+    )
+    status.schemas = evolution.status() or None
     return Outputs(
-        encoders=encoders,
+        schemas=evolution,
         checkpoints=checkpoints,
         broadcaster=broadcaster,
-        status=StatusPublisher(
-            jobs,
-            config.changefeed_id,
-            warnings=warnings,
-            replication=replicas.warnings(),
-            safepoint=safepoint,
-            scan=_previous_scan(config, previous),
-        ),
+        status=status,
         specs=SpecStore(jobs),
         safepoint=safepoint,
         source=source,
@@ -247,29 +251,31 @@ def _safepoint(
     return ChangefeedSafepoint(registry, config.changefeed_id, ttl)
 
 
-def make_encoders(config: ChangefeedConfig, sink: Mapping[str, Any]) -> dict[str, Encoder]:
-    """One encoder per source topic; Avro schemas are registered or published first."""
+def make_encoders(
+    config: ChangefeedConfig, sink: Mapping[str, Any], resources: ExitStack
+) -> tuple[dict[str, Encoder], SchemaPublisher | None]:
+    """One encoder per source topic; Avro schemas are registered or published first.
+
+    Returns them and, for Avro, where the run makes evolved schemas known.
+    """
     if config.encoder.format == "json":
-        return dict.fromkeys(config.routes, JsonEncoder(config.encoder))
+        return dict.fromkeys(config.routes, JsonEncoder(config.encoder)), None
     registry = config.encoder.schema_registry
-    with ExitStack() as scope:
-        schema_topic = None
-        if registry is None:
-            schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
-            scope.callback(schema_topic.close)
-            schema_topic.ensure(config.sink.replication_factor)
-        encoders: dict[str, Encoder] = {}
-        for source in config.sources:
-            table = source.declared_schema
-            assert table is not None  # noqa: S101 - the config requires it for Avro
-            schemas = OutputSchemas.of(table, config.encoder)
-            if schema_topic is None:
-                assert registry is not None  # noqa: S101
-                framing = register(registry.client_config(), config.output_topic(source), schemas)
-            else:
-                framing = publish(schema_topic, schemas)
-            encoders[source.topic] = AvroEncoder(schemas, framing, config.encoder, source.table)
-        return encoders
+    if registry is None:
+        schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
+        resources.callback(schema_topic.close)
+        schema_topic.ensure(config.sink.replication_factor)
+        publisher = SchemaPublisher(None, schema_topic)
+    else:
+        publisher = SchemaPublisher(registry.client_config())
+    encoders: dict[str, Encoder] = {}
+    for source in config.sources:
+        table = source.declared_schema
+        assert table is not None  # noqa: S101 - the config requires it for Avro
+        schemas = OutputSchemas.of(table, config.encoder)
+        framing = publisher.framing(config.output_topic(source), schemas)
+        encoders[source.topic] = AvroEncoder(schemas, framing, config.encoder, source.table)
+    return encoders, publisher
 
 
 def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:

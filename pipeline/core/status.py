@@ -9,7 +9,9 @@ after every initial-scan chunk and at every change of state:
      "scan": {"chunks_done": 3, "chunks_total": 12, "records_done": …, "records_total": …,
               "rows": …, "rows_per_second": …, "eta_seconds": …},
      "error": null, "safepoint": {"service_id": …, "safepoint": "<hlc>", "expires_at": …},
-     "warnings": [], "updated_at": "<RFC 3339>", "metrics_url": "http://host:port/metrics"}
+     "warnings": [], "updated_at": "<RFC 3339>", "metrics_url": "http://host:port/metrics",
+     "schemas": {"orders": {"version": "id 7 of subject orders-value", "columns": […],
+                            "changed_at": "<hlc>", "added": ["vip"]}}}
 
 States: ``scanning`` (initial scan), ``running`` (streaming), ``stopped`` (asked to, or an
 ``available_now`` drain ended), ``finished`` (``end_time`` reached, or ``initial_scan: only``
@@ -59,6 +61,8 @@ class JobStatus:
     warnings: list[str] = field(default_factory=list)  # e.g. a source topic's retention
     updated_at: str = field(default_factory=_now)
     metrics_url: str | None = None  # the run's Prometheus endpoint
+    # Avro: per table, its output schema's version, columns and last change (evolution.py)
+    schemas: Mapping[str, Any] | None = None
 
     def encode(self) -> bytes:
         """The record's bytes."""
@@ -75,6 +79,7 @@ class JobStatus:
                 "warnings": self.warnings,
                 "updated_at": self.updated_at,
                 "metrics_url": self.metrics_url,
+                "schemas": None if self.schemas is None else dict(self.schemas),
             },
             separators=(",", ":"),
         ).encode()
@@ -96,6 +101,7 @@ class JobStatus:
                 warnings=list(raw.get("warnings") or []),
                 updated_at=raw.get("updated_at", ""),
                 metrics_url=raw.get("metrics_url"),
+                schemas=raw.get("schemas"),
             )
         except (ValueError, KeyError, TypeError) as exc:
             raise HighwaterError(f"unreadable job status record: {exc}") from exc
@@ -164,6 +170,7 @@ class StatusPublisher:
         self.scan = scan  # a previous run's scan numbers, until this run scans
         self.progress: ScanProgress | None = None  # this run's scan
         self.metrics_url: str | None = None  # this run's Prometheus endpoint
+        self.schemas: Mapping[str, Any] | None = None  # Avro: each table's output schema
 
     def publish(
         self,
@@ -189,6 +196,7 @@ class StatusPublisher:
             safepoint=None if held is None else held.to_json(),
             warnings=[*self.warnings, *self.replication, *self.transactions],
             metrics_url=self.metrics_url,
+            schemas=self.schemas,
         )
         try:
             self.jobs.put(self.changefeed_id, status.encode())

@@ -78,21 +78,26 @@ def start_query(
     return writer.start()
 
 
+# What the driver does with a batch's rests that wait for something: the plan to run them
+# again with, and those that can run now (the others stay where they stopped).
+Settle = Callable[[BatchPlan, list[Deferred]], tuple[BatchPlan, list[Deferred]]]
+
+
 def write_batch(
     batch: DataFrame,
     batch_id: int,
     plan: BatchPlan,
     config: ChangefeedConfig,
-    await_commits: Callable[[BatchPlan, list[Deferred]], BatchPlan] | None = None,
+    settle: Settle | None = None,
 ) -> tuple[BatchResult, float]:
     """Write one micro-batch's rows; returns once Kafka acknowledged them, with the seconds.
 
     Through the JVM walk where it can take the batch (``pipeline/core/walk.py``), each
     partition's rest from the first record it does not take then through the Python loop;
     else all through the Python loop (``pipeline/core/batch.py``). A partition the loop
-    deferred at a binlog change whose transaction's END was not read yet runs again from
-    there once ``await_commits`` returned a plan with that END's time (it reads the
-    transaction topics until it is there).
+    stopped at a binlog change whose transaction's END was not read yet, or at a row of a new
+    shape, runs again from there once ``settle`` gave a plan with the END's time or an
+    evolved schema; one it does not run stays where it stopped.
     """
     from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
 
@@ -108,22 +113,6 @@ def write_batch(
             kafka_records(batch, plan, observation), config.sink_kafka, config.sink.producer
         )
         result = read_result(observation)
-        runs = 0
-        while result.rests and await_commits is not None:
-            runs += 1
-            waited = time.perf_counter()
-            plan = await_commits(plan, result.rests)
-            log.info(
-                "batch %d: %d partition(s) run again from a binlog change whose transaction's "
-                "END was read %.2fs later (%s)",
-                batch_id,
-                len(result.rests),
-                time.perf_counter() - waited,
-                ", ".join(sorted({str(r.waits_for) for r in result.rests})),
-            )
-            more = Observation(f"batch-{batch_id}-commits-{runs}")
-            write_rest(batch.sparkSession, result.rests, plan, config, more)
-            result = result.with_rests(read_result(more))
     else:
         walked = Walked.write(batch, walk, batch_id, config.sink_kafka, config.sink.producer)
         result, rests = walked.result()
@@ -131,6 +120,29 @@ def write_batch(
             more = Observation(f"batch-{batch_id}-rest")
             write_rest(batch.sparkSession, rests, plan, config, more)
             result = BatchResult.of([*result.partitions, *read_result(more).partitions])
+    runs = 0
+    while result.rests and settle is not None:
+        waited = time.perf_counter()
+        plan, again = settle(plan, result.rests)
+        if not again:
+            break
+        runs += 1
+        log.info(
+            "batch %d: %d partition(s) run again after %.2fs (%s)",
+            batch_id,
+            len(again),
+            time.perf_counter() - waited,
+            ", ".join(sorted(_waited(r) for r in again)),
+        )
+        more = Observation(f"batch-{batch_id}-again-{runs}")
+        write_rest(batch.sparkSession, again, plan, config, more)
+        result = result.with_rests(read_result(more))
     seconds = time.perf_counter() - started
     faults.reached("after_write")
     return result, seconds
+
+
+def _waited(rest: Deferred) -> str:
+    if rest.waits_for is not None:
+        return f"{rest.partition} for the END of transaction {rest.waits_for}"
+    return f"{rest.partition}@{rest.start} with an evolved schema"

@@ -48,6 +48,7 @@ SAFE = (
     "end_time",
     "on_error",
     "dlq_topic",
+    "schema_change_policy",
     "metrics",
     "spark",
     "safepoints.enabled",

@@ -28,6 +28,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -495,3 +496,123 @@ def test_avro_output_over_a_debezium_topic_reads_back_with_confluents_deserializ
         (12, "Ω ☃ 👩‍💻 'single' \"double\""),
     ]
     assert any(key == "null" for _, _, key, _ in messages), "no resolved marker"
+
+
+# orders as declared before the ALTER TABLE … ADD COLUMN region (ratio: NUMERIC without a
+# precision, no Avro decimal holds every value of it; at: timestamptz, Debezium's text)
+ORDERS_AT_START = {
+    "type": "record",
+    "name": "orders",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {
+            "name": "amount",
+            "type": [
+                "null",
+                {"type": "bytes", "logicalType": "decimal", "precision": 24, "scale": 4},
+            ],
+        },
+        {"name": "ratio", "type": ["null", "double"]},
+        {"name": "at", "type": ["null", "string"]},
+        {"name": "note", "type": ["null", "string"]},
+    ],
+}
+
+
+def test_a_column_added_upstream_evolves_the_avro_output_schema_from_debezium_s_own(
+    kafka_bootstrap: str, schema_registry_url: str, feed: Feed, spark: Any
+) -> None:
+    """``schema_change_policy: evolve`` on the real chain: PostgreSQL's ALTER TABLE ADD COLUMN.
+
+    The table's schema is declared as it was before the ALTER; the first row after it carries
+    ``region``, whose type the changefeed takes from Debezium's schema of that row: the output
+    schema gains it as an optional field, a new registry version the registry found
+    compatible, and the run goes on without a pause. Read through the registry by
+    confluent-kafka's AvroDeserializer, each change is there once, ``region`` with its values;
+    a consumer holding the first schema as its reader schema still reads every record; the
+    job status names the change.
+    """
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+    from confluent_kafka.schema_registry.avro import AvroDeserializer  # noqa: PLC0415
+    from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: PLC0415
+
+    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
+    from pipeline.control.context import OperatorContext  # noqa: PLC0415
+
+    evolve_id = f"{feed.changefeed_id}.evolve"
+    config = parse_config(
+        {
+            "changefeed_id": evolve_id,
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": [
+                {
+                    "topic": feed.orders,
+                    "table": "orders",
+                    "format": "debezium",
+                    "transactions": feed.info.transaction_topic,
+                    "table_schema": ORDERS_AT_START,
+                    "primary_key": ["id"],
+                }
+            ],
+            "initial_scan": "no",
+            "schema_change_policy": "evolve",
+            "sink": {"topic_prefix": f"{evolve_id}.", "partitions": 1},
+            "encoder": {
+                "format": "avro",
+                "updated": True,
+                "schema_registry": {"url": schema_registry_url},
+            },
+            "resolved": {"interval": "0s"},
+            "safepoints": {"enabled": False},
+            "spark": {"trigger": {"available_now": True}},
+        },
+        env={},
+    )
+    run_to_end(config, spark)
+    output = f"{evolve_id}.orders"
+    registry = SchemaRegistryClient({"url": schema_registry_url})
+    ctx = SerializationContext(output, MessageField.VALUE)
+    raw = [m for m in consume_all(kafka_bootstrap, output) if m.key is not None]
+    as_written = AvroDeserializer(registry)  # each record by its writer schema
+    rows = [as_written(m.value, ctx) for m in raw]
+    images = sorted(
+        {
+            (hlc_order(r["updated"]), repr(sorted(r["after"].items()))): r["after"]
+            for r in rows
+            if r["after"] is not None
+        }.items()
+    )
+    assert [(i["id"], i.get("region", "absent")) for _, i in images] == [
+        (1, "absent"),  # the snapshot's row: written in the declared schema
+        (2, "absent"),
+        (2, "absent"),
+        (2, "absent"),
+        (3, "eu"),  # the first row after the ALTER: the evolved schema from here on
+        (2, None),  # later rows of the other keys carry the column too (null)
+        (4, "us"),
+    ]
+    assert images[-1][1]["amount"] == Decimal("99999999999999999999.9999")  # exactly
+    assert sum(r["after"] is None for r in rows) >= 2  # the deletes of 1 and 3
+    # the registry: one more version of the value subject, with region optional, defaulted
+    subject = f"{output}-value"
+    versions = [registry.get_version(subject, v).schema for v in registry.get_versions(subject)]
+    grown = [s for s in versions if '"region"' in (s.schema_str or "")]
+    assert len(versions) == 3, [s.schema_str for s in versions]  # envelope, marker, grown
+    assert len(grown) == 1
+    envelope = json.loads(grown[0].schema_str or "")
+    region = envelope["fields"][0]["type"][1]["fields"][-1]
+    assert region == {"name": "region", "type": ["null", "string"], "default": None}
+    # a consumer that still holds the first envelope as its reader schema reads everything
+    old_reader = AvroDeserializer(registry, versions[0].schema_str)
+    old = [old_reader(m.value, ctx) for m in raw]
+    assert len(old) == len(rows)
+    assert all("region" not in o["after"] for o in old if o["after"] is not None)
+    # what an operator sees: the table's schema version and its last change
+    found = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap})).get(evolve_id)
+    assert found.status is not None
+    assert found.status.state == "stopped"
+    schemas = found.status.schemas or {}
+    assert schemas["orders"]["added"] == ["region"]
+    assert schemas["orders"]["columns"][-1] == "region"
+    first_with_region = min(hlc_order(r["updated"]) for r in rows if "region" in (r["after"] or {}))
+    assert hlc_order(schemas["orders"]["changed_at"]) == first_with_region

@@ -14,7 +14,7 @@ from pipeline.core.batch import ERROR_HEADER, SOURCE_HEADER, BatchPlan, BatchRes
 from pipeline.core.batch import process as run_task
 from pipeline.core.frontier import SourcePartition
 from schemas.avro import OutputSchemas
-from schemas.hlc import Hlc
+from schemas.hlc import ZERO, Hlc
 from tests.unit.test_avro import ORDERS
 
 SRC = "src.orders"
@@ -236,6 +236,29 @@ def test_a_row_of_a_new_shape_stops_its_partition_there_whatever_on_error_says()
     first, second = result.partitions
     assert (first.next_offset, first.bad, second.next_offset) == (2, 0, 1)
     assert PartitionSeen.from_json(first.to_json()).schema_change == first.schema_change
+    # the rest of the partition, from the row, is left for the driver (evolve, or stop)
+    (rest,) = result.rests
+    assert (rest.partition, rest.start, rest.stop, rest.new_shape) == (first.partition, 2, 4, T[3])
+    assert rest.floor == ZERO  # the partition's floor there (no marker before it)
+    assert rest.waits_for is None
+
+
+def test_a_rest_run_again_clears_its_schema_change_and_one_not_run_keeps_it() -> None:
+    sp0, sp1 = SourcePartition(SRC, 0), SourcePartition(SRC, 1)
+    first = [
+        PartitionSeen(sp0, 2, None, 2, schema_change=[2, "vip", T[3]], deferred=[2, 4, T[2], None]),
+        PartitionSeen(sp1, 7, None, 1, schema_change=[7, "vip", T[8]], deferred=[7, 9, T[2], None]),
+    ]
+    result = BatchResult.of(first)
+    assert [r.start for r in result.rests] == [2, 7]
+    again = BatchResult.of([PartitionSeen(sp0, 4, Hlc.parse(T[4]), 2)])  # partition 0 ran again
+    merged = result.with_rests(again)
+    assert merged.rests == []
+    by = {s.partition: s for s in merged.partitions}
+    assert (by[sp0].next_offset, by[sp0].emitted, by[sp0].schema_change) == (4, 4, None)
+    assert by[sp1].schema_change == [7, "vip", T[8]]  # the changefeed stops there
+    assert merged.schema_change is not None
+    assert str(merged.schema_change.record) == f"{SRC}/1@7"
 
 
 def avro_row(order_id: int, t: int) -> tuple[bytes | None, bytes | None]:

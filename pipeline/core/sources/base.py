@@ -22,6 +22,7 @@ once per record, so it is written for speed (orjson, tuples, no regular expressi
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol
 
 import orjson
@@ -193,6 +194,11 @@ def no_times(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     return nulls, nulls
 
 
+def no_columns(value: bytes | None) -> Mapping[str, Mapping[str, Any]] | None:
+    """``columns`` of a format whose records carry no column types."""
+    return None
+
+
 class Adapter(Protocol):
     """What every source format provides (see the module's description)."""
 
@@ -229,6 +235,13 @@ class Adapter(Protocol):
 
     def marker(self, value: bytes | None) -> Marker | None:
         """A record with a null key: a marker, or None (nothing)."""
+        ...
+
+    def columns(self, value: bytes | None) -> Mapping[str, Mapping[str, Any]] | None:
+        """A change record's column types as Kafka Connect schemas (``schemas/connect.py``).
+
+        None: the format carries none (the schema-change policy ``evolve`` needs them).
+        """
         ...
 
 

@@ -39,6 +39,7 @@ from .base import (
     exact_flags,
     exact_number,
     json_object,
+    no_columns,
     no_times,
 )
 
@@ -65,6 +66,7 @@ class CanalJsonAdapter:
 
     times = staticmethod(no_times)
     exact = staticmethod(exact_flags)
+    columns = staticmethod(no_columns)  # mysqlType is not read as types yet
 
     def decode(
         self, key: bytes | None, value: bytes | None, exact: bool | None = None

@@ -282,6 +282,18 @@ class DebeziumAdapter:
         """Debezium writes no markers on its data topics."""
         return None
 
+    def columns(self, value: bytes | None) -> dict[str, dict[str, Any]] | None:
+        """The Connect schemas of a change's columns (``after``'s, else ``before``'s).
+
+        None without a schema (``schemas.enable=false``) or for a tombstone.
+        """
+        if value is None:
+            return None
+        schema = _body(value, None, self.wire, "value is not a JSON object")[1]
+        if schema is None:
+            return None
+        return {**_field_schemas(schema, "before"), **_field_schemas(schema, "after")}
+
 
 def _in_transaction(transaction: Any, place: Place | None) -> tuple[str, int] | None:
     """``(id, place within it)`` of a change of a transaction, if it says which."""

@@ -6,7 +6,17 @@ from typing import TYPE_CHECKING, Any
 
 from encoders.base import SourceText
 
-from .base import BadRecord, Change, Marker, Op, exact_flags, json_object, parse_hlc, parse_json
+from .base import (
+    BadRecord,
+    Change,
+    Marker,
+    Op,
+    exact_flags,
+    json_object,
+    no_columns,
+    parse_hlc,
+    parse_json,
+)
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -56,6 +66,7 @@ class NativeAdapter:
         return wall, logical
 
     exact = staticmethod(exact_flags)
+    columns = staticmethod(no_columns)  # its records carry no column types
 
     def decode(
         self, key: bytes | None, value: bytes | None, exact: bool | None = None

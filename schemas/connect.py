@@ -1,0 +1,97 @@
+"""Kafka Connect column schemas as the Avro types of Highwater's output (Spark-free).
+
+A Debezium source with schemas (``JsonConverter`` with ``schemas.enable``, or ``AvroConverter``
+read as ``pipeline/core/sources/wire.py`` reads it) says each column's type in its record:
+``{"type": "int64", "optional": true, "field": "vip", "name": <semantic type>,
+"parameters": {…}}``. :func:`avro_type` maps one column to the Avro type that holds the
+values the Debezium adapter reads from it, exactly, or says why none does (the column's
+values would have to be approximated or reshaped): the schema-change policy ``evolve`` adds
+columns so (``pipeline/core/evolution.py``).
+
+=================================================  =============================================
+Connect                                             Avro
+=================================================  =============================================
+``int8``, ``int16``, ``int32``                      ``int``
+``int64``                                           ``long``
+``float32``, ``float64``, ``boolean``, ``string``   ``float``, ``double``, ``boolean``, ``string``
+``Decimal`` (scale, ``connect.decimal.precision``)  ``bytes`` ``decimal(precision, scale)``
+``Date`` (Debezium's, Connect's)                    ``int`` ``date``
+``Timestamp`` (milliseconds)                        ``long`` ``timestamp-millis``
+``MicroTimestamp``                                  ``long`` ``timestamp-micros``
+``ZonedTimestamp``, ``Json``, ``Uuid``, ``Enum``…   ``string`` (a semantic type over a string)
+=================================================  =============================================
+
+Refused: a ``Decimal`` without its precision, ``VariableScaleDecimal`` (no fixed scale),
+nanosecond timestamps and times of day (read as text no Avro logical type holds as such),
+``bytes``, structs, arrays and maps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+_PLAIN = {
+    "int8": "int",
+    "int16": "int",
+    "int32": "int",
+    "int64": "long",
+    "float32": "float",
+    "float64": "double",
+    "boolean": "boolean",
+    "string": "string",
+}
+_LOGICAL = {
+    "io.debezium.time.Date": ("int", "date"),
+    "org.apache.kafka.connect.data.Date": ("int", "date"),
+    "io.debezium.time.Timestamp": ("long", "timestamp-millis"),
+    "org.apache.kafka.connect.data.Timestamp": ("long", "timestamp-millis"),
+    "io.debezium.time.MicroTimestamp": ("long", "timestamp-micros"),
+}
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+class NoAvroType(ValueError):
+    """A column whose values no Avro type holds exactly, as Highwater reads them."""
+
+
+def avro_type(column: Mapping[str, Any]) -> Any:
+    """The Avro type of a Connect column schema (see the module's table).
+
+    Raises :class:`NoAvroType` naming the column and why.
+    """
+    name, kind, semantic = column.get("field"), column.get("type"), column.get("name")
+    if semantic == DECIMAL:
+        parameters = column.get("parameters") or {}
+        precision = parameters.get("connect.decimal.precision")
+        if precision is None:
+            raise NoAvroType(f"column {name!r}: a decimal without a declared precision")
+        return {
+            "type": "bytes",
+            "logicalType": "decimal",
+            "precision": int(precision),
+            "scale": int(parameters.get("scale", 0)),
+        }
+    if semantic in _LOGICAL:
+        base, logical = _LOGICAL[semantic]
+        return {"type": base, "logicalType": logical}
+    if kind == "string":  # text, whatever it means (zoned timestamps, JSON, UUIDs, enums)
+        return "string"
+    if semantic is None and isinstance(kind, str) and kind in _PLAIN:
+        return _PLAIN[kind]
+    what = semantic or kind
+    raise NoAvroType(f"column {name!r}: no Avro type holds {what} values exactly as read")
+
+
+def column_fields(
+    columns: Mapping[str, Mapping[str, Any]], names: list[str]
+) -> list[dict[str, Any]]:
+    """Avro record fields of the named Connect columns, in the order the source lists them.
+
+    Raises :class:`NoAvroType` for a column named but not described, or not mappable.
+    """
+    missing = [n for n in names if n not in columns]
+    if missing:
+        raise NoAvroType(f"the source's schema does not describe column(s) {', '.join(missing)}")
+    wanted = set(names)
+    return [{"name": n, "type": avro_type(c)} for n, c in columns.items() if n in wanted]

@@ -1,0 +1,296 @@
+"""Schema changes under ``schema_change_policy``: Connect types as Avro, and the driver's part.
+
+The driver reads the row's source record again (here: handed over), takes the new columns'
+types from its Debezium schema and registers the grown schema (here: a publisher that
+records what it was given); the batch's rest then runs with the new encoder. Refusals name
+why: a source without types, a column no Avro type holds exactly, a row that still does not
+fit.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+from decimal import Decimal
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from fastavro import parse_schema, schemaless_reader
+
+from encoders.avro import AvroEncoder, Framing
+from pipeline.config import ChangefeedConfig, parse_config
+from pipeline.core.batch import BatchPlan, BatchResult, Deferred, PartitionSeen
+from pipeline.core.batch import process as run_task
+from pipeline.core.evolution import SchemaEvolution
+from pipeline.core.frontier import SourcePartition
+from schemas.avro import OutputSchemas
+from schemas.connect import NoAvroType, avro_type, column_fields
+from schemas.errors import RecordRef, SchemaChangeError
+from schemas.hlc import ZERO
+from schemas.tables import TableSchema
+from tests.unit.test_sources_debezium import column
+
+pytestmark = pytest.mark.unit
+
+SRC = "dbz.public.orders"
+START = {
+    "type": "record",
+    "name": "orders",
+    "fields": [{"name": "id", "type": "int"}, {"name": "note", "type": ["null", "string"]}],
+}
+DECIMAL = "org.apache.kafka.connect.data.Decimal"
+
+
+def test_connect_columns_map_to_the_avro_types_that_hold_their_values_exactly() -> None:
+    precise = column("amount", "bytes", DECIMAL, scale="4", **{"connect.decimal.precision": "24"})
+    cases = {
+        "int16": "int",
+        "int32": "int",
+        "int64": "long",
+        "float64": "double",
+        "boolean": "boolean",
+        "string": "string",
+    }
+    for kind, expected in cases.items():
+        assert avro_type(column("c", kind)) == expected
+    assert avro_type(precise) == {
+        "type": "bytes",
+        "logicalType": "decimal",
+        "precision": 24,
+        "scale": 4,
+    }
+    assert avro_type(column("d", "int32", "io.debezium.time.Date")) == {
+        "type": "int",
+        "logicalType": "date",
+    }
+    assert avro_type(column("t", "int64", "io.debezium.time.MicroTimestamp")) == {
+        "type": "long",
+        "logicalType": "timestamp-micros",
+    }
+    assert avro_type(column("z", "string", "io.debezium.time.ZonedTimestamp")) == "string"
+    assert avro_type(column("j", "string", "io.debezium.data.Json")) == "string"
+
+
+@pytest.mark.parametrize(
+    ("col", "why"),
+    [
+        (column("n", "bytes", DECIMAL, scale="2"), "a decimal without a declared precision"),
+        (column("r", "struct", "io.debezium.data.VariableScaleDecimal"), "VariableScaleDecimal"),
+        (column("t", "int64", "io.debezium.time.NanoTimestamp"), "NanoTimestamp"),
+        (column("m", "int64", "io.debezium.time.MicroTime"), "MicroTime"),
+        (column("b", "bytes"), "bytes"),
+    ],
+)
+def test_a_column_no_avro_type_holds_exactly_is_refused_by_name(
+    col: dict[str, Any], why: str
+) -> None:
+    with pytest.raises(NoAvroType, match=f"column '{col['field']}'.*{why}"):
+        avro_type(col)
+
+
+def test_new_columns_come_in_the_source_s_order_and_every_named_one_must_be_described() -> None:
+    columns = {c["field"]: c for c in (column("b", "int64"), column("a", "string"))}
+    assert column_fields(columns, ["a", "b"]) == [
+        {"name": "b", "type": "long"},
+        {"name": "a", "type": "string"},
+    ]
+    with pytest.raises(NoAvroType, match="does not describe column"):
+        column_fields(columns, ["a", "zz"])
+
+
+def test_a_table_schema_grows_by_columns_and_never_takes_one_twice() -> None:
+    table = TableSchema.of(START, ["id"])
+    grown = table.with_columns([{"name": "vip", "type": "boolean"}])
+    assert grown.columns == ("id", "note", "vip")
+    assert grown.primary_key == ("id",)
+    assert table.columns == ("id", "note")  # the old one unchanged
+    with pytest.raises(ValueError, match="note already in table 'orders'"):
+        table.with_columns([{"name": "note", "type": "string"}])
+
+
+# -- the driver's part ------------------------------------------------------------------------
+
+
+def config(fmt: str = "debezium", policy: str = "evolve") -> ChangefeedConfig:
+    source: dict[str, Any] = {
+        "topic": SRC,
+        "table": "orders",
+        "format": fmt,
+        "table_schema": START,
+        "primary_key": ["id"],
+    }
+    return parse_config(
+        {
+            "changefeed_id": "cf",
+            "kafka": {"bootstrap_servers": "localhost:1"},
+            "sources": [source],
+            "initial_scan": "no",
+            "encoder": {"format": "avro", "updated": True},
+            "schema_change_policy": policy,
+        },
+        env={},
+    )
+
+
+class Published:
+    """A schema topic in memory: each schema's framing is its number among those given."""
+
+    def __init__(self) -> None:
+        self.given: list[tuple[str, OutputSchemas, bool]] = []
+
+    def framing(self, topic: str, schemas: OutputSchemas, *, evolved: bool = False) -> Framing:
+        self.given.append((topic, schemas, evolved))
+        n = len(self.given).to_bytes(2, "big")
+        return Framing(b"K" + n, b"V" + n, b"R" + n)
+
+    def version(self, topic: str, framing: Framing) -> str:
+        return f"{topic} v{int.from_bytes(framing.value[1:], 'big')}"
+
+
+def debezium(id_: int, *extra: tuple[dict[str, Any], Any]) -> tuple[bytes, bytes]:
+    columns = [column("id", "int32"), column("note", "string"), *(c for c, _ in extra)]
+    after = {"id": id_, "note": f"n{id_}", **{c["field"]: v for c, v in extra}}
+    schema = {
+        "type": "struct",
+        "fields": [
+            {"field": "before", "type": "struct", "optional": True, "fields": columns},
+            {"field": "after", "type": "struct", "optional": True, "fields": columns},
+        ],
+    }
+    lsn = 100 + id_
+    source = {
+        "connector": "postgresql",
+        "ts_us": 1_700_000_000_000_000 + id_,
+        "lsn": lsn,
+        "sequence": json.dumps(["100", str(lsn)]),
+    }
+    payload = {"before": None, "after": after, "op": "c", "source": source}
+    key = {"schema": {"type": "struct", "fields": [column("id", "int32")]}, "payload": {"id": id_}}
+    value = {"schema": schema, "payload": payload}
+    return json.dumps(key).encode(), json.dumps(value).encode()
+
+
+def arrow(records: list[tuple[bytes, bytes]]) -> pa.RecordBatch:
+    n = len(records)
+    return pa.RecordBatch.from_arrays(
+        [
+            pa.array([k for k, _ in records], pa.binary()),
+            pa.array([v for _, v in records], pa.binary()),
+            pa.array([SRC] * n, pa.string()),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+        ],
+        names=["key", "value", "topic", "partition", "offset"],
+    )
+
+
+def evolution(
+    cfg: ChangefeedConfig, records: list[tuple[bytes, bytes]]
+) -> tuple[SchemaEvolution, Published]:
+    published = Published()
+    table = cfg.sources[0].declared_schema
+    assert table is not None
+    schemas = OutputSchemas.of(table, cfg.encoder)
+    encoder = AvroEncoder(schemas, published.framing(SRC, schemas), cfg.encoder, "orders")
+    read = lambda sp, offset: records[offset][1]  # noqa: E731 - the source record, by offset
+    return SchemaEvolution(cfg, {SRC: encoder}, published, {}, read), published  # type: ignore[arg-type]
+
+
+def run(plan: BatchPlan, batch: pa.RecordBatch) -> tuple[list[dict[str, Any]], BatchResult]:
+    out = pa.Table.from_batches(list(run_task(plan, iter([batch])))).to_pylist()
+    summaries = [PartitionSeen.from_json(r["summary"]) for r in out if r["summary"] is not None]
+    return [r for r in out if r["summary"] is None], BatchResult.of(summaries)
+
+
+def vip() -> dict[str, Any]:
+    return column("vip", "boolean")
+
+
+def amount() -> dict[str, Any]:
+    return column("amount", "bytes", DECIMAL, scale="2", **{"connect.decimal.precision": "10"})
+
+
+def test_evolve_grows_the_schema_from_the_source_s_types_and_runs_the_rest_with_it() -> None:
+    cfg = config()
+    cents = base64.b64encode((12345).to_bytes(3, "big", signed=True)).decode()
+    records = [
+        debezium(1),
+        debezium(2, (vip(), True), (amount(), cents)),
+        debezium(3, (vip(), False), (amount(), None)),
+    ]
+    schemas, published = evolution(cfg, records)
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    first, result = run(plan, arrow(records))
+    assert len(first) == 1  # row 1; row 2 has columns the declared schema lacks
+    (rest,) = result.rests
+    plan, again = schemas.settle(plan, result.rests)
+    assert again == [rest]
+    assert [g[2] for g in published.given] == [False, True]  # the grown one: evolved
+    grown = published.given[1][1]
+    after = grown.value["fields"][0]["type"][1]
+    assert [f["name"] for f in after["fields"]] == ["id", "note", "vip", "amount"]
+    assert after["fields"][2] == {"name": "vip", "type": ["null", "boolean"], "default": None}
+    # the rest runs with the new encoder: rows 2 and 3 in the grown schema, values exact
+    rows, rerun = run(plan, arrow(records).slice(rest.start))
+    reader = parse_schema(grown.value)
+    values = [schemaless_reader(_body(r["value"]), reader, None) for r in rows]
+    assert [(v["after"]["vip"], v["after"]["amount"]) for v in values] == [
+        (True, Decimal("123.45")),
+        (False, None),
+    ]
+    assert result.with_rests(rerun).schema_change is None
+    status = schemas.status()["orders"]
+    assert status["added"] == ["vip", "amount"]
+    assert status["version"] == "orders v2"  # of the output topic
+    assert status["changed_at"] == rest.new_shape
+
+
+def _body(value: bytes) -> io.BytesIO:
+    return io.BytesIO(value[3:])  # after the in-memory framing's 3 bytes
+
+
+@pytest.mark.parametrize(
+    ("cfg", "records", "why"),
+    [
+        (config(policy="stop"), [debezium(1, (vip(), True))], None),
+        (
+            config(fmt="native"),
+            [(b"[1]", b'{"after": {"id": 1, "vip": true}, "updated": "5.0000000000"}')],
+            "the source (format native) carries no column types",
+        ),
+        (
+            config(),
+            [debezium(1, (column("t", "int64", "io.debezium.time.NanoTimestamp"), 5))],
+            "column 't': no Avro type holds io.debezium.time.NanoTimestamp",
+        ),
+    ],
+)
+def test_what_cannot_evolve_stops_and_the_pause_says_why(
+    cfg: ChangefeedConfig, records: list[tuple[bytes, bytes]], why: str | None
+) -> None:
+    schemas, published = evolution(cfg, records)
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    _, result = run(plan, arrow(records))
+    assert len(result.rests) == 1
+    assert schemas.settle(plan, result.rests)[1] == []
+    assert len(published.given) == 1  # nothing registered
+    change = result.schema_change
+    assert change is not None
+    explained = schemas.explain(change)
+    if why is None:
+        assert explained is change  # stop: nothing tried
+    else:
+        assert isinstance(explained, SchemaChangeError)
+        assert f"not evolved: {why}" in explained.reason
+
+
+def test_a_row_that_still_does_not_fit_after_evolving_is_not_run_again_forever() -> None:
+    cfg = config()
+    schemas, _ = evolution(cfg, [debezium(1, (vip(), True))])
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    rest = Deferred(SourcePartition(SRC, 0), 0, 1, ZERO, new_shape="5.0000000000")
+    assert schemas.settle(plan, [rest])[1] == [rest]  # evolved: it runs again
+    assert schemas.settle(plan, [rest])[1] == []  # at the same row again: once only
+    assert "does not fit the evolved schema either" in schemas.refused[RecordRef(SRC, 0, 0)]
