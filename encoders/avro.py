@@ -271,3 +271,42 @@ class AvroEncoder:
         return self._write(
             "value", self.framing.resolved, self._schemas()[2], {"resolved": str(ts)}
         )
+
+
+class AvroPending:
+    """The encoder of a table whose output schema is not known yet.
+
+    A table whose schema is derived from its source (no ``table_schema``) and whose topic
+    held no change to derive it from at the start: every row is a schema change (the first
+    evolves the schema: ``pipeline/core/evolution.py``); resolved markers, whose record does
+    not depend on the columns, are written as for any table.
+    """
+
+    verbatim: tuple[str, ...] | None = None
+    walk: Mapping[str, Any] | None = None
+
+    def __init__(self, table: str, resolved_schema: dict[str, Any], header: bytes) -> None:
+        self.table = table
+        self.resolved_schema = resolved_schema
+        self.header = header
+        self._write: Write | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled without its writer (a generated function)."""
+        return {**self.__dict__, "_write": None}
+
+    def key(self, row: ChangeRow, ctx: Context) -> bytes:
+        """Never: the table has no output schema yet."""
+        raise SchemaChange(self.table, (row.after or row.before or {}).keys())
+
+    def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
+        """Never: the table has no output schema yet."""
+        raise SchemaChange(self.table, (row.after or row.before or {}).keys())
+
+    def resolved(self, ts: Hlc, ctx: Context) -> bytes:
+        """The resolved record after its header."""
+        if self._write is None:
+            self._write = compile_writer(self.resolved_schema)
+        out = bytearray(self.header)
+        self._write(out, {"resolved": str(ts)})
+        return bytes(out)

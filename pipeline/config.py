@@ -414,7 +414,8 @@ class ChangefeedConfig(_Section):
     dlq_topic: Name | None = None
     # A row of a shape its output schema cannot hold (a column added upstream): stop there
     # (the changefeed pauses, naming it), or evolve the schema from the source's own types.
-    schema_change_policy: Literal["stop", "evolve"] = "stop"
+    # Unset: stop where table_schema is declared, evolve where it is derived (Debezium).
+    schema_change_policy: Literal["stop", "evolve"] | None = None
     safepoints: SafepointsConfig = SafepointsConfig()
     jobs: JobsConfig = JobsConfig()
     metrics: MetricsConfig = MetricsConfig()
@@ -457,16 +458,7 @@ class ChangefeedConfig(_Section):
                 problems.append((f"sources[{i}].table", f"table {source.table!r} listed twice"))
             seen_topics.add(source.topic)
             seen_tables.add(source.table)
-        if self.encoder.format == "avro":
-            for i, source in enumerate(self.sources):
-                if source.table_schema is None:
-                    problems.append(
-                        (
-                            f"sources[{i}].table_schema",
-                            "is required with encoder.format: avro (the columns and their types)",
-                        )
-                    )
-
+        self._check_avro_tables(problems)
         for option in ("select", "where"):
             if getattr(self.encoder, option) is None:
                 continue
@@ -479,6 +471,30 @@ class ChangefeedConfig(_Section):
                     (
                         f"encoder.{option}",
                         "a CDC query needs the table's columns: declare sources[0].table_schema",
+                    )
+                )
+
+    def _check_avro_tables(self, problems: list[tuple[str, str]]) -> None:
+        """Avro needs each table's columns: declared, or derived from Debezium's schema."""
+        if self.encoder.format != "avro":
+            return
+        for i, source in enumerate(self.sources):
+            if source.table_schema is not None:
+                continue
+            if source.format != "debezium":
+                problems.append(
+                    (
+                        f"sources[{i}].table_schema",
+                        "is required with encoder.format: avro (the columns and their "
+                        f"types): format {source.format} carries none to derive them from",
+                    )
+                )
+            elif self.schema_change_policy == "stop":
+                problems.append(
+                    (
+                        "schema_change_policy",
+                        f"stop needs sources[{i}].table_schema: a schema derived from "
+                        "Debezium's grows with its table (evolve)",
                     )
                 )
 

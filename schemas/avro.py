@@ -81,9 +81,14 @@ def envelope_schema(table: TableSchema, options: Any) -> Schema:
 
 def resolved_schema(table: TableSchema) -> Schema:
     """The resolved marker: ``<table>_envelope`` with one field, ``resolved``."""
+    return marker_schema(table.name)
+
+
+def marker_schema(name: str) -> Schema:
+    """The resolved marker of table ``name``: all it needs of the table is the name."""
     return {
         "type": "record",
-        "name": f"{table.name}_envelope",
+        "name": f"{name}_envelope",
         "fields": [{"name": "resolved", "type": ["null", "string"], "default": None}],
     }
 

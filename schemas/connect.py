@@ -28,8 +28,10 @@ nanosecond timestamps and times of day (read as text no Avro logical type holds 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+from .tables import TableSchema
 
 _PLAIN = {
     "int8": "int",
@@ -95,3 +97,21 @@ def column_fields(
         raise NoAvroType(f"the source's schema does not describe column(s) {', '.join(missing)}")
     wanted = set(names)
     return [{"name": n, "type": avro_type(c)} for n, c in columns.items() if n in wanted]
+
+
+def derived_table(
+    name: str, columns: Mapping[str, Mapping[str, Any]], key: Sequence[str]
+) -> TableSchema:
+    """A table's schema from its source's: every column (optional ones nullable), its key.
+
+    Raises :class:`NoAvroType` naming a column no Avro type holds, or why the record is not
+    a valid Avro schema (a column name Avro does not allow, say).
+    """
+    fields = []
+    for field in column_fields(columns, list(columns)):
+        optional = bool(columns[field["name"]].get("optional"))
+        fields.append({**field, "type": ["null", field["type"]]} if optional else field)
+    try:
+        return TableSchema.of({"type": "record", "name": name, "fields": fields}, list(key))
+    except ValueError as exc:
+        raise NoAvroType(f"table {name!r}: {exc}") from None

@@ -14,12 +14,13 @@
 from __future__ import annotations
 
 import json
+import struct
 from collections.abc import Mapping
 from typing import Any
 
 from fastavro.schema import to_parsing_canonical_form
 
-from encoders.avro import Framing
+from encoders.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC, Framing
 from schemas.avro import OutputSchemas, single_object_fingerprint
 from schemas.errors import SchemaError
 
@@ -49,6 +50,18 @@ class SchemaPublisher:
         if evolved:
             check_compatible(self.registry, f"{topic}-value", schemas.value)
         return register(self.registry, topic, schemas)
+
+    def marker(self, topic: str, schema: Mapping[str, Any]) -> bytes:
+        """Make only the resolved marker's ``schema`` known (a table whose columns are not yet).
+
+        Returns the header of its records.
+        """
+        if self.registry is None:
+            assert self.topic is not None  # noqa: S101 - __init__ checked
+            self.topic.put(_fingerprint(schema), to_parsing_canonical_form(dict(schema)).encode())
+            return SINGLE_OBJECT_MAGIC + single_object_fingerprint(schema)
+        (schema_id,) = _register(self.registry, [(f"{topic}-value", schema)])
+        return CONFLUENT_MAGIC + struct.pack(">I", schema_id)
 
     def version(self, topic: str, framing: Framing) -> str:
         """How a reader names the value schema: its registry id, or its fingerprint."""
@@ -89,17 +102,28 @@ def register(registry: Mapping[str, Any], topic: str, schemas: OutputSchemas) ->
 
     ``registry`` is the ``SchemaRegistryClient`` configuration (``url``, auth).
     """
+    ids = _register(
+        registry,
+        [
+            (f"{topic}-key", schemas.key),
+            (f"{topic}-value", schemas.value),
+            (f"{topic}-value", schemas.resolved),
+        ],
+    )
+    return Framing.confluent(*ids)
+
+
+def _register(
+    registry: Mapping[str, Any], schemas: list[tuple[str, Mapping[str, Any]]]
+) -> list[int]:
+    """Each ``(subject, schema)`` registered, in order: their ids."""
     # the registry client (and its HTTP stack) only for Avro with a registry
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: PLC0415
     from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415
 
     client = SchemaRegistryClient(dict(registry))
     ids = []
-    for subject, schema in (
-        (f"{topic}-key", schemas.key),
-        (f"{topic}-value", schemas.value),
-        (f"{topic}-value", schemas.resolved),
-    ):
+    for subject, schema in schemas:
         try:
             ids.append(client.register_schema(subject, Schema(json.dumps(schema), "AVRO")))
         except SchemaRegistryError as exc:
@@ -112,12 +136,15 @@ def register(registry: Mapping[str, Any], topic: str, schemas: OutputSchemas) ->
                 f"cannot register the schema for subject {subject!r} at "
                 f"{registry.get('url')}: {exc}"
             ) from exc
-    return Framing.confluent(*ids)
+    return ids
 
 
 def publish(topic: CompactedTopic, schemas: OutputSchemas) -> Framing:
     """Publish the schemas to the schema topic under their fingerprints (hex keys)."""
     for schema in (schemas.key, schemas.value, schemas.resolved):
-        canonical = to_parsing_canonical_form(schema)
-        topic.put(single_object_fingerprint(schema).hex(), canonical.encode())
+        topic.put(_fingerprint(schema), to_parsing_canonical_form(schema).encode())
     return Framing.single_object(schemas)
+
+
+def _fingerprint(schema: Mapping[str, Any]) -> str:
+    return single_object_fingerprint(schema).hex()

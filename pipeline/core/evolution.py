@@ -19,40 +19,56 @@ the policy:
   evolve so (the source carries no types, a column no Avro type holds exactly, the registry
   refuses) stops as ``stop`` does, and the pause says why.
 
-Evolved schemas last as long as the run: a restart begins from the declared ones and meets
-the same rows again, which evolve them the same way (the registry answers the same ids).
+A Debezium table without a ``table_schema`` takes its whole schema from its source: at the
+start from the newest change at its partitions' ends (the one describing the most columns),
+else (an empty topic) from its first row, which evolves it from nothing; its policy is
+``evolve`` unless the config says otherwise.
+
+Evolved schemas last as long as the run: a restart begins from the declared (or derived)
+ones and meets the same rows again, which evolve them the same way (the registry answers
+the same ids).
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
-from encoders.avro import AvroEncoder
+from confluent_kafka import TopicPartition
+
+from encoders.avro import AvroEncoder, AvroPending
 from encoders.base import Encoder
-from pipeline.config import ChangefeedConfig
-from schemas.avro import OutputSchemas
-from schemas.connect import NoAvroType, column_fields
-from schemas.errors import HighwaterError, RecordRef, SchemaChangeError
+from encoders.json import JsonEncoder
+from pipeline.config import ChangefeedConfig, SourceConfig
+from schemas.avro import OutputSchemas, marker_schema
+from schemas.connect import NoAvroType, column_fields, derived_table
+from schemas.errors import ConfigError, HighwaterError, RecordRef, SchemaChangeError
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
+from sinks.admin import partition_counts
+from sinks.compacted import CompactedTopic
 from sinks.schemas import SchemaPublisher
 
 from .batch import BatchPlan, Deferred
 from .frontier import SourcePartition
 from .kafka_clients import range_reader, read_range
-from .sources import BadRecord, adapter
+from .sources import Adapter, BadRecord, adapter
+from .sources.base import SourceShape
 
 log = logging.getLogger(__name__)
+
+Record = tuple[bytes | None, bytes | None]  # a source record's key and value
+TAIL = 20  # records read at the end of each partition to derive a table's schema at start
 
 
 @dataclass(frozen=True)
 class TableVersion:
     """A table's output schema as the run writes it, and its last change."""
 
-    schema: TableSchema
+    schema: TableSchema | None  # None: to be derived from its source's first row
     version: str  # how a reader names it: the registry's id, or the fingerprint
     changed_at: str | None = None  # the commit time of the first row of the last change
     added: tuple[str, ...] = ()  # the columns it added
@@ -61,7 +77,7 @@ class TableVersion:
         """What the job status shows of it."""
         return {
             "version": self.version,
-            "columns": list(self.schema.columns),
+            "columns": [] if self.schema is None else list(self.schema.columns),
             "changed_at": self.changed_at,
             "added": list(self.added),
         }
@@ -77,34 +93,70 @@ class SchemaEvolution:
     def __init__(
         self,
         config: ChangefeedConfig,
-        encoders: Mapping[str, Encoder],
         publisher: SchemaPublisher | None,
+        tables: Mapping[str, TableSchema | None],
         source: Mapping[str, Any],
-        read: Callable[[SourcePartition, int], bytes | None] | None = None,
+        read: Callable[[SourcePartition, int], Record] | None = None,
     ) -> None:
-        """``read``: a source record's value by partition and offset (default: from Kafka)."""
+        """Make each source topic's encoder (``publisher`` None: JSON output).
+
+        ``tables``: each source topic's output table (None: not known yet); ``read``: a
+        source record by partition and offset (default: from Kafka).
+        """
         self.config = config
-        self.policy = config.schema_change_policy
-        self._encoders = dict(encoders)  # source topic -> its output topic's encoder
-        self._publisher = publisher  # None: JSON output, nothing to evolve
+        self._publisher = publisher
         self._source = source
-        self._read = read or self._value
+        self._read = read or self._record
+        self._encoders: dict[str, Encoder] = {}  # source topic -> its output topic's encoder
         self.tables: dict[str, TableVersion] = {}  # source topic -> its output schema
-        if publisher is not None:
-            for s in config.sources:
-                encoder, declared = self._encoders[s.topic], s.declared_schema
-                assert isinstance(encoder, AvroEncoder)  # noqa: S101 - Avro output
-                assert declared is not None  # noqa: S101 - the config requires it for Avro
-                version = publisher.version(config.routes[s.topic], encoder.framing)
-                self.tables[s.topic] = TableVersion(declared, version)
+        if publisher is None:
+            self._encoders = dict.fromkeys(config.routes, JsonEncoder(config.encoder))
+        for topic, table in tables.items():
+            self._use(topic, table)
         self.refused: dict[RecordRef, str] = {}  # why a change could not evolve
         self._tried: set[RecordRef] = set()  # rows run again with an evolved schema
         self.changes = 0  # schema changes evolved in this run
+
+    @classmethod
+    def open(
+        cls,
+        config: ChangefeedConfig,
+        sink: Mapping[str, Any],
+        source: Mapping[str, Any],
+        resources: ExitStack,
+    ) -> SchemaEvolution:
+        """The run's encoders: Avro schemas registered or published first, derived where due."""
+        if config.encoder.format == "json":
+            return cls(config, None, {}, source)
+        registry = config.encoder.schema_registry
+        if registry is None:
+            schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
+            resources.callback(schema_topic.close)
+            schema_topic.ensure(config.sink.replication_factor)
+            publisher = SchemaPublisher(None, schema_topic)
+        else:
+            publisher = SchemaPublisher(registry.client_config())
+        tables = {
+            s.topic: s.declared_schema or _derived_at_start(config, i, s, source)
+            for i, s in enumerate(config.sources)
+        }
+        return cls(config, publisher, tables, source)
 
     @property
     def encoders(self) -> Mapping[str, Encoder]:
         """Each source topic's encoder, as the schemas stand."""
         return self._encoders
+
+    def policy(self, topic: str) -> str:
+        """``schema_change_policy`` for a source topic: as configured, else by its schema.
+
+        A declared ``table_schema`` stops; one derived from the source evolves.
+        """
+        configured = self.config.schema_change_policy
+        if configured is not None:
+            return configured
+        declared = self.config.sources[list(self.config.routes).index(topic)].table_schema
+        return "stop" if declared is not None else "evolve"
 
     def status(self) -> dict[str, Any]:
         """Per table: its output schema's version, columns and last change."""
@@ -128,11 +180,29 @@ class SchemaEvolution:
             return change
         return SchemaChangeError(change.record, f"{change.reason}; not evolved: {why}", change.time)
 
+    def _use(self, topic: str, table: TableSchema | None, time: str | None = None) -> None:
+        """Make ``table`` (None: not known yet) the output schema of ``topic``'s table."""
+        config, publisher = self.config, self._publisher
+        assert publisher is not None  # noqa: S101 - Avro output
+        name, output = config.tables[topic], config.routes[topic]
+        if table is None:
+            marker = marker_schema(name)
+            header = publisher.marker(output, marker)
+            self._encoders[topic] = AvroPending(name, marker, header)
+            self.tables[topic] = TableVersion(None, "none yet (derived from the first row)")
+            return
+        schemas = OutputSchemas.of(table, config.encoder)
+        before = self.tables.get(topic)
+        framing = publisher.framing(output, schemas, evolved=before is not None)
+        self._encoders[topic] = AvroEncoder(schemas, framing, config.encoder, name)
+        added = () if before is None else _added(before, table)
+        self.tables[topic] = TableVersion(table, publisher.version(output, framing), time, added)
+
     def _evolved(self, rest: Deferred) -> bool:
         """Evolve the table of ``rest`` to hold its first row; False (reason kept) if not."""
-        if self.policy != "evolve":
-            return False
         sp = rest.partition
+        if self.policy(sp.topic) != "evolve":
+            return False
         ref = RecordRef(sp.topic, sp.partition, rest.start)
         try:
             if ref in self._tried:
@@ -149,30 +219,18 @@ class SchemaEvolution:
         topic, config = sp.topic, self.config
         if self._publisher is None:
             raise HighwaterError("JSON output has no schema to evolve")
-        source = adapter(config.formats[topic], config.registries.get(topic))
-        try:
-            columns = source.columns(self._read(sp, offset))
-        except BadRecord as exc:
-            raise HighwaterError(f"its schema cannot be read: {exc}") from None
-        if columns is None:
-            raise HighwaterError(
-                f"the source (format {config.formats[topic]}) carries no column types: "
-                "declare the new column(s) in table_schema"
-            )
+        shape = _shape(_adapter(config, topic), *self._read(sp, offset), config.formats[topic])
         current = self.tables[topic]
-        new = [name for name in columns if name not in current.schema.columns]
-        if not new:  # evolved already (at another partition's row of the same change)
-            if time is not None and _before(time, current):
-                self.tables[topic] = replace(current, changed_at=time)  # the earliest row's
-            return
-        evolved = current.schema.with_columns(column_fields(columns, new))
-        output = config.routes[topic]
-        schemas = OutputSchemas.of(evolved, config.encoder)
-        framing = self._publisher.framing(output, schemas, evolved=True)
-        self._encoders[topic] = AvroEncoder(schemas, framing, config.encoder, config.tables[topic])
-        self.tables[topic] = TableVersion(
-            evolved, self._publisher.version(output, framing), time, tuple(new)
-        )
+        if current.schema is None:
+            evolved = derived_table(config.tables[topic], shape.columns, shape.key)
+        else:
+            new = [name for name in shape.columns if name not in current.schema.columns]
+            if not new:  # evolved already (at another partition's row of the same change)
+                if time is not None and _before(time, current):
+                    self.tables[topic] = replace(current, changed_at=time)  # the earliest
+                return
+            evolved = current.schema.with_columns(column_fields(shape.columns, new))
+        self._use(topic, evolved, time)
         self.changes += 1
         log.info(
             "table %s: output schema evolved at %s/%d@%d: added %s (%s)",
@@ -180,17 +238,82 @@ class SchemaEvolution:
             topic,
             sp.partition,
             offset,
-            ", ".join(new),
+            ", ".join(self.tables[topic].added),
             self.tables[topic].version,
         )
 
-    def _value(self, sp: SourcePartition, offset: int) -> bytes | None:
-        """The value of the source record at ``offset``."""
+    def _record(self, sp: SourcePartition, offset: int) -> Record:
+        """The key and value of the source record at ``offset``."""
         consumer = range_reader(self._source, "highwater-schema-change")
         try:
             for message in read_range(consumer, sp, offset, offset + 1):
-                value: bytes | None = message.value()
-                return value
+                return message.key(), message.value()
         finally:
             consumer.close()
         raise HighwaterError(f"{sp}: no record at offset {offset} to read its schema from")
+
+
+def _added(before: TableVersion, table: TableSchema) -> tuple[str, ...]:
+    had = () if before.schema is None else before.schema.columns
+    return tuple(c for c in table.columns if c not in had)
+
+
+def _adapter(config: ChangefeedConfig, topic: str) -> Adapter:
+    return adapter(config.formats[topic], config.registries.get(topic))
+
+
+def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) -> SourceShape:
+    """The record's columns as its source types them, or why there are none."""
+    try:
+        shape = source.shape(key, value)
+    except BadRecord as exc:
+        raise HighwaterError(f"its schema cannot be read: {exc}") from None
+    if shape is None:
+        raise HighwaterError(
+            f"the source (format {fmt}) carries no column types: declare the new column(s) "
+            "in table_schema"
+        )
+    return shape
+
+
+def _derived_at_start(
+    config: ChangefeedConfig, index: int, source: SourceConfig, client: Mapping[str, Any]
+) -> TableSchema | None:
+    """A table's schema from the newest changes at its topic's end (None: none there yet).
+
+    Of each partition's last change, the one describing the most columns.
+    """
+    read = _adapter(config, source.topic)
+    shapes = []
+    consumer = range_reader(client, "highwater-schema-start")
+    try:
+        count = partition_counts(client, [source.topic])[source.topic]
+        for partition in range(count):
+            sp = SourcePartition(source.topic, partition)
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(sp.topic, sp.partition), timeout=30
+            )
+            found = None
+            for message in read_range(consumer, sp, max(low, high - TAIL), high):
+                try:
+                    found = read.shape(message.key(), message.value()) or found
+                except BadRecord:
+                    continue  # not a change it can read: the stream reports it
+            if found is not None:
+                shapes.append(found)
+    finally:
+        consumer.close()
+    if not shapes:
+        return None
+    widest = max(shapes, key=lambda shape: len(shape.columns))
+    try:
+        return derived_table(source.table, widest.columns, widest.key)
+    except NoAvroType as exc:
+        raise ConfigError(
+            [
+                (
+                    f"sources[{index}].table_schema",
+                    f"is needed: the output schema cannot be derived from the source's: {exc}",
+                )
+            ]
+        ) from None

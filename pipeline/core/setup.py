@@ -29,11 +29,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from encoders.avro import AvroEncoder
-from encoders.base import Context, Encoder
-from encoders.json import JsonEncoder
+from encoders.base import Context
 from pipeline.config import ChangefeedConfig
-from schemas.avro import OutputSchemas
 from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import (
@@ -46,7 +43,6 @@ from sinks.admin import (
 from sinks.compacted import CompactedTopic, producer_limit
 from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
-from sinks.schemas import SchemaPublisher
 
 from .backfill import Backfill
 from .checkpoint import Checkpoint, CheckpointStore
@@ -104,7 +100,8 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     checkpoint_topic = _compacted(
         sink, config.checkpoint.topic, config, resources, sink_writer, max_value_bytes=budget
     )
-    encoders, publisher = make_encoders(config, sink, resources)
+    schemas = SchemaEvolution.open(config, sink, source, resources)
+    encoders = schemas.encoders
     by_output = {config.routes[topic]: e for topic, e in encoders.items()}
     broadcaster = ResolvedBroadcaster(
         sink,
@@ -145,7 +142,6 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     }
     for warning in [*warnings, *replicas.warnings()]:
         log.warning("%s", warning)
-    evolution = SchemaEvolution(config, encoders, publisher, source)
     status = StatusPublisher(
         jobs,
         config.changefeed_id,
@@ -154,9 +150,9 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         safepoint=safepoint,
         scan=_previous_scan(config, previous),
     )
-    status.schemas = evolution.status() or None
+    status.schemas = schemas.status() or None
     return Outputs(
-        schemas=evolution,
+        schemas=schemas,
         checkpoints=checkpoints,
         broadcaster=broadcaster,
         status=status,
@@ -249,33 +245,6 @@ def _safepoint(
     registry.ensure(config.checkpoint.replication_factor)
     ttl = config.safepoints.gc_ttl.total_seconds()
     return ChangefeedSafepoint(registry, config.changefeed_id, ttl)
-
-
-def make_encoders(
-    config: ChangefeedConfig, sink: Mapping[str, Any], resources: ExitStack
-) -> tuple[dict[str, Encoder], SchemaPublisher | None]:
-    """One encoder per source topic; Avro schemas are registered or published first.
-
-    Returns them and, for Avro, where the run makes evolved schemas known.
-    """
-    if config.encoder.format == "json":
-        return dict.fromkeys(config.routes, JsonEncoder(config.encoder)), None
-    registry = config.encoder.schema_registry
-    if registry is None:
-        schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
-        resources.callback(schema_topic.close)
-        schema_topic.ensure(config.sink.replication_factor)
-        publisher = SchemaPublisher(None, schema_topic)
-    else:
-        publisher = SchemaPublisher(registry.client_config())
-    encoders: dict[str, Encoder] = {}
-    for source in config.sources:
-        table = source.declared_schema
-        assert table is not None  # noqa: S101 - the config requires it for Avro
-        schemas = OutputSchemas.of(table, config.encoder)
-        framing = publisher.framing(config.output_topic(source), schemas)
-        encoders[source.topic] = AvroEncoder(schemas, framing, config.encoder, source.table)
-    return encoders, publisher
 
 
 def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:

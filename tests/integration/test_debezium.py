@@ -616,3 +616,67 @@ def test_a_column_added_upstream_evolves_the_avro_output_schema_from_debezium_s_
     assert schemas["orders"]["columns"][-1] == "region"
     first_with_region = min(hlc_order(r["updated"]) for r in rows if "region" in (r["after"] or {}))
     assert hlc_order(schemas["orders"]["changed_at"]) == first_with_region
+
+
+def test_avro_output_takes_its_schema_from_debezium_s_where_none_is_declared(
+    kafka_bootstrap: str, schema_registry_url: str, feed: Feed, spark: Any
+) -> None:
+    """No ``table_schema``: the output schema is Debezium's, read at the start.
+
+    ``customers`` (bigint key, text) becomes ``id: long``, ``name: ["null", "string"]`` keyed
+    by ``id``, read back through the registry by confluent-kafka's AvroDeserializer. A table
+    one of whose columns no Avro type holds exactly (``orders.ratio``: NUMERIC without a
+    precision) is refused at the start, naming the column and the key to declare.
+    """
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+
+    from schemas.errors import ConfigError  # noqa: PLC0415
+
+    derived_id = f"{feed.changefeed_id}.derived"
+
+    def config(*topics: str) -> ChangefeedConfig:
+        return parse_config(
+            {
+                "changefeed_id": derived_id,
+                "kafka": {"bootstrap_servers": kafka_bootstrap},
+                "sources": [
+                    {
+                        "topic": topic,
+                        "table": topic.rsplit(".", 1)[-1],
+                        "format": "debezium",
+                        "transactions": feed.info.transaction_topic,
+                    }
+                    for topic in topics
+                ],
+                "initial_scan": "no",
+                "sink": {"topic_prefix": f"{derived_id}.", "partitions": 1},
+                "encoder": {
+                    "format": "avro",
+                    "updated": True,
+                    "schema_registry": {"url": schema_registry_url},
+                },
+                "resolved": {"interval": "0s"},
+                "safepoints": {"enabled": False},
+                "spark": {"trigger": {"available_now": True}},
+            },
+            env={},
+        )
+
+    with pytest.raises(ConfigError, match=r"sources\[1\]\.table_schema: is needed.*'ratio'"):
+        run_to_end(config(feed.customers, feed.orders), spark)
+    run_to_end(config(feed.customers), spark)
+    output = f"{derived_id}.customers"
+    registry = SchemaRegistryClient({"url": schema_registry_url})
+    key = json.loads(registry.get_latest_version(f"{output}-key").schema.schema_str or "")
+    assert key["fields"] == [{"name": "id", "type": "long"}]
+    messages = avro_messages(output, kafka_bootstrap, schema_registry_url)
+    rows = [json.loads(value) for _, _, key, value in messages if key != "null"]
+    assert sorted((r["after"]["id"], r["after"]["name"]) for r in rows) == [
+        (10, "Ada"),
+        (10, "Ada L."),
+        (11, "Grace"),
+        (11, "first"),
+        (11, "second"),
+        (12, "Ω ☃ 👩‍💻 'single' \"double\""),
+    ]
+    assert any(key == "null" for _, _, key, _ in messages), "no resolved marker"

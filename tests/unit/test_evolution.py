@@ -19,15 +19,15 @@ import pyarrow as pa
 import pytest
 from fastavro import parse_schema, schemaless_reader
 
-from encoders.avro import AvroEncoder, Framing
+from encoders.avro import Framing
 from pipeline.config import ChangefeedConfig, parse_config
 from pipeline.core.batch import BatchPlan, BatchResult, Deferred, PartitionSeen
 from pipeline.core.batch import process as run_task
 from pipeline.core.evolution import SchemaEvolution
 from pipeline.core.frontier import SourcePartition
 from schemas.avro import OutputSchemas
-from schemas.connect import NoAvroType, avro_type, column_fields
-from schemas.errors import RecordRef, SchemaChangeError
+from schemas.connect import NoAvroType, avro_type, column_fields, derived_table
+from schemas.errors import ConfigError, RecordRef, SchemaChangeError
 from schemas.hlc import ZERO
 from schemas.tables import TableSchema
 from tests.unit.test_sources_debezium import column
@@ -113,14 +113,12 @@ def test_a_table_schema_grows_by_columns_and_never_takes_one_twice() -> None:
 # -- the driver's part ------------------------------------------------------------------------
 
 
-def config(fmt: str = "debezium", policy: str = "evolve") -> ChangefeedConfig:
-    source: dict[str, Any] = {
-        "topic": SRC,
-        "table": "orders",
-        "format": fmt,
-        "table_schema": START,
-        "primary_key": ["id"],
-    }
+def config(
+    fmt: str = "debezium", policy: str | None = "evolve", *, declared: bool = True
+) -> ChangefeedConfig:
+    source: dict[str, Any] = {"topic": SRC, "table": "orders", "format": fmt}
+    if declared:
+        source.update({"table_schema": START, "primary_key": ["id"]})
     return parse_config(
         {
             "changefeed_id": "cf",
@@ -147,6 +145,10 @@ class Published:
 
     def version(self, topic: str, framing: Framing) -> str:
         return f"{topic} v{int.from_bytes(framing.value[1:], 'big')}"
+
+    def marker(self, topic: str, schema: dict[str, Any]) -> bytes:
+        self.markers = [*getattr(self, "markers", []), schema]
+        return b"M00"
 
 
 def debezium(id_: int, *extra: tuple[dict[str, Any], Any]) -> tuple[bytes, bytes]:
@@ -190,12 +192,9 @@ def evolution(
     cfg: ChangefeedConfig, records: list[tuple[bytes, bytes]]
 ) -> tuple[SchemaEvolution, Published]:
     published = Published()
-    table = cfg.sources[0].declared_schema
-    assert table is not None
-    schemas = OutputSchemas.of(table, cfg.encoder)
-    encoder = AvroEncoder(schemas, published.framing(SRC, schemas), cfg.encoder, "orders")
-    read = lambda sp, offset: records[offset][1]  # noqa: E731 - the source record, by offset
-    return SchemaEvolution(cfg, {SRC: encoder}, published, {}, read), published  # type: ignore[arg-type]
+    read = lambda sp, offset: records[offset]  # noqa: E731 - the source record, by offset
+    tables = {s.topic: s.declared_schema for s in cfg.sources}
+    return SchemaEvolution(cfg, published, tables, {}, read), published  # type: ignore[arg-type]
 
 
 def run(plan: BatchPlan, batch: pa.RecordBatch) -> tuple[list[dict[str, Any]], BatchResult]:
@@ -294,3 +293,57 @@ def test_a_row_that_still_does_not_fit_after_evolving_is_not_run_again_forever()
     assert schemas.settle(plan, [rest])[1] == [rest]  # evolved: it runs again
     assert schemas.settle(plan, [rest])[1] == []  # at the same row again: once only
     assert "does not fit the evolved schema either" in schemas.refused[RecordRef(SRC, 0, 0)]
+
+
+def test_a_table_without_a_declared_schema_takes_debezium_s_whole_from_its_first_row() -> None:
+    """An empty topic at the start: markers go out; the first row evolves the schema."""
+    cfg = config(policy=None, declared=False)
+    records = [debezium(1, (vip(), True)), debezium(2, (vip(), None))]
+    schemas, published = evolution(cfg, records)
+    assert schemas.policy(SRC) == "evolve"  # derived: it follows its table
+    assert schemas.status()["orders"]["columns"] == []
+    marker = schemas.encoders[SRC].resolved(ZERO, None)  # type: ignore[arg-type]
+    assert marker.startswith(b"M00")  # the marker's schema alone was made known
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    first, result = run(plan, arrow(records))
+    assert first == []
+    plan, again = schemas.settle(plan, result.rests)
+    assert len(again) == 1
+    table = published.given[-1][1]
+    assert table.key["fields"] == [{"name": "id", "type": ["null", "int"]}]
+    after = table.value["fields"][0]["type"][1]
+    assert [f["name"] for f in after["fields"]] == ["id", "note", "vip"]
+    rows, _ = run(plan, arrow(records))
+    assert len(rows) == 2
+    assert schemas.status()["orders"]["added"] == ["id", "note", "vip"]
+
+
+def test_a_derived_table_keeps_debezium_s_optionality_and_its_key() -> None:
+    columns = {
+        "id": {**column("id", "int64"), "optional": False},
+        "name": column("name", "string"),
+    }
+    table = derived_table("customers", columns, ["id"])
+    assert table.record["fields"] == [
+        {"name": "id", "type": "long"},
+        {"name": "name", "type": ["null", "string"]},
+    ]
+    assert table.primary_key == ("id",)
+    with pytest.raises(NoAvroType, match="column 'r'"):
+        derived_table(
+            "t", {**columns, "r": column("r", "struct", "io.debezium.data.Geometry")}, ["id"]
+        )
+
+
+@pytest.mark.parametrize(
+    ("fmt", "policy", "problem"),
+    [
+        ("native", None, "sources[0].table_schema: is required with encoder.format: avro"),
+        ("debezium", "stop", "schema_change_policy: stop needs sources[0].table_schema"),
+    ],
+)
+def test_avro_without_a_declared_schema_needs_a_source_that_types_its_columns(
+    fmt: str, policy: str | None, problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=problem.replace("[", r"\[").replace("]", r"\]")):
+        config(fmt, policy, declared=False)

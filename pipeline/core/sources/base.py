@@ -194,8 +194,15 @@ def no_times(values: pa.Array) -> tuple[pa.Array, pa.Array]:
     return nulls, nulls
 
 
-def no_columns(value: bytes | None) -> Mapping[str, Mapping[str, Any]] | None:
-    """``columns`` of a format whose records carry no column types."""
+class SourceShape(NamedTuple):
+    """A change record's columns as its source describes them (``Adapter.shape``)."""
+
+    columns: Mapping[str, Mapping[str, Any]]  # by name, in the table's order: Connect schemas
+    key: tuple[str, ...]  # the primary key's columns, in key order
+
+
+def no_shape(key: bytes | None, value: bytes | None) -> SourceShape | None:
+    """``shape`` of a format whose records carry no column types."""
     return None
 
 
@@ -237,10 +244,10 @@ class Adapter(Protocol):
         """A record with a null key: a marker, or None (nothing)."""
         ...
 
-    def columns(self, value: bytes | None) -> Mapping[str, Mapping[str, Any]] | None:
-        """A change record's column types as Kafka Connect schemas (``schemas/connect.py``).
+    def shape(self, key: bytes | None, value: bytes | None) -> SourceShape | None:
+        """A change record's columns and key as its source types them (``schemas/connect.py``).
 
-        None: the format carries none (the schema-change policy ``evolve`` needs them).
+        None: the format carries no types (the schema-change policy ``evolve`` needs them).
         """
         ...
 

@@ -39,7 +39,7 @@ from .base import (
     exact_flags,
     exact_number,
     json_object,
-    no_columns,
+    no_shape,
     no_times,
 )
 
@@ -66,7 +66,7 @@ class CanalJsonAdapter:
 
     times = staticmethod(no_times)
     exact = staticmethod(exact_flags)
-    columns = staticmethod(no_columns)  # mysqlType is not read as types yet
+    shape = staticmethod(no_shape)  # mysqlType is not read as types yet
 
     def decode(
         self, key: bytes | None, value: bytes | None, exact: bool | None = None

@@ -61,6 +61,7 @@ from .base import (
     Op,
     Position,
     Rows,
+    SourceShape,
     exact_flags,
     exact_number,
     no_times,
@@ -282,17 +283,19 @@ class DebeziumAdapter:
         """Debezium writes no markers on its data topics."""
         return None
 
-    def columns(self, value: bytes | None) -> dict[str, dict[str, Any]] | None:
-        """The Connect schemas of a change's columns (``after``'s, else ``before``'s).
+    def shape(self, key: bytes | None, value: bytes | None) -> SourceShape | None:
+        """The Connect schemas of a change's columns (``after``'s, else ``before``'s), its key.
 
-        None without a schema (``schemas.enable=false``) or for a tombstone.
+        None without a schema (``schemas.enable=false``), or for a tombstone.
         """
-        if value is None:
+        if key is None or value is None:
             return None
         schema = _body(value, None, self.wire, "value is not a JSON object")[1]
-        if schema is None:
+        payload = _body(key, None, self.wire, "key is not a JSON object")[0]
+        if schema is None or type(payload) is not dict:
             return None
-        return {**_field_schemas(schema, "before"), **_field_schemas(schema, "after")}
+        columns = {**_field_schemas(schema, "before"), **_field_schemas(schema, "after")}
+        return SourceShape(columns, tuple(payload))
 
 
 def _in_transaction(transaction: Any, place: Place | None) -> tuple[str, int] | None:

@@ -13,7 +13,7 @@ from .base import (
     Op,
     exact_flags,
     json_object,
-    no_columns,
+    no_shape,
     parse_hlc,
     parse_json,
 )
@@ -66,7 +66,7 @@ class NativeAdapter:
         return wall, logical
 
     exact = staticmethod(exact_flags)
-    columns = staticmethod(no_columns)  # its records carry no column types
+    shape = staticmethod(no_shape)  # its records carry no column types
 
     def decode(
         self, key: bytes | None, value: bytes | None, exact: bool | None = None
