@@ -10,7 +10,7 @@ the policy:
   table, the column(s) and the commit time; a new ``table_schema`` and ``resume`` go on
   from the row, without loss or duplicates;
 * ``evolve``: the row's source record is read again here and its columns' types taken from
-  the source's own schema (``Adapter.columns``: Debezium's, in JSON with schemas or Avro;
+  the source's own schema (``Adapter.shape``: Debezium's, in JSON with schemas or Avro;
   ``schemas/connect.py`` maps them). The table's schema gains the columns it lacks, each
   optional with a null default (``TableSchema.with_columns``): a new version registered
   once the registry finds it compatible with the subject's latest (its rule; BACKWARD
