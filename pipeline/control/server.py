@@ -221,6 +221,11 @@ class ChangefeedOut(BaseModel):
     warnings: list[str] = Field(default_factory=list)
     updated_at: str
     metrics_url: str | None = Field(None, description="the run's Prometheus endpoint")
+    schemas: dict[str, Any] | None = Field(
+        None,
+        description="Avro output: per table, its schema's version, columns and last change "
+        "(changed_at, added)",
+    )
 
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

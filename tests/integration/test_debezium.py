@@ -520,7 +520,11 @@ ORDERS_AT_START = {
 
 
 def test_a_column_added_upstream_evolves_the_avro_output_schema_from_debezium_s_own(
-    kafka_bootstrap: str, schema_registry_url: str, feed: Feed, spark: Any
+    kafka_bootstrap: str,
+    schema_registry_url: str,
+    feed: Feed,
+    spark: Any,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``schema_change_policy: evolve`` on the real chain: PostgreSQL's ALTER TABLE ADD COLUMN.
 
@@ -595,8 +599,10 @@ def test_a_column_added_upstream_evolves_the_avro_output_schema_from_debezium_s_
     assert sum(r["after"] is None for r in rows) >= 2  # the deletes of 1 and 3
     # the registry: one more version of the value subject, with region optional, defaulted
     subject = f"{output}-value"
-    versions = [registry.get_version(subject, v).schema for v in registry.get_versions(subject)]
+    registered = [registry.get_version(subject, v) for v in registry.get_versions(subject)]
+    versions = [r.schema for r in registered]
     grown = [s for s in versions if '"region"' in (s.schema_str or "")]
+    (grown_id,) = [r.schema_id for r in registered if '"region"' in (r.schema.schema_str or "")]
     assert len(versions) == 3, [s.schema_str for s in versions]  # envelope, marker, grown
     assert len(grown) == 1
     envelope = json.loads(grown[0].schema_str or "")
@@ -616,6 +622,13 @@ def test_a_column_added_upstream_evolves_the_avro_output_schema_from_debezium_s_
     assert schemas["orders"]["columns"][-1] == "region"
     first_with_region = min(hlc_order(r["updated"]) for r in rows if "region" in (r["after"] or {}))
     assert hlc_order(schemas["orders"]["changed_at"]) == first_with_region
+    capsys.readouterr()
+    assert (
+        highwater(["changefeed", "query", evolve_id, "--bootstrap-servers", kafka_bootstrap]) == 0
+    )
+    shown = capsys.readouterr().out
+    line = f"orders: id {grown_id} of subject {output}-value, 6 columns; added region at "
+    assert f"schema          {line}{schemas['orders']['changed_at']}" in shown, shown
 
 
 def test_avro_output_takes_its_schema_from_debezium_s_where_none_is_declared(
