@@ -66,16 +66,42 @@ class Framing:
         return cls(header(schemas.key), header(schemas.value), header(schemas.resolved))
 
 
-def _from_json(logical: str | None) -> Callable[[Any], Any] | None:
+_WIDE = decimal.Context(prec=1000)  # exact arithmetic for any decimal a column holds
+
+
+def _decimal(scale: int) -> Callable[[Any], decimal.Decimal]:
+    """A JSON number as a decimal of ``scale`` fraction digits where it is one exactly.
+
+    ``1.2300`` in ``decimal(10,2)`` is ``1.23``: trailing zeros say nothing of the value (a
+    Debezium NUMERIC(12,4) sends them); a value with more digits stays as it is, and the
+    writer refuses it (it would have to be rounded).
+    """
+    quantum = decimal.Decimal(1).scaleb(-scale)
+
+    def convert(value: Any) -> decimal.Decimal:
+        number = value.decimal() if type(value) is Number else decimal.Decimal(str(value))
+        exponent = number.as_tuple().exponent
+        if isinstance(exponent, int) and exponent < -scale:
+            scaled = number.quantize(quantum, context=_WIDE)
+            if scaled == number:
+                return scaled
+        return number
+
+    return convert
+
+
+def _from_json(branch: Mapping[str, Any]) -> Callable[[Any], Any] | None:
     """How a JSON value becomes the Python value fastavro wants for a logical type."""
+    logical = branch.get("logicalType")
+    if logical == "decimal":
+        return _decimal(int(branch.get("scale", 0)))
     converters: dict[str, Callable[[Any], Any]] = {
-        "decimal": lambda v: v.decimal() if type(v) is Number else decimal.Decimal(str(v)),
         "uuid": lambda v: uuid.UUID(str(v)),
         "date": lambda v: dt.date.fromisoformat(v) if isinstance(v, str) else v,
         "timestamp-millis": _timestamp,
         "timestamp-micros": _timestamp,
     }
-    return converters.get(logical) if logical else None
+    return converters.get(logical) if isinstance(logical, str) else None
 
 
 def _fastavro_writer(schema: dict[str, Any]) -> Write:
@@ -100,7 +126,7 @@ def _converters(row_schema: dict[str, Any]) -> dict[str, Callable[[Any], Any]]:
     out = {}
     for field in row_schema["fields"]:
         for branch in field["type"] if isinstance(field["type"], list) else [field["type"]]:
-            convert = _from_json(branch.get("logicalType")) if isinstance(branch, dict) else None
+            convert = _from_json(branch) if isinstance(branch, dict) else None
             if convert is not None:
                 out[field["name"]] = convert
     return out
@@ -160,6 +186,7 @@ class AvroEncoder:
         self._mvcc = options.mvcc_timestamp
         self._key_names = [f["name"] for f in schemas.key["fields"]]
         after = schemas.value["fields"][0]["type"][1]
+        self.row_schema: Mapping[str, Any] = after  # the row record: each column optional
         self._columns = frozenset(f["name"] for f in after["fields"])  # each optional
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]

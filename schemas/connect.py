@@ -115,3 +115,45 @@ def derived_table(
         return TableSchema.of({"type": "record", "name": name, "fields": fields}, list(key))
     except ValueError as exc:
         raise NoAvroType(f"table {name!r}: {exc}") from None
+
+
+def type_changes(record: Mapping[str, Any], columns: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The columns of Avro ``record`` whose source type maps to another Avro type than theirs.
+
+    Each as ``"amount: decimal(30,6) at the source, decimal(24,4) in the output"``. A column
+    the source does not describe, or whose type maps to none, says nothing here.
+    """
+    out = []
+    for field in record["fields"]:
+        column = columns.get(field["name"])
+        if column is None:
+            continue
+        try:
+            source = avro_type(column)
+        except NoAvroType:
+            continue
+        declared = _without_null(field["type"])
+        if _shown(source) != _shown(declared):
+            out.append(
+                f"{field['name']}: {_shown(source)} at the source, {_shown(declared)} in the output"
+            )
+    return out
+
+
+def _without_null(avro: Any) -> Any:
+    if isinstance(avro, list):
+        rest = [t for t in avro if t != "null"]
+        return rest[0] if len(rest) == 1 else rest
+    return avro
+
+
+def _shown(avro: Any) -> str:
+    """An Avro type as a person reads it: ``long``, ``decimal(24,4)``, ``timestamp-micros``."""
+    if isinstance(avro, Mapping):
+        logical = avro.get("logicalType")
+        if logical == "decimal":
+            return f"decimal({avro.get('precision')},{avro.get('scale', 0)})"
+        return str(logical or _shown(avro.get("type")))
+    if isinstance(avro, list):
+        return " | ".join(_shown(t) for t in avro)
+    return str(avro)

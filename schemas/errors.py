@@ -90,20 +90,25 @@ class EncodingError(HighwaterError):
 
 
 class SchemaChange(EncodingError):
-    """A row has columns its output schema lacks (``extra``): the table changed shape upstream.
+    """A row its output schema cannot hold: the table changed shape upstream.
 
-    Raised per row by an encoder; the changefeed stops at it (:class:`SchemaChangeError`)
-    rather than drop the columns' values or dead-letter every row after the change.
+    ``extra``: columns the schema lacks; ``retyped``: columns whose type changed at the source
+    (each described, ``"amount: decimal(30,6) at the source, decimal(24,4) in the output"``).
+    Raised per row by an encoder (or the batch, for a changed type); the changefeed follows
+    ``schema_change_policy`` (:class:`SchemaChangeError`) rather than drop the columns' values
+    or dead-letter every row after the change.
     """
 
-    def __init__(self, table: str, extra: Iterable[str]) -> None:
+    def __init__(self, table: str, extra: Iterable[str], retyped: Iterable[str] = ()) -> None:
         self.table = table
         self.extra = tuple(sorted(extra))
-        super().__init__(
-            "value",
-            f"table {table!r} changed shape: column(s) {', '.join(self.extra)} not in its output "
-            "schema",
-        )
+        self.retyped = tuple(retyped)
+        what = []
+        if self.extra:
+            what.append(f"column(s) {', '.join(self.extra)} not in its output schema")
+        if self.retyped:
+            what.append(f"a column's type changed ({'; '.join(self.retyped)})")
+        super().__init__("value", f"table {table!r} changed shape: {', and '.join(what)}")
 
 
 class SchemaChangeError(HighwaterError):

@@ -44,8 +44,10 @@ from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from encoders.avro import AvroEncoder
 from encoders.base import ChangeRow, Context, Encoder
 from pipeline.config import ChangefeedConfig
+from schemas.connect import type_changes
 from schemas.errors import (
     EncodingError,
     RecordRef,
@@ -652,7 +654,10 @@ class Task:
                     row = ChangeRow(
                         table, change.key, change.after, change.before, ts, ts, change.text
                     )
-                    key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
+                    try:
+                        key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
+                    except EncodingError as exc:  # a type changed upstream, or a bad value
+                        raise self.retyped(topic, key, value, exc) from None
                     record_size = len(key_bytes) + len(value_bytes or b"")
                     if record_size > room:
                         raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)
@@ -690,6 +695,25 @@ class Task:
         out.topic_run(ctx.topic, emitted)
         self.latest[sp] = state.position = latest
         self.walked(sp, state, floor, (kept, size), offsets, stop)
+
+    def retyped(
+        self, topic: str, key: bytes | None, value: bytes | None, exc: EncodingError
+    ) -> EncodingError:
+        """A value its declared type cannot hold: a schema change if its source retyped it.
+
+        That is, where the record's own schema (Debezium's) gives a column a type that maps to
+        another Avro type than the output's; else ``exc``, a bad value. The record's schema is
+        read on this error path only.
+        """
+        encoder = self.plan.encoders[topic]
+        if isinstance(exc, SchemaChange) or not isinstance(encoder, AvroEncoder):
+            return exc
+        try:
+            shape = self.adapters[topic].shape(key, value)
+        except Exception:  # a record it cannot read says nothing of types
+            return exc
+        changed = [] if shape is None else type_changes(encoder.row_schema, shape.columns)
+        return SchemaChange(encoder.table, (), changed) if changed else exc
 
     def walked(  # noqa: PLR0917 - where a stretch's walk got to
         self,

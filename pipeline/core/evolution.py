@@ -44,7 +44,7 @@ from encoders.base import Encoder
 from encoders.json import JsonEncoder
 from pipeline.config import ChangefeedConfig, SourceConfig
 from schemas.avro import OutputSchemas, marker_schema
-from schemas.connect import NoAvroType, column_fields, derived_table
+from schemas.connect import NoAvroType, column_fields, derived_table, type_changes
 from schemas.errors import ConfigError, HighwaterError, RecordRef, SchemaChangeError
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
@@ -225,6 +225,13 @@ class SchemaEvolution:
             evolved = derived_table(config.tables[topic], shape.columns, shape.key)
         else:
             new = [name for name in shape.columns if name not in current.schema.columns]
+            retyped = type_changes(current.schema.record, shape.columns)
+            if not new and retyped:
+                raise HighwaterError(
+                    f"a column's type changed ({'; '.join(retyped)}): Avro has no compatible "
+                    "schema for both; declare the new type in table_schema and resume (its "
+                    "consumers read the new type from there), or create a new changefeed"
+                )
             if not new:  # evolved already (at another partition's row of the same change)
                 if time is not None and _before(time, current):
                     self.tables[topic] = replace(current, changed_at=time)  # the earliest

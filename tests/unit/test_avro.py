@@ -218,7 +218,15 @@ def _priced(precision: int, scale: int) -> TableSchema:
 
 @pytest.mark.parametrize(
     ("text", "written"),
-    [("12345678901234567.89", "12345678901234567.89"), ("1.10", "1.10"), ("-0.50", "-0.50")],
+    [
+        ("12345678901234567.89", "12345678901234567.89"),
+        ("1.10", "1.10"),
+        ("-0.50", "-0.50"),
+        ("1.1000", "1.10"),  # trailing zeros beyond the scale (a NUMERIC(12,4)'s) say nothing
+        ("-0.0000", "0.00"),
+        ("12345678901234567.8900000000000000000000", "12345678901234567.89"),
+        ("7", "7.00"),
+    ],
 )
 def test_a_decimal_column_is_written_exactly_from_the_source_text(text: str, written: str) -> None:
     table = _priced(20, 2)

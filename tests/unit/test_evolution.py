@@ -347,3 +347,78 @@ def test_avro_without_a_declared_schema_needs_a_source_that_types_its_columns(
 ) -> None:
     with pytest.raises(ConfigError, match=problem.replace("[", r"\[").replace("]", r"\]")):
         config(fmt, policy, declared=False)
+
+
+def money(name: str, precision: int, scale: int) -> dict[str, Any]:
+    parameters = {"scale": str(scale), "connect.decimal.precision": str(precision)}
+    return column(name, "bytes", DECIMAL, **parameters)
+
+
+def unscaled(value: int) -> str:
+    return base64.b64encode(value.to_bytes(8, "big", signed=True)).decode()
+
+
+@pytest.mark.parametrize("policy", ["stop", "evolve"])
+def test_a_numeric_widened_upstream_stops_under_either_policy_naming_both_types(
+    policy: str,
+) -> None:
+    """NUMERIC(10,2) → NUMERIC(12,4): rows that still fit go on; the first that does not stops.
+
+    A decimal's scale is part of its Avro type: no schema holds both, so even ``evolve`` stops,
+    saying why. A value that does not fit a type its source did not change is a bad record,
+    as ever (``on_error``).
+    """
+    declared = {
+        **START,
+        "fields": [
+            *START["fields"],
+            {
+                "name": "amount",
+                "type": [
+                    "null",
+                    {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+                ],
+            },
+        ],
+    }
+    source: dict[str, Any] = {
+        "topic": SRC,
+        "table": "orders",
+        "format": "debezium",
+        "table_schema": declared,
+        "primary_key": ["id"],
+    }
+    cfg = parse_config(
+        {
+            "changefeed_id": "cf",
+            "kafka": {"bootstrap_servers": "localhost:1"},
+            "sources": [source],
+            "initial_scan": "no",
+            "on_error": "dlq",
+            "encoder": {"format": "avro", "updated": True},
+            "schema_change_policy": policy,
+        },
+        env={},
+    )
+    records = [
+        debezium(1, (money("amount", 10, 2), unscaled(12345))),  # 123.45
+        debezium(2, (money("amount", 10, 2), unscaled(10**12))),  # 10000000000.00: bad value
+        debezium(3, (money("amount", 12, 4), unscaled(12300))),  # 1.2300: still fits
+        debezium(4, (money("amount", 12, 4), unscaled(12345))),  # 1.2345: does not
+        debezium(5, (money("amount", 12, 4), unscaled(1))),
+    ]
+    schemas, published = evolution(cfg, records)
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    rows, result = run(plan, arrow(records))
+    assert [r["topic"] for r in rows] == ["orders", cfg.effective_dlq_topic, "orders"]
+    change = result.schema_change
+    assert change is not None
+    assert str(change.record) == f"{SRC}/0@3"
+    assert "amount: decimal(12,4) at the source, decimal(10,2) in the output" in change.reason
+    assert schemas.settle(plan, result.rests)[1] == []
+    assert len(published.given) == 1  # no new schema
+    explained = schemas.explain(change).reason
+    if policy == "evolve":
+        assert "not evolved: a column's type changed" in explained
+    else:
+        assert explained == change.reason
