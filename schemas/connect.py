@@ -132,7 +132,7 @@ def type_changes(record: Mapping[str, Any], columns: Mapping[str, Mapping[str, A
             source = avro_type(column)
         except NoAvroType:
             continue
-        declared = _without_null(field["type"])
+        declared = non_null(field["type"])
         if _shown(source) != _shown(declared):
             out.append(
                 f"{field['name']}: {_shown(source)} at the source, {_shown(declared)} in the output"
@@ -140,10 +140,11 @@ def type_changes(record: Mapping[str, Any], columns: Mapping[str, Mapping[str, A
     return out
 
 
-def _without_null(avro: Any) -> Any:
+def non_null(avro: Any) -> Any:
+    """The non-null branch of an optional Avro type (the type itself if it is not one)."""
     if isinstance(avro, list):
         rest = [t for t in avro if t != "null"]
-        return rest[0] if len(rest) == 1 else rest
+        return rest[0] if len(rest) == 1 else avro
     return avro
 
 

@@ -501,20 +501,12 @@ def test_avro_output_over_a_debezium_topic_reads_back_with_confluents_deserializ
 # orders as declared before the ALTER TABLE … ADD COLUMN region (ratio: NUMERIC without a
 # precision, no Avro decimal holds every value of it; at: timestamptz, Debezium's text)
 ORDERS_AT_START = {
-    "type": "record",
-    "name": "orders",
+    **ORDERS,
     "fields": [
-        {"name": "id", "type": "int"},
-        {
-            "name": "amount",
-            "type": [
-                "null",
-                {"type": "bytes", "logicalType": "decimal", "precision": 24, "scale": 4},
-            ],
-        },
+        *ORDERS["fields"][:2],
         {"name": "ratio", "type": ["null", "double"]},
         {"name": "at", "type": ["null", "string"]},
-        {"name": "note", "type": ["null", "string"]},
+        ORDERS["fields"][2],
     ],
 }
 

@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from schemas.connect import non_null
+
 from .base import BadRecord, SourceUnavailable
 
 MAGIC = b"\x00"
@@ -105,14 +107,6 @@ def _json_like(value: Any) -> Any:
     return value
 
 
-def _branch(kind: Any) -> Any:
-    """The non-null branch of an optional type."""
-    if isinstance(kind, list):
-        rest = [k for k in kind if k != "null"]
-        return rest[0] if len(rest) == 1 else kind
-    return kind
-
-
 def connect_schema(writer: Any) -> dict[str, Any]:
     """The Connect-style schema of an envelope: each record field's columns, named by type.
 
@@ -122,8 +116,8 @@ def connect_schema(writer: Any) -> dict[str, Any]:
     named: dict[str, Any] = {}
     _collect(writer, None, named)
     fields = []
-    for field in _branch(writer).get("fields") or ():
-        inner = _branch(field["type"])
+    for field in non_null(writer).get("fields") or ():
+        inner = non_null(field["type"])
         inner = named.get(inner, inner) if isinstance(inner, str) else inner
         entry: dict[str, Any] = {"field": field["name"]}
         if isinstance(inner, dict) and inner.get("type") == "record":
@@ -154,7 +148,7 @@ def _collect(schema: Any, namespace: str | None, named: dict[str, Any]) -> None:
 
 
 def _column(column: dict[str, Any], named: Mapping[str, Any]) -> dict[str, Any]:
-    kind = _branch(column["type"])
+    kind = non_null(column["type"])
     kind = named.get(kind, kind) if isinstance(kind, str) else kind
     out: dict[str, Any] = {"field": column["name"]}
     if isinstance(kind, dict) and "connect.name" in kind:
