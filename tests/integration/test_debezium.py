@@ -419,73 +419,8 @@ def test_a_cdc_query_over_a_debezium_topic_filters_projects_and_still_resolves(
     assert top >= seen[-1][0], "the changes left out held the markers back"
 
 
-def test_gc_trims_the_debezium_topics_and_a_resume_loses_nothing(
-    kafka_bootstrap: str, feed: Feed, spark: Any, capsys: Any
-) -> None:
-    """GC over Debezium topics trims all a safepoint does not need, and nothing more.
-
-    A resume with nothing new holds the safepoint at the last checkpoint; GC trims all before
-    it (tombstones too); a resume after GC finds what it needs and emits nothing again.
-    """
-    drain, orders = feed.drain, feed.orders
-    run_to_end(drain, spark)
-    cli = ["--bootstrap-servers", kafka_bootstrap, "--cluster", drain.safepoints.cluster]
-    cli += ["--safepoint-topic", drain.safepoints.topic, "--jobs-topic", drain.jobs.topic]
-    gc = ["gc", "run", "--once", "--topic", orders, "--format", "debezium", "--gc-life-time", "0s"]
-    assert highwater([*gc, *cli]) == 0
-    printed = capsys.readouterr().out
-    reader = Consumer(
-        {"bootstrap.servers": kafka_bootstrap, "group.id": f"{drain.changefeed_id}.gc"}
-    )
-    try:
-        for p in (0, 1):
-            low, high = reader.get_watermark_offsets(TopicPartition(orders, p), timeout=10)
-            assert low == high, f"{orders}/{p}: trimmed to {low} of {high}\n{printed}"
-    finally:
-        reader.close()
-    output = f"{feed.changefeed_id}.orders"
-    before = [m for m in consume_all(kafka_bootstrap, output) if m.key is not None]
-    run_to_end(drain, spark)
-    after = [m for m in consume_all(kafka_bootstrap, output) if m.key is not None]
-    assert len(after) == len(before), "a resume after GC emitted rows again"
-
-
-def test_avro_output_over_a_debezium_topic_reads_back_with_confluents_deserializer(
-    kafka_bootstrap: str, schema_registry_url: str, feed: Feed, spark: Any
-) -> None:
-    """Read with confluent-kafka's Avro deserializer against the registry."""
-    customers, info = feed.customers, feed.info
-    avro_id = f"{feed.changefeed_id}.avro"
-    avro = parse_config(
-        {
-            "changefeed_id": avro_id,
-            "kafka": {"bootstrap_servers": kafka_bootstrap},
-            "sources": [
-                {
-                    "topic": customers,
-                    "table": "customers",
-                    "format": "debezium",
-                    "transactions": info.transaction_topic,
-                    "table_schema": CUSTOMERS,
-                    "primary_key": ["id"],
-                }
-            ],
-            "initial_scan": "no",
-            "sink": {"topic_prefix": f"{avro_id}.", "partitions": 1},
-            "encoder": {
-                "format": "avro",
-                "updated": True,
-                "schema_registry": {"url": schema_registry_url},
-            },
-            "resolved": {"interval": "0s"},
-            "checkpoint": {"topic": f"{avro_id}.checkpoints"},
-            "safepoints": {"enabled": False},
-            "spark": {"trigger": {"available_now": True}},
-        },
-        env={},
-    )
-    run_to_end(avro, spark)
-    messages = avro_messages(f"{avro_id}.customers", kafka_bootstrap, schema_registry_url)
+def check_customers(messages: list[tuple[int, int, str, str]]) -> None:
+    """Every change of ``customers`` as confluent-kafka's deserializer read it; a marker."""
     rows = [json.loads(value) for _, _, key, value in messages if key != "null"]
     assert sorted((r["after"]["id"], r["after"]["name"]) for r in rows) == [
         (10, "Ada"),
@@ -496,6 +431,61 @@ def test_avro_output_over_a_debezium_topic_reads_back_with_confluents_deserializ
         (12, "Ω ☃ 👩‍💻 'single' \"double\""),
     ]
     assert any(key == "null" for _, _, key, _ in messages), "no resolved marker"
+
+
+def avro_drain(
+    changefeed_id: str,
+    bootstrap: str,
+    registry_url: str,
+    sources: list[dict[str, Any]],
+    **more: Any,
+) -> ChangefeedConfig:
+    """A changefeed writing Avro through the registry, drained (``available_now``)."""
+    return parse_config(
+        {
+            "changefeed_id": changefeed_id,
+            "kafka": {"bootstrap_servers": bootstrap},
+            "sources": sources,
+            "initial_scan": "no",
+            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 1},
+            "encoder": {
+                "format": "avro",
+                "updated": True,
+                "schema_registry": {"url": registry_url},
+            },
+            "resolved": {"interval": "0s"},
+            "safepoints": {"enabled": False},
+            "spark": {"trigger": {"available_now": True}},
+            **more,
+        },
+        env={},
+    )
+
+
+def test_avro_output_over_a_debezium_topic_reads_back_with_confluents_deserializer(
+    kafka_bootstrap: str, schema_registry_url: str, feed: Feed, spark: Any
+) -> None:
+    """Read with confluent-kafka's Avro deserializer against the registry."""
+    customers, info = feed.customers, feed.info
+    avro_id = f"{feed.changefeed_id}.avro"
+    source = {
+        "topic": customers,
+        "table": "customers",
+        "format": "debezium",
+        "transactions": info.transaction_topic,
+        "table_schema": CUSTOMERS,
+        "primary_key": ["id"],
+    }
+    avro = avro_drain(
+        avro_id,
+        kafka_bootstrap,
+        schema_registry_url,
+        [source],
+        checkpoint={"topic": f"{avro_id}.checkpoints"},
+    )
+    run_to_end(avro, spark)
+    messages = avro_messages(f"{avro_id}.customers", kafka_bootstrap, schema_registry_url)
+    check_customers(messages)
 
 
 # orders as declared before the ALTER TABLE … ADD COLUMN region (ratio: NUMERIC without a
@@ -536,33 +526,20 @@ def test_a_column_added_upstream_evolves_the_avro_output_schema_from_debezium_s_
     from pipeline.control.context import OperatorContext  # noqa: PLC0415
 
     evolve_id = f"{feed.changefeed_id}.evolve"
-    config = parse_config(
-        {
-            "changefeed_id": evolve_id,
-            "kafka": {"bootstrap_servers": kafka_bootstrap},
-            "sources": [
-                {
-                    "topic": feed.orders,
-                    "table": "orders",
-                    "format": "debezium",
-                    "transactions": feed.info.transaction_topic,
-                    "table_schema": ORDERS_AT_START,
-                    "primary_key": ["id"],
-                }
-            ],
-            "initial_scan": "no",
-            "schema_change_policy": "evolve",
-            "sink": {"topic_prefix": f"{evolve_id}.", "partitions": 1},
-            "encoder": {
-                "format": "avro",
-                "updated": True,
-                "schema_registry": {"url": schema_registry_url},
-            },
-            "resolved": {"interval": "0s"},
-            "safepoints": {"enabled": False},
-            "spark": {"trigger": {"available_now": True}},
-        },
-        env={},
+    source = {
+        "topic": feed.orders,
+        "table": "orders",
+        "format": "debezium",
+        "transactions": feed.info.transaction_topic,
+        "table_schema": ORDERS_AT_START,
+        "primary_key": ["id"],
+    }
+    config = avro_drain(
+        evolve_id,
+        kafka_bootstrap,
+        schema_registry_url,
+        [source],
+        schema_change_policy="evolve",
     )
     run_to_end(config, spark)
     output = f"{evolve_id}.orders"
@@ -640,32 +617,16 @@ def test_avro_output_takes_its_schema_from_debezium_s_where_none_is_declared(
     derived_id = f"{feed.changefeed_id}.derived"
 
     def config(*topics: str) -> ChangefeedConfig:
-        return parse_config(
+        sources = [
             {
-                "changefeed_id": derived_id,
-                "kafka": {"bootstrap_servers": kafka_bootstrap},
-                "sources": [
-                    {
-                        "topic": topic,
-                        "table": topic.rsplit(".", 1)[-1],
-                        "format": "debezium",
-                        "transactions": feed.info.transaction_topic,
-                    }
-                    for topic in topics
-                ],
-                "initial_scan": "no",
-                "sink": {"topic_prefix": f"{derived_id}.", "partitions": 1},
-                "encoder": {
-                    "format": "avro",
-                    "updated": True,
-                    "schema_registry": {"url": schema_registry_url},
-                },
-                "resolved": {"interval": "0s"},
-                "safepoints": {"enabled": False},
-                "spark": {"trigger": {"available_now": True}},
-            },
-            env={},
-        )
+                "topic": topic,
+                "table": topic.rsplit(".", 1)[-1],
+                "format": "debezium",
+                "transactions": feed.info.transaction_topic,
+            }
+            for topic in topics
+        ]
+        return avro_drain(derived_id, kafka_bootstrap, schema_registry_url, sources)
 
     with pytest.raises(ConfigError, match=r"sources\[1\]\.table_schema: is needed.*'ratio'"):
         run_to_end(config(feed.customers, feed.orders), spark)
@@ -675,13 +636,36 @@ def test_avro_output_takes_its_schema_from_debezium_s_where_none_is_declared(
     key = json.loads(registry.get_latest_version(f"{output}-key").schema.schema_str or "")
     assert key["fields"] == [{"name": "id", "type": "long"}]
     messages = avro_messages(output, kafka_bootstrap, schema_registry_url)
-    rows = [json.loads(value) for _, _, key, value in messages if key != "null"]
-    assert sorted((r["after"]["id"], r["after"]["name"]) for r in rows) == [
-        (10, "Ada"),
-        (10, "Ada L."),
-        (11, "Grace"),
-        (11, "first"),
-        (11, "second"),
-        (12, "Ω ☃ 👩‍💻 'single' \"double\""),
-    ]
-    assert any(key == "null" for _, _, key, _ in messages), "no resolved marker"
+    check_customers(messages)
+
+
+# Last: it trims the orders topic, which the tests above read from its start.
+def test_gc_trims_the_debezium_topics_and_a_resume_loses_nothing(
+    kafka_bootstrap: str, feed: Feed, spark: Any, capsys: Any
+) -> None:
+    """GC over Debezium topics trims all a safepoint does not need, and nothing more.
+
+    A resume with nothing new holds the safepoint at the last checkpoint; GC trims all before
+    it (tombstones too); a resume after GC finds what it needs and emits nothing again.
+    """
+    drain, orders = feed.drain, feed.orders
+    run_to_end(drain, spark)
+    cli = ["--bootstrap-servers", kafka_bootstrap, "--cluster", drain.safepoints.cluster]
+    cli += ["--safepoint-topic", drain.safepoints.topic, "--jobs-topic", drain.jobs.topic]
+    gc = ["gc", "run", "--once", "--topic", orders, "--format", "debezium", "--gc-life-time", "0s"]
+    assert highwater([*gc, *cli]) == 0
+    printed = capsys.readouterr().out
+    reader = Consumer(
+        {"bootstrap.servers": kafka_bootstrap, "group.id": f"{drain.changefeed_id}.gc"}
+    )
+    try:
+        for p in (0, 1):
+            low, high = reader.get_watermark_offsets(TopicPartition(orders, p), timeout=10)
+            assert low == high, f"{orders}/{p}: trimmed to {low} of {high}\n{printed}"
+    finally:
+        reader.close()
+    output = f"{feed.changefeed_id}.orders"
+    before = [m for m in consume_all(kafka_bootstrap, output) if m.key is not None]
+    run_to_end(drain, spark)
+    after = [m for m in consume_all(kafka_bootstrap, output) if m.key is not None]
+    assert len(after) == len(before), "a resume after GC emitted rows again"
