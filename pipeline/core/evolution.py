@@ -116,6 +116,7 @@ class SchemaEvolution:
         self.refused: dict[RecordRef, str] = {}  # why a change could not evolve
         self._tried: set[RecordRef] = set()  # rows run again with an evolved schema
         self.changes = 0  # schema changes evolved in this run
+        self.warnings: list[str] = []  # declared schemas that differ from their sources'
 
     @classmethod
     def open(
@@ -136,11 +137,21 @@ class SchemaEvolution:
             publisher = SchemaPublisher(None, schema_topic)
         else:
             publisher = SchemaPublisher(registry.client_config())
-        tables = {
-            s.topic: s.declared_schema or _derived_at_start(config, i, s, source)
-            for i, s in enumerate(config.sources)
-        }
-        return cls(config, publisher, tables, source)
+        tables: dict[str, TableSchema | None] = {}
+        warnings = []
+        for i, s in enumerate(config.sources):
+            shape = _newest_shape(config, s, source) if s.format in TYPED else None
+            declared = s.declared_schema
+            if declared is None:
+                tables[s.topic] = _derived_at_start(i, s, shape)
+                continue
+            tables[s.topic] = declared
+            mismatch = declared_mismatch(i, declared, shape)
+            if mismatch is not None:
+                warnings.append(mismatch)
+        opened = cls(config, publisher, tables, source)
+        opened.warnings = warnings
+        return opened
 
     @property
     def encoders(self) -> Mapping[str, Encoder]:
@@ -283,10 +294,13 @@ def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) ->
     return shape
 
 
-def _derived_at_start(
-    config: ChangefeedConfig, index: int, source: SourceConfig, client: Mapping[str, Any]
-) -> TableSchema | None:
-    """A table's schema from the newest changes at its topic's end (None: none there yet).
+TYPED = frozenset({"debezium"})  # source formats whose records type their columns
+
+
+def _newest_shape(
+    config: ChangefeedConfig, source: SourceConfig, client: Mapping[str, Any]
+) -> SourceShape | None:
+    """The columns of the newest changes at a topic's end (None: none there yet).
 
     Of each partition's last change, the one describing the most columns.
     """
@@ -310,11 +324,17 @@ def _derived_at_start(
                 shapes.append(found)
     finally:
         consumer.close()
-    if not shapes:
+    return max(shapes, key=lambda shape: len(shape.columns)) if shapes else None
+
+
+def _derived_at_start(
+    index: int, source: SourceConfig, shape: SourceShape | None
+) -> TableSchema | None:
+    """A table's schema from its source's newest (None: not known yet)."""
+    if shape is None:
         return None
-    widest = max(shapes, key=lambda shape: len(shape.columns))
     try:
-        return derived_table(source.table, widest.columns, widest.key)
+        return derived_table(source.table, shape.columns, shape.key)
     except NoAvroType as exc:
         raise ConfigError(
             [
@@ -324,3 +344,19 @@ def _derived_at_start(
                 )
             ]
         ) from None
+
+
+def declared_mismatch(index: int, declared: TableSchema, shape: SourceShape | None) -> str | None:
+    """How a declared ``table_schema`` differs from its source's newest schema, if it does."""
+    if shape is None:
+        return None
+    missing = [c for c in shape.columns if c not in declared.columns]
+    found = [f"column(s) {', '.join(missing)} not declared"] if missing else []
+    found.extend(type_changes(declared.record, shape.columns))
+    if not found:
+        return None
+    return (
+        f"sources[{index}].table_schema differs from the source's newest schema: "
+        f"{'; '.join(found)} (the declared schema is written; rows it cannot hold follow "
+        "schema_change_policy)"
+    )

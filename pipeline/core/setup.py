@@ -140,6 +140,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         "kafka": source_cluster.cluster_id,
         "sink.kafka": None if config.sink.kafka is None else sink_cluster.cluster_id,
     }
+    warnings.extend(schemas.warnings)
     for warning in [*warnings, *replicas.warnings()]:
         log.warning("%s", warning)
     status = StatusPublisher(

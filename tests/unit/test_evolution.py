@@ -23,8 +23,9 @@ from encoders.avro import Framing
 from pipeline.config import ChangefeedConfig, parse_config
 from pipeline.core.batch import BatchPlan, BatchResult, Deferred, PartitionSeen
 from pipeline.core.batch import process as run_task
-from pipeline.core.evolution import SchemaEvolution
+from pipeline.core.evolution import SchemaEvolution, declared_mismatch
 from pipeline.core.frontier import SourcePartition
+from pipeline.core.sources.base import SourceShape
 from schemas.avro import OutputSchemas
 from schemas.connect import NoAvroType, avro_type, column_fields, derived_table
 from schemas.errors import ConfigError, RecordRef, SchemaChangeError
@@ -422,3 +423,17 @@ def test_a_numeric_widened_upstream_stops_under_either_policy_naming_both_types(
         assert "not evolved: a column's type changed" in explained
     else:
         assert explained == change.reason
+
+
+def test_a_declared_schema_that_differs_from_its_source_s_is_named() -> None:
+    declared = TableSchema.of(START, ["id"])
+    columns = {c["field"]: c for c in (column("id", "int64"), column("note", "string"), vip())}
+    shape = SourceShape(columns, ("id",))
+    assert declared_mismatch(2, declared, shape) == (
+        "sources[2].table_schema differs from the source's newest schema: column(s) vip not "
+        "declared; id: long at the source, int in the output (the declared schema is written; "
+        "rows it cannot hold follow schema_change_policy)"
+    )
+    same = {c["field"]: c for c in (column("id", "int32"), column("note", "string"))}
+    assert declared_mismatch(0, declared, SourceShape(same, ("id",))) is None
+    assert declared_mismatch(0, declared, None) is None  # an empty topic: nothing to compare
