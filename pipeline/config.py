@@ -475,13 +475,13 @@ class ChangefeedConfig(_Section):
                 )
 
     def _check_avro_tables(self, problems: list[tuple[str, str]]) -> None:
-        """Avro needs each table's columns: declared, or derived from Debezium's schema."""
+        """Avro needs each table's columns: declared, or from the source's (Debezium, canal)."""
         if self.encoder.format != "avro":
             return
         for i, source in enumerate(self.sources):
             if source.table_schema is not None:
                 continue
-            if source.format != "debezium":
+            if source.format not in ("debezium", "canal-json"):
                 problems.append(
                     (
                         f"sources[{i}].table_schema",
@@ -494,7 +494,7 @@ class ChangefeedConfig(_Section):
                     (
                         "schema_change_policy",
                         f"stop needs sources[{i}].table_schema: a schema derived from "
-                        "Debezium's grows with its table (evolve)",
+                        "the source's grows with its table (evolve)",
                     )
                 )
 

@@ -6,9 +6,10 @@
   registers nothing new; a changed table registers a new version if the subject's
   compatibility rule accepts it, else :class:`SchemaError` names the subject and the
   registry's reason, before anything is written.
-* **Schema topic** (no registry): every schema in canonical form, keyed by its CRC-64-AVRO
-  fingerprint (hex) in a compacted topic, so a consumer reads the topic once and decodes any
-  single-object record by the fingerprint in its header.
+* **Schema topic** (no registry): every schema whole (logical types and all), keyed by the
+  CRC-64-AVRO fingerprint (hex) of its canonical form in a compacted topic, so a consumer
+  reads the topic once and decodes any single-object record by the fingerprint in its
+  header. (Published before it is used: an evolved schema too.)
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ import json
 import struct
 from collections.abc import Mapping
 from typing import Any
-
-from fastavro.schema import to_parsing_canonical_form
 
 from encoders.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC, Framing
 from schemas.avro import OutputSchemas, single_object_fingerprint
@@ -58,7 +57,7 @@ class SchemaPublisher:
         """
         if self.registry is None:
             assert self.topic is not None  # noqa: S101 - __init__ checked
-            self.topic.put(_fingerprint(schema), to_parsing_canonical_form(dict(schema)).encode())
+            self.topic.put(_fingerprint(schema), _text(schema))
             return SINGLE_OBJECT_MAGIC + single_object_fingerprint(schema)
         (schema_id,) = _register(self.registry, [(f"{topic}-value", schema)])
         return CONFLUENT_MAGIC + struct.pack(">I", schema_id)
@@ -142,9 +141,14 @@ def _register(
 def publish(topic: CompactedTopic, schemas: OutputSchemas) -> Framing:
     """Publish the schemas to the schema topic under their fingerprints (hex keys)."""
     for schema in (schemas.key, schemas.value, schemas.resolved):
-        topic.put(_fingerprint(schema), to_parsing_canonical_form(schema).encode())
+        topic.put(_fingerprint(schema), _text(schema))
     return Framing.single_object(schemas)
 
 
 def _fingerprint(schema: Mapping[str, Any]) -> str:
     return single_object_fingerprint(schema).hex()
+
+
+def _text(schema: Mapping[str, Any]) -> bytes:
+    """The whole schema, logical types included (the canonical form drops them)."""
+    return json.dumps(schema, sort_keys=True, separators=(",", ":")).encode()

@@ -294,7 +294,7 @@ def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) ->
     return shape
 
 
-TYPED = frozenset({"debezium"})  # source formats whose records type their columns
+TYPED = frozenset({"debezium", "canal-json"})  # formats whose records type their columns
 
 
 def _newest_shape(

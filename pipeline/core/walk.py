@@ -126,6 +126,7 @@ class Walked:
         summaries, rests = [], []
         for text in self.summaries.value():
             seen = PartitionSeen.from_json(text)
+            seen.deferred = None  # the walk's rest runs through the loop next (below)
             summaries.append(seen)
             rest = json.loads(text).get("deferred")
             if rest is not None:

@@ -252,3 +252,111 @@ def test_debezium_avro_through_a_real_registry_reads_exactly_and_resolves(
             assert (low, high) == (high, 2), f"{orders}/{p} trimmed to {low}"
     finally:
         watermarks.close()
+
+
+def test_a_column_added_to_a_tidb_table_evolves_registry_free_avro_from_mysql_types(
+    kafka_bootstrap: str, unique_name: Any, spark: Any
+) -> None:
+    """canal-json with ``schema_change_policy: evolve`` and Avro without a registry.
+
+    The table is declared as it was; after TiDB's ``ALTER TABLE … ADD COLUMN vip tinyint(1)``
+    the events carry ``vip`` and its ``mysqlType``: the output schema gains ``vip: ["null",
+    "int"]`` and is published to the schema topic beside the first, and fastavro reads every
+    record by the fingerprint in its header. The start names the declared schema's
+    difference from the topic's newest events; the status shows the change.
+    """
+    import io  # noqa: PLC0415
+
+    from fastavro import parse_schema, schemaless_reader  # noqa: PLC0415
+
+    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
+    from pipeline.control.context import OperatorContext  # noqa: PLC0415
+
+    source, changefeed_id = unique_name("ticdc"), unique_name("cf")
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 2})
+    t = 1_700_000_000_000  # ms
+    wide = {
+        "mysqlType": {"id": "int", "amount": "decimal(30,10)", "note": "text", "vip": "tinyint(1)"}
+    }
+    records = [
+        (0, canal("INSERT", tso(t + 1), [{"id": "1", "amount": "1.5000000000", "note": "a"}])),
+        (0, canal("ALTER", tso(t + 2), None, isDdl=True, sql="alter table orders add vip …")),
+        (
+            1,
+            canal(
+                "INSERT", tso(t + 3), [{"id": "2", "amount": "2", "note": "b", "vip": "1"}], **wide
+            ),
+        ),
+        (
+            0,
+            canal(
+                "INSERT", tso(t + 4), [{"id": "3", "amount": "3", "note": "c", "vip": None}], **wide
+            ),
+        ),
+        *((p, watermark(tso(t + 5))) for p in (0, 1)),
+    ]
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
+    for partition, value in records:
+        producer.produce(source, value=value, partition=partition)
+    assert producer.flush(30) == 0
+    declared = {
+        "type": "record",
+        "name": "orders",
+        "fields": [
+            {"name": "id", "type": "int"},
+            {
+                "name": "amount",
+                "type": [
+                    "null",
+                    {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 10},
+                ],
+            },
+            {"name": "note", "type": ["null", "string"]},
+        ],
+    }
+    schema_topic = f"{changefeed_id}.schemas"
+    config = parse_config(
+        {
+            "changefeed_id": changefeed_id,
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": [
+                {
+                    "topic": source,
+                    "table": "orders",
+                    "format": "canal-json",
+                    "table_schema": declared,
+                    "primary_key": ["id"],
+                }
+            ],
+            "cursor": "0.0000000000",
+            "schema_change_policy": "evolve",
+            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 1},
+            "encoder": {"format": "avro", "updated": True, "schema_topic": schema_topic},
+            "spark": {"trigger": {"available_now": True}},
+        }
+    )
+    run_to_end(config, spark)
+    schemas = {
+        bytes.fromhex(m.key.decode()): json.loads(m.value)
+        for m in consume_all(kafka_bootstrap, schema_topic)
+    }
+
+    def decode(data: bytes) -> Any:
+        assert data[:2] == b"\xc3\x01", "single-object encoding"
+        return schemaless_reader(io.BytesIO(data[10:]), parse_schema(schemas[data[2:10]]), None)
+
+    out = [m for m in consume_all(kafka_bootstrap, f"{changefeed_id}.orders") if m.key is not None]
+    rows = sorted((decode(m.key)["id"], sorted(decode(m.value)["after"].items())) for m in out)
+    assert rows == [
+        (1, [("amount", Decimal("1.5000000000")), ("id", 1), ("note", "a")]),
+        (2, [("amount", Decimal("2.0000000000")), ("id", 2), ("note", "b"), ("vip", 1)]),
+        (3, [("amount", Decimal("3.0000000000")), ("id", 3), ("note", "c"), ("vip", None)]),
+    ]
+    envelopes = [
+        s for s in schemas.values() if s["name"] == "orders_envelope" and len(s["fields"]) > 1
+    ]
+    assert len(envelopes) == 2  # the declared one and the grown one, both published
+    found = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap})).get(changefeed_id)
+    assert found.status is not None
+    assert (found.status.schemas or {})["orders"]["added"] == ["vip"]
+    assert any("column(s) vip not declared" in w for w in found.status.warnings)

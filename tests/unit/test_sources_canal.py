@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.sources import BadRecord, CanalJsonAdapter, Change, Marker
-from pipeline.core.sources.canal import tso_time
+from pipeline.core.sources.canal import connect_type, tso_time
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 from tests.unit.test_batch import SRC, arrow, plan, run
@@ -253,3 +253,41 @@ def test_a_batch_writes_each_row_of_an_event_skips_ddl_and_rises_on_watermarks()
     assert seen.resolved == tso_time(COMMIT_TS + 5, "w")
     assert seen.duplicates == 1  # the update is at or below the watermark that came before it
     assert seen.bad == 1
+
+
+def test_mysql_types_become_the_avro_types_that_hold_the_values_read_from_them() -> None:
+    """``mysqlType`` as Connect types, then as Avro (``schemas/connect.py``): exact types."""
+    from schemas.connect import avro_type  # noqa: PLC0415
+
+    def avro(kind: str) -> Any:
+        return avro_type({**connect_type(kind), "field": "c"})
+
+    assert avro("int(11)") == "int"
+    assert avro("int(10) unsigned") == "long"
+    assert avro("smallint unsigned") == "int"
+    assert avro("bigint(20)") == "long"
+    assert avro("bigint(20) unsigned") == {
+        "type": "bytes",
+        "logicalType": "decimal",
+        "precision": 20,
+        "scale": 0,
+    }
+    assert avro("decimal(40,12)")["precision"] == 40
+    assert avro("DECIMAL(7, 2)")["scale"] == 2
+    assert avro("decimal")["precision"] == 10  # MySQL's default decimal(10,0)
+    assert (avro("double"), avro("float"), avro("year")) == ("double", "float", "int")
+    assert avro("date") == {"type": "int", "logicalType": "date"}
+    for text in ("varchar(255)", "datetime(6)", "json", "enum('a','b')", "time", "blob"):
+        assert avro(text) == "string"
+
+
+def test_a_row_event_s_shape_is_its_typed_columns_keyed_by_pk_names() -> None:
+    adapter = CanalJsonAdapter()
+    shape = adapter.shape(None, event("INSERT", [{"id": "1"}]))
+    assert shape is not None
+    assert list(shape.columns) == list(TYPES)
+    assert shape.key == ("id",)
+    assert shape.columns["id"]["optional"] is False
+    assert shape.columns["note"] == {"type": "string", "field": "note", "optional": True}
+    assert adapter.shape(None, json.dumps(WATERMARK).encode()) is None
+    assert adapter.shape(None, json.dumps(DDL).encode()) is None

@@ -20,7 +20,9 @@ One record is one event, its Kafka key unused (TiCDC sends none)::
 * the commit time is ``_tidb.commitTs``, a TSO (milliseconds << 18 | logical), as the HLC
   ``<milliseconds * 1000000>.<logical>``: the order of TSOs is kept;
 * ``TIDB_WATERMARK`` events (``_tidb.watermarkTs``, sent to every partition) are the markers;
-* DDL events (``isDdl``) carry no row: skipped (their SQL is in the source topic).
+* DDL events (``isDdl``) carry no row: skipped (their SQL is in the source topic);
+* ``mysqlType`` also gives the output's column types where no ``table_schema`` is declared,
+  and where a column is added (``schema_change_policy: evolve``): :func:`connect_type`.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from schemas.connect import DECIMAL
 from schemas.hlc import Hlc
 
 from .base import (
@@ -36,10 +39,10 @@ from .base import (
     Marker,
     Op,
     Rows,
+    SourceShape,
     exact_flags,
     exact_number,
     json_object,
-    no_shape,
     no_times,
 )
 
@@ -66,7 +69,6 @@ class CanalJsonAdapter:
 
     times = staticmethod(no_times)
     exact = staticmethod(exact_flags)
-    shape = staticmethod(no_shape)  # mysqlType is not read as types yet
 
     def decode(
         self, key: bytes | None, value: bytes | None, exact: bool | None = None
@@ -133,6 +135,23 @@ class CanalJsonAdapter:
         item = self.decode(None, value)
         return item if isinstance(item, Marker) else None
 
+    def shape(self, key: bytes | None, value: bytes | None) -> SourceShape | None:
+        """A row event's columns, ``mysqlType`` as Connect types, keyed by ``pkNames``.
+
+        None for a watermark or a DDL event.
+        """
+        event = json_object(value)
+        types, pk = event.get("mysqlType"), event.get("pkNames")
+        if event.get("isDdl") is True or event.get("type") not in _OPS:
+            return None
+        if type(types) is not dict or type(pk) is not list or not pk:
+            raise BadRecord("no 'mysqlType' and 'pkNames': the columns' types are needed")
+        columns = {
+            name: {**connect_type(str(kind)), "field": name, "optional": name not in pk}
+            for name, kind in types.items()
+        }
+        return SourceShape(columns, tuple(pk))
+
 
 def _typer(mysql_types: Any) -> Any:
     """A function typing one row's text values by ``mysqlType``."""
@@ -154,6 +173,40 @@ def _typer(mysql_types: Any) -> Any:
         return out
 
     return typed
+
+
+_DECIMAL_TYPE = re.compile(r"(?:decimal|numeric)(?:\((\d+)(?:,\s*(\d+))?\))?")
+_CONNECT = {  # a MySQL type's first word -> the Connect type of the values read from it
+    **dict.fromkeys(("tinyint", "smallint", "mediumint", "int", "integer", "year"), "int32"),
+    **dict.fromkeys(("bigint", "bit"), "int64"),
+    "float": "float32",
+    **dict.fromkeys(("double", "real"), "float64"),
+}
+
+
+def connect_type(kind: str) -> dict[str, Any]:
+    """A ``mysqlType`` as a Kafka Connect column type (``schemas/connect.py`` maps those).
+
+    Integers by size (``unsigned`` ones one size up; ``bigint unsigned`` a decimal of 20
+    digits), ``decimal(p,s)`` (MySQL's default ``decimal(10,0)``), ``float``, ``double``,
+    ``date``; everything else is the text TiCDC wrote (``datetime``, ``time``, ``json``,
+    ``char``, ``enum``, binary columns).
+    """
+    lowered = kind.lower().strip()
+    word = re.split(r"[\s(]", lowered, maxsplit=1)[0]
+    unsigned = "unsigned" in lowered
+    decimal = _DECIMAL_TYPE.match(lowered)
+    if decimal is not None or (word == "bigint" and unsigned):
+        precision = "20" if decimal is None else decimal.group(1) or "10"
+        scale = "0" if decimal is None else decimal.group(2) or "0"
+        parameters = {"scale": scale, "connect.decimal.precision": precision}
+        return {"type": "bytes", "name": DECIMAL, "parameters": parameters}
+    if word == "date":
+        return {"type": "int32", "name": "io.debezium.time.Date"}
+    connect = _CONNECT.get(word, "string")
+    if unsigned and connect == "int32" and word in ("int", "integer"):
+        connect = "int64"
+    return {"type": connect}
 
 
 def _is_numeric(kind: Any) -> bool:
