@@ -42,7 +42,7 @@ from tests.support.process import run_killed_at, write_config
 from tests.support.validator import exact, hlc_order, order_and_resolved
 
 SEED = int(os.environ.get("HIGHWATER_SEED") or random.randrange(2**32))
-CONNECT_KILLS = int(os.environ.get("HIGHWATER_CONNECT_KILLS", "2"))  # make soak: 10
+CONNECT_KILLS = int(os.environ.get("HIGHWATER_CONNECT_KILLS", "3"))  # make soak: 10
 # make test kills the changefeed once (mid-batch, or after markers, as the seed picks); the soak
 # both times
 SOAK = "HIGHWATER_CONNECT_KILLS" in os.environ
