@@ -315,6 +315,14 @@ def test_a_start_below_the_gc_safe_point_is_refused(
 # -- changefeeds -------------------------------------------------------------------------------
 
 
+SCHEMA = {
+    "version": "id 7 of subject orders-value",
+    "columns": ["id", "amount", "vip"],
+    "changed_at": "1701102311425045162.0000000000",
+    "added": ["vip"],
+}
+
+
 def test_changefeed_status_is_read_from_the_jobs_topic(
     client: TestClient, context: OperatorContext
 ) -> None:
@@ -326,6 +334,7 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
         statement_time=Hlc(1_701_102_300_000_000_000),
         scan={"chunks_done": 3, "chunks_total": 12},
         warnings=["retention of src is 1 day"],
+        schemas={"orders": SCHEMA},
     )
     failed = JobStatus("audit", "failed", error="the source topic is gone")
     jobs = CompactedTopic(context.client, context.jobs_topic)
@@ -353,6 +362,7 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
         "warnings": ["retention of src is 1 day"],
         "updated_at": orders.updated_at,
         "metrics_url": None,
+        "schemas": {"orders": SCHEMA},  # its output schema's version and last change
     }
     every = client.get("/api/v2/changefeeds", headers=AUTH).json()
     assert [(c["changefeed_id"], c["state"], c["error"]) for c in every] == [
