@@ -413,9 +413,10 @@ class ChangefeedConfig(_Section):
     on_error: Literal["fail", "pause", "dlq"] = "fail"
     dlq_topic: Name | None = None
     # A row of a shape its output schema cannot hold (a column added upstream): stop there
-    # (the changefeed pauses, naming it), or evolve the schema from the source's own types.
+    # (the changefeed pauses, naming it), or evolve the schema from the source's own types,
+    # or evolve it and emit the table again at the change (backfill, from the source topic).
     # Unset: stop where table_schema is declared, evolve where it is derived (Debezium).
-    schema_change_policy: Literal["stop", "evolve"] | None = None
+    schema_change_policy: Literal["stop", "evolve", "backfill"] | None = None
     safepoints: SafepointsConfig = SafepointsConfig()
     jobs: JobsConfig = JobsConfig()
     metrics: MetricsConfig = MetricsConfig()
@@ -477,6 +478,14 @@ class ChangefeedConfig(_Section):
     def _check_avro_tables(self, problems: list[tuple[str, str]]) -> None:
         """Avro needs each table's columns: declared, or from the source's (Debezium, canal)."""
         if self.encoder.format != "avro":
+            if self.schema_change_policy == "backfill":
+                problems.append(
+                    (
+                        "schema_change_policy",
+                        "backfill re-emits a table whose Avro schema evolved: it needs "
+                        "encoder.format: avro (JSON output passes new columns through)",
+                    )
+                )
             return
         for i, source in enumerate(self.sources):
             if source.table_schema is not None:

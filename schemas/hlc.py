@@ -64,6 +64,12 @@ class Hlc(_HlcFields):
         """The smallest timestamp strictly above this one."""
         return Hlc(self.wall, self.logical + 1)
 
+    def previous(self) -> Hlc:
+        """The greatest timestamp strictly below this one (``ZERO`` has none)."""
+        if self.logical:
+            return Hlc(self.wall, self.logical - 1)
+        return Hlc(self.wall - 1, 9_999_999_999)
+
 
 ZERO = Hlc(0, 0)
 

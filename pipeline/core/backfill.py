@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from schemas.errors import CheckpointError
+from schemas.errors import CheckpointError, RecordRef
 from schemas.hlc import Hlc
 
 from .checkpoint import numbers_to_ranges, ranges_to_numbers
@@ -42,13 +42,17 @@ class Backfill:
     In the checkpoint record (``backfill``) as ``{"partitions": {topic: {"from": [...],
     "to": [...], "done": "0-3,7"}}, "rows": n, "time": null}``: finished partitions merged
     into ranges, so the record stays small however many partitions finish. ``time`` is the
-    snapshot's time when it is not the statement time: the scan of tables an update added.
+    snapshot's time when it is not the statement time: the scan of tables an update added, or
+    of a table emitted again at its schema change (``schema_change_policy: backfill``, see
+    ``rescan.py``), whose first row of the new shape ``change`` names (``[topic, partition,
+    offset]``).
     """
 
     chunks: Mapping[SourcePartition, Chunk]
     done: frozenset[SourcePartition] = frozenset()
     rows: int = 0
     time: Hlc | None = None  # None: the changefeed's first scan, at its statement time
+    change: RecordRef | None = None  # the schema change the table is emitted again at
 
     @classmethod
     def of(
@@ -56,11 +60,12 @@ class Backfill:
         start_offsets: Mapping[SourcePartition, int],
         end_offsets: Mapping[SourcePartition, int],
         time: Hlc | None = None,
+        change: RecordRef | None = None,
     ) -> Backfill:
         """A new scan of every partition's range; empty ranges are done already."""
         chunks = {sp: Chunk(sp, start_offsets[sp], end) for sp, end in end_offsets.items()}
         done = frozenset(sp for sp, c in chunks.items() if c.records <= 0)
-        return cls(chunks, done, time=time)
+        return cls(chunks, done, time=time, change=change)
 
     def pending(self) -> list[Chunk]:
         """Chunks still to scan, the largest first (the run ends sooner)."""
@@ -84,11 +89,14 @@ class Backfill:
                 entry["done"].append(sp.partition)
         for entry in topics.values():
             entry["done"] = numbers_to_ranges(entry["done"])
-        return {
+        record: dict[str, Any] = {
             "partitions": topics,
             "rows": self.rows,
             "time": None if self.time is None else str(self.time),
         }
+        if self.change is not None:
+            record["change"] = [self.change.topic, self.change.partition, self.change.offset]
+        return record
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Backfill:
@@ -102,12 +110,13 @@ class Backfill:
                         SourcePartition(topic, p), int(start), int(end)
                     )
                 done.update(SourcePartition(topic, p) for p in ranges_to_numbers(entry["done"]))
-            time = record.get("time")
+            time, change = record.get("time"), record.get("change")
             return cls(
                 chunks,
                 frozenset(done),
                 int(record.get("rows", 0)),
                 None if time is None else Hlc.parse(time),
+                None if change is None else RecordRef(str(change[0]), *map(int, change[1:3])),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise CheckpointError(f"unreadable backfill in the checkpoint record: {exc}") from exc

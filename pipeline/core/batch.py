@@ -39,10 +39,10 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from encoders.avro import AvroEncoder
 from encoders.base import ChangeRow, Context, Encoder
@@ -174,6 +174,18 @@ class Deferred:
     waits_for: str | None = None  # the transaction whose END it waits for
     # it starts at a schema change (``PartitionSeen.schema_change``): its row's commit time
     new_shape: str | None = None
+
+
+class Settled(NamedTuple):
+    """What the driver made of a batch's rests: the plan, the rests run now, and those later.
+
+    A rest waits for another round, after those run now, when it is a schema change behind
+    another table's being emitted again (``backfill``).
+    """
+
+    plan: BatchPlan
+    run: list[Deferred]
+    later: tuple[Deferred, ...] = ()
 
 
 @dataclass
@@ -341,10 +353,17 @@ class BatchResult:
             for s in merged.values()
             if s.first_bad is not None
         )
-        changes = sorted(
-            (RecordRef(s.partition.topic, s.partition.partition, int(c[0])), str(c[1]), str(c[2]))
-            for s in merged.values()
-            if (c := s.schema_change) is not None
+        changes = sorted(  # the earliest change by commit time: the one a pause names
+            (
+                (
+                    RecordRef(s.partition.topic, s.partition.partition, int(c[0])),
+                    str(c[1]),
+                    str(c[2]),
+                )
+                for s in merged.values()
+                if (c := s.schema_change) is not None
+            ),
+            key=lambda change: (Hlc.parse(change[2]), change[0]),
         )
         return cls(
             sorted(merged.values(), key=lambda s: s.partition),
@@ -362,15 +381,19 @@ class BatchResult:
         """The partitions' rests left for their transactions' ENDs or a new schema."""
         return [rest for seen in self.partitions if (rest := seen.rest()) is not None]
 
-    def with_rests(self, rests: BatchResult) -> BatchResult:
+    def with_rests(self, rests: BatchResult, later: Iterable[Deferred] = ()) -> BatchResult:
         """One result of the batch: its first run's and that of its rests, run again.
 
-        A partition not run again keeps its schema change (the changefeed stops there).
+        A partition not run again keeps its schema change (the changefeed stops there); one
+        whose rest waits for another round (``later``) keeps its rest too.
         """
         again = {seen.partition for seen in rests.partitions}
+        waiting = {rest.partition for rest in later}
         done = [
             replace(seen, deferred=None, schema_change=None)
             if seen.partition in again
+            else seen
+            if seen.partition in waiting
             else replace(seen, deferred=None)
             for seen in self.partitions
         ]

@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import ChangefeedConfig
 from schemas.errors import (
@@ -47,17 +47,18 @@ from sinks.compacted import COMPACTED
 
 from . import faults
 from .backfill import Backfill, Chunk, ScanProgress
-from .batch import BatchAbandoned, BatchPlan, BatchResult, Deferred
+from .batch import BatchAbandoned, BatchPlan, BatchResult, Settled
 from .frontier import SourcePartition
-from .kafka_clients import client_config
+from .kafka_clients import client_config, low_offsets
 from .lifecycle import ChangefeedSpec, SpecWatch, wait_while_paused
 from .metrics import STATES, ChangefeedMetrics
 from .policy import Cadence, Decision, HighWaterWatch, Policy
 from .position import Position
 from .queries import check_query
+from .rescan import Rescan, rescan_backfill
 from .scan import ScanPlan
 from .scan_driver import InitialScan, chunk_job
-from .setup import Outputs, find_start, open_outputs
+from .setup import Outputs, check_history_complete, find_start, open_outputs
 from .status import ChangefeedStats
 from .stream import start_query, write_batch
 from .transaction_feed import TransactionFeed
@@ -317,34 +318,18 @@ class Changefeed:
         Each finished chunk is recorded in the checkpoint before it counts as done. Returns
         False when a stop was requested first (the chunks in flight run again next time).
         The scan of tables an update added (at a time of its own) ends like a batch: the
-        marker goes as far as the high-water mark has come.
+        marker goes as far as the high-water mark has come; so does that of a table emitted
+        again at its schema change that a killed run left unfinished (``rescan.py``).
         """
         config, position, status = self.config, self.position, self.outputs.status
         backfill = position.backfill
         assert backfill is not None  # noqa: S101 - run() checked
         statement = backfill.time or position.statement_time
         assert statement is not None  # noqa: S101 - a scan has a statement time
-        status.progress = ScanProgress.of(backfill)
-        self.metrics.scan(status.progress)
-        self._publish("scanning")
-        transactions = position.transactions
-        plan = BatchPlan.of(
-            config,
-            self.outputs.schemas.encoders,
-            thresholds={},
-            skip=self._skip(),
-            commits=None if transactions is None else transactions.commit_times(),
-        )
-        scan = InitialScan(
-            self.spark,
-            chunk_job(self.spark, config),
-            ScanPlan(plan, statement, changes=config.scan_mode != "only"),
-            parallelism=self.spark.sparkContext.defaultParallelism,
-            rate_limit=config.initial_scan.rate_limit,
-            on_chunk=self._chunk_done,
-            progress=status.progress,
-        )
-        if not scan.run(backfill.pending(), self.stop_request.is_set):
+        defaults = None
+        if backfill.change is not None:  # its table's schema as it was at the change
+            defaults = self.outputs.schemas.rescan_at(backfill.change, statement).defaults
+        if not self._scan(backfill, statement, self._chunk_done, defaults):
             return False
         # The first scan only: beside an added table's scan the other tables stream on, and
         # their transactions at or below its time may still be in flight there.
@@ -362,32 +347,90 @@ class Changefeed:
             self._finished = self._finished or only
         return True
 
+    def _scan(
+        self,
+        backfill: Backfill,
+        statement: Hlc,
+        on_chunk: Callable[[Chunk, BatchResult], None],
+        defaults: Mapping[str, Any] | None = None,
+    ) -> bool:
+        """Run ``backfill``'s pending chunks at ``statement``; False: a stop came first."""
+        config, position, status = self.config, self.position, self.outputs.status
+        status.progress = ScanProgress.of(backfill)
+        self.metrics.scan(status.progress)
+        self._publish("scanning")
+        transactions = position.transactions
+        plan = BatchPlan.of(
+            config,
+            self.outputs.schemas.encoders,
+            thresholds={},
+            skip=self._skip(),
+            commits=None if transactions is None else transactions.commit_times(),
+        )
+        scan = InitialScan(
+            self.spark,
+            chunk_job(self.spark, config),
+            ScanPlan(plan, statement, changes=config.scan_mode != "only", defaults=defaults),
+            parallelism=self.spark.sparkContext.defaultParallelism,
+            rate_limit=config.initial_scan.rate_limit,
+            on_chunk=on_chunk,
+            progress=status.progress,
+        )
+        return scan.run(backfill.pending(), self.stop_request.is_set)
+
     def _chunk_done(self, chunk: Chunk, result: BatchResult) -> None:
         """A chunk's rows are acknowledged: record it in the checkpoint before it counts."""
-        self._check_replicas()  # a long scan is watched as the stream is
         with self._lock:
-            try:
-                result.raise_first_bad(self.config.on_error)
-            except SourceDecodeError as exc:
-                if self.config.on_error != "pause":
-                    raise
-                self._pause_at(exc)  # the scan stops; the chunk runs again after resume
-                return
-            position, progress = self.position, self.outputs.status.progress
-            assert position.backfill is not None  # noqa: S101 - the scan is running
-            assert progress is not None  # noqa: S101
-            position.backfill = position.backfill.finished(chunk, result.emitted)
-            for seen in result.partitions:  # the stream tells re-sends after the scan's
-                if seen.position is not None:
-                    position.frontier.read_to(seen.partition, seen.position)
-            if position.transactions is not None:  # what the scan read counts for them
-                position.transactions.saw(result)
-            progress.add(chunk, result.emitted)
-            self.stats.count(result, scan=True)
-            self.metrics.batch(result, None, scan=True)
-            self.metrics.scan(progress)
-            self._write_checkpoint(last_marker=None)
-            faults.reached("after_chunk")
+            self._chunk_recorded(chunk, result)
+
+    def _chunk_recorded(self, chunk: Chunk, result: BatchResult) -> None:
+        """:meth:`_chunk_done`, the lock held (a batch's scan of a table at its schema change)."""
+        self._check_replicas()  # a long scan is watched as the stream is
+        try:
+            result.raise_first_bad(self.config.on_error)
+        except SourceDecodeError as exc:
+            if self.config.on_error != "pause":
+                raise
+            self._pause_at(exc)  # the scan stops; the chunk runs again after resume
+            return
+        position, progress = self.position, self.outputs.status.progress
+        assert position.backfill is not None  # noqa: S101 - the scan is running
+        assert progress is not None  # noqa: S101
+        position.backfill = position.backfill.finished(chunk, result.emitted)
+        for seen in result.partitions:  # the stream tells re-sends after the scan's
+            if seen.position is not None:
+                position.frontier.read_to(seen.partition, seen.position)
+        if position.transactions is not None:  # what the scan read counts for them
+            position.transactions.saw(result)
+        progress.add(chunk, result.emitted)
+        self.stats.count(result, scan=True)
+        self.metrics.batch(result, None, scan=True)
+        self.metrics.scan(progress)
+        self._write_checkpoint(last_marker=None)
+        faults.reached("after_chunk")
+
+    def _rescan(self, rescan: Rescan, result: BatchResult) -> None:
+        """Emit a table again at its schema change (``backfill``), before the batch's rests.
+
+        Its source partitions from their first offsets to where the batch left them, at the
+        change's commit time (``rescan.py``); recorded in the checkpoint as a scan, so a kill
+        scans the rest first on restart.
+        """
+        position, outputs = self.position, self.outputs
+        table = self.config.tables[rescan.topic]
+        ours = [sp for sp in outputs.partitions if sp.topic == rescan.topic]
+        low = low_offsets(outputs.source, ours)
+        check_history_complete(low, outputs.source_configs)
+        backfill = rescan_backfill(rescan, outputs.partitions, low, result, position.frontier)
+        position.backfill = backfill
+        log.info("table %s: emitted again at its schema change %s", table, rescan.time)
+        self._write_checkpoint(last_marker=None)
+        if not self._scan(backfill, rescan.time, self._chunk_recorded, rescan.defaults):
+            raise BatchAbandoned(f"stopped while {table} was emitted again at its schema change")
+        position.backfill = None
+        outputs.status.state = "running"
+        self.metrics.backfills.inc()
+        self._write_checkpoint(last_marker=None)
 
     # -- one batch ----------------------------------------------------------------------------
 
@@ -464,8 +507,12 @@ class Changefeed:
         self._after_batch()
         return seconds
 
-    def _settle(self, plan: BatchPlan, rests: list[Deferred]) -> tuple[BatchPlan, list[Deferred]]:
-        """Rests that wait for a transaction's END (read first), or for an evolved schema."""
+    def _settle(self, plan: BatchPlan, result: BatchResult) -> Settled:
+        """Rests that wait for a transaction's END (read first), or for an evolved schema.
+
+        A table evolved under ``backfill`` is emitted again before its rests run.
+        """
+        rests = result.rests
         transactions, ends = self.position.transactions, [r for r in rests if r.waits_for]
         if ends and transactions is not None:
             plan = transactions.await_commits(plan, ends, self.stop_request.is_set)
@@ -473,11 +520,13 @@ class Changefeed:
             ends = []
         schemas = self.outputs.schemas
         before = schemas.changes
-        plan, evolved = schemas.settle(plan, rests)
+        plan, evolved, later = schemas.settle(plan, rests)
         if evolved:
             self.metrics.schema_changes.inc(schemas.changes - before)
             self.outputs.status.schemas = schemas.status()
-        return plan, [*ends, *evolved]
+        for rescan in schemas.take_rescans():
+            self._rescan(rescan, result)
+        return Settled(plan, [*ends, *evolved], later)
 
     def _skip(self) -> RecordRef | None:
         """The bad record an operator chose to divert (``resume --skip-bad-record``), if any."""

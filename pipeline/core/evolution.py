@@ -17,7 +17,10 @@ the policy:
   unless someone chose another), or published to the schema topic. The rest runs again in
   the same batch with the new encoder, and every later batch uses it. A change that cannot
   evolve so (the source carries no types, a column no Avro type holds exactly, the registry
-  refuses) stops as ``stop`` does, and the pause says why.
+  refuses) stops as ``stop`` does, and the pause says why;
+* ``backfill``: ``evolve``, then the table is emitted again at the change's commit time from
+  its source topic, before the rows of the new shape (``rescan.py``): the coordinator takes
+  the :class:`~.rescan.Rescan` it is due (:meth:`SchemaEvolution.take_rescans`).
 
 A Debezium table without a ``table_schema`` takes its whole schema from its source: at the
 start from the newest change at its partitions' ends (the one describing the most columns),
@@ -52,9 +55,10 @@ from sinks.admin import partition_counts
 from sinks.compacted import CompactedTopic
 from sinks.schemas import SchemaPublisher
 
-from .batch import BatchPlan, Deferred
+from .batch import BatchPlan, Deferred, Settled
 from .frontier import SourcePartition
 from .kafka_clients import range_reader, read_range
+from .rescan import Rescan, defaults_of
 from .sources import Adapter, BadRecord, adapter
 from .sources.base import SourceShape
 
@@ -115,6 +119,7 @@ class SchemaEvolution:
             self._use(topic, table)
         self.refused: dict[RecordRef, str] = {}  # why a change could not evolve
         self._tried: set[RecordRef] = set()  # rows run again with an evolved schema
+        self._rescans: list[Rescan] = []  # tables evolved under backfill, to emit again
         self.changes = 0  # schema changes evolved in this run
         self.warnings: list[str] = []  # declared schemas that differ from their sources'
 
@@ -161,6 +166,8 @@ class SchemaEvolution:
     def policy(self, topic: str) -> str:
         """``schema_change_policy`` for a source topic: as configured, else by its schema.
 
+        One of ``stop``, ``evolve``, ``backfill``.
+
         A declared ``table_schema`` stops; one derived from the source evolves.
         """
         configured = self.config.schema_change_policy
@@ -173,16 +180,48 @@ class SchemaEvolution:
         """Per table: its output schema's version, columns and last change."""
         return {self.config.tables[t]: v.to_json() for t, v in sorted(self.tables.items())}
 
-    def settle(self, plan: BatchPlan, rests: list[Deferred]) -> tuple[BatchPlan, list[Deferred]]:
+    def settle(self, plan: BatchPlan, rests: list[Deferred]) -> Settled:
         """The plan to run rests at a schema change again with, and those it can run.
 
-        Under ``evolve`` each such rest's table evolves first; under ``stop`` none runs.
+        Under ``evolve`` (and ``backfill``) each such rest's table evolves first, the earliest
+        change first; under ``stop`` none runs. A table due to be emitted again
+        (``backfill``) is scanned up to where the rests stand, so under ``backfill`` a rest
+        runs alone in its round: the later ones wait, and the rows before a change are
+        written before its table is scanned.
         """
         changes = sorted(
             (r for r in rests if r.new_shape), key=lambda r: Hlc.parse(str(r.new_shape))
         )
-        again = [r for r in changes if self._evolved(r)]  # the earliest commit first
-        return (replace(plan, encoders=dict(self._encoders)) if again else plan), again
+        again: list[Deferred] = []
+        for i, rest in enumerate(changes):
+            if self._rescans or (again and self.policy(rest.partition.topic) == "backfill"):
+                return Settled(self._with_encoders(plan), again, tuple(changes[i:]))
+            if self._evolved(rest):
+                again.append(rest)
+        return Settled(self._with_encoders(plan) if again else plan, again)
+
+    def _with_encoders(self, plan: BatchPlan) -> BatchPlan:
+        return replace(plan, encoders=dict(self._encoders))
+
+    def take_rescans(self) -> list[Rescan]:
+        """The tables ``backfill`` evolved since last asked, to emit again (``rescan.py``)."""
+        rescans, self._rescans = self._rescans, []
+        return rescans
+
+    def rescan_at(self, change: RecordRef, time: Hlc) -> Rescan:
+        """A scan at a schema change (``time``: its) that a killed run left unfinished.
+
+        The table's schema evolves from the change's row again if this run's does not hold
+        it yet (a declared one); the defaults are read from that row's schema.
+        """
+        sp = SourcePartition(change.topic, change.partition)
+        try:
+            shape = self._evolve(sp, change.offset, str(time.next()))  # the row's own time
+        except (NoAvroType, HighwaterError) as exc:
+            raise SchemaChangeError(
+                change, f"its table cannot be emitted again: {exc}", str(time)
+            ) from None
+        return Rescan(change, time, defaults_of(shape.columns))
 
     def explain(self, change: SchemaChangeError) -> SchemaChangeError:
         """The pause's error, with why the change could not evolve where it was tried."""
@@ -212,21 +251,29 @@ class SchemaEvolution:
     def _evolved(self, rest: Deferred) -> bool:
         """Evolve the table of ``rest`` to hold its first row; False (reason kept) if not."""
         sp = rest.partition
-        if self.policy(sp.topic) != "evolve":
+        policy = self.policy(sp.topic)
+        if policy == "stop":
             return False
         ref = RecordRef(sp.topic, sp.partition, rest.start)
+        current = self.tables.get(sp.topic)
+        had = current is not None and current.schema is not None  # rows were written in it
         try:
             if ref in self._tried:
                 raise HighwaterError("the row does not fit the evolved schema either")
             self._tried.add(ref)
-            self._evolve(sp, rest.start, rest.new_shape)
+            before = self.changes
+            shape = self._evolve(sp, rest.start, rest.new_shape)
         except (NoAvroType, HighwaterError) as exc:
             self.refused[ref] = str(exc)
             log.warning("schema change at %s not evolved: %s", ref, exc)
             return False
+        if policy == "backfill" and had and self.changes > before and rest.new_shape:
+            before_it = Hlc.parse(rest.new_shape).previous()
+            self._rescans.append(Rescan(ref, before_it, defaults_of(shape.columns)))
         return True
 
-    def _evolve(self, sp: SourcePartition, offset: int, time: str | None) -> None:
+    def _evolve(self, sp: SourcePartition, offset: int, time: str | None) -> SourceShape:
+        """Evolve ``sp``'s table to hold the row at ``offset``, if it does not; its shape."""
         topic, config = sp.topic, self.config
         if self._publisher is None:
             raise HighwaterError("JSON output has no schema to evolve")
@@ -246,7 +293,7 @@ class SchemaEvolution:
             if not new:  # evolved already (at another partition's row of the same change)
                 if time is not None and _before(time, current):
                     self.tables[topic] = replace(current, changed_at=time)  # the earliest
-                return
+                return shape
             evolved = current.schema.with_columns(column_fields(shape.columns, new))
         self._use(topic, evolved, time)
         self.changes += 1
@@ -259,6 +306,7 @@ class SchemaEvolution:
             ", ".join(self.tables[topic].added),
             self.tables[topic].version,
         )
+        return shape
 
     def _record(self, sp: SourcePartition, offset: int) -> Record:
         """The key and value of the source record at ``offset``."""

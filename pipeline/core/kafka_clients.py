@@ -8,7 +8,7 @@ of them.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -137,3 +137,19 @@ def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Ite
             raise SourceError(f"{sp}: reading offset {position}: {error}")
         position = message.offset() + 1
         yield message
+
+
+def low_offsets(
+    client: Mapping[str, Any], partitions: Iterable[SourcePartition]
+) -> dict[SourcePartition, int]:
+    """Each partition's first offset still held (its low watermark)."""
+    consumer = range_reader(client, "highwater-low-offsets")
+    try:
+        return {
+            sp: consumer.get_watermark_offsets(TopicPartition(sp.topic, sp.partition), timeout=30)[
+                0
+            ]
+            for sp in partitions
+        }
+    finally:
+        consumer.close()

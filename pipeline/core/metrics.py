@@ -11,6 +11,7 @@ status names the address (``metrics_url``), where the server finds it for its ag
 ``highwater_bad_records_total``             records that went where ``on_error`` says
 ``highwater_markers_sent_total``            resolved markers broadcast (each to every partition)
 ``highwater_schema_changes_total``          output schemas evolved (``schema_change_policy``)
+``highwater_backfills_total``               tables emitted again at a schema change (``backfill``)
 ``highwater_batch_duration_seconds``        a micro-batch's write, Kafka acknowledgement included
 ``highwater_checkpoint_write_seconds``      a checkpoint record's write
 ``highwater_checkpoint_bytes``              the last checkpoint record's size
@@ -77,6 +78,10 @@ class ChangefeedMetrics:
         self.markers = counter("highwater_markers_sent", "Resolved markers broadcast")
         self.schema_changes = counter(
             "highwater_schema_changes", "Output schemas evolved (schema_change_policy: evolve)"
+        )
+        self.backfills = counter(
+            "highwater_backfills",
+            "Tables emitted again at a schema change (schema_change_policy: backfill)",
         )
         self.scan_rows = counter("highwater_scan_rows", "Rows the initial scan wrote")
         self.batch_seconds = histogram(

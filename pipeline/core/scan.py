@@ -33,7 +33,7 @@ records, rows, rate, ETA) is counted per finished chunk.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -74,6 +74,9 @@ class ScanPlan:
     rate: float | None = None  # rows per second for this task
     step: int = 10_000  # records walked between two looks at the pace
     chunk: SourcePartition | None = None  # the partition the task walks (set per chunk)
+    # a table emitted again at a schema change (``rescan.py``): the new columns' defaults,
+    # for the rows whose source records predate them
+    defaults: Mapping[str, Any] | None = None
 
 
 class _Version(NamedTuple):
@@ -302,7 +305,10 @@ class ScanTask(Task):
         change, ctx = version.change, self.ctx
         assert change is not None  # noqa: S101 - only decoded versions are kept to emit
         before = None if updated != change.ts else change.before  # a snapshot row has none
-        row = ChangeRow(self.table, change.key, change.after, before, updated, change.ts)
+        after, defaults = change.after, self.scan.defaults
+        if defaults and after is not None:  # a column the record predates: its default
+            after = {**defaults, **after}
+        row = ChangeRow(self.table, change.key, after, before, updated, change.ts)
         try:
             key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
             limit = self.plan.max_record_bytes

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from pipeline.config import ChangefeedConfig
 
 from . import faults
-from .batch import BatchPlan, BatchResult, Deferred, kafka_records, read_result
+from .batch import BatchPlan, BatchResult, Deferred, Settled, kafka_records, read_result
 from .kafka_clients import source_reader, write_records
 from .queries import apply_query
 from .walk import Walked, walk_plan, write_rest
@@ -78,9 +78,11 @@ def start_query(
     return writer.start()
 
 
-# What the driver does with a batch's rests that wait for something: the plan to run them
-# again with, and those that can run now (the others stay where they stopped).
-Settle = Callable[[BatchPlan, list[Deferred]], tuple[BatchPlan, list[Deferred]]]
+# What the driver does with a batch's rests that wait for something (``result.rests``; the
+# batch so far, where a table emitted again at a schema change ends): the plan to run them
+# again with, those that run now, those that wait for the next round (the others stay where
+# they stopped).
+Settle = Callable[[BatchPlan, BatchResult], Settled]
 
 
 def write_batch(
@@ -123,7 +125,7 @@ def write_batch(
     runs = 0
     while result.rests and settle is not None:
         waited = time.perf_counter()
-        plan, again = settle(plan, result.rests)
+        plan, again, later = settle(plan, result)
         if not again:
             break
         runs += 1
@@ -136,7 +138,7 @@ def write_batch(
         )
         more = Observation(f"batch-{batch_id}-again-{runs}")
         write_rest(batch.sparkSession, again, plan, config, more)
-        result = result.with_rests(read_result(more))
+        result = result.with_rests(read_result(more), later)
     seconds = time.perf_counter() - started
     faults.reached("after_write")
     return result, seconds

@@ -41,6 +41,7 @@ from pipeline.core.sources import DebeziumAdapter
 from pipeline.dev.connect import ConnectInfo, EmbeddedConnect
 from pipeline.dev.demo import avro_messages
 from pipeline.dev.postgres import EmbeddedPostgres
+from schemas.hlc import Hlc
 from schemas.jsontext import Number
 from tests.support.changefeed import (
     changefeed_config,
@@ -60,6 +61,9 @@ ALTER TABLE orders REPLICA IDENTITY FULL;
 ALTER TABLE customers REPLICA IDENTITY FULL;
 INSERT INTO orders VALUES (1, 1.5, 0.1, '2024-01-01 00:00:00+00', 'snapshot row');
 INSERT INTO customers VALUES (10, 'Ada');
+CREATE TABLE accounts (id int PRIMARY KEY, balance numeric(10,2), memo text);
+ALTER TABLE accounts REPLICA IDENTITY FULL;
+INSERT INTO accounts VALUES (1, 10.50, 'a'), (2, 20.00, 'b'), (3, 30.25, 'c');
 """
 CHANGES = """
 BEGIN;
@@ -76,6 +80,10 @@ UPDATE customers SET name = 'Ada L.' WHERE id = 10;
 COMMIT;
 ALTER TABLE orders ADD COLUMN region text;
 INSERT INTO orders VALUES (3, 0, -1e-20, NULL, '', 'eu');
+UPDATE accounts SET balance = 11.50 WHERE id = 1;
+ALTER TABLE accounts ADD COLUMN tier int DEFAULT 5;
+UPDATE accounts SET memo = 'a2' WHERE id = 1;
+INSERT INTO accounts VALUES (4, 40.00, 'd', 7);
 """
 
 
@@ -131,6 +139,13 @@ DELETE FROM orders WHERE id = 3;
 COMMIT;
 INSERT INTO orders VALUES (4, 99999999999999999999.9999, 1e-30,
                            '1999-12-31 23:59:59.5-08', E'tab\\there', 'us');
+ALTER TABLE accounts ADD COLUMN vip boolean;
+UPDATE accounts SET vip = true WHERE id = 2;
+ALTER TABLE accounts DROP COLUMN memo;
+UPDATE accounts SET balance = 22.00 WHERE id = 2;
+DELETE FROM accounts WHERE id = 3;
+ALTER TABLE accounts ALTER COLUMN balance TYPE numeric(12,4);
+UPDATE accounts SET balance = 1.2345 WHERE id = 4;
 """
 
 
@@ -170,6 +185,7 @@ class Feed:
     info: ConnectInfo
     orders: str
     customers: str
+    accounts: str  # its schema changes: two columns added, one dropped, a NUMERIC widened
     changefeed_id: str
     drain: ChangefeedConfig
     final: dict[str, str]  # each table's final SELECT
@@ -196,10 +212,12 @@ def feed(
         pg = postgres.start()
         postgres.sql(SETUP)
         tables = ["public.orders", "public.customers"]
-        info = connect.capture(kafka_bootstrap, pg, tables, topic_prefix=name, partitions=2)
+        captured = [*tables, "public.accounts"]  # accounts: the schema changes' own tests
+        info = connect.capture(kafka_bootstrap, pg, captured, topic_prefix=name, partitions=2)
         postgres.sql(CHANGES)
         orders, customers = info.topic("public.orders"), info.topic("public.customers")
-        wait_for_changes(kafka_bootstrap, {orders: 7, customers: 3})
+        accounts = info.topic("public.accounts")
+        wait_for_changes(kafka_bootstrap, {orders: 7, customers: 3, accounts: 6})
         raw = {
             "changefeed_id": changefeed_id,
             "kafka": {"bootstrap_servers": kafka_bootstrap},
@@ -215,7 +233,7 @@ def feed(
         config_file = write_config(logs / "cf.yaml", raw)
         run_killed_at(config_file, logs / "run.log", "after_marker:1")  # SIGKILL
         postgres.sql(MORE)
-        wait_for_changes(kafka_bootstrap, {orders: 11, customers: 6})
+        wait_for_changes(kafka_bootstrap, {orders: 11, customers: 6, accounts: 11})
         time.sleep(2)  # the transaction topic's last END
         drain = parse_config({**raw, "spark": {"trigger": {"available_now": True}}}, env={})
         run_to_end(drain, spark)
@@ -224,13 +242,16 @@ def feed(
                 "SELECT id, amount, ratio, note, region FROM orders ORDER BY id"
             ),
             "customers": postgres.sql("SELECT id, name FROM customers ORDER BY id"),
+            "accounts": postgres.sql("SELECT id, balance, tier, vip FROM accounts ORDER BY id"),
         }
-        written = {t: consume_all(kafka_bootstrap, t) for t in (orders, customers)}
+        written = {t: consume_all(kafka_bootstrap, t) for t in (orders, customers, accounts)}
         transactions = consume_all(kafka_bootstrap, info.transaction_topic)
     finally:
         connect.stop()
         postgres.stop()
-    yield Feed(info, orders, customers, changefeed_id, drain, final, written, transactions)
+    yield Feed(
+        info, orders, customers, accounts, changefeed_id, drain, final, written, transactions
+    )
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -441,25 +462,33 @@ def avro_drain(
     **more: Any,
 ) -> ChangefeedConfig:
     """A changefeed writing Avro through the registry, drained (``available_now``)."""
-    return parse_config(
-        {
-            "changefeed_id": changefeed_id,
-            "kafka": {"bootstrap_servers": bootstrap},
-            "sources": sources,
-            "initial_scan": "no",
-            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 1},
-            "encoder": {
-                "format": "avro",
-                "updated": True,
-                "schema_registry": {"url": registry_url},
-            },
-            "resolved": {"interval": "0s"},
-            "safepoints": {"enabled": False},
-            "spark": {"trigger": {"available_now": True}},
-            **more,
+    return parse_config(avro_raw(changefeed_id, bootstrap, registry_url, sources, **more), env={})
+
+
+def avro_raw(
+    changefeed_id: str,
+    bootstrap: str,
+    registry_url: str,
+    sources: list[dict[str, Any]],
+    **more: Any,
+) -> dict[str, Any]:
+    """:func:`avro_drain`'s config as its file says it."""
+    return {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": sources,
+        "initial_scan": "no",
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 1},
+        "encoder": {
+            "format": "avro",
+            "updated": True,
+            "schema_registry": {"url": registry_url},
         },
-        env={},
-    )
+        "resolved": {"interval": "0s"},
+        "safepoints": {"enabled": False},
+        "spark": {"trigger": {"available_now": True}},
+        **more,
+    }
 
 
 def test_avro_output_over_a_debezium_topic_reads_back_with_confluents_deserializer(
@@ -642,6 +671,191 @@ def test_avro_output_takes_its_schema_from_debezium_s_where_none_is_declared(
     assert key["fields"] == [{"name": "id", "type": "long"}]
     messages = avro_messages(output, kafka_bootstrap, schema_registry_url)
     check_customers(messages)
+
+
+def decimal_field(name: str, precision: int, scale: int) -> dict[str, Any]:
+    decimal = {"type": "bytes", "logicalType": "decimal", "precision": precision, "scale": scale}
+    return {"name": name, "type": ["null", decimal]}
+
+
+# accounts as declared before its ALTERs, and as an operator declares it after each one
+ACCOUNTS: list[dict[str, Any]] = [
+    {"name": "id", "type": "int"},
+    decimal_field("balance", 10, 2),
+    {"name": "memo", "type": ["null", "string"]},
+]
+TIER = {"name": "tier", "type": ["null", "int"], "default": None}
+VIP = {"name": "vip", "type": ["null", "boolean"], "default": None}
+WIDENED = [ACCOUNTS[0], decimal_field("balance", 12, 4), ACCOUNTS[2], TIER, VIP]
+ACCOUNT_STAGES = {
+    "tier": [*ACCOUNTS, TIER],
+    "vip": [*ACCOUNTS, TIER, VIP],
+    "balance": WIDENED,
+}
+
+
+def accounts_read(
+    bootstrap: str, registry_url: str, topic: str
+) -> tuple[list[dict[str, Any]], list[Message]]:
+    """The output as confluent-kafka's AvroDeserializer reads it, and as the validator does.
+
+    Each record by its writer schema, through the registry; the validator's messages carry
+    keys, times and markers.
+    """
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+    from confluent_kafka.schema_registry.avro import AvroDeserializer  # noqa: PLC0415
+    from confluent_kafka.serialization import MessageField, SerializationContext  # noqa: PLC0415
+
+    registry = SchemaRegistryClient({"url": registry_url})
+    keys, values = AvroDeserializer(registry), AvroDeserializer(registry)
+    rows, seen = [], []
+    for m in consume_all(bootstrap, topic):
+        value = values(m.value, SerializationContext(topic, MessageField.VALUE))
+        if m.key is None:
+            shown = json.dumps({"resolved": value["resolved"]}).encode()
+            seen.append(Message(m.partition, m.offset, None, shown, ()))
+            continue
+        key = keys(m.key, SerializationContext(topic, MessageField.KEY))
+        rows.append({**value, "key": key["id"]})
+        shown = json.dumps({"updated": value["updated"]}).encode()
+        seen.append(Message(m.partition, m.offset, json.dumps([key["id"]]).encode(), shown, ()))
+    return rows, seen
+
+
+@pytest.mark.parametrize("policy", ["stop", "evolve", "backfill"])
+def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without_loss(
+    kafka_bootstrap: str,
+    schema_registry_url: str,
+    feed: Feed,
+    spark: Any,
+    *,
+    policy: str,
+    tmp_path: Path,
+) -> None:
+    """ADD COLUMN with a default and without, DROP COLUMN, a NUMERIC widened, each policy.
+
+    PostgreSQL → Debezium; the table's schema declared as it was at the start. ``stop``
+    pauses at each added column, naming it and the first row's commit time, with everything
+    before it written and a marker below it; ``evolve`` and ``backfill`` grow the schema
+    through both; ``backfill`` also emits the table again just before each change's first
+    row, the rows that predate ``tier`` with its default (5, as PostgreSQL filled them). A
+    dropped nullable column is null from then on. The widened NUMERIC (``numeric(12,4)`` over
+    ``decimal(10,2)``) stops under every policy, naming both types; the operator's new
+    ``table_schema`` and ``resume`` go on; under ``backfill`` the first run is killed during
+    the first scan at a change, and the next finishes it. At the end: no per-key order or marker
+    violation, and the table rebuilt from the output equals the final ``SELECT``.
+    """
+    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
+    from pipeline.control.context import OperatorContext  # noqa: PLC0415
+
+    changefeed_id = f"{feed.changefeed_id}.accounts-{policy}"
+    changefeeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
+
+    def raw(fields: list[dict[str, Any]]) -> dict[str, Any]:
+        source = {
+            "topic": feed.accounts,
+            "table": "accounts",
+            "format": "debezium",
+            "transactions": feed.info.transaction_topic,
+            "table_schema": {"type": "record", "name": "accounts", "fields": fields},
+            "primary_key": ["id"],
+        }
+        return avro_raw(
+            changefeed_id,
+            kafka_bootstrap,
+            schema_registry_url,
+            [source],
+            schema_change_policy=policy,
+            sink={"topic_prefix": f"{changefeed_id}.", "partitions": 2},
+        )
+
+    if policy == "backfill":
+        # killed once the table's first scan at a change recorded a chunk (spark-submit,
+        # SIGKILL): the next run scans the rest first, the schema evolved again to hold it
+        config_file = write_config(tmp_path / "backfill.yaml", raw(ACCOUNTS))
+        run_killed_at(config_file, tmp_path / "backfill.log", "after_chunk:1")
+        left = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]["backfill"]
+        assert left["change"][0] == feed.accounts  # the scan at the change, half done
+        assert left["partitions"][feed.accounts]["done"] in {"0", "1"}  # one of two chunks
+
+    def run(fields: list[dict[str, Any]]) -> str | None:
+        """One drain with ``fields`` declared; the pause's reason (None: it ran to the end)."""
+        run_to_end(parse_config(raw(fields), env={}), spark)
+        status = changefeeds.get(changefeed_id).status
+        assert status is not None
+        if status.state != "paused":
+            return None
+        changefeeds.resume(changefeed_id)
+        return status.error
+
+    output = f"{changefeed_id}.accounts"
+    pauses, marked, fields = [], [], ACCOUNTS
+    while (error := run(fields)) is not None:
+        assert len(pauses) < 3, error
+        pauses.append(error)
+        _, now = accounts_read(kafka_bootstrap, schema_registry_url, output)
+        marked.append([Hlc.parse(json.loads(m.value or b"")["resolved"]) for m in now if not m.key])
+        # what the pause names: a retyped column, else the column(s) added
+        column = "balance" if "balance:" in error else "vip" if "vip" in error else "tier"
+        fields = ACCOUNT_STAGES[column]
+
+    rows, seen = accounts_read(kafka_bootstrap, schema_registry_url, output)
+    shown = [(r["key"], r["updated"], r["after"]) for r in rows]
+    assert order_and_resolved(seen) == {}, shown  # 0 violations
+    changes = [
+        (c.key[0], str(c.ts), c.after or {})
+        for m in feed.written[feed.accounts]
+        if (c := DebeziumAdapter().decode(m.key, m.value)) is not None
+    ]
+    tier_at, vip_at = (
+        Hlc.parse(min((ts for _, ts, after in changes if column in after), key=Hlc.parse))
+        for column in ("tier", "vip")
+    )
+    if policy == "stop":
+        assert len(pauses) == 3, pauses
+        assert "column(s) tier not in its output schema" in pauses[0]
+        assert f"(commit time {tier_at})" in pauses[0]
+        # no marker reaches a change the changefeed paused at (here none may be sent at all:
+        # a run over Debezium's history resolves nothing until it has read as far as the data
+        # topics reached when it read the transaction topic's first END, its horizon)
+        assert all(m < tier_at for m in marked[0])
+        assert all(m < vip_at for m in marked[1])
+        assert "column(s) vip not in its output schema" in pauses[1]
+        assert f"(commit time {vip_at})" in pauses[1]
+    else:
+        assert len(pauses) == 1, pauses
+    retyped = "balance: decimal(12,4) at the source, decimal(10,2) in the output"
+    assert retyped in pauses[-1], pauses[-1]
+    # every Debezium change is there at its own time; backfill's rows besides them
+    own = {(key, ts) for key, ts, _ in changes}
+    assert own <= {(r["key"], r["updated"]) for r in rows}
+    again = [r for r in rows if (r["key"], r["updated"]) not in own]
+    if policy == "backfill":  # the table just before each added column's first row
+        before_tier, before_vip = str(tier_at.previous()), str(vip_at.previous())
+        assert {r["updated"] for r in again} == {before_tier, before_vip}
+        tiers = {(r["key"], r["after"]["tier"]) for r in again if r["updated"] == before_tier}
+        assert sorted(tiers) == [(1, 5), (2, 5), (3, 5)]  # as PostgreSQL filled the column
+        vips = {
+            (r["key"], r["after"]["tier"], r["after"]["vip"])
+            for r in again
+            if r["updated"] == before_vip
+        }
+        assert sorted(vips) == [(1, 5, None), (2, 5, None), (3, 5, None), (4, 7, None)]
+    else:
+        assert again == []
+    # the table rebuilt from the output is the final SELECT
+    state: dict[int, dict[str, Any]] = {}
+    for r in sorted(rows, key=lambda r: hlc_order(r["updated"])):
+        if r["after"] is None:
+            state.pop(r["key"], None)
+        else:
+            state[r["key"]] = r["after"]
+    got = [(a["id"], a["balance"], a.get("tier"), a.get("vip")) for _, a in sorted(state.items())]
+    selected = [line.split("|") for line in feed.final["accounts"].splitlines()]
+    assert got == [
+        (int(i), Decimal(b), int(t) if t else None, {"t": True, "f": False}.get(v))
+        for i, b, t, v in selected
+    ]
 
 
 # Last: it trims the orders topic, which the tests above read from its start.

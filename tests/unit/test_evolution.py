@@ -21,15 +21,17 @@ from fastavro import parse_schema, schemaless_reader
 
 from encoders.avro import Framing
 from pipeline.config import ChangefeedConfig, parse_config
+from pipeline.core.backfill import Backfill
 from pipeline.core.batch import BatchPlan, BatchResult, Deferred, PartitionSeen
 from pipeline.core.batch import process as run_task
 from pipeline.core.evolution import SchemaEvolution, declared_mismatch
-from pipeline.core.frontier import SourcePartition
+from pipeline.core.frontier import Frontier, Progress, SourcePartition
+from pipeline.core.rescan import Rescan, rescan_backfill
 from pipeline.core.sources.base import SourceShape
 from schemas.avro import OutputSchemas
 from schemas.connect import NoAvroType, avro_type, column_fields, derived_table
 from schemas.errors import ConfigError, RecordRef, SchemaChangeError
-from schemas.hlc import ZERO
+from schemas.hlc import ZERO, Hlc
 from schemas.tables import TableSchema
 from tests.unit.test_sources_debezium import column
 
@@ -225,7 +227,7 @@ def test_evolve_grows_the_schema_from_the_source_s_types_and_runs_the_rest_with_
     first, result = run(plan, arrow(records))
     assert len(first) == 1  # row 1; row 2 has columns the declared schema lacks
     (rest,) = result.rests
-    plan, again = schemas.settle(plan, result.rests)
+    plan, again, _ = schemas.settle(plan, result.rests)
     assert again == [rest]
     assert [g[2] for g in published.given] == [False, True]  # the grown one: evolved
     grown = published.given[1][1]
@@ -308,7 +310,7 @@ def test_a_table_without_a_declared_schema_takes_debezium_s_whole_from_its_first
     plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
     first, result = run(plan, arrow(records))
     assert first == []
-    plan, again = schemas.settle(plan, result.rests)
+    plan, again, _ = schemas.settle(plan, result.rests)
     assert len(again) == 1
     table = published.given[-1][1]
     assert table.key["fields"] == [{"name": "id", "type": ["null", "int"]}]
@@ -437,3 +439,120 @@ def test_a_declared_schema_that_differs_from_its_source_s_is_named() -> None:
     same = {c["field"]: c for c in (column("id", "int32"), column("note", "string"))}
     assert declared_mismatch(0, declared, SourceShape(same, ("id",))) is None
     assert declared_mismatch(0, declared, None) is None  # an empty topic: nothing to compare
+
+
+# -- backfill ----------------------------------------------------------------------------------
+
+
+def test_backfill_evolves_then_names_the_table_to_emit_again_at_the_change() -> None:
+    """Once per change, just before its earliest row, with the source's defaults."""
+    cfg = config(policy="backfill")
+    tier = {**column("tier", "int32"), "default": 5}
+    records = [debezium(1), debezium(2, (vip(), True), (tier, 7)), debezium(3, (vip(), None))]
+    schemas, _ = evolution(cfg, records)
+    assert schemas.policy(SRC) == "backfill"
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    _, result = run(plan, arrow(records))
+    (rest,) = result.rests
+    _, again, later = schemas.settle(plan, result.rests)
+    assert (again, later) == ([rest], ())  # it evolved, as evolve does
+    (rescan,) = schemas.take_rescans()
+    assert rescan.change == RecordRef(SRC, 0, 1)
+    assert rescan.time.next() == Hlc.parse(rest.new_shape or "")  # just before the row
+    assert rescan.defaults == {"tier": 5}  # the column the old rows predate: its default
+    assert schemas.take_rescans() == []  # taken once
+    # another partition's row of the same change: evolved already, nothing more to emit
+    other = Deferred(SourcePartition(SRC, 0), 2, 3, ZERO, new_shape="9.0000000000")
+    schemas.settle(plan, [other])
+    assert schemas.take_rescans() == []
+
+
+def test_a_later_change_waits_until_the_rows_before_it_are_written() -> None:
+    """Two changes in one batch: the first's scan, then the rows up to the second, then its.
+
+    The table is emitted again at the first with the rests as they stand; the second waits
+    for the next round, once the rows between are written.
+    """
+    cfg = config(policy="backfill")
+    tier = {**column("tier", "int32"), "default": 5}
+    records = [debezium(1), debezium(2, (tier, 7)), debezium(3, (tier, 8), (vip(), True))]
+    schemas, _ = evolution(cfg, records)
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    first = Deferred(SourcePartition(SRC, 0), 1, 2, ZERO, new_shape="7.0000000000")
+    second = Deferred(SourcePartition(SRC, 1), 2, 3, ZERO, new_shape="8.0000000000")
+    plan, again, later = schemas.settle(plan, [second, first])
+    assert (again, later) == ([first], (second,))
+    assert [r.time for r in schemas.take_rescans()] == [Hlc(7, 0).previous()]
+    _, again, later = schemas.settle(plan, [second])
+    assert (again, later) == ([second], ())
+    (rescan,) = schemas.take_rescans()
+    assert (rescan.time, rescan.defaults) == (Hlc(8, 0).previous(), {"tier": 5})
+
+
+def test_a_table_derived_from_nothing_has_no_rows_to_emit_again() -> None:
+    cfg = config(policy="backfill", declared=False)
+    records = [debezium(1, (vip(), True))]
+    schemas, _ = evolution(cfg, records)
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    _, result = run(plan, arrow(records))
+    assert len(schemas.settle(plan, result.rests)[1]) == 1
+    assert schemas.take_rescans() == []
+
+
+def test_a_rescan_left_by_a_killed_run_evolves_a_declared_schema_again_first() -> None:
+    cfg = config(policy="backfill")
+    tier = {**column("tier", "int32"), "default": 5}
+    records = [debezium(1), debezium(2, (tier, 7))]
+    schemas, published = evolution(cfg, records)
+    rescan = schemas.rescan_at(RecordRef(SRC, 0, 1), Hlc.parse("7.0000000001"))
+    assert rescan.defaults == {"tier": 5}
+    assert schemas.status()["orders"]["added"] == ["tier"]  # the scan writes the grown schema
+    assert len(published.given) == 2
+
+
+def test_the_rescan_covers_each_partition_of_the_table_up_to_where_the_batch_left_it() -> None:
+    """The change's partition to its row, one read to the batch's end, one not to the frontier.
+
+    Another table's partitions are not scanned.
+    """
+    p0, p1, p2 = (SourcePartition(SRC, p) for p in range(3))
+    other = SourcePartition("t2", 0)
+    frontier = Frontier.restore(
+        {
+            p0: Progress(10, ZERO),
+            p1: Progress(20, ZERO),
+            p2: Progress(30, ZERO),
+            other: Progress(5, ZERO),
+        }
+    )
+    stopped = PartitionSeen(p0, 14, None)
+    stopped.deferred = [14, 18, str(ZERO), None]
+    stopped.schema_change = [14, "new column", "7.0000000001"]
+    result = BatchResult.of([stopped, PartitionSeen(p1, 25, None)])
+    rescan = Rescan(RecordRef(SRC, 0, 14), Hlc.parse("7.0000000001"), {})
+    low = {p0: 0, p1: 3, p2: 0}
+    backfill = rescan_backfill(rescan, [p0, p1, p2, other], low, result, frontier)
+    assert {sp: (c.start, c.end) for sp, c in backfill.chunks.items()} == {
+        p0: (0, 14),
+        p1: (3, 25),
+        p2: (0, 30),
+    }
+    assert backfill.time == rescan.time
+    # the checkpoint record keeps the change: a killed run finishes the scan first
+    record = backfill.to_record()
+    assert record["change"] == [SRC, 0, 14]
+    assert Backfill.from_record(json.loads(json.dumps(record))) == backfill
+
+
+def test_backfill_needs_avro_output_and_the_config_says_so() -> None:
+    with pytest.raises(ConfigError, match="schema_change_policy: backfill re-emits"):
+        parse_config(
+            {
+                "changefeed_id": "cf",
+                "kafka": {"bootstrap_servers": "localhost:1"},
+                "sources": [{"topic": SRC, "table": "orders", "format": "debezium"}],
+                "initial_scan": "no",
+                "schema_change_policy": "backfill",
+            },
+            env={},
+        )
