@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
 from schemas.errors import (
@@ -326,10 +326,10 @@ class Changefeed:
         assert backfill is not None  # noqa: S101 - run() checked
         statement = backfill.time or position.statement_time
         assert statement is not None  # noqa: S101 - a scan has a statement time
-        defaults = None
+        rescan = None
         if backfill.change is not None:  # its table's schema as it was at the change
-            defaults = self.outputs.schemas.rescan_at(backfill.change, statement).defaults
-        if not self._scan(backfill, statement, self._chunk_done, defaults):
+            rescan = self.outputs.schemas.rescan_at(backfill.change, statement)
+        if not self._scan(backfill, statement, self._chunk_done, rescan=rescan):
             return False
         # The first scan only: beside an added table's scan the other tables stream on, and
         # their transactions at or below its time may still be in flight there.
@@ -352,9 +352,13 @@ class Changefeed:
         backfill: Backfill,
         statement: Hlc,
         on_chunk: Callable[[Chunk, BatchResult], None],
-        defaults: Mapping[str, Any] | None = None,
+        *,
+        rescan: Rescan | None = None,
     ) -> bool:
-        """Run ``backfill``'s pending chunks at ``statement``; False: a stop came first."""
+        """Run ``backfill``'s pending chunks at ``statement``; False: a stop came first.
+
+        ``rescan``: the scan emits a table again at a schema change (``rescan.py``).
+        """
         config, position, status = self.config, self.position, self.outputs.status
         status.progress = ScanProgress.of(backfill)
         self.metrics.scan(status.progress)
@@ -370,7 +374,13 @@ class Changefeed:
         scan = InitialScan(
             self.spark,
             chunk_job(self.spark, config),
-            ScanPlan(plan, statement, changes=config.scan_mode != "only", defaults=defaults),
+            ScanPlan(
+                plan,
+                statement,
+                changes=config.scan_mode != "only" and rescan is None,
+                again=rescan is not None,
+                defaults=None if rescan is None else rescan.defaults,
+            ),
             parallelism=self.spark.sparkContext.defaultParallelism,
             rate_limit=config.initial_scan.rate_limit,
             on_chunk=on_chunk,
@@ -425,7 +435,7 @@ class Changefeed:
         position.backfill = backfill
         log.info("table %s: emitted again at its schema change %s", table, rescan.time)
         self._write_checkpoint(last_marker=None)
-        if not self._scan(backfill, rescan.time, self._chunk_recorded, rescan.defaults):
+        if not self._scan(backfill, rescan.time, self._chunk_recorded, rescan=rescan):
             raise BatchAbandoned(f"stopped while {table} was emitted again at its schema change")
         position.backfill = None
         outputs.status.state = "running"

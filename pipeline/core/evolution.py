@@ -275,8 +275,11 @@ class SchemaEvolution:
     def _evolve(self, sp: SourcePartition, offset: int, time: str | None) -> SourceShape:
         """Evolve ``sp``'s table to hold the row at ``offset``, if it does not; its shape."""
         topic, config = sp.topic, self.config
-        if self._publisher is None:
-            raise HighwaterError("JSON output has no schema to evolve")
+        if self._publisher is None:  # a CDC query's select *: its columns are declared
+            raise HighwaterError(
+                "the CDC query's select * is the declared table_schema's columns: add the "
+                "new column(s) there and resume"
+            )
         shape = _shape(_adapter(config, topic), *self._read(sp, offset), config.formats[topic])
         current = self.tables[topic]
         if current.schema is None:

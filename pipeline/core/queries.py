@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from schemas.errors import ConfigError
+from schemas.errors import ConfigError, SchemaChange
 from schemas.tables import TableSchema
 
 from .rows import with_rows
@@ -178,9 +178,9 @@ def _evaluate(frame: DataFrame, image: str, encoder: EncoderConfig) -> DataFrame
     computed: list[Column] = []
     if encoder.where is not None:
         computed.append(F.expr(encoder.where).cast("boolean").alias(f"__hw_keep_{image}"))
-    if encoder.select is not None:
-        fields = [F.expr(expression) for expression in encoder.select]
-        computed.append(F.struct(*fields).alias(f"__hw_sel_{image}"))
+    if encoder.select is not None:  # ``*``: the row's columns (not the query's own)
+        items = [f"__hw_p.{image}.*" if e.strip() == "*" else e for e in encoder.select]
+        computed.append(F.struct(*(F.expr(e) for e in items)).alias(f"__hw_sel_{image}"))
     keep = [c for c in frame.columns if c.startswith("__hw_")]
     return frame.select("*", f"__hw_p.{image}.*").select(*keep, *computed)
 
@@ -221,6 +221,7 @@ class RowShape:
     schema: TableSchema
     selects: bool  # the records carry ``projected``: the selected values
     named: tuple[tuple[str, str], ...] = ()  # (output field, source column) of plain items
+    every: bool = False  # ``*`` is selected: every column, so a new one must not vanish
 
     @classmethod
     def of(cls, schema: TableSchema, encoder: EncoderConfig) -> RowShape:
@@ -232,7 +233,8 @@ class RowShape:
             if found is not None and found[1].strip("`") in columns:
                 column = found[1].strip("`")
                 named.append(((found[2] or column).strip("`"), column))
-        return cls(schema, encoder.select is not None, tuple(named))
+        every = any(item.strip() == "*" for item in encoder.select or ())
+        return cls(schema, encoder.select is not None, tuple(named), every)
 
     def stretch(self, run: pa.RecordBatch) -> Callable[[int, Change], Change]:
         """For a stretch of records: record ``i``'s source change → the query's change.
@@ -240,7 +242,9 @@ class RowShape:
         The projection is a native envelope whatever the source's format (``rows.py``).
 
         Raises :class:`BadRecord` for what Spark marked (``error``) and a decimal that does
-        not fit its declared type.
+        not fit its declared type; :class:`SchemaChange` for a row with a column the
+        declared table lacks where ``*`` is selected (Spark's ``*`` is the declared columns:
+        the new one would vanish), which ``schema_change_policy`` decides.
         """
         errors = run.column("error").to_pylist()
         texts: list[bytes | None] = []
@@ -249,6 +253,7 @@ class RowShape:
             projected = run.column("projected")
             texts, exact = projected.to_pylist(), _NATIVE.exact(projected, projected)
         misfit, named = self.schema.misfit, self.named
+        declared = frozenset(self.schema.columns) if self.every else None
 
         def shape(i: int, change: Change) -> Change:
             if errors[i] is not None:
@@ -257,6 +262,8 @@ class RowShape:
                 reason = None if image is None else misfit(image)
                 if reason is not None:
                     raise BadRecord(reason)
+                if declared is not None and image is not None and not declared.issuperset(image):
+                    raise SchemaChange(self.schema.name, set(image) - declared)
             if not self.selects:
                 return change
             selected = _NATIVE.change(change.key, texts[i], exact[i])

@@ -13,8 +13,12 @@ The scan runs inside the batch that met the change, before that batch writes the
 and after it (its rests): a consumer sees the whole table at T_c before any later change of
 it, and no marker reaches T_c before the scan is done (the partition of the change holds the
 high-water mark below it). Each partition of the table is scanned up to where the batch left
-it: the row of the change, or the batch's end; the versions after T_c in that range (on a
-partition the change had not reached in the batch) follow their key's row again, in order.
+it: the row of the change, or the batch's end. A key with a version after T_b in that range
+(on a partition the change did not stop, a delete or a row written before the change reached
+it) is left out: the stream wrote that later version already, and the key's row at T_b after
+it would undo it. Under ``backfill`` the batch's rests run one at a time
+(:meth:`~.evolution.SchemaEvolution.settle`), so the rows before a change are written before
+its table is scanned.
 
 The scan is recorded in the checkpoint record like any (``backfill``, with ``change``): a run
 killed during it scans the rest first on restart, at T_c, then the stream replays the batch.

@@ -74,8 +74,10 @@ class ScanPlan:
     rate: float | None = None  # rows per second for this task
     step: int = 10_000  # records walked between two looks at the pace
     chunk: SourcePartition | None = None  # the partition the task walks (set per chunk)
-    # a table emitted again at a schema change (``rescan.py``): the new columns' defaults,
-    # for the rows whose source records predate them
+    # a table emitted again at a schema change (``rescan.py``): a key with a version after
+    # the time in the chunk is left out (the stream wrote that one already); the columns'
+    # defaults for the rows whose source records predate them
+    again: bool = False
     defaults: Mapping[str, Any] | None = None
 
 
@@ -126,6 +128,7 @@ class ScanTask(Task):
         self.key_error: str | None = None
         self.best: _Version | None = None
         self.later: list[_Version] = []
+        self.written = False  # (``again``) the key has a version after the time
         self.state: PartitionSeen | None = None
         self.sent = 0
         self.started: float | None = None
@@ -266,6 +269,8 @@ class ScanTask(Task):
                 self.best = version
             else:
                 state.duplicates += 1
+        elif self.scan.again:
+            self.written = True  # a later version of the key is out already
         elif self.scan.changes and (end_time is None or ts <= end_time):
             if self.later and ts <= self.later[-1].ts:
                 state.duplicates += 1
@@ -287,8 +292,9 @@ class ScanTask(Task):
 
     def end_key(self, out: Output) -> None:
         """Emit the key just walked: its snapshot row, then its versions after T."""
-        best, later = self.best, self.later
-        if best is None and not later:
+        best, later, written = self.best, self.later, self.written
+        self.best, self.later, self.written = None, [], False
+        if (best is None and not later) or written:
             return
         state = self.state
         assert state is not None  # noqa: S101 - a key was walked
@@ -298,7 +304,6 @@ class ScanTask(Task):
         for version in later:
             if version.keep:
                 self.emit(out, state, version, version.ts)
-        self.best, self.later = None, []
 
     def emit(self, out: Output, state: PartitionSeen, version: _Version, updated: Hlc) -> None:
         """Encode one row (``updated`` as given, ``mvcc_timestamp`` its own) into ``out``."""

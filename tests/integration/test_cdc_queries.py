@@ -240,3 +240,43 @@ def test_declared_decimals_are_exact_never_rounded(
     assert b"1.0005" in dead[records[4][2]]["highwater.error"]
     assert dead[records[4][2]]["highwater.source"] == f"{source}/1@0".encode()
     assert {json.loads(m.value)["resolved"] for m in out.markers} == {T[5]}
+
+
+def test_select_star_with_a_new_column_upstream_pauses_rather_than_drop_it(
+    kafka_bootstrap: str, unique_name, spark
+) -> None:
+    """JSON output with ``select *`` pauses at a row with a column the table does not declare.
+
+    Spark's ``*`` is the declared columns, so the row would lose it. The changefeed pauses
+    there (``stop``, the default for a declared schema), naming the column; under ``evolve``
+    too, saying why (the query's columns are the declared ones).
+    """
+    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
+    from pipeline.control.context import OperatorContext  # noqa: PLC0415
+
+    config = config_with(kafka_bootstrap, unique_name, select=["*"])
+    wider = {"after": {**order(4, 200.0), "vip": True}, "updated": T[4]}
+    produce(
+        kafka_bootstrap,
+        config.sources[0].topic,
+        [HISTORY[1], (0, None, {"resolved": T[3]}), (0, ["eu", 4], wider)],
+    )
+    changefeeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
+    for policy in ("stop", "evolve"):
+        run_to_end(config.model_copy(update={"schema_change_policy": policy}), spark)
+        status = changefeeds.get(config.changefeed_id).status
+        assert status is not None
+        assert status.state == "paused"
+        assert status.error is not None
+        assert "table 'orders' changed shape: column(s) vip not in its output schema" in (
+            status.error
+        )
+        assert ("select * is the declared table_schema's columns" in status.error) == (
+            policy == "evolve"
+        )
+        changefeeds.resume(config.changefeed_id)
+    out = read_output(kafka_bootstrap, config.output_topic(config.sources[0]))
+    (after,) = [v["after"] for v in out.values()]
+    declared = [f["name"] for f in json.loads(Path(SCHEMA).read_text())["fields"]]
+    assert list(after) == declared  # the row's columns, as declared
+    assert {c: v for c, v in after.items() if v is not None} == order(2, 500.0)

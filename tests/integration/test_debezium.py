@@ -800,7 +800,7 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
         fields = ACCOUNT_STAGES[column]
 
     rows, seen = accounts_read(kafka_bootstrap, schema_registry_url, output)
-    shown = [(r["key"], r["updated"], r["after"]) for r in rows]
+    shown = [(m.partition, m.offset, m.key, m.value) for m in seen]
     assert order_and_resolved(seen) == {}, shown  # 0 violations
     changes = [
         (c.key[0], str(c.ts), c.after or {})
@@ -833,14 +833,18 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
     if policy == "backfill":  # the table just before each added column's first row
         before_tier, before_vip = str(tier_at.previous()), str(vip_at.previous())
         assert {r["updated"] for r in again} == {before_tier, before_vip}
+        # every row live then, the column's default in those that predate it (as PostgreSQL
+        # filled them); 3 only where its delete was not written before the scan (it would
+        # undo it): on a partition the change did not stop, which depends on the keys' hashes
         tiers = {(r["key"], r["after"]["tier"]) for r in again if r["updated"] == before_tier}
-        assert sorted(tiers) == [(1, 5), (2, 5), (3, 5)]  # as PostgreSQL filled the column
+        assert {(1, 5), (2, 5)} <= tiers <= {(1, 5), (2, 5), (3, 5)}, tiers
         vips = {
             (r["key"], r["after"]["tier"], r["after"]["vip"])
             for r in again
             if r["updated"] == before_vip
         }
-        assert sorted(vips) == [(1, 5, None), (2, 5, None), (3, 5, None), (4, 7, None)]
+        live = {(1, 5, None), (2, 5, None), (4, 7, None)}
+        assert live <= vips <= {*live, (3, 5, None)}, vips
     else:
         assert again == []
     # the table rebuilt from the output is the final SELECT

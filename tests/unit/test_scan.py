@@ -172,6 +172,23 @@ def test_only_emits_the_snapshot_and_end_time_bounds_the_changes(walker: Walk) -
     assert [u for _, _, u, _ in emitted(bounded)] == [T[STATEMENT], T[5]]
 
 
+def test_a_table_emitted_again_leaves_out_keys_written_later_and_fills_defaults(
+    walker: Walk,
+) -> None:
+    """``backfill``: a key written later is left out; a column a record predates, defaulted.
+
+    A key whose later version the stream wrote already (a delete here) is not resurrected;
+    a column a record predates takes the source's default, and one it has keeps its value.
+    """
+    again = replace(scan_plan(changes=False), again=True, defaults={"tier": 5, "v": 0})
+    deleted = rec([2], {"after": None, "before": v(2, 2), "updated": T[6]})
+    records, _ = walker(
+        again,
+        sorted_arrow([(0, row(1, 1)), (1, row(1, 3)), (2, row(2, 2)), (3, deleted)]),
+    )
+    assert emitted(records) == [(b"[1]", {**v(1, 3), "tier": 5}, T[STATEMENT], T[3])]
+
+
 def test_the_where_clause_judges_the_latest_version_not_an_older_one(walker: Walk) -> None:
     # version 1 matched the CDC query's where clause, version 3 (the latest) does not
     records, _ = walker(
