@@ -26,10 +26,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline.config import ChangefeedConfig
 from schemas.errors import (
@@ -326,10 +326,13 @@ class Changefeed:
         assert backfill is not None  # noqa: S101 - run() checked
         statement = backfill.time or position.statement_time
         assert statement is not None  # noqa: S101 - a scan has a statement time
-        rescan = None
+        schemas, rescan, defaults = self.outputs.schemas, None, None
         if backfill.change is not None:  # its table's schema as it was at the change
-            rescan = self.outputs.schemas.rescan_at(backfill.change, statement)
-        if not self._scan(backfill, statement, self._chunk_done, rescan=rescan):
+            rescan = schemas.rescan_at(backfill.change, statement)
+        elif backfill.time is None:  # the first: the tables' schemas as they are now
+            defaults = schemas.before_scan()
+            status.schemas = schemas.status()
+        if not self._scan(backfill, statement, self._chunk_done, rescan=rescan, defaults=defaults):
             return False
         # The first scan only: beside an added table's scan the other tables stream on, and
         # their transactions at or below its time may still be in flight there.
@@ -354,11 +357,15 @@ class Changefeed:
         on_chunk: Callable[[Chunk, BatchResult], None],
         *,
         rescan: Rescan | None = None,
+        defaults: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> bool:
         """Run ``backfill``'s pending chunks at ``statement``; False: a stop came first.
 
-        ``rescan``: the scan emits a table again at a schema change (``rescan.py``).
+        ``rescan``: the scan emits a table again at a schema change (``rescan.py``);
+        ``defaults``: per source topic, the columns' defaults for rows that predate them.
         """
+        if rescan is not None:
+            defaults = {rescan.topic: rescan.defaults}
         config, position, status = self.config, self.position, self.outputs.status
         status.progress = ScanProgress.of(backfill)
         self.metrics.scan(status.progress)
@@ -379,7 +386,7 @@ class Changefeed:
                 statement,
                 changes=config.scan_mode != "only" and rescan is None,
                 again=rescan is not None,
-                defaults=None if rescan is None else rescan.defaults,
+                defaults=defaults,
             ),
             parallelism=self.spark.sparkContext.defaultParallelism,
             rate_limit=config.initial_scan.rate_limit,
@@ -403,6 +410,9 @@ class Changefeed:
                 raise
             self._pause_at(exc)  # the scan stops; the chunk runs again after resume
             return
+        if result.schema_change is not None:  # a row its table's schema cannot hold
+            self._pause_at(self.outputs.schemas.explain(result.schema_change))
+            return  # as at a bad record: the chunk runs again after the update and resume
         position, progress = self.position, self.outputs.status.progress
         assert position.backfill is not None  # noqa: S101 - the scan is running
         assert progress is not None  # noqa: S101

@@ -101,11 +101,15 @@ class SchemaEvolution:
         tables: Mapping[str, TableSchema | None],
         source: Mapping[str, Any],
         read: Callable[[SourcePartition, int], Record] | None = None,
+        *,
+        newest: Mapping[str, SourceShape] | None = None,
+        warnings: list[str] | None = None,
     ) -> None:
         """Make each source topic's encoder (``publisher`` None: JSON output).
 
         ``tables``: each source topic's output table (None: not known yet); ``read``: a
-        source record by partition and offset (default: from Kafka).
+        source record by partition and offset (default: from Kafka); ``newest``: each source
+        topic's newest shape found at the start; ``warnings``: what the start found amiss.
         """
         self.config = config
         self._publisher = publisher
@@ -121,7 +125,8 @@ class SchemaEvolution:
         self._tried: set[RecordRef] = set()  # rows run again with an evolved schema
         self._rescans: list[Rescan] = []  # tables evolved under backfill, to emit again
         self.changes = 0  # schema changes evolved in this run
-        self.warnings: list[str] = []  # declared schemas that differ from their sources'
+        self.warnings = warnings or []  # declared schemas that differ from their sources'
+        self._newest = dict(newest or {})
 
     @classmethod
     def open(
@@ -143,9 +148,11 @@ class SchemaEvolution:
         else:
             publisher = SchemaPublisher(registry.client_config())
         tables: dict[str, TableSchema | None] = {}
-        warnings = []
+        warnings, newest = [], {}
         for i, s in enumerate(config.sources):
             shape = _newest_shape(config, s, source) if s.format in TYPED else None
+            if shape is not None:
+                newest[s.topic] = shape
             declared = s.declared_schema
             if declared is None:
                 tables[s.topic] = _derived_at_start(i, s, shape)
@@ -154,9 +161,7 @@ class SchemaEvolution:
             mismatch = declared_mismatch(i, declared, shape)
             if mismatch is not None:
                 warnings.append(mismatch)
-        opened = cls(config, publisher, tables, source)
-        opened.warnings = warnings
-        return opened
+        return cls(config, publisher, tables, source, newest=newest, warnings=warnings)
 
     @property
     def encoders(self) -> Mapping[str, Encoder]:
@@ -202,6 +207,33 @@ class SchemaEvolution:
 
     def _with_encoders(self, plan: BatchPlan) -> BatchPlan:
         return replace(plan, encoders=dict(self._encoders))
+
+    def before_scan(self) -> dict[str, dict[str, Any]]:
+        """Ready the tables for a changefeed's first scan; each source topic's defaults.
+
+        The snapshot is the tables as they are: under ``evolve`` and ``backfill`` a table's
+        schema first takes the columns its source's newest shape has and it lacks (the rows
+        would meet them at once). Under ``backfill`` a column a row's record predates takes
+        its default, as the later scans at a change do; a row the schema still cannot hold
+        pauses the scan (``stop``).
+        """
+        defaults = {}
+        for topic, shape in self._newest.items():
+            policy, current = self.policy(topic), self.tables.get(topic)
+            if policy == "stop" or current is None or current.schema is None:
+                continue
+            new = [c for c in shape.columns if c not in current.schema.columns]
+            if new:
+                try:
+                    grown = current.schema.with_columns(column_fields(shape.columns, new))
+                except NoAvroType as exc:
+                    log.warning("table %s not evolved before its scan: %s", topic, exc)
+                    continue
+                self._use(topic, grown)
+                self.changes += 1
+            if policy == "backfill":
+                defaults[topic] = defaults_of(shape.columns)
+        return defaults
 
     def take_rescans(self) -> list[Rescan]:
         """The tables ``backfill`` evolved since last asked, to emit again (``rescan.py``)."""

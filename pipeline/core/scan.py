@@ -39,6 +39,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from encoders.base import ChangeRow
+from schemas.errors import SchemaChange
 from schemas.hlc import Hlc
 
 from .batch import (
@@ -75,10 +76,11 @@ class ScanPlan:
     step: int = 10_000  # records walked between two looks at the pace
     chunk: SourcePartition | None = None  # the partition the task walks (set per chunk)
     # a table emitted again at a schema change (``rescan.py``): a key with a version after
-    # the time in the chunk is left out (the stream wrote that one already); the columns'
-    # defaults for the rows whose source records predate them
+    # the time in the chunk is left out (the stream wrote that one already)
     again: bool = False
-    defaults: Mapping[str, Any] | None = None
+    # per source topic, its columns' defaults for the rows whose records predate them
+    # (``schema_change_policy: backfill``)
+    defaults: Mapping[str, Mapping[str, Any]] | None = None
 
 
 class _Version(NamedTuple):
@@ -120,6 +122,7 @@ class ScanTask(Task):
         self.times = self.source.times
         # one chunk, one topic: what emit() needs for every row, looked up once
         self.ctx, self.table = self.contexts[chunk.topic], plan.batch.tables[chunk.topic]
+        self.defaults = (plan.defaults or {}).get(chunk.topic)
         self.encode_key = plan.batch.encoders[chunk.topic].key
         self.encode_value = plan.batch.encoders[chunk.topic].value
         self.pending = 0  # rows appended to the output since its topic run was recorded
@@ -310,7 +313,7 @@ class ScanTask(Task):
         change, ctx = version.change, self.ctx
         assert change is not None  # noqa: S101 - only decoded versions are kept to emit
         before = None if updated != change.ts else change.before  # a snapshot row has none
-        after, defaults = change.after, self.scan.defaults
+        after, defaults = change.after, self.defaults
         if defaults and after is not None:  # a column the record predates: its default
             after = {**defaults, **after}
         row = ChangeRow(self.table, change.key, after, before, updated, change.ts)
@@ -319,6 +322,10 @@ class ScanTask(Task):
             limit = self.plan.max_record_bytes
             if len(key) + len(value or b"") > limit - RECORD_FRAMING:
                 raise too_large(key, value, limit)
+        except SchemaChange as exc:  # the chunk is not done: schema_change_policy decides
+            if state.schema_change is None:
+                state.schema_change = [version.offset, exc.reason, str(version.ts)]
+            return
         except Exception as exc:  # e.g. a value that does not fit its Avro type
             self.flush(out)
             reason = bad_reason(exc)

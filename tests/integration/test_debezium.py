@@ -862,6 +862,65 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
     ]
 
 
+@pytest.mark.parametrize("policy", ["stop", "evolve"])
+def test_an_initial_scan_follows_the_schema_change_policy(
+    kafka_bootstrap: str, schema_registry_url: str, feed: Feed, spark: Any, policy: str
+) -> None:
+    """The snapshot of a table whose declared schema lacks columns its rows have now.
+
+    ``evolve``: the schema takes the source's newest columns before the scan, and the
+    snapshot has them. ``stop``: the scan pauses at the first such row, naming the columns;
+    the new ``table_schema`` and ``resume`` finish it. Either way the snapshot, read through
+    the registry, is the final ``SELECT``.
+    """
+    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
+    from pipeline.control.context import OperatorContext  # noqa: PLC0415
+
+    changefeed_id = f"{feed.changefeed_id}.accounts-scan-{policy}"
+    changefeeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
+
+    def run(fields: list[dict[str, Any]]) -> str | None:
+        source = {
+            "topic": feed.accounts,
+            "table": "accounts",
+            "format": "debezium",
+            "transactions": feed.info.transaction_topic,
+            "table_schema": {"type": "record", "name": "accounts", "fields": fields},
+            "primary_key": ["id"],
+        }
+        raw = avro_raw(
+            changefeed_id,
+            kafka_bootstrap,
+            schema_registry_url,
+            [source],
+            schema_change_policy=policy,
+            initial_scan="yes",
+        )
+        run_to_end(parse_config(raw, env={}), spark)
+        status = changefeeds.get(changefeed_id).status
+        assert status is not None
+        if status.state != "paused":
+            return None
+        changefeeds.resume(changefeed_id)
+        return status.error
+
+    error = run(WIDENED[:3])  # balance as it is now; tier and vip not declared
+    if policy == "stop":
+        assert error is not None
+        assert "changed shape: column(s) tier" in error, error  # (and vip: by the chunk)
+        error = run(WIDENED)
+    assert error is None
+    rows, _ = accounts_read(kafka_bootstrap, schema_registry_url, f"{changefeed_id}.accounts")
+    got = sorted(
+        (r["key"], r["after"]["balance"], r["after"]["tier"], r["after"]["vip"]) for r in rows
+    )
+    selected = [line.split("|") for line in feed.final["accounts"].splitlines()]
+    assert got == [
+        (int(i), Decimal(b), int(t) if t else None, {"t": True, "f": False}.get(v))
+        for i, b, t, v in selected
+    ]
+
+
 # Last: it trims the orders topic, which the tests above read from its start.
 def test_gc_trims_the_debezium_topics_and_a_resume_loses_nothing(
     kafka_bootstrap: str, feed: Feed, spark: Any, capsys: Any

@@ -556,3 +556,25 @@ def test_backfill_needs_avro_output_and_the_config_says_so() -> None:
             },
             env={},
         )
+
+
+@pytest.mark.parametrize("policy", ["stop", "evolve", "backfill"])
+def test_a_first_scan_takes_the_columns_the_source_has_now_under_evolve(policy: str) -> None:
+    """The snapshot is the table as it is: its schema grows first, save under ``stop``.
+
+    ``stop``'s scan pauses at the first such row; ``backfill`` gives the scan the defaults.
+    """
+    cfg = config(policy=policy)
+    tier = {**column("tier", "int32"), "default": 5}
+    columns = {c["field"]: c for c in (column("id", "int32"), column("note", "string"), tier)}
+    published = Published()
+    tables = {s.topic: s.declared_schema for s in cfg.sources}
+    newest = {SRC: SourceShape(columns, ("id",))}
+    schemas = SchemaEvolution(cfg, published, tables, {}, newest=newest)  # type: ignore[arg-type]
+    defaults = schemas.before_scan()
+    grown = schemas.status()["orders"]["columns"]
+    if policy == "stop":
+        assert (grown, defaults) == (["id", "note"], {})
+    else:
+        assert grown == ["id", "note", "tier"]
+        assert defaults == ({SRC: {"tier": 5}} if policy == "backfill" else {})

@@ -180,7 +180,7 @@ def test_a_table_emitted_again_leaves_out_keys_written_later_and_fills_defaults(
     A key whose later version the stream wrote already (a delete here) is not resurrected;
     a column a record predates takes the source's default, and one it has keeps its value.
     """
-    again = replace(scan_plan(changes=False), again=True, defaults={"tier": 5, "v": 0})
+    again = replace(scan_plan(changes=False), again=True, defaults={SRC: {"tier": 5, "v": 0}})
     deleted = rec([2], {"after": None, "before": v(2, 2), "updated": T[6]})
     records, _ = walker(
         again,
