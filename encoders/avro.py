@@ -185,6 +185,7 @@ class AvroEncoder:
         self._topic, self._updated = options.topic_in_value, options.updated
         self._mvcc = options.mvcc_timestamp
         self._key_names = [f["name"] for f in schemas.key["fields"]]
+        self.key_columns = tuple(self._key_names)  # the primary key's, in key order
         after = schemas.value["fields"][0]["type"][1]
         self.row_schema: Mapping[str, Any] = after  # the row record: each column optional
         self._columns = frozenset(f["name"] for f in after["fields"])  # each optional

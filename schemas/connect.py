@@ -140,6 +140,16 @@ def type_changes(record: Mapping[str, Any], columns: Mapping[str, Mapping[str, A
     return out
 
 
+def key_change(declared: Sequence[str], source: Sequence[str]) -> str | None:
+    """How a table's key at the source differs from its output's (None: it does not).
+
+    A source that names no key columns (a keyless table) says nothing here.
+    """
+    if not source or tuple(source) == tuple(declared):
+        return None
+    return f"key ({', '.join(source)}) at the source, ({', '.join(declared)}) in the output"
+
+
 def non_null(avro: Any) -> Any:
     """The non-null branch of an optional Avro type (the type itself if it is not one)."""
     if isinstance(avro, list):

@@ -93,21 +93,31 @@ class SchemaChange(EncodingError):
     """A row its output schema cannot hold: the table changed shape upstream.
 
     ``extra``: columns the schema lacks; ``retyped``: columns whose type changed at the source
-    (each described, ``"amount: decimal(30,6) at the source, decimal(24,4) in the output"``).
+    (each described, ``"amount: decimal(30,6) at the source, decimal(24,4) in the output"``);
+    ``rekeyed``: how the table's key changed there.
     Raised per row by an encoder (or the batch, for a changed type); the changefeed follows
     ``schema_change_policy`` (:class:`SchemaChangeError`) rather than drop the columns' values
     or dead-letter every row after the change.
     """
 
-    def __init__(self, table: str, extra: Iterable[str], retyped: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        table: str,
+        extra: Iterable[str],
+        retyped: Iterable[str] = (),
+        rekeyed: str | None = None,
+    ) -> None:
         self.table = table
         self.extra = tuple(sorted(extra))
         self.retyped = tuple(retyped)
+        self.rekeyed = rekeyed  # how its key changed, if it did
         what = []
         if self.extra:
             what.append(f"column(s) {', '.join(self.extra)} not in its output schema")
         if self.retyped:
             what.append(f"a column's type changed ({'; '.join(self.retyped)})")
+        if rekeyed is not None:
+            what.append(f"its key changed ({rekeyed})")
         super().__init__("value", f"table {table!r} changed shape: {', and '.join(what)}")
 
 

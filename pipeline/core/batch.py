@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from encoders.avro import AvroEncoder
 from encoders.base import ChangeRow, Context, Encoder
 from pipeline.config import ChangefeedConfig
-from schemas.connect import type_changes
+from schemas.connect import key_change, type_changes
 from schemas.errors import (
     EncodingError,
     RecordRef,
@@ -725,8 +725,8 @@ class Task:
         """A value its declared type cannot hold: a schema change if its source retyped it.
 
         That is, where the record's own schema (Debezium's) gives a column a type that maps to
-        another Avro type than the output's; else ``exc``, a bad value. The record's schema is
-        read on this error path only.
+        another Avro type than the output's, or keys the table by other columns; else
+        ``exc``, a bad value. The record's schema is read on this error path only.
         """
         encoder = self.plan.encoders[topic]
         if isinstance(exc, SchemaChange) or not isinstance(encoder, AvroEncoder):
@@ -735,8 +735,13 @@ class Task:
             shape = self.adapters[topic].shape(key, value)
         except Exception:  # a record it cannot read says nothing of types
             return exc
-        changed = [] if shape is None else type_changes(encoder.row_schema, shape.columns)
-        return SchemaChange(encoder.table, (), changed) if changed else exc
+        if shape is None:
+            return exc
+        changed = type_changes(encoder.row_schema, shape.columns)
+        rekeyed = key_change(encoder.key_columns, shape.key)
+        if not changed and rekeyed is None:
+            return exc
+        return SchemaChange(encoder.table, (), changed, rekeyed)
 
     def walked(  # noqa: PLR0917 - where a stretch's walk got to
         self,

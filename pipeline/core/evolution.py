@@ -47,7 +47,13 @@ from encoders.base import Encoder
 from encoders.json import JsonEncoder
 from pipeline.config import ChangefeedConfig, SourceConfig
 from schemas.avro import OutputSchemas, marker_schema
-from schemas.connect import NoAvroType, column_fields, derived_table, type_changes
+from schemas.connect import (
+    NoAvroType,
+    column_fields,
+    derived_table,
+    key_change,
+    type_changes,
+)
 from schemas.errors import ConfigError, HighwaterError, RecordRef, SchemaChangeError
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
@@ -317,6 +323,13 @@ class SchemaEvolution:
         if current.schema is None:
             evolved = derived_table(config.tables[topic], shape.columns, shape.key)
         else:
+            rekeyed = key_change(current.schema.primary_key, shape.key)
+            if rekeyed is not None:
+                raise HighwaterError(
+                    f"the table's key changed ({rekeyed}): its rows would be keyed otherwise "
+                    "than the output's; declare the new key and schema and resume, or create a "
+                    "new changefeed"
+                )
             new = [name for name in shape.columns if name not in current.schema.columns]
             retyped = type_changes(current.schema.record, shape.columns)
             if not new and retyped:
@@ -436,6 +449,9 @@ def declared_mismatch(index: int, declared: TableSchema, shape: SourceShape | No
     missing = [c for c in shape.columns if c not in declared.columns]
     found = [f"column(s) {', '.join(missing)} not declared"] if missing else []
     found.extend(type_changes(declared.record, shape.columns))
+    rekeyed = key_change(declared.primary_key, shape.key)
+    if rekeyed is not None:
+        found.append(rekeyed)
     if not found:
         return None
     return (

@@ -722,6 +722,41 @@ def accounts_read(
     return rows, seen
 
 
+def accounts_raw(
+    feed: Feed,
+    changefeed_id: str,
+    bootstrap: str,
+    registry_url: str,
+    fields: list[dict[str, Any]],
+    **more: Any,
+) -> dict[str, Any]:
+    """A changefeed over ``accounts`` with ``fields`` declared, Avro through the registry."""
+    source = {
+        "topic": feed.accounts,
+        "table": "accounts",
+        "format": "debezium",
+        "transactions": feed.info.transaction_topic,
+        "table_schema": {"type": "record", "name": "accounts", "fields": fields},
+        "primary_key": ["id"],
+    }
+    return avro_raw(changefeed_id, bootstrap, registry_url, [source], **more)
+
+
+def drain_or_pause(raw: dict[str, Any], spark: Any, bootstrap: str) -> str | None:
+    """One drain; the pause's reason, the changefeed resumed (None: it ran to the end)."""
+    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
+    from pipeline.control.context import OperatorContext  # noqa: PLC0415
+
+    run_to_end(parse_config(raw, env={}), spark)
+    changefeeds = Changefeeds(OperatorContext({"bootstrap.servers": bootstrap}))
+    status = changefeeds.get(raw["changefeed_id"]).status
+    assert status is not None
+    if status.state != "paused":
+        return None
+    changefeeds.resume(raw["changefeed_id"])
+    return status.error
+
+
 @pytest.mark.parametrize("policy", ["stop", "evolve", "backfill"])
 def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without_loss(
     kafka_bootstrap: str,
@@ -745,26 +780,15 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
     the first scan at a change, and the next finishes it. At the end: no per-key order or marker
     violation, and the table rebuilt from the output equals the final ``SELECT``.
     """
-    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
-    from pipeline.control.context import OperatorContext  # noqa: PLC0415
-
     changefeed_id = f"{feed.changefeed_id}.accounts-{policy}"
-    changefeeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
 
     def raw(fields: list[dict[str, Any]]) -> dict[str, Any]:
-        source = {
-            "topic": feed.accounts,
-            "table": "accounts",
-            "format": "debezium",
-            "transactions": feed.info.transaction_topic,
-            "table_schema": {"type": "record", "name": "accounts", "fields": fields},
-            "primary_key": ["id"],
-        }
-        return avro_raw(
+        return accounts_raw(
+            feed,
             changefeed_id,
             kafka_bootstrap,
             schema_registry_url,
-            [source],
+            fields,
             schema_change_policy=policy,
             sink={"topic_prefix": f"{changefeed_id}.", "partitions": 2},
         )
@@ -776,21 +800,11 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
         run_killed_at(config_file, tmp_path / "backfill.log", "after_chunk:1")
         left = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]["backfill"]
         assert left["change"][0] == feed.accounts  # the scan at the change, half done
-        assert left["partitions"][feed.accounts]["done"] in {"0", "1"}  # one of two chunks
-
-    def run(fields: list[dict[str, Any]]) -> str | None:
-        """One drain with ``fields`` declared; the pause's reason (None: it ran to the end)."""
-        run_to_end(parse_config(raw(fields), env={}), spark)
-        status = changefeeds.get(changefeed_id).status
-        assert status is not None
-        if status.state != "paused":
-            return None
-        changefeeds.resume(changefeed_id)
-        return status.error
+        assert left["partitions"][feed.accounts]["done"]  # a chunk (or an empty one) done
 
     output = f"{changefeed_id}.accounts"
     pauses, marked, fields = [], [], ACCOUNTS
-    while (error := run(fields)) is not None:
+    while (error := drain_or_pause(raw(fields), spark, kafka_bootstrap)) is not None:
         assert len(pauses) < 3, error
         pauses.append(error)
         _, now = accounts_read(kafka_bootstrap, schema_registry_url, output)
@@ -847,6 +861,34 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
         assert live <= vips <= {*live, (3, 5, None)}, vips
     else:
         assert again == []
+    # the registry: the value subject's envelopes, each row record's columns, in order
+    from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
+
+    registry, subject = SchemaRegistryClient({"url": schema_registry_url}), f"{output}-value"
+    envelopes = [
+        json.loads(registry.get_version(subject, v).schema.schema_str or "")
+        for v in registry.get_versions(subject)
+    ]
+    # (each first registration: a restart registers the declared one again, and the same
+    # schema with its keys in another order is another version to the registry)
+    rows_of = [
+        json.loads(row)
+        for row in dict.fromkeys(
+            json.dumps(
+                {f["name"]: f["type"] for f in e["fields"][0]["type"][1]["fields"]},
+                sort_keys=True,  # the killed run read its schema from YAML, keys sorted
+            )
+            for e in envelopes
+            if e["fields"][0]["name"] == "after"  # not the markers' schema
+        )
+    ]
+    assert [sorted(columns) for columns in rows_of] == [
+        ["balance", "id", "memo"],
+        ["balance", "id", "memo", "tier"],
+        ["balance", "id", "memo", "tier", "vip"],
+        ["balance", "id", "memo", "tier", "vip"],  # balance widened by the operator
+    ], rows_of
+    assert rows_of[-1]["balance"] == WIDENED[1]["type"]
     # the table rebuilt from the output is the final SELECT
     state: dict[int, dict[str, Any]] = {}
     for r in sorted(rows, key=lambda r: hlc_order(r["updated"])):
@@ -873,36 +915,14 @@ def test_an_initial_scan_follows_the_schema_change_policy(
     the new ``table_schema`` and ``resume`` finish it. Either way the snapshot, read through
     the registry, is the final ``SELECT``.
     """
-    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
-    from pipeline.control.context import OperatorContext  # noqa: PLC0415
-
     changefeed_id = f"{feed.changefeed_id}.accounts-scan-{policy}"
-    changefeeds = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap}))
 
     def run(fields: list[dict[str, Any]]) -> str | None:
-        source = {
-            "topic": feed.accounts,
-            "table": "accounts",
-            "format": "debezium",
-            "transactions": feed.info.transaction_topic,
-            "table_schema": {"type": "record", "name": "accounts", "fields": fields},
-            "primary_key": ["id"],
-        }
-        raw = avro_raw(
-            changefeed_id,
-            kafka_bootstrap,
-            schema_registry_url,
-            [source],
-            schema_change_policy=policy,
-            initial_scan="yes",
+        more = {"schema_change_policy": policy, "initial_scan": "yes"}
+        raw = accounts_raw(
+            feed, changefeed_id, kafka_bootstrap, schema_registry_url, fields, **more
         )
-        run_to_end(parse_config(raw, env={}), spark)
-        status = changefeeds.get(changefeed_id).status
-        assert status is not None
-        if status.state != "paused":
-            return None
-        changefeeds.resume(changefeed_id)
-        return status.error
+        return drain_or_pause(raw, spark, kafka_bootstrap)
 
     error = run(WIDENED[:3])  # balance as it is now; tier and vip not declared
     if policy == "stop":

@@ -578,3 +578,26 @@ def test_a_first_scan_takes_the_columns_the_source_has_now_under_evolve(policy: 
     else:
         assert grown == ["id", "note", "tier"]
         assert defaults == ({SRC: {"tier": 5}} if policy == "backfill" else {})
+
+
+def test_a_key_changed_upstream_cannot_evolve_and_is_named_at_the_start() -> None:
+    cfg = config()
+    key, value = debezium(1, (vip(), True))
+    rekeyed = json.loads(key)
+    rekeyed["schema"]["fields"].append(column("note", "string"))
+    rekeyed["payload"]["note"] = "n1"
+    records = [(json.dumps(rekeyed).encode(), value)]
+    schemas, _ = evolution(cfg, records)
+    plan = BatchPlan.of(cfg, schemas.encoders, thresholds={})
+    _, result = run(plan, arrow(records))
+    change = result.schema_change
+    assert change is not None  # not a bad record: the table changed
+    assert "its key changed (key (id, note) at the source, (id) in the output)" in change.reason
+    assert schemas.settle(plan, result.rests)[1] == []
+    refused = schemas.refused[RecordRef(SRC, 0, 0)]
+    assert "the table's key changed (key (id, note) at the source, (id) in the output)" in refused
+    declared = TableSchema.of(START, ["id"])
+    columns = {"id": column("id", "int32"), "note": column("note", "string")}
+    warning = declared_mismatch(0, declared, SourceShape(columns, ("id", "note")))
+    assert warning is not None
+    assert "key (id, note) at the source, (id) in the output" in warning
