@@ -323,21 +323,10 @@ class SchemaEvolution:
         if current.schema is None:
             evolved = derived_table(config.tables[topic], shape.columns, shape.key)
         else:
-            rekeyed = key_change(current.schema.primary_key, shape.key)
-            if rekeyed is not None:
-                raise HighwaterError(
-                    f"the table's key changed ({rekeyed}): its rows would be keyed otherwise "
-                    "than the output's; declare the new key and schema and resume, or create a "
-                    "new changefeed"
-                )
             new = [name for name in shape.columns if name not in current.schema.columns]
-            retyped = type_changes(current.schema.record, shape.columns)
-            if not new and retyped:
-                raise HighwaterError(
-                    f"a column's type changed ({'; '.join(retyped)}): Avro has no compatible "
-                    "schema for both; declare the new type in table_schema and resume (its "
-                    "consumers read the new type from there), or create a new changefeed"
-                )
+            refused = _cannot_evolve(current.schema, shape, grows=bool(new))
+            if refused is not None:
+                raise HighwaterError(refused)
             if not new:  # evolved already (at another partition's row of the same change)
                 if time is not None and _before(time, current):
                     self.tables[topic] = replace(current, changed_at=time)  # the earliest
@@ -365,6 +354,24 @@ class SchemaEvolution:
         finally:
             consumer.close()
         raise HighwaterError(f"{sp}: no record at offset {offset} to read its schema from")
+
+
+def _cannot_evolve(schema: TableSchema, shape: SourceShape, *, grows: bool) -> str | None:
+    """Why ``schema`` cannot follow ``shape`` by growing (None: it can, or need not)."""
+    rekeyed = key_change(schema.primary_key, shape.key)
+    if rekeyed is not None:
+        return (
+            f"the table's key changed ({rekeyed}): its rows would be keyed otherwise than the "
+            "output's; declare the new key and schema and resume, or create a new changefeed"
+        )
+    retyped = type_changes(schema.record, shape.columns)
+    if retyped and not grows:
+        return (
+            f"a column's type changed ({'; '.join(retyped)}): Avro has no compatible schema "
+            "for both; declare the new type in table_schema and resume (its consumers read "
+            "the new type from there), or create a new changefeed"
+        )
+    return None
 
 
 def _added(before: TableVersion, table: TableSchema) -> tuple[str, ...]:

@@ -66,8 +66,9 @@ def rescan_backfill(
 ) -> Backfill:
     """The scan of ``rescan``'s table: each partition from ``low`` to where the batch left it.
 
-    ``result``: the batch so far (its rests not run); a partition it did not read ends where
-    the frontier has it.
+    ``partitions``: every source partition (the table's are scanned); ``low``: the first
+    offset each of the table's holds; ``result``: the batch so far (its rests not run); a
+    partition it did not read ends where the frontier has it.
     """
     progress = frontier.progress()
     seen = {s.partition: s for s in result.partitions}
