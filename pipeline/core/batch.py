@@ -57,7 +57,7 @@ from schemas.errors import (
 )
 from schemas.hlc import ZERO, Hlc
 
-from .frontier import SourcePartition
+from .frontier import Frontier, SourcePartition
 from .queries import RowShape
 from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
@@ -111,6 +111,23 @@ class BatchPlan:
     def room(self) -> int:
         """The largest key and value an output record may have (the rest is Kafka's framing)."""
         return self.max_record_bytes - RECORD_FRAMING
+
+    @classmethod
+    def at(
+        cls,
+        config: ChangefeedConfig,
+        encoders: Mapping[str, Encoder],
+        frontier: Frontier,
+        *,
+        skip: RecordRef | None,
+        commits: Mapping[str, Mapping[str, Hlc]] | None,
+    ) -> BatchPlan:
+        """The plan of a stream batch read from where ``frontier`` stands."""
+        floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
+        high_water, positions = frontier.high_water(), frontier.positions()
+        return cls.of(
+            config, encoders, floors, high_water, skip=skip, positions=positions, commits=commits
+        )
 
     @classmethod
     def of(
@@ -406,12 +423,33 @@ class BatchResult:
             f"{self.bad} bad"
         )
 
-    def raise_first_bad(self, on_error: str) -> None:
-        """Without a dead-letter topic (``on_error`` not ``dlq``), a bad record stops the job."""
-        if self.first_bad is not None and on_error != "dlq":
-            ref, reason = self.first_bad
-            action = "paused" if on_error == "pause" else "stopped"
-            raise SourceDecodeError(ref, reason, action=action)
+    def stops(self, on_error: str) -> bool:
+        """Whether the run stops at this batch (or chunk): the one place ``on_error`` decides.
+
+        Its rows stopped at a schema change, or at a bad record with nowhere to divert it
+        (``on_error`` not ``dlq``); :meth:`stop_error` names where.
+        """
+        return self.schema_change is not None or (self.first_bad is not None and on_error != "dlq")
+
+    def stop_error(
+        self, on_error: str, explain: Callable[[SchemaChangeError], SchemaChangeError]
+    ) -> SourceDecodeError | SchemaChangeError:
+        """What the run stops at (:meth:`stops`): the schema change explained, or the record."""
+        if self.schema_change is not None:
+            return explain(self.schema_change)
+        assert self.first_bad is not None  # noqa: S101 - stops() said so
+        ref, reason = self.first_bad
+        return SourceDecodeError(ref, reason, action="paused" if on_error == "pause" else "stopped")
+
+    def forward(self, frontier: Frontier) -> None:
+        """Move ``frontier`` past what this batch read."""
+        for seen in self.partitions:
+            frontier.forward(
+                seen.partition,
+                resolved=seen.resolved,
+                next_offset=seen.next_offset,
+                position=seen.position,
+            )
 
 
 class Output:

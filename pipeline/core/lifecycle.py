@@ -28,17 +28,30 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any, Literal
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-from schemas.errors import HighwaterError, RecordRef, SinkError
-from sinks.compacted import CompactedTopic
+from pipeline.config import ChangefeedConfig
+from schemas.errors import (
+    HighwaterError,
+    RecordRef,
+    SchemaChangeError,
+    SinkError,
+    SourceDecodeError,
+)
+from sinks.admin import ensure_topics
+from sinks.compacted import COMPACTED, CompactedTopic
+
+from .kafka_clients import client_config
 
 log = logging.getLogger(__name__)
 
@@ -250,4 +263,116 @@ def wait_while_paused(
             announced = True
         time.sleep(poll)
         spec = watch()
+    return spec
+
+
+class StopRequest:
+    """A request to stop after the current batch: SIGTERM, a stop file, or the spec.
+
+    ``reason`` is the state the run ends in: ``stopped`` (a signal or stop file), or what the
+    changefeed's spec asks (``paused``, ``removed``), read at most once a second through
+    :meth:`follow`.
+    """
+
+    def __init__(self, stop_file: Path | None = None) -> None:
+        self._event = threading.Event()
+        self._file = stop_file
+        self.reason = "stopped"
+        self._spec: Callable[[], ChangefeedSpec | None] | None = None
+        self._asked = 0.0
+
+    def follow(self, spec: Callable[[], ChangefeedSpec | None]) -> None:
+        """Stop too when ``spec()`` no longer says ``running``."""
+        self._spec = spec
+
+    def set(self, reason: str = "stopped") -> None:
+        """Ask the changefeed to stop (the first reason given stands)."""
+        if not self._event.is_set():
+            self.reason = reason
+        self._event.set()
+
+    def is_set(self) -> bool:
+        """True once a stop was asked for."""
+        if self._file is not None and self._file.exists():
+            self.set()
+        if not self._event.is_set() and self._spec is not None:
+            now = time.monotonic()
+            if now - self._asked >= 1.0:
+                self._asked = now
+                spec = self._spec()
+                if spec is not None and spec.desired != "running":
+                    self.set(spec.desired)
+        return self._event.is_set()
+
+
+class Admission:
+    """A run's standing with its spec: let in, the record it diverts, the pause it ends in.
+
+    :meth:`admit` follows the spec (waiting while it says ``paused``; ``removed`` does not
+    start); :meth:`skip` is the bad record an operator chose to divert (``resume
+    --skip-bad-record``); :meth:`pause_at` writes the spec paused at a record and stops the run.
+    """
+
+    def __init__(self, config: ChangefeedConfig, stop: StopRequest) -> None:
+        self.config = config
+        self.stop = stop
+        self.spec: ChangefeedSpec | None = None  # as it stood when the run was let in
+        self.paused_at: str | None = None  # the error a pause stopped the run at
+
+    def admit(self, resources: ExitStack) -> bool:
+        """Wait while the spec says ``paused``; False when a stop came before the start."""
+        self.spec = admit(self.config, self.stop, resources)
+        return not self.stop.is_set()
+
+    def skip(self) -> RecordRef | None:
+        """The bad record an operator chose to divert, if any."""
+        spec = self.spec
+        return spec.bad_record if spec is not None and spec.skip_bad_record else None
+
+    def pause_at(self, specs: SpecStore, exc: SourceDecodeError | SchemaChangeError) -> None:
+        """The spec says paused at the record ``exc`` names, and the run stops.
+
+        ``on_error: pause`` at a bad record (which ``resume --skip-bad-record`` may divert), or
+        a schema change (which an update of the table's schema lets through).
+        """
+        log.error("%s", exc)
+        self.paused_at = str(exc)
+        spec = self.spec or ChangefeedSpec(self.config.changefeed_id, "running")
+        bad = exc.record if isinstance(exc, SourceDecodeError) else None
+        specs.put(spec.to("paused", reason=str(exc), bad_record=bad, skip_bad_record=False))
+        self.stop.set("paused")
+
+
+def admit(
+    config: ChangefeedConfig, stop: StopRequest, resources: ExitStack
+) -> ChangefeedSpec | None:
+    """A run's admission: follow its spec, waiting while it says ``paused``.
+
+    Returns the spec as it stood when the run was let in (None: no spec, a changefeed run only
+    by ``highwater run``). Raises when the spec says ``removed``. ``stop`` follows the spec from
+    then on.
+    """
+    client = client_config(config.kafka)
+    ensure_topics(  # the watch follows the jobs topic from its start
+        client,
+        {config.jobs.topic: 1},
+        replication_factor=config.checkpoint.replication_factor,
+        topic_config=COMPACTED,
+    )
+    watch = SpecWatch(client, config.jobs.topic, config.changefeed_id)
+    resources.callback(watch.close)
+    spec = wait_while_paused(
+        watch.current,
+        stop.is_set,
+        on_wait=lambda s: log.warning(
+            "changefeed %s is paused (%s): waiting for resume",
+            config.changefeed_id,
+            s.reason or "by an operator",
+        ),
+    )
+    if spec is not None and spec.desired == "removed":
+        raise HighwaterError(
+            f"changefeed {config.changefeed_id!r} was removed: create it again to run it"
+        )
+    stop.follow(watch.current)
     return spec

@@ -9,8 +9,7 @@ and what a resume checks is still there.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field
 
 from pipeline.config import ChangefeedConfig
 from schemas.hlc import ZERO, Hlc
@@ -18,9 +17,7 @@ from schemas.hlc import ZERO, Hlc
 from .backfill import Backfill
 from .checkpoint import Checkpoint
 from .frontier import Frontier, SourcePartition
-
-if TYPE_CHECKING:
-    from .transaction_feed import TransactionFeed
+from .resolvers import InStream, Resolver
 
 
 @dataclass
@@ -30,7 +27,7 @@ class Position:
     frontier: Frontier
     statement_time: Hlc | None = None
     backfill: Backfill | None = None  # an initial scan still to run (or finish)
-    transactions: TransactionFeed | None = None  # Debezium: what resolves its partitions
+    resolver: Resolver = field(default_factory=InStream)  # what resolves its partitions
 
     @classmethod
     def restored(cls, checkpoint: Checkpoint, partitions: list[SourcePartition]) -> Position:
@@ -90,5 +87,5 @@ class Position:
             backfill=None if self.backfill is None else self.backfill.to_record(),
             config_fingerprint=config.fingerprint,
             topics=tuple(config.routes),
-            transactions=None if self.transactions is None else self.transactions.records(),
+            transactions=self.resolver.records(),
         )

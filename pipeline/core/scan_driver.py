@@ -1,9 +1,10 @@
-"""The initial scan on the driver: one Spark job per chunk, a few at a time.
+"""The scans on the driver: one Spark job per chunk, a few at a time.
 
 Each chunk's job (:func:`chunk_job`) reads its source range, walks it on an executor
 (``pipeline/core/scan.py``) and writes the rows; :class:`InitialScan` runs the pending chunks
-from driver threads, at most one per core, and hands each finished one to the coordinator,
-which records it in the checkpoint before it counts as done.
+from driver threads, at most one per core, and hands each finished one back; :class:`Scans`
+(the coordinator's side) decides which scan runs at which time in which schema, and records
+each finished chunk in the checkpoint before it counts as done.
 """
 
 from __future__ import annotations
@@ -12,22 +13,31 @@ import json
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pipeline.config import ChangefeedConfig
+from schemas.hlc import Hlc
 
-from .backfill import Chunk, ScanProgress, progress_line
-from .batch import BatchResult, read_result
-from .kafka_clients import source_reader, write_records
+from . import faults
+from .backfill import Backfill, Chunk, ScanProgress, progress_line
+from .batch import BatchAbandoned, BatchPlan, BatchResult, read_result
+from .kafka_clients import low_offsets, source_reader, write_records
 from .queries import apply_query
+from .rescan import Rescan, rescan_backfill
 from .rows import with_rows
 from .scan import ScanPlan, chunk_records
+from .setup import check_history_complete
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from .lifecycle import Admission, StopRequest
+    from .observers import Observers
+    from .position import Position
+    from .setup import Outputs
 
 log = logging.getLogger(__name__)
 
@@ -155,3 +165,171 @@ def chunk_job(spark: SparkSession, config: ChangefeedConfig) -> ChunkJob:
         return read_result(observation)
 
     return run
+
+
+class ScanHost(Protocol):
+    """What the scans need of the coordinator (:class:`~.changefeed.Changefeed`)."""
+
+    config: ChangefeedConfig
+    spark: SparkSession
+    stop_request: StopRequest
+    observers: Observers
+    lock: threading.Lock
+
+    admission: Admission
+
+    @property
+    def outputs(self) -> Outputs:
+        """What the run writes through."""
+
+    @property
+    def position(self) -> Position:
+        """Where the changefeed stands."""
+
+    def write_checkpoint(self, *, last_marker: Hlc | None) -> None:
+        """Write the checkpoint record of where the changefeed stands."""
+
+    def halt(self, result: BatchResult) -> None:
+        """Stop (pause or fail) at what stops a chunk (``BatchResult.stops``)."""
+
+    def check_replicas(self) -> None:
+        """Re-read the relied-on topics' replicas when due."""
+
+    def publish(self, state: str | None = None) -> None:
+        """Write the job status as things stand."""
+
+
+class Scans:
+    """The coordinator's scans: the initial scan, a table an update added, a table again.
+
+    Each runs its :class:`~.backfill.Backfill`'s pending chunks (:class:`InitialScan`) and
+    records every finished chunk in the checkpoint before it counts as done; a chunk that meets
+    what stops the run (``on_error``, a schema change) is not recorded and runs again.
+    """
+
+    def __init__(self, host: ScanHost) -> None:
+        self.host = host
+
+    def initial(self) -> tuple[Hlc, bool] | None:
+        """Run the position's scan; (its time, whether it was the first) or None: stopped first.
+
+        The first scan takes the tables' schemas as they are now; the rest of a table emitted
+        again at its schema change (a killed run left it), the schema as it was at the change.
+        Once every chunk is acknowledged, the scan's time is resolved.
+        """
+        host, position, schemas = self.host, self.host.position, self.host.outputs.schemas
+        backfill = position.backfill
+        assert backfill is not None  # noqa: S101 - the caller checked
+        statement = backfill.time or position.statement_time
+        assert statement is not None  # noqa: S101 - a scan has a statement time
+        first, rescan, defaults = backfill.time is None, None, None
+        if backfill.change is not None:
+            rescan = schemas.rescan_at(backfill.change, statement)
+        elif first:
+            defaults = schemas.before_scan()
+            host.observers.status.schemas = schemas.status()
+        if not self.run(backfill, statement, self._locked, rescan=rescan, defaults=defaults):
+            return None
+        # The first scan only: beside an added table's scan the other tables stream on, and
+        # their transactions at or below its time may still be in flight there.
+        if first:
+            position.resolver.check_snapshot(statement, position.frontier)
+        position.backfill = None  # the whole snapshot is acknowledged: its time is resolved
+        host.observers.status.state = "running"
+        return statement, first
+
+    def again(self, rescan: Rescan, result: BatchResult) -> None:
+        """Emit a table again at its schema change (``backfill``), before the batch's rests.
+
+        Its source partitions from their first offsets to where the batch left them, at the
+        change's commit time (``rescan.py``); recorded in the checkpoint as a scan, so a kill
+        scans the rest first on restart. Runs inside a batch, the lock held.
+        """
+        host, position, outputs = self.host, self.host.position, self.host.outputs
+        table = host.config.tables[rescan.topic]
+        low = low_offsets(
+            outputs.source, [p for p in outputs.partitions if p.topic == rescan.topic]
+        )
+        check_history_complete(low, outputs.source_configs)
+        backfill = rescan_backfill(rescan, outputs.partitions, low, result, position.frontier)
+        position.backfill = backfill
+        log.info("table %s: emitted again at its schema change %s", table, rescan.time)
+        host.write_checkpoint(last_marker=None)
+        if not self.run(backfill, rescan.time, self.record, rescan=rescan):
+            raise BatchAbandoned(f"stopped while {table} was emitted again at its schema change")
+        position.backfill = None
+        host.observers.status.state = "running"
+        host.observers.metrics.backfills.inc()
+        host.write_checkpoint(last_marker=None)
+
+    def run(
+        self,
+        backfill: Backfill,
+        statement: Hlc,
+        on_chunk: Callable[[Chunk, BatchResult], None],
+        *,
+        rescan: Rescan | None = None,
+        defaults: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> bool:
+        """Run ``backfill``'s pending chunks at ``statement``; False: a stop came first.
+
+        ``rescan``: the scan emits a table again at a schema change (``rescan.py``);
+        ``defaults``: per source topic, the columns' defaults for rows that predate them.
+        """
+        if rescan is not None:
+            defaults = {rescan.topic: rescan.defaults}
+        host, config = self.host, self.host.config
+        progress = ScanProgress.of(backfill)
+        host.observers.scanning(progress)
+        host.publish("scanning")
+        plan = BatchPlan.of(
+            config,
+            host.outputs.schemas.encoders,
+            thresholds={},
+            skip=host.admission.skip(),
+            commits=host.position.resolver.commit_times(),
+        )
+        scan = InitialScan(
+            host.spark,
+            chunk_job(host.spark, config),
+            ScanPlan(
+                plan,
+                statement,
+                changes=config.scan_mode != "only" and rescan is None,
+                again=rescan is not None,
+                defaults=defaults,
+            ),
+            parallelism=host.spark.sparkContext.defaultParallelism,
+            rate_limit=config.initial_scan.rate_limit,
+            on_chunk=on_chunk,
+            progress=progress,
+        )
+        return scan.run(backfill.pending(), host.stop_request.is_set)
+
+    def _locked(self, chunk: Chunk, result: BatchResult) -> None:
+        with self.host.lock:
+            self.record(chunk, result)
+
+    def record(self, chunk: Chunk, result: BatchResult) -> None:
+        """A chunk's rows are acknowledged: record it in the checkpoint before it counts.
+
+        The lock held. A chunk that stops the run (a bad record ``on_error`` does not divert,
+        a row its table's schema cannot hold) is not recorded: it runs again after resume.
+        """
+        host, position = self.host, self.host.position
+        host.check_replicas()  # a long scan is watched as the stream is
+        if result.stops(host.config.on_error):
+            host.halt(result)
+            return
+        progress = host.observers.status.progress
+        assert position.backfill is not None  # noqa: S101 - the scan is running
+        assert progress is not None  # noqa: S101
+        position.backfill = position.backfill.finished(chunk, result.emitted)
+        for seen in result.partitions:  # the stream tells re-sends after the scan's
+            if seen.position is not None:
+                position.frontier.read_to(seen.partition, seen.position)
+        position.resolver.saw(result)  # what the scan read counts for the resolved times
+        progress.add(chunk, result.emitted)
+        host.observers.chunk(result, progress)
+        host.write_checkpoint(last_marker=None)
+        faults.reached("after_chunk")

@@ -125,6 +125,13 @@ class TransactionFeed:
             out.update(dict.fromkeys(tx_log.topics, times))
         return out
 
+    def settle(
+        self, plan: BatchPlan, rests: list[Deferred], stopping: Callable[[], bool]
+    ) -> tuple[BatchPlan, list[Deferred]]:
+        """The rests that wait for a transaction's END, and ``plan`` with the END times."""
+        ends = [r for r in rests if r.waits_for]
+        return (self.await_commits(plan, ends, stopping), ends) if ends else (plan, [])
+
     def await_commits(
         self, plan: BatchPlan, rests: list[Deferred], stopping: Callable[[], bool] = lambda: False
     ) -> BatchPlan:
@@ -236,6 +243,14 @@ class TransactionFeed:
                     "scan read (the connector's producer delivered its END first); create the "
                     "changefeed again to take a new snapshot"
                 )
+
+    def quiet(self) -> bool:
+        """True when no transaction waits for events (see :meth:`in_flight`)."""
+        return not self.in_flight()
+
+    def stuck_topics(self) -> tuple[Mapping[str, str], list[str]]:
+        """(the stuck transaction per topic, every transaction topic), for the metrics."""
+        return self.stuck, list(self.logs)
 
     def in_flight(self) -> bool:
         """Whether a transaction waits for events.
