@@ -102,6 +102,8 @@ class Changefeed:
     stats = property(lambda self: self.observers.stats, doc="The run's numbers.")
     metrics = property(lambda self: self.observers.metrics, doc="The run's Prometheus metrics.")
     last_marker = property(lambda self: self.policy.last_marker, doc="The last marker sent.")
+    statement_time = property(lambda self: self._position and self._position.statement_time)
+    backfill = property(lambda self: self._position and self._position.backfill)
 
     @property
     def outputs(self) -> Outputs:
@@ -176,8 +178,7 @@ class Changefeed:
         scanned = self.scans.initial()
         if scanned is None:
             return False
-        statement, first = scanned
-        only = self.config.scan_mode == "only"
+        (statement, first), only = scanned, self.config.scan_mode == "only"
         if first:
             self._carry_out(self.policy.after_scan(statement, only=only))
             return True

@@ -56,15 +56,18 @@ class ChangefeedMetrics:
         self.changefeed_id = changefeed_id
         self._server: Any = None
         self.url: str | None = None
-        r, cf = self.registry, [changefeed_id]
-        names = ["changefeed"]
+        self._counters()
+        self._gauges()
 
-        def counter(name: str, doc: str) -> Any:
-            return Counter(name, doc, names, registry=r).labels(*cf)
+    def _counter(self, name: str, doc: str) -> Any:
+        return Counter(name, doc, ["changefeed"], registry=self.registry).labels(self.changefeed_id)
 
-        def histogram(name: str, doc: str) -> Any:
-            return Histogram(name, doc, names, buckets=_SECONDS, registry=r).labels(*cf)
+    def _histogram(self, name: str, doc: str) -> Any:
+        family = Histogram(name, doc, ["changefeed"], buckets=_SECONDS, registry=self.registry)
+        return family.labels(self.changefeed_id)
 
+    def _counters(self) -> None:
+        counter, histogram = self._counter, self._histogram
         self.rows = counter("highwater_rows_emitted", "Rows written to the output topics")
         self.bytes = counter("highwater_bytes_emitted", "Bytes of the rows' keys and values")
         self.duplicates = counter(
@@ -90,6 +93,9 @@ class ChangefeedMetrics:
         self.checkpoint_seconds = histogram(
             "highwater_checkpoint_write_seconds", "A checkpoint record's write"
         )
+
+    def _gauges(self) -> None:
+        r, cf, names = self.registry, [self.changefeed_id], ["changefeed"]
         self.checkpoint_bytes = Gauge(
             "highwater_checkpoint_bytes", "The last checkpoint record's size", names, registry=r
         ).labels(*cf)

@@ -98,6 +98,9 @@ def row_type(fields: list[dict[str, Any]]) -> str:
     return f"struct<{inner}>"
 
 
+_PASSED = ("key", "value", "topic", "partition", "offset", "headers", "row", "group")
+
+
 def apply_query(
     raw: DataFrame,
     table: str,
@@ -122,25 +125,12 @@ def apply_query(
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     mark_only = mark_only or not adapter(source_format).in_band_markers
-    record = row_type(list(schema.record["fields"]))
-    parsed = F.from_json(
-        F.col("envelope").cast("string"),
-        f"after {record}, before {record}, updated string, _corrupt string",
-        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"},
-    )
-    passed = ("key", "value", "topic", "partition", "offset", "headers", "row", "group")
-    frame = with_rows(raw, source_format, registry).select(
-        F.struct(*passed).alias("__hw_r"),
-        F.col("envelope").isNotNull().alias("__hw_change"),
-        parsed.alias("__hw_p"),
-    )
-    for image in ("after", "before"):
-        frame = _evaluate(frame, image, encoder)
+    frame = _parsed(with_rows(raw, source_format, registry), schema, encoder)
     p = F.col("__hw_p")
     is_change = F.col("__hw_change")
     is_row = is_change & p.isNotNull() & p["updated"].isNotNull()
     fits = p["_corrupt"].isNull()
-    columns = {name: F.col(f"__hw_r.{name}") for name in passed}
+    columns = {name: F.col(f"__hw_r.{name}") for name in _PASSED}
     columns |= {
         "error": F.when(
             is_change & ~fits,
@@ -169,6 +159,30 @@ def apply_query(
         columns["keep"] = keep
         return frame.select(*(column.alias(name) for name, column in columns.items()))
     return frame.where(keep).select(*(column.alias(name) for name, column in columns.items()))
+
+
+def _parsed(rows: DataFrame, schema: TableSchema, encoder: EncoderConfig) -> DataFrame:
+    """One row per change with the query evaluated over both of its images.
+
+    Its record's columns (``__hw_r``), whether it is a change (``__hw_change``), its envelope
+    parsed by the declared schema (``__hw_p``), and ``_evaluate``'s columns.
+    """
+    from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
+
+    record = row_type(list(schema.record["fields"]))
+    parsed = F.from_json(
+        F.col("envelope").cast("string"),
+        f"after {record}, before {record}, updated string, _corrupt string",
+        {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"},
+    )
+    frame = rows.select(
+        F.struct(*_PASSED).alias("__hw_r"),
+        F.col("envelope").isNotNull().alias("__hw_change"),
+        parsed.alias("__hw_p"),
+    )
+    for image in ("after", "before"):
+        frame = _evaluate(frame, image, encoder)
+    return frame
 
 
 def _evaluate(frame: DataFrame, image: str, encoder: EncoderConfig) -> DataFrame:

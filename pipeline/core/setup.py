@@ -29,7 +29,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from encoders.base import Context
+from encoders.base import Context, Encoder
 from pipeline.config import ChangefeedConfig
 from schemas.errors import ConfigError, HighwaterError, SourceError
 from schemas.hlc import ZERO, Hlc
@@ -80,66 +80,32 @@ class Outputs:
 
 def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     """Create missing topics, make the encoders, open the clients; read the checkpoint."""
-    sink = client_config(config.sink_kafka)
+    sink, source = client_config(config.sink_kafka), client_config(config.kafka)
     replication = config.sink.replication_factor
-    outputs = dict.fromkeys(config.routes.values(), config.sink.partitions)
-    ensure_topics(sink, outputs, replication_factor=replication)
+    ensure_topics(
+        sink,
+        dict.fromkeys(config.routes.values(), config.sink.partitions),
+        replication_factor=replication,
+    )
     if config.on_error != "fail":  # pause: where resume --skip-bad-record puts the record
         ensure_topics(sink, {config.effective_dlq_topic: 1}, replication_factor=replication)
     budget = config.checkpoint.frontier_checkpoint_max_bytes  # a record of that size must fit
-    source = client_config(config.kafka)
-    sink_writer = _writer(config, {**sink, **producer_limit(budget)}, "sink", resources)
-    # One cluster (the usual case): one writer for all, so one fence decides the winner.
-    # Two clusters: the sink's fence is taken first; two instances started at the same
-    # moment may each end up holding one cluster's, and then both stop (neither writes).
-    source_writer = (
-        sink_writer
-        if config.sink.kafka is None or config.sink_kafka == config.kafka
-        else _writer(config, source, "source", resources)
-    )
+    sink_writer, source_writer = _writers(config, sink, source, budget, resources)
     checkpoint_topic = _compacted(
         sink, config.checkpoint.topic, config, resources, sink_writer, max_value_bytes=budget
     )
     schemas = SchemaEvolution.open(config, sink, source, resources)
-    encoders = schemas.encoders
-    by_output = {config.routes[topic]: e for topic, e in encoders.items()}
-    broadcaster = ResolvedBroadcaster(
-        sink,
-        list(by_output),
-        lambda ts, topic: by_output[topic].resolved(ts, Context(topic)),
-        producer=sink_writer,
-    )
-    resources.callback(broadcaster.close)
-    topics = list(config.routes)
-    try:
-        counts = partition_counts(source, topics)
-    except Exception as exc:
-        raise SourceError(f"cannot describe the source topics: {exc}") from exc
-    source_configs = topic_configs(source, topics)  # read once: retention, compaction
+    broadcaster = _broadcaster(config, sink, schemas.encoders, sink_writer, resources)
+    partitions, source_configs = _source_topics(source, list(config.routes))
     safepoint, warnings = None, []
     if config.safepoints.enabled:
         safepoint = _safepoint(config, source, resources, source_writer)
         warnings = retention_warnings(source_configs)
-    checkpoints = CheckpointStore(
-        checkpoint_topic, config.changefeed_id, config.checkpoint.frontier_checkpoint_max_bytes
-    )
+    checkpoints = CheckpointStore(checkpoint_topic, config.changefeed_id, budget)
     restored = checkpoints.load()
     jobs = _compacted(source, config.jobs.topic, config, resources, source_writer)
     previous = jobs.get(config.changefeed_id) if restored is not None else None
-    # One look at each cluster, once every topic is made: its id, its topics' replicas.
-    source_cluster = cluster_metadata(source)
-    sink_cluster = source_cluster if config.sink.kafka is None else cluster_metadata(sink)
-    on_sink, on_source = relied_on(config)
-    if config.sink.kafka is None:
-        watched, read = [(source, on_sink + on_source)], [source_cluster]
-    else:
-        watched, read = [(sink, on_sink), (source, on_source)], [sink_cluster, source_cluster]
-    replicas = DurabilityWatch(watched, config.metrics.replication_check_interval.total_seconds())
-    replicas.check(read)
-    clusters = {  # what the checkpoint's shape records beside each address
-        "kafka": source_cluster.cluster_id,
-        "sink.kafka": None if config.sink.kafka is None else sink_cluster.cluster_id,
-    }
+    replicas, clusters = _clusters(config, sink, source)
     warnings.extend(schemas.warnings)
     for warning in [*warnings, *replicas.warnings()]:
         log.warning("%s", warning)
@@ -160,12 +126,86 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         specs=SpecStore(jobs),
         safepoint=safepoint,
         source=source,
-        partitions=[SourcePartition(t, p) for t, n in counts.items() for p in range(n)],
+        partitions=partitions,
         source_configs=source_configs,
         restored=restored,
         shape=identified(config.shape, clusters),
         replicas=replicas,
     )
+
+
+def _writers(
+    config: ChangefeedConfig,
+    sink: Mapping[str, Any],
+    source: Mapping[str, Any],
+    budget: int,
+    resources: ExitStack,
+) -> tuple[AcknowledgedProducer, AcknowledgedProducer]:
+    """The driver's transactional writers: (the sink cluster's, the source cluster's).
+
+    One cluster (the usual case): one writer for all, so one fence decides the winner. Two
+    clusters: the sink's fence is taken first; two instances started at the same moment may
+    each end up holding one cluster's, and then both stop (neither writes).
+    """
+    sink_writer = _writer(config, {**sink, **producer_limit(budget)}, "sink", resources)
+    if config.sink.kafka is None or config.sink_kafka == config.kafka:
+        return sink_writer, sink_writer
+    return sink_writer, _writer(config, source, "source", resources)
+
+
+def _broadcaster(
+    config: ChangefeedConfig,
+    sink: Mapping[str, Any],
+    encoders: Mapping[str, Encoder],
+    writer: AcknowledgedProducer,
+    resources: ExitStack,
+) -> ResolvedBroadcaster:
+    """The resolved-marker broadcaster over every output topic, each marker its encoder's."""
+    by_output = {config.routes[topic]: e for topic, e in encoders.items()}
+    broadcaster = ResolvedBroadcaster(
+        sink,
+        list(by_output),
+        lambda ts, topic: by_output[topic].resolved(ts, Context(topic)),
+        producer=writer,
+    )
+    resources.callback(broadcaster.close)
+    return broadcaster
+
+
+def _source_topics(
+    source: Mapping[str, Any], topics: list[str]
+) -> tuple[list[SourcePartition], dict[str, dict[str, str | None]]]:
+    """Every partition of the source topics, and each topic's settings (read once)."""
+    try:
+        counts = partition_counts(source, topics)
+    except Exception as exc:
+        raise SourceError(f"cannot describe the source topics: {exc}") from exc
+    partitions = [SourcePartition(t, p) for t, n in counts.items() for p in range(n)]
+    return partitions, topic_configs(source, topics)
+
+
+def _clusters(
+    config: ChangefeedConfig, sink: Mapping[str, Any], source: Mapping[str, Any]
+) -> tuple[DurabilityWatch, dict[str, str | None]]:
+    """One look at each cluster, once every topic is made: its topics' replicas, its id.
+
+    Returns the replica watch (checked once) and the cluster ids the checkpoint's shape
+    records beside each address.
+    """
+    source_cluster = cluster_metadata(source)
+    sink_cluster = source_cluster if config.sink.kafka is None else cluster_metadata(sink)
+    on_sink, on_source = relied_on(config)
+    if config.sink.kafka is None:
+        watched, read = [(source, on_sink + on_source)], [source_cluster]
+    else:
+        watched, read = [(sink, on_sink), (source, on_source)], [sink_cluster, source_cluster]
+    replicas = DurabilityWatch(watched, config.metrics.replication_check_interval.total_seconds())
+    replicas.check(read)
+    clusters = {
+        "kafka": source_cluster.cluster_id,
+        "sink.kafka": None if config.sink.kafka is None else sink_cluster.cluster_id,
+    }
+    return replicas, clusters
 
 
 def relied_on(config: ChangefeedConfig) -> tuple[list[str], list[str]]:

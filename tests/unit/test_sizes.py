@@ -1,0 +1,88 @@
+"""No class over 300 lines and no function over 60 in the product's packages.
+
+``pipeline/dev`` (development tools) aside. An exception is named in the README's layout
+section ("Size limits"), ``path::Qualified.name — reason``; the test holds the README to it:
+every exception named there must still exist and still be over its limit (a list that
+outlives its reasons is noise), and every one over a limit must be named there.
+"""
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.unit
+
+ROOT = Path(__file__).resolve().parents[2]
+SCOPE = ("pipeline", "encoders", "sinks", "schemas")
+LEFT_OUT = ("pipeline/dev/",)
+MAX_CLASS, MAX_FUNCTION = 300, 60
+EXCEPTION = re.compile(r"^- `(?P<path>[\w/]+\.py)::(?P<name>[\w.]+)` — (?P<reason>\S.{20,})$")
+
+
+def sizes() -> dict[str, tuple[str, int]]:
+    """``path::Qualified.name`` -> (kind, lines) of every class and function in scope."""
+    found: dict[str, tuple[str, int]] = {}
+
+    def visit(node: ast.AST, path: str, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                name = f"{prefix}{child.name}"
+                kind = "class" if isinstance(child, ast.ClassDef) else "function"
+                assert child.end_lineno is not None
+                found[f"{path}::{name}"] = (kind, child.end_lineno - child.lineno + 1)
+                visit(child, path, name + ".")
+            else:
+                visit(child, path, prefix)
+
+    for package in SCOPE:
+        for file in sorted((ROOT / package).rglob("*.py")):
+            path = file.relative_to(ROOT).as_posix()
+            if not path.startswith(LEFT_OUT):
+                visit(ast.parse(file.read_text(encoding="utf-8")), path, "")
+    return found
+
+
+def over(kind: str, lines: int) -> bool:
+    return lines > (MAX_CLASS if kind == "class" else MAX_FUNCTION)
+
+
+def named_exceptions() -> dict[str, str]:
+    """The exceptions the README's layout section names, with their reasons."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split("## Layout and layers", 1)[1].split("\n## ", 1)[0]
+    assert "Size limits" in section, "the README's layout section lost its size limits"
+    return {
+        f"{m['path']}::{m['name']}": m["reason"]
+        for m in map(EXCEPTION.match, section.splitlines())
+        if m is not None
+    }
+
+
+def test_the_measure_sees_classes_functions_and_methods() -> None:
+    found = sizes()
+    assert found["pipeline/core/changefeed.py::Changefeed"][0] == "class"
+    assert found["pipeline/core/changefeed.py::Changefeed._process"][0] == "function"
+    assert found["pipeline/core/changefeed.py::run"][0] == "function"
+    assert not any(path.startswith("pipeline/dev/") for path in found)
+
+
+def test_no_class_over_300_lines_and_no_function_over_60() -> None:
+    allowed = named_exceptions()
+    offenders = {
+        f"{name} ({kind}, {lines} lines)"
+        for name, (kind, lines) in sizes().items()
+        if over(kind, lines) and name not in allowed
+    }
+    assert not offenders, (
+        "over the size limits (split it, or name it with its reason in the README's "
+        f"'Size limits'): {sorted(offenders)}"
+    )
+
+
+def test_every_named_exception_is_still_one() -> None:
+    found = sizes()
+    for name in named_exceptions():
+        assert name in found, f"the README names {name} as a size exception; it is gone"
+        assert over(*found[name]), f"{name} is within the limits now: drop it from the README"
