@@ -17,7 +17,7 @@ records as Arrow batches (``mapInArrow``), in one pass, keeping a state per sour
   END (``BatchPlan.commits``, from the transaction topic the driver read): one whose END was
   not read yet *defers* the rest of its partition's batch (:class:`Deferred`); the driver
   reads the transaction topic until that END is there and runs the rest again
-  (``stream.write_batch``);
+  (``writer.BatchWriter``);
 * a row whose columns are not its output schema's (an encoder's :class:`SchemaChange`: the
   table changed shape upstream) defers the rest of its partition, whatever ``on_error``
   says: the driver evolves the schema and runs it again (``schema_change_policy: evolve``),
@@ -63,6 +63,7 @@ from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
 from .sources.base import Position
 from .sources.debezium import in_commit
+from .summary import Summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -244,51 +245,48 @@ class PartitionSeen:
         return Deferred(self.partition, start, stop, Hlc.parse(floor), self.position, tx_id, shape)
 
     def to_json(self) -> str:
-        """The summary row's text."""
-        return json.dumps(
-            {
-                "transactions": {
-                    t: [orders, _text(low), _text(high)]
-                    for t, (orders, low, high) in self.transactions.items()
-                },
-                "topic": self.partition.topic,
-                "partition": self.partition.partition,
-                "next_offset": self.next_offset,
-                "resolved": None if self.resolved is None else str(self.resolved),
-                "emitted": self.emitted,
-                "duplicates": self.duplicates,
-                "bad": self.bad,
-                "first_bad": self.first_bad,
-                "bytes": self.bytes,
-                "position": self.position,
-                "resent": self.resent,
-                "deferred": self.deferred,
-                "schema_change": self.schema_change,
-            }
-        )
+        """The summary row's text (``summary.Summary``)."""
+        return Summary(
+            transactions={
+                t: (orders, _text(low), _text(high))
+                for t, (orders, low, high) in self.transactions.items()
+            },
+            topic=self.partition.topic,
+            partition=self.partition.partition,
+            next_offset=self.next_offset,
+            resolved=None if self.resolved is None else str(self.resolved),
+            emitted=self.emitted,
+            duplicates=self.duplicates,
+            bad=self.bad,
+            first_bad=self.first_bad,
+            bytes=self.bytes,
+            position=None if self.position is None else list(self.position),
+            resent=self.resent,
+            deferred=None if self.deferred is None else tuple(self.deferred),
+            schema_change=None if self.schema_change is None else tuple(self.schema_change),
+        ).model_dump_json()
 
     @classmethod
     def from_json(cls, text: str) -> PartitionSeen:
-        """Read a summary row."""
-        data = json.loads(text)
-        first_bad = data["first_bad"]
+        """Read a summary row (either producer's: ``summary.Summary``)."""
+        s = Summary.parse(text)
         return cls(
-            SourcePartition(data["topic"], int(data["partition"])),
-            int(data["next_offset"]),
-            None if data["resolved"] is None else Hlc.parse(data["resolved"]),
-            int(data["emitted"]),
-            int(data["duplicates"]),
-            int(data["bad"]),
-            None if first_bad is None else (int(first_bad[0]), str(first_bad[1])),
-            int(data.get("bytes", 0)),
+            SourcePartition(s.topic, s.partition),
+            s.next_offset,
+            None if s.resolved is None else Hlc.parse(s.resolved),
+            s.emitted,
+            s.duplicates,
+            s.bad,
+            s.first_bad,
+            s.bytes,
             {
                 t: [orders, _parsed(low), _parsed(high)]
-                for t, (orders, low, high) in (data.get("transactions") or {}).items()
+                for t, (orders, low, high) in s.transactions.items()
             },
-            None if data.get("position") is None else tuple(data["position"]),
-            int(data.get("resent", 0)),
-            data.get("deferred"),
-            data.get("schema_change"),
+            None if s.position is None else tuple(s.position),
+            s.resent,
+            None if s.deferred is None else list(s.deferred),
+            None if s.schema_change is None else list(s.schema_change),
         )
 
     def merge(self, other: PartitionSeen) -> PartitionSeen:

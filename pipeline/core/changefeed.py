@@ -55,8 +55,7 @@ from .queries import check_query
 from .resolvers import resolver_of
 from .scan_driver import Scans
 from .setup import Outputs, find_start, open_outputs
-from .stream import start_query, write_batch
-from .walk import walkable
+from .stream import start_query
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -191,14 +190,13 @@ class Changefeed:
     def _stream(self) -> None:
         """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
         self.stats.stream_started = time.perf_counter()
-        walks = walkable(BatchPlan.of(self.config, self.outputs.schemas.encoders, thresholds={}))
         query = self.query = start_query(
             self.spark,
             self.config,
             self.position.starting_offsets(),
             self._on_batch,
             self._resources,
-            headers=not walks,
+            headers=self.outputs.writer.headers,
         )
         while query.isActive:
             self.check_replicas()
@@ -257,7 +255,7 @@ class Changefeed:
         plan = BatchPlan.at(
             self.config, encoders, frontier, skip=self.admission.skip(), commits=commits
         )
-        result, seconds = write_batch(batch, batch_id, plan, self.config, self._settle)
+        result, seconds = self.outputs.writer.write(batch, batch_id, plan, self._settle)
         result.forward(frontier)
         resolver.saw(result)
         resolver.advance(frontier)

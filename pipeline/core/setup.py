@@ -45,6 +45,7 @@ from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
 
 from .backfill import Backfill
+from .batch import BatchPlan
 from .checkpoint import Checkpoint, CheckpointStore
 from .evolution import SchemaEvolution
 from .frontier import Frontier, Progress, SourcePartition
@@ -56,6 +57,7 @@ from .statement import statement_time
 from .status import JobStatus, StatusPublisher
 from .transaction_feed import transaction_wires
 from .update import check_update, identified
+from .writer import BatchWriter, batch_writer
 
 log = logging.getLogger(__name__)
 
@@ -76,6 +78,7 @@ class Outputs:
     restored: Checkpoint | None  # None: a new changefeed
     shape: Mapping[str, Any]  # the config's shape with its clusters' ids, as checkpoints keep it
     replicas: DurabilityWatch  # the relied-on topics' replicas, re-read while the run goes on
+    writer: BatchWriter  # how every batch is written (the walk, or the loop alone)
 
 
 def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
@@ -131,6 +134,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         restored=restored,
         shape=identified(config.shape, clusters),
         replicas=replicas,
+        writer=batch_writer(config, BatchPlan.of(config, schemas.encoders, thresholds={})),
     )
 
 

@@ -126,13 +126,11 @@ class Walked:
         summaries, rests = [], []
         for text in self.summaries.value():
             seen = PartitionSeen.from_json(text)
-            seen.deferred = None  # the walk's rest runs through the loop next (below)
-            summaries.append(seen)
-            rest = json.loads(text).get("deferred")
+            rest = seen.rest()
             if rest is not None:
-                rests.append(
-                    Deferred(seen.partition, rest["from"], rest["to"], Hlc.parse(rest["floor"]))
-                )
+                rests.append(rest)
+            seen.deferred = None  # the walk's rest runs through the loop next
+            summaries.append(seen)
         return BatchResult.of(summaries), rests
 
 

@@ -256,12 +256,14 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       s.put("bad", 0);
       s.putNull("first_bad");
       s.put("bytes", bytes);
-      if (deferred >= 0) {
-        ObjectNode d = s.putObject("deferred");
-        d.put("from", deferred);
-        d.put("to", end);
-        d.put("floor", hlc(deferredFloor));
+      s.putNull("position");
+      s.put("resent", 0);
+      if (deferred >= 0) { // [from, to, floor, transaction]: the rest the Python loop runs
+        s.putArray("deferred").add(deferred).add(end).add(hlc(deferredFloor)).addNull();
+      } else {
+        s.putNull("deferred");
       }
+      s.putNull("schema_change");
       return s.toString();
     }
   }
