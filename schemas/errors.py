@@ -62,6 +62,15 @@ class RecordRef:
     def __str__(self) -> str:
         return f"{self.topic}/{self.partition}@{self.offset}"
 
+    @classmethod
+    def parse(cls, text: str) -> RecordRef:
+        """Read ``topic/partition@offset``, how ``str`` writes it (a topic may hold ``/``)."""
+        topic, _, rest = text.rpartition("/")
+        partition, _, offset = rest.partition("@")
+        if not topic or not partition.isdigit() or not offset.isdigit():
+            raise ValueError(f"{text!r} is not topic/partition@offset")
+        return cls(topic, int(partition), int(offset))
+
 
 class SourceError(HighwaterError):
     """A source topic is missing, or data the changefeed needs from it is gone."""
@@ -159,6 +168,43 @@ class CheckpointError(HighwaterError):
     """The checkpoint topic could not be read or written, or holds a record we cannot use."""
 
     retryable = True
+
+
+class RecordError(HighwaterError):
+    """One of Highwater's own records (checkpoint, spec, status, safepoint) cannot be read.
+
+    ``kind`` names the record (``"checkpoint"``, ``"changefeed spec"``, …); ``where`` where it
+    was read, when the reader knows (``"topic _highwater_checkpoints, key 'orders'"``);
+    ``fields`` the paths of the fields at fault (``"partitions.src.offsets.0"``), if any.
+    """
+
+    def __init__(
+        self, kind: str, reason: str, *, where: str | None = None, fields: Sequence[str] = ()
+    ) -> None:
+        self.kind = kind
+        self.reason = reason
+        self.where = where
+        self.fields: tuple[str, ...] = tuple(fields)
+        at = f" ({where})" if where else ""
+        super().__init__(f"unreadable {kind} record{at}: {reason}")
+
+
+class UnknownRecordVersion(RecordError):
+    """A record of a format version this release does not read (a newer release wrote it)."""
+
+    def __init__(
+        self, kind: str, version: object, known: Sequence[int], *, where: str | None = None
+    ) -> None:
+        self.version = version
+        self.known: tuple[int, ...] = tuple(known)
+        reads = ", ".join(str(v) for v in self.known)
+        super().__init__(
+            kind,
+            f"format_version {version!r} is not one this release reads (it reads {reads}): "
+            "a newer release of Highwater may have written it",
+            where=where,
+            fields=("format_version",),
+        )
 
 
 class SafepointError(HighwaterError):

@@ -14,11 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from schemas.errors import CheckpointError, RecordRef
+from schemas.errors import CheckpointError, RecordError, RecordRef
 from schemas.hlc import Hlc
 
 from .checkpoint import numbers_to_ranges, ranges_to_numbers
 from .frontier import SourcePartition
+from .records import BackfillRecord, BackfillTopic, ScanProgressRecord, read_part
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Backfill:
         return replace(self, done=self.done | {chunk.partition}, rows=self.rows + rows)
 
     def to_record(self) -> dict[str, Any]:
-        """The ``backfill`` field of the checkpoint record."""
+        """The ``backfill`` field of the checkpoint record (:class:`.records.BackfillRecord`)."""
         topics: dict[str, dict[str, Any]] = {}
         for sp in sorted(self.chunks):
             entry = topics.setdefault(sp.topic, {"from": [], "to": [], "done": []})
@@ -87,38 +88,40 @@ class Backfill:
             entry["to"].append(self.chunks[sp].end)
             if sp in self.done:
                 entry["done"].append(sp.partition)
-        for entry in topics.values():
-            entry["done"] = numbers_to_ranges(entry["done"])
-        record: dict[str, Any] = {
-            "partitions": topics,
-            "rows": self.rows,
-            "time": None if self.time is None else str(self.time),
-        }
-        if self.change is not None:
-            record["change"] = [self.change.topic, self.change.partition, self.change.offset]
-        return record
+        change = self.change
+        record = BackfillRecord(
+            partitions={
+                topic: BackfillTopic(
+                    starts=entry["from"], ends=entry["to"], done=numbers_to_ranges(entry["done"])
+                )
+                for topic, entry in topics.items()
+            },
+            rows=self.rows,
+            time=self.time,
+            change=None if change is None else (change.topic, change.partition, change.offset),
+        )
+        return record.model_dump(mode="json")
 
     @classmethod
     def from_record(cls, record: Mapping[str, Any]) -> Backfill:
         """Read the ``backfill`` field of a checkpoint record."""
         try:
+            read = read_part(BackfillRecord, record, "checkpoint's backfill")
             chunks: dict[SourcePartition, Chunk] = {}
             done: set[SourcePartition] = set()
-            for topic, entry in record["partitions"].items():
-                for p, (start, end) in enumerate(zip(entry["from"], entry["to"], strict=True)):
-                    chunks[SourcePartition(topic, p)] = Chunk(
-                        SourcePartition(topic, p), int(start), int(end)
-                    )
-                done.update(SourcePartition(topic, p) for p in ranges_to_numbers(entry["done"]))
-            time, change = record.get("time"), record.get("change")
+            for topic, entry in read.partitions.items():
+                for p, (start, end) in enumerate(zip(entry.starts, entry.ends, strict=True)):
+                    chunks[SourcePartition(topic, p)] = Chunk(SourcePartition(topic, p), start, end)
+                done.update(SourcePartition(topic, p) for p in ranges_to_numbers(entry.done))
+            change = read.change
             return cls(
                 chunks,
                 frozenset(done),
-                int(record.get("rows", 0)),
-                None if time is None else Hlc.parse(time),
-                None if change is None else RecordRef(str(change[0]), *map(int, change[1:3])),
+                read.rows,
+                read.time,
+                None if change is None else RecordRef(*change),
             )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (RecordError, ValueError) as exc:
             raise CheckpointError(f"unreadable backfill in the checkpoint record: {exc}") from exc
 
 
@@ -161,15 +164,15 @@ class ScanProgress:
         rate = (self.rows - self.rows_at_start) / elapsed
         scanned = self.records_done - self.records_at_start
         eta = (self.records_total - self.records_done) * elapsed / scanned if scanned else None
-        return {
-            "chunks_done": self.chunks_done,
-            "chunks_total": self.chunks_total,
-            "records_done": self.records_done,
-            "records_total": self.records_total,
-            "rows": self.rows,
-            "rows_per_second": round(rate, 1),
-            "eta_seconds": None if eta is None else round(eta, 1),
-        }
+        return ScanProgressRecord(
+            chunks_done=self.chunks_done,
+            chunks_total=self.chunks_total,
+            records_done=self.records_done,
+            records_total=self.records_total,
+            rows=self.rows,
+            rows_per_second=round(rate, 1),
+            eta_seconds=None if eta is None else round(eta, 1),
+        ).model_dump(mode="json")
 
 
 def progress_line(progress: Mapping[str, Any], width: int = 30) -> str:

@@ -42,11 +42,20 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from schemas.errors import CheckpointError
+from schemas.errors import CheckpointError, RecordError
 from schemas.hlc import Hlc
 from sinks.compacted import CompactedTopic
 
+from . import records
 from .frontier import Frontier, Progress, SourcePartition
+from .records import (
+    BackfillRecord,
+    CheckpointRecord,
+    Leading,
+    TopicProgress,
+    TransactionLogRecord,
+    read_part,
+)
 
 FORMAT_VERSION = 1
 SHAPE_PREFIX = "shape/"  # the key of a changefeed's config shape, beside its record
@@ -122,7 +131,7 @@ class Checkpoint:
     def encode(self, max_bytes: int) -> bytes:
         """The record's bytes, at the most detailed level that fits ``max_bytes``."""
         for level in LEVELS[LEVELS.index(self.level) :]:
-            data = _dump(_record(self, level))
+            data = to_record(self, level).encode()
             if len(data) <= max_bytes:
                 return data
         raise CheckpointError(
@@ -196,111 +205,100 @@ class CheckpointStore:
 def decode(data: bytes) -> Checkpoint:
     """Parse a checkpoint record; raise CheckpointError for one we cannot use."""
     try:
-        raw = json.loads(data)
-        version = raw["format_version"]
-        if version != FORMAT_VERSION:
-            raise CheckpointError(f"checkpoint format {version} is not supported (expected 1)")
-        offsets: dict[SourcePartition, int | None] = {}
-        resolved: dict[SourcePartition, Hlc] = {}
-        positions: dict[SourcePartition, tuple[int, ...]] = {}
-        for topic, parts in (raw.get("partitions") or {}).items():
-            for p, offset in enumerate(parts.get("offsets") or []):
-                offsets[SourcePartition(topic, p)] = offset
-            for p, position in enumerate(parts.get("positions") or []):
-                if position is not None:
-                    positions[SourcePartition(topic, p)] = tuple(int(n) for n in position)
-            for p, ts in enumerate(parts.get("resolved") or []):
-                if ts is not None:
-                    resolved[SourcePartition(topic, p)] = Hlc.parse(ts)
-        leading = raw.get("leading")
-        if leading:
-            floor = Hlc.parse(leading["resolved"])
-            for topic, ranges in leading["partitions"].items():
-                for p in ranges_to_numbers(ranges):
-                    resolved.setdefault(SourcePartition(topic, p), floor)
-        return Checkpoint(
-            changefeed_id=raw["changefeed_id"],
-            high_water=Hlc.parse(raw["high_water"]),
-            offsets=offsets,
-            resolved=resolved,
-            last_marker=_hlc_or_none(raw.get("last_marker")),
-            statement_time=_hlc_or_none(raw.get("statement_time")),
-            backfill=raw.get("backfill"),
-            config_fingerprint=raw.get("config_fingerprint", ""),
-            level=raw.get("fallback") or "full",
-            marker_sent=_hlc_or_none(raw.get("marker_sent")),
-            topics=_topics(raw.get("topics")),
-            transactions=raw.get("transactions") or {},
-            positions=positions,
-        )
-    except CheckpointError:
-        raise
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        record = records.decode(CheckpointRecord, data)
+    except RecordError as exc:
+        raise CheckpointError(str(exc)) from exc
+    try:
+        return from_record(record)
+    except ValueError as exc:
         raise CheckpointError(f"unreadable checkpoint record: {exc}") from exc
 
 
-def _topics(value: Any) -> tuple[str, ...] | None:
-    if value is None:
-        return None
-    if not isinstance(value, list) or not all(isinstance(t, str) for t in value):
-        raise CheckpointError("'topics' is not a list of topic names")
-    return tuple(value)
+def from_record(record: CheckpointRecord) -> Checkpoint:
+    """The checkpoint a record keeps (a ``leading`` record's partitions at its floor)."""
+    offsets: dict[SourcePartition, int | None] = {}
+    resolved: dict[SourcePartition, Hlc] = {}
+    positions: dict[SourcePartition, tuple[int, ...]] = {}
+    for topic, parts in record.partitions.items():
+        for p, offset in enumerate(parts.offsets):
+            offsets[SourcePartition(topic, p)] = offset
+        for p, position in enumerate(parts.positions or ()):
+            if position is not None:
+                positions[SourcePartition(topic, p)] = position
+        for p, ts in enumerate(parts.resolved or ()):
+            if ts is not None:
+                resolved[SourcePartition(topic, p)] = ts
+    if record.leading:
+        for topic, ranges in record.leading.partitions.items():
+            for p in ranges_to_numbers(ranges):
+                resolved.setdefault(SourcePartition(topic, p), record.leading.resolved)
+    backfill = record.backfill
+    return Checkpoint(
+        changefeed_id=record.changefeed_id,
+        high_water=record.high_water,
+        offsets=offsets,
+        resolved=resolved,
+        last_marker=record.last_marker,
+        statement_time=record.statement_time,
+        backfill=None if backfill is None else backfill.model_dump(mode="json"),
+        config_fingerprint=record.config_fingerprint,
+        level=record.fallback or "full",
+        marker_sent=record.marker_sent,
+        topics=record.topics,
+        transactions={
+            t: log.model_dump(mode="json", exclude_unset=True)
+            for t, log in (record.transactions or {}).items()
+        },
+        positions=positions,
+    )
 
 
-def _hlc_or_none(text: str | None) -> Hlc | None:
-    return None if text is None else Hlc.parse(text)
-
-
-def _record(cp: Checkpoint, level: str) -> dict[str, Any]:
-    partitions: dict[str, dict[str, list[Any]]] = {}
+def to_record(cp: Checkpoint, level: str) -> CheckpointRecord:
+    """The record of ``cp`` at ``level`` (see the module's docstring)."""
+    partitions: dict[str, dict[str, Any]] = {}
     if level != "high_water":
         for topic, numbered in _by_topic(cp.offsets).items():
             partitions[topic] = {"offsets": _dense(numbered)}
         for topic, numbered in _by_topic(cp.positions).items():
-            entry = partitions.setdefault(topic, {"offsets": []})
-            entry["positions"] = [None if p is None else list(p) for p in _dense(numbered)]
+            partitions.setdefault(topic, {"offsets": []})["positions"] = _dense(numbered)
     if level == "full":
         for topic, numbered in _by_topic(cp.resolved).items():
-            entry = partitions.setdefault(topic, {"offsets": []})
-            entry["resolved"] = [None if ts is None else str(ts) for ts in _dense(numbered)]
+            partitions.setdefault(topic, {"offsets": []})["resolved"] = _dense(numbered)
     leading = None
     if level == "leading" and cp.resolved:
-        leading = {
-            "resolved": str(min(cp.resolved.values())),
-            "partitions": {
-                t: numbers_to_ranges(sorted(n)) for t, n in _by_topic(cp.resolved).items()
-            },
-        }
-    return {
-        "format_version": FORMAT_VERSION,
-        "changefeed_id": cp.changefeed_id,
-        "high_water": str(cp.high_water),
-        "partitions": partitions,
-        "leading": leading,
-        "last_marker": None if cp.last_marker is None else str(cp.last_marker),
-        "marker_sent": None if cp.marker_sent is None else str(cp.marker_sent),
-        "statement_time": None if cp.statement_time is None else str(cp.statement_time),
-        "backfill": cp.backfill,
-        "config_fingerprint": cp.config_fingerprint,
-        "topics": None if cp.topics is None else list(cp.topics),
-        # without offsets the data topics are read from their start: counting starts over
-        **(
-            {
-                "transactions": {
-                    t: {**state, "seen": {}} if level == "high_water" else dict(state)
-                    for t, state in cp.transactions.items()
-                }
-            }
-            if cp.transactions
-            else {}
-        ),
-        "fallback": None if level == "full" else level,
-        "written_at": datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+        leading = Leading(
+            resolved=min(cp.resolved.values()),
+            partitions={t: numbers_to_ranges(sorted(n)) for t, n in _by_topic(cp.resolved).items()},
+        )
+    # without offsets the data topics are read from their start: counting starts over
+    logs = {
+        t: read_part(TransactionLogRecord, state, "checkpoint's transaction log")
+        for t, state in cp.transactions.items()
     }
+    if level == "high_water":
+        logs = {t: log.model_copy(update={"seen": {}}) for t, log in logs.items()}
+    return CheckpointRecord(
+        format_version=FORMAT_VERSION,
+        changefeed_id=cp.changefeed_id,
+        high_water=cp.high_water,
+        partitions={t: TopicProgress.model_validate(p) for t, p in partitions.items()},
+        leading=leading,
+        last_marker=cp.last_marker,
+        marker_sent=cp.marker_sent,
+        statement_time=cp.statement_time,
+        backfill=None
+        if cp.backfill is None
+        else read_part(BackfillRecord, cp.backfill, "checkpoint's backfill"),
+        config_fingerprint=cp.config_fingerprint,
+        topics=cp.topics,
+        transactions=logs or None,
+        fallback=None if level == "full" else level,
+        written_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
+    )
 
 
-def _dump(record: dict[str, Any]) -> bytes:
-    return json.dumps(record, separators=(",", ":")).encode()
+def _dump(shape: dict[str, Any]) -> bytes:
+    return json.dumps(shape, separators=(",", ":")).encode()
 
 
 def _by_topic(values: Mapping[SourcePartition, Any]) -> dict[str, dict[int, Any]]:

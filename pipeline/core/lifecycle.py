@@ -26,7 +26,6 @@ the changefeeds whose spec says ``running``.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -36,7 +35,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, get_args
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
@@ -51,12 +50,13 @@ from schemas.errors import (
 from sinks.admin import ensure_topics
 from sinks.compacted import COMPACTED, CompactedTopic
 
+from . import records
 from .kafka_clients import client_config
+from .records import Desired, SpecRecord
 
 log = logging.getLogger(__name__)
 
-Desired = Literal["running", "paused", "removed"]
-DESIRED: tuple[Desired, ...] = ("running", "paused", "removed")
+DESIRED: tuple[Desired, ...] = get_args(Desired)
 SPEC_PREFIX = "spec/"
 
 
@@ -83,55 +83,39 @@ class ChangefeedSpec:
     updated_at: str = field(default_factory=_now)
 
     def encode(self) -> bytes:
-        """The record's bytes."""
-        return json.dumps(
-            {
-                "changefeed_id": self.changefeed_id,
-                "desired": self.desired,
-                "config": self.config,
-                "base_dir": self.base_dir,
-                "reason": self.reason,
-                "bad_record": None if self.bad_record is None else str(self.bad_record),
-                "skip_bad_record": self.skip_bad_record,
-                "updated_at": self.updated_at,
-            },
-            separators=(",", ":"),
+        """The record's bytes (:class:`.records.SpecRecord`)."""
+        return SpecRecord(
+            changefeed_id=self.changefeed_id,
+            desired=self.desired,
+            config=self.config,
+            base_dir=self.base_dir,
+            reason=self.reason,
+            bad_record=self.bad_record,
+            skip_bad_record=self.skip_bad_record,
+            updated_at=self.updated_at,
         ).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> ChangefeedSpec:
-        """Parse a spec record."""
-        try:
-            raw = json.loads(data)
-            desired = raw["desired"]
-            if desired not in DESIRED:
-                raise ValueError(f"desired state {desired!r} is not one of {DESIRED}")
-            bad = raw.get("bad_record")
-            return cls(
-                changefeed_id=str(raw["changefeed_id"]),
-                desired=desired,
-                config=str(raw.get("config") or ""),
-                base_dir=str(raw.get("base_dir") or ""),
-                reason=raw.get("reason"),
-                bad_record=None if bad is None else parse_ref(bad),
-                skip_bad_record=bool(raw.get("skip_bad_record", False)),
-                updated_at=str(raw.get("updated_at", "")),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise HighwaterError(f"unreadable changefeed spec record: {exc}") from exc
+    def decode(cls, data: bytes, *, where: str | None = None) -> ChangefeedSpec:
+        """Parse a spec record (``where``: its topic and key, for the error)."""
+        record = records.decode(SpecRecord, data, where=where)
+        return cls(
+            changefeed_id=record.changefeed_id,
+            desired=record.desired,
+            config=record.config,
+            base_dir=record.base_dir,
+            reason=record.reason,
+            bad_record=record.bad_record,
+            skip_bad_record=record.skip_bad_record,
+            updated_at=record.updated_at,
+        )
 
     def to(self, desired: Desired, **changes: Any) -> ChangefeedSpec:
         """The spec with another desired state (and other fields), stamped now."""
         return replace(self, desired=desired, updated_at=_now(), **changes)
 
 
-def parse_ref(text: str) -> RecordRef:
-    """``topic/partition@offset`` (how errors and dead letters name a record)."""
-    topic, _, rest = text.rpartition("/")
-    partition, _, offset = rest.partition("@")
-    if not topic or not partition.isdigit() or not offset.isdigit():
-        raise ValueError(f"{text!r} is not topic/partition@offset")
-    return RecordRef(topic, int(partition), int(offset))
+parse_ref = RecordRef.parse  # ``topic/partition@offset`` (how errors and dead letters name one)
 
 
 class SpecStore:
@@ -164,7 +148,7 @@ def specs_of(records: Mapping[str, bytes]) -> dict[str, ChangefeedSpec]:
     for key, data in records.items():
         if key.startswith(SPEC_PREFIX):
             try:
-                spec = ChangefeedSpec.decode(data)
+                spec = ChangefeedSpec.decode(data, where=f"key {key!r}")
             except HighwaterError as exc:
                 log.warning("jobs topic key %r skipped: %s", key, exc)
                 continue
@@ -232,7 +216,8 @@ class SpecWatch:
             self._spec = None
             return
         try:
-            self._spec = ChangefeedSpec.decode(value)
+            where = f"topic {self.topic}, partition {msg.partition()}, offset {msg.offset()}"
+            self._spec = ChangefeedSpec.decode(value, where=where)
         except HighwaterError as exc:
             log.warning("jobs topic key %r skipped: %s", self.key.decode(), exc)
 

@@ -18,7 +18,6 @@ the cluster (``pipeline/control/gc.py`` moves it, never backwards) is kept in th
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
@@ -27,13 +26,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from schemas.errors import SafepointError
+from schemas.errors import RecordError, SafepointError
 from schemas.hlc import ZERO, Hlc
 from sinks.admin import Replication
 from sinks.compacted import CompactedTopic
 from sinks.producer import AcknowledgedProducer
 
+from . import records
 from .frontier import SourcePartition
+from .records import GcRecord, SafepointFields, SafepointRecord, read_part
 
 log = logging.getLogger(__name__)
 
@@ -74,41 +75,65 @@ class Safepoint:
         """True once ``now`` is at or past its expiry."""
         return now >= self.expires_at
 
-    def to_json(self) -> dict[str, Any]:
-        """The record (also what the REST API returns)."""
+    def fields(self) -> SafepointFields:
+        """What the record and the job status hold of it."""
         offsets: dict[str, dict[str, int]] = {}
         for sp, offset in sorted(self.offsets.items()):
             offsets.setdefault(sp.topic, {})[str(sp.partition)] = offset
-        return {
-            "service_id": self.service_id,
-            "safepoint": str(self.safepoint),
-            "ttl": self.ttl,
-            "updated_at": _rfc3339(self.updated_at),
-            "expires_at": _rfc3339(self.expires_at),
-            "owner": self.owner,
-            "cluster": self.cluster,
-            "offsets": offsets,
-        }
+        return SafepointFields(
+            service_id=self.service_id,
+            safepoint=self.safepoint,
+            ttl=self.ttl,
+            updated_at=_rfc3339(self.updated_at),
+            expires_at=_rfc3339(self.expires_at),
+            owner=self.owner,
+            cluster=self.cluster,
+            offsets=offsets,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """Its fields as JSON (what the REST API returns and the job status shows)."""
+        return self.fields().model_dump(mode="json")
+
+    def encode(self) -> bytes:
+        """The record's bytes (:class:`.records.SafepointRecord`)."""
+        return SafepointRecord(**dict(self.fields())).encode()
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Safepoint:
-        """Read a record."""
+    def of(cls, record: SafepointFields) -> Safepoint:
+        """The safepoint a record keeps."""
         try:
             return cls(
-                service_id=raw["service_id"],
-                safepoint=Hlc.parse(raw["safepoint"]),
-                ttl=float(raw["ttl"]),
-                updated_at=_seconds(raw["updated_at"]),
-                owner=raw["owner"],
-                cluster=raw.get("cluster", ""),
+                service_id=record.service_id,
+                safepoint=record.safepoint,
+                ttl=record.ttl,
+                updated_at=_seconds(record.updated_at),
+                owner=record.owner,
+                cluster=record.cluster,
                 offsets={
-                    SourcePartition(topic, int(p)): int(offset)
-                    for topic, parts in (raw.get("offsets") or {}).items()
+                    SourcePartition(topic, int(p)): offset
+                    for topic, parts in record.offsets.items()
                     for p, offset in parts.items()
                 },
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except ValueError as exc:  # an updated_at or a partition number that is none
             raise SafepointError(f"unreadable safepoint record: {exc}", code="internal") from exc
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Safepoint:
+        """Read :meth:`to_json`'s form."""
+        try:
+            return cls.of(read_part(SafepointFields, raw, "safepoint"))
+        except RecordError as exc:
+            raise SafepointError(str(exc), code="internal") from exc
+
+    @classmethod
+    def decode(cls, data: bytes, *, where: str | None = None) -> Safepoint:
+        """Read a safepoint record; a SafepointError (``internal``) says what is wrong."""
+        try:
+            return cls.of(records.decode(SafepointRecord, data, where=where))
+        except RecordError as exc:
+            raise SafepointError(str(exc), code="internal") from exc
 
 
 @dataclass(frozen=True)
@@ -172,8 +197,8 @@ class SafepointRegistry:
                 gc = self._gc_record(key, value)
             elif not key.startswith(GC_KEY):
                 try:
-                    safepoint = Safepoint.from_json(json.loads(value))
-                except (ValueError, SafepointError) as exc:
+                    safepoint = Safepoint.decode(value, where=f"topic {self.topic}, key {key!r}")
+                except SafepointError as exc:
                     unreadable[key] = str(exc)
                     log.warning(
                         "topic %s, key %r: unreadable safepoint record skipped: %s",
@@ -188,11 +213,11 @@ class SafepointRegistry:
 
     def _gc_record(self, key: str, value: bytes) -> Hlc:
         try:
-            return Hlc.parse(json.loads(value)["gc_safe_point"])
-        except (ValueError, KeyError, TypeError) as exc:
+            return records.decode(GcRecord, value).gc_safe_point
+        except RecordError as exc:
             raise SafepointError(
                 f"topic {self.topic}, key {key!r}: the GC safe point record is unreadable "
-                f"({exc}); rewrite it before GC or any changefeed relies on it",
+                f"({exc.reason}); rewrite it before GC or any changefeed relies on it",
                 code="internal",
             ) from exc
 
@@ -204,13 +229,7 @@ class SafepointRegistry:
         value = self._read_all().get(service_id)
         if value is None:
             return None
-        try:
-            found = Safepoint.from_json(json.loads(value))
-        except ValueError as exc:
-            raise SafepointError(
-                f"topic {self.topic}, key {service_id!r}: unreadable safepoint record: {exc}",
-                code="internal",
-            ) from exc
+        found = Safepoint.decode(value, where=f"topic {self.topic}, key {service_id!r}")
         if found.owner != "user" or found.cluster != self.cluster:
             raise SafepointError(
                 f"{service_id} belongs to {found.owner} of cluster {found.cluster!r}; only "
@@ -298,12 +317,12 @@ class SafepointRegistry:
         current = self.read().gc_safe_point
         if to <= current:
             return current
-        record = {"gc_safe_point": str(to), "updated_at": _rfc3339(self.clock())}
-        self._store.put(GC_KEY + self.cluster, json.dumps(record).encode())
+        record = GcRecord(gc_safe_point=to, updated_at=_rfc3339(self.clock()))
+        self._store.put(GC_KEY + self.cluster, record.encode())
         return to
 
     def _put(self, safepoint: Safepoint) -> None:
-        self._store.put(safepoint.service_id, json.dumps(safepoint.to_json()).encode())
+        self._store.put(safepoint.service_id, safepoint.encode())
 
 
 def _check_suffix(suffix: str) -> None:

@@ -20,7 +20,6 @@ done), ``failed`` (``error`` says why).
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -32,14 +31,24 @@ from schemas.errors import HighwaterError
 from schemas.hlc import Hlc
 from sinks.compacted import CompactedTopic
 
+from . import records
 from .backfill import ScanProgress
 from .batch import BatchResult
 from .position import Position
+from .records import (
+    SafepointFields,
+    StatusRecord,
+    TableSchemaStatus,
+    read_part,
+)
 from .safepoints import ChangefeedSafepoint
 
 RECENT = 100_000  # timings a run's stats keep (benchmarks and tests read them)
 
 log = logging.getLogger(__name__)
+
+# how an error names the parts of the status (they are validated when it is written)
+_SAFEPOINT, _SCHEMA = "job status's safepoint", "job status's schema"
 
 
 def _now() -> str:
@@ -65,54 +74,45 @@ class JobStatus:
     schemas: Mapping[str, Any] | None = None
 
     def encode(self) -> bytes:
-        """The record's bytes."""
-        return json.dumps(
-            {
-                "changefeed_id": self.changefeed_id,
-                "state": self.state,
-                "high_water": _text(self.high_water),
-                "statement_time": _text(self.statement_time),
-                "last_marker": _text(self.last_marker),
-                "scan": None if self.scan is None else dict(self.scan),
-                "error": self.error,
-                "safepoint": None if self.safepoint is None else dict(self.safepoint),
-                "warnings": self.warnings,
-                "updated_at": self.updated_at,
-                "metrics_url": self.metrics_url,
-                "schemas": None if self.schemas is None else dict(self.schemas),
-            },
-            separators=(",", ":"),
+        """The record's bytes (:class:`.records.StatusRecord`)."""
+        return StatusRecord(
+            changefeed_id=self.changefeed_id,
+            state=self.state,
+            high_water=self.high_water,
+            statement_time=self.statement_time,
+            last_marker=self.last_marker,
+            scan=None if self.scan is None else dict(self.scan),
+            error=self.error,
+            safepoint=None
+            if self.safepoint is None
+            else read_part(SafepointFields, self.safepoint, _SAFEPOINT),
+            warnings=tuple(self.warnings),
+            updated_at=self.updated_at,
+            metrics_url=self.metrics_url,
+            schemas=None
+            if self.schemas is None
+            else {t: read_part(TableSchemaStatus, v, _SCHEMA) for t, v in self.schemas.items()},
         ).encode()
 
     @classmethod
-    def decode(cls, data: bytes) -> JobStatus:
-        """Parse a status record."""
-        try:
-            raw = json.loads(data)
-            return cls(
-                changefeed_id=raw["changefeed_id"],
-                state=raw["state"],
-                high_water=_hlc(raw.get("high_water")),
-                statement_time=_hlc(raw.get("statement_time")),
-                last_marker=_hlc(raw.get("last_marker")),
-                scan=raw.get("scan"),
-                error=raw.get("error"),
-                safepoint=raw.get("safepoint"),
-                warnings=list(raw.get("warnings") or []),
-                updated_at=raw.get("updated_at", ""),
-                metrics_url=raw.get("metrics_url"),
-                schemas=raw.get("schemas"),
-            )
-        except (ValueError, KeyError, TypeError) as exc:
-            raise HighwaterError(f"unreadable job status record: {exc}") from exc
-
-
-def _text(ts: Hlc | None) -> str | None:
-    return None if ts is None else str(ts)
-
-
-def _hlc(text: str | None) -> Hlc | None:
-    return None if text is None else Hlc.parse(text)
+    def decode(cls, data: bytes, *, where: str | None = None) -> JobStatus:
+        """Parse a status record (``where``: its topic and key, for the error)."""
+        record = records.decode(StatusRecord, data, where=where)
+        dumped = record.model_dump(mode="json", include={"scan", "safepoint", "schemas"})
+        return cls(
+            changefeed_id=record.changefeed_id,
+            state=record.state,
+            high_water=record.high_water,
+            statement_time=record.statement_time,
+            last_marker=record.last_marker,
+            scan=dumped["scan"],
+            error=record.error,
+            safepoint=dumped["safepoint"],
+            warnings=list(record.warnings),
+            updated_at=record.updated_at,
+            metrics_url=record.metrics_url,
+            schemas=dumped["schemas"],
+        )
 
 
 @dataclass

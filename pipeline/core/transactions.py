@@ -67,6 +67,7 @@ from schemas.hlc import ZERO, Hlc
 
 from .checkpoint import numbers_to_ranges, ranges_to_numbers
 from .frontier import SourcePartition
+from .records import TransactionLogRecord, read_part
 
 LOGICAL_TOP = 9_999_999_999  # the highest logical part an HLC carries on the wire
 MILLISECOND = 1_000_000  # an END's time is its commit time in milliseconds: its events lie
@@ -363,39 +364,41 @@ class TransactionLog:
         return self._ended[0].offset if self._ended else self.offset
 
     def record(self, *, with_seen: bool = True) -> dict[str, Any]:
-        """The state a resume needs (``with_seen``: False when data offsets are given up)."""
-        return {
-            "offset": self.restart_offset(),
-            "resolved": str(self._resolved),
-            "seen": {t: s.to_json() for t, s in sorted(self._seen.items())} if with_seen else {},
-            "horizon": None
+        """The state a resume needs (``with_seen``: False when data offsets are given up).
+
+        Its form is :class:`.records.TransactionLogRecord`.
+        """
+        return TransactionLogRecord(
+            offset=self.restart_offset(),
+            resolved=self._resolved,
+            seen={t: s.to_json() for t, s in sorted(self._seen.items())} if with_seen else {},
+            horizon=None
             if self.horizon is None
             else {f"{sp.topic}/{sp.partition}": o for sp, o in sorted(self.horizon.items())},
-            "started": self.started,
-            "open": {
-                t: [b.begins, str(b.time), b.first, b.offset] for t, b in sorted(self._open.items())
-            },
-            "passed": {t: str(ts) for t, ts in self._recent.items()},  # in the order passed
-        }
+            started=self.started,
+            open={t: tuple(b) for t, b in sorted(self._open.items())},
+            passed=dict(self._recent),  # in the order passed
+        ).model_dump(mode="json")
 
     @classmethod
     def restore(cls, collections: Mapping[str, str], record: Mapping[str, Any]) -> TransactionLog:
         """A log as :meth:`record` left it."""
-        horizon = record.get("horizon")
+        state = read_part(TransactionLogRecord, record, "checkpoint's transaction log")
+        horizon = state.horizon
         return cls(
             collections,
-            resolved=Hlc.parse(record["resolved"]),
-            offset=record.get("offset"),
-            seen={t: Seen.from_json(s) for t, s in (record.get("seen") or {}).items()},
+            resolved=state.resolved,
+            offset=state.offset,
+            seen={
+                t: Seen(set(ranges_to_numbers(places)), low, high)
+                for t, (places, low, high) in state.seen.items()
+            },
             horizon=None
             if horizon is None
-            else {_partition(name): int(o) for name, o in horizon.items()},
-            started=bool(record.get("started")),
-            open_={
-                t: Begun(int(n), Hlc.parse(ts), int(first), int(last))
-                for t, (n, ts, first, last) in (record.get("open") or {}).items()
-            },
-            passed={t: Hlc.parse(ts) for t, ts in (record.get("passed") or {}).items()},
+            else {_partition(name): o for name, o in horizon.items()},
+            started=state.started,
+            open_={t: Begun(*b) for t, b in state.open.items()},
+            passed=dict(state.passed),
         )
 
     def _complete(self, head: Ended, read: Mapping[SourcePartition, int | None]) -> bool:
