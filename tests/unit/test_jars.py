@@ -17,7 +17,7 @@ def fake_spark_set(root: Path, version: str) -> None:
 
 def test_missing_jars_say_how_to_fetch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
-    with pytest.raises(JarsError, match="highwater dev fetch-jars"):
+    with pytest.raises(JarsError, match="highwater fetch-jars"):
         jars.spark_jars()
 
 
