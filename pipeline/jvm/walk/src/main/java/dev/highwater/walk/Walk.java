@@ -34,7 +34,7 @@ import org.apache.spark.util.CollectionAccumulator;
  * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch.py): a
  * marker raises the partition's floor; a change at or below the floor is dropped; any other
  * change goes to its source topic's output topic, written by the route's {@link Encoding}:
- * passed on as it came ({@link Verbatim}) or written again in Avro ({@link Avro}). Each takes
+ * passed on as it came ({@code Verbatim}) or written again in Avro ({@code Avro}). Each takes
  * only records it writes exactly as the Python loop would. At the first record the route
  * does not take, the partition's walk stops and its summary says where (deferred: from, to, the
  * floor there); the driver hands that rest to the Python loop, which decides, so bad records
