@@ -1,6 +1,6 @@
 # Highwater's two commands; each does everything on a fresh machine:
 #   make demo   the changefeed on an embedded broker (broker, sample data, spark-submit, output)
-#   make test   the whole suite: lint, types, unit, Spark and integration tests
+#   make test   the whole suite: lint, types, JUnit, unit, Spark and integration tests
 # Everything they need is installed by the targets below: system packages (Java, Maven) when
 # missing, a virtualenv with the Python packages, and the JVM jars from Maven Central.
 
@@ -9,13 +9,17 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test check jars system clean bench bench-scan soak cluster-test
+.PHONY: demo test check jvm-test jars system clean bench bench-scan soak cluster-test
 
 demo: jars
 	$(BIN)/highwater dev demo
 
-test: check
+test: check jvm-test
 	$(BIN)/pytest
+
+# The JUnit tests of our Java (pipeline/jvm/walk), built against the installed pyspark's jars.
+jvm-test: jars
+	$(BIN)/highwater dev jvm-test
 
 check: jars
 	$(BIN)/ruff check .

@@ -2,6 +2,7 @@
 
     highwater validate --config cf.yaml     check a config; every problem named by key path
     highwater run --config cf.yaml          spark-submit the changefeed
+    highwater fetch-jars                    get the JVM jars a changefeed runs with (once)
     highwater changefeed list | query ID    the job status (state, high-water, scan progress)
     highwater safepoint set | delete | query  hold source data back from GC (operators)
     highwater gc run [--once]               trim the source topics below the GC safe point
@@ -27,6 +28,7 @@ from pathlib import Path
 
 from pipeline.config import load_config
 from pipeline.control.cli import add_operator_commands
+from pipeline.runtime import jars
 from pipeline.runtime.process import reporting_errors, state_dir
 from pipeline.runtime.submit import (
     printable,
@@ -53,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     run.set_defaults(handler=_run)
 
+    fetch = commands.add_parser(
+        "fetch-jars",
+        help="fetch Spark's Kafka connector and build our Java against the installed Spark "
+        "(Maven and a JDK, once; a no-op when current)",
+    )
+    fetch.set_defaults(handler=_fetch_jars)
+
     add_operator_commands(commands)
     for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         plugin.load()(commands)
@@ -75,6 +84,13 @@ def _run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     sys.stderr.flush()
     return supervise(command, spark_submit_env(dict(os.environ), config.spark.master))
+
+
+def _fetch_jars(_args: argparse.Namespace) -> int:
+    for name, fetched in jars.fetch_runtime().items():
+        where = jars.jars_root() / name
+        print(f"{name} jars: {'fetched into' if fetched else 'already in'} {where}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

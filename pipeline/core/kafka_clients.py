@@ -17,6 +17,7 @@ from pipeline.config import KafkaOptions
 from schemas.errors import SourceError
 
 from .frontier import SourcePartition
+from .jvm import write_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader
@@ -80,19 +81,12 @@ def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str
 def write_records(records: DataFrame, kafka: KafkaOptions, producer: Mapping[str, str]) -> None:
     """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
 
-    By the changefeed's own sink (``pipeline/jvm/walk``, ``Sink``): Spark's pooled producer
-    and option checks, but a task ends only once Kafka answered every record it sent; Spark's
-    Kafka writer trusts the producer's flush(), which can return before a refused batch's
-    records are answered (KAFKA-19479), and such records would be lost unseen.
+    By the changefeed's own sink (our Java's ``Sink``, called through ``jvm.write_rows``):
+    Spark's pooled producer and option checks, but a task ends only once Kafka answered every
+    record it sent; Spark's Kafka writer trusts the producer's flush(), which can return before
+    a refused batch's records are answered (KAFKA-19479), and such records would be lost unseen.
     """
-    our_java(records).Sink.write(records._jdf, writer_options(kafka, producer))
-
-
-def our_java(frame: DataFrame) -> Any:
-    """Our Java package (``pipeline/jvm/walk``) in the JVM of ``frame``'s session."""
-    jvm = frame.sparkSession._jvm
-    assert jvm is not None  # noqa: S101 - a classic (not Connect) session
-    return jvm.dev.highwater.walk
+    write_rows(records, writer_options(kafka, producer))
 
 
 def range_reader(client: Mapping[str, Any], group: str) -> Any:

@@ -1,6 +1,7 @@
 """The fast walk: a micro-batch of native changes read and written in the JVM.
 
-The walk (``pipeline/jvm/walk``, Java, built by ``highwater dev fetch-jars``) reads Spark's
+The walk (``pipeline/jvm/walk``, Java, built by ``highwater fetch-jars``; called through
+``pipeline/core/jvm.py``) reads Spark's
 Kafka rows in Spark's own task and sends what it takes to Kafka by Spark's pooled producer
 (the writer options of every changefeed write), without handing the records to Python and
 back or through the Kafka writer's rows: each costs more than the speed target leaves
@@ -31,13 +32,14 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig, KafkaOptions
 from schemas.hlc import Hlc
 
 from .batch import BatchPlan, BatchResult, Deferred, PartitionSeen, kafka_records
-from .kafka_clients import our_java, source_reader, write_records, writer_options
+from .jvm import Summaries, walk_and_write, walk_rows
+from .kafka_clients import source_reader, write_records, writer_options
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -85,7 +87,7 @@ def walk_plan(plan: BatchPlan) -> str | None:
 class Walked:
     """A batch's walk: what it saw of each source partition, once its records are written."""
 
-    summaries: Any  # the JVM's CollectionAccumulator of partition summaries
+    summaries: Summaries
 
     @classmethod
     def write(
@@ -101,9 +103,8 @@ class Walked:
         ``walk``: the plan; the producer settings are :func:`write_records`' own. Returns once
         the brokers acknowledged every record.
         """
-        summaries = _accumulator(batch, batch_id)
-        options = writer_options(kafka, producer)
-        our_java(batch).Walk.write(batch._jdf, walk, summaries, options)
+        summaries = Summaries.new(batch.sparkSession, f"walk-{batch_id}")
+        walk_and_write(batch, walk, summaries, writer_options(kafka, producer))
         return cls(summaries)
 
     @classmethod
@@ -112,11 +113,8 @@ class Walked:
 
         The summaries are there once the rows were computed (collected).
         """
-        from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
-
-        summaries = _accumulator(batch, batch_id)
-        walked = our_java(batch).Walk.walk(batch._jdf, walk, summaries)
-        return DataFrame(walked, batch.sparkSession), cls(summaries)
+        summaries = Summaries.new(batch.sparkSession, f"walk-{batch_id}")
+        return walk_rows(batch, walk, summaries), cls(summaries)
 
     def result(self) -> tuple[BatchResult, list[Deferred]]:
         """The summaries merged, and the partitions' rests left to the Python loop.
@@ -124,7 +122,7 @@ class Walked:
         Read once the records were written (the tasks report as they finish).
         """
         summaries, rests = [], []
-        for text in self.summaries.value():
+        for text in self.summaries.texts():
             seen = PartitionSeen.from_json(text)
             rest = seen.rest()
             if rest is not None:
@@ -132,11 +130,6 @@ class Walked:
             seen.deferred = None  # the walk's rest runs through the loop next
             summaries.append(seen)
         return BatchResult.of(summaries), rests
-
-
-def _accumulator(batch: DataFrame, batch_id: int) -> Any:
-    """A new accumulator of a batch's partition summaries (the walk's tasks add to it)."""
-    return batch.sparkSession.sparkContext._jsc.sc().collectionAccumulator(f"walk-{batch_id}")
 
 
 def write_rest(

@@ -53,9 +53,14 @@ def add_dev_commands(commands: Any) -> None:
     dev = commands.add_parser("dev", help="development tools").add_subparsers(
         dest="dev_command", required=True
     )
-    dev.add_parser("fetch-jars", help="fetch the JVM jars (no-op when present)").set_defaults(
-        handler=_fetch_jars
-    )
+    dev.add_parser(
+        "fetch-jars",
+        help="fetch every JVM jar: the run-time ones (highwater fetch-jars) and the broker's, "
+        "the registry's, Debezium's (no-op when present)",
+    ).set_defaults(handler=_fetch_jars)
+    dev.add_parser(
+        "jvm-test", help="run the JUnit tests of our Java (pipeline/jvm/walk) with Maven"
+    ).set_defaults(handler=_jvm_test)
 
     kafka = dev.add_parser("kafka", help="the embedded Kafka broker")
     kafka.add_argument("action", choices=("start", "stop", "status"))
@@ -163,6 +168,10 @@ def _fetch_jars(_args: argparse.Namespace) -> int:
         where = jars.jars_root() / name
         print(f"{name} jars: {'fetched into' if fetched else 'already in'} {where}")
     return 0
+
+
+def _jvm_test(_args: argparse.Namespace) -> int:
+    return jars.WalkJar().test()
 
 
 def registry_for(args: argparse.Namespace) -> EmbeddedRegistry:

@@ -3,7 +3,11 @@
 The schema registry (Apicurio) comes as an application archive, unpacked in place; Debezium's
 PostgreSQL connector as its jars, for the Kafka Connect among the broker jars.
 
-``fetch_all()`` is idempotent: each jar set lands in its own folder with a stamp naming the
+What running changefeeds needs (:func:`fetch_runtime`, ``highwater fetch-jars``): Spark's
+Kafka connector and our own Java built against it (:class:`WalkJar`). The development tools'
+sets (broker, registry, Debezium) come with :func:`fetch_all` (``highwater dev fetch-jars``).
+
+Each fetch is idempotent: each jar set lands in its own folder with a stamp naming the
 POM and versions it came from, and a second call with the same stamp does nothing (no Maven,
 no network). Maven writes into a scratch folder that is renamed into place only when the copy
 finished, so an interrupted fetch never leaves a half set behind.
@@ -23,6 +27,7 @@ import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 from schemas.errors import JarsError
 
@@ -166,15 +171,17 @@ def debezium_jars() -> JarSet:
 
 
 class WalkJar:
-    """Our own Java (``pipeline/jvm/walk``: the changefeed's fast walk), compiled here.
+    """Our own Java (``pipeline/jvm/walk``, a Maven module), built here with its POM.
 
-    Built with the JDK's ``javac`` against the installed pyspark's own jars and Spark's Kafka
-    connector (whose producer pool the walk writes through), so it always matches the Spark
-    it runs in; rebuilt when a source file or the pyspark version changes.
+    Compiled against the installed pyspark's own jars and Spark's Kafka connector (whose
+    producer pool the walk writes through), so it always matches the Spark it runs in: the POM
+    takes them from a classpath jar written here (:meth:`classpath_jar`), nothing of Spark is
+    downloaded. Rebuilt when a source file, the POM or the pyspark version changes; the build
+    skips the JUnit tests (:meth:`test` runs them: ``make test``).
     """
 
     name = "walk"
-    sources = _JVM / "walk"
+    module = _JVM / "walk"
 
     @property
     def directory(self) -> Path:
@@ -186,11 +193,15 @@ class WalkJar:
         """The built jar."""
         return self.directory / "highwater-walk.jar"
 
+    def sources(self) -> list[Path]:
+        """What the jar is built from: the POM and the main sources (not the tests)."""
+        return [self.module / "pom.xml", *sorted((self.module / "src" / "main").rglob("*.java"))]
+
     def stamp(self) -> str:
         """The sources and the Spark version the jar must have been built from."""
         digest = hashlib.sha256()
-        for source in sorted(self.sources.rglob("*.java")):
-            digest.update(source.relative_to(self.sources).as_posix().encode())
+        for source in self.sources():
+            digest.update(source.relative_to(self.module).as_posix().encode())
             digest.update(source.read_bytes())
         return f"walk sources={digest.hexdigest()[:16]} spark={pyspark_version()}"
 
@@ -198,40 +209,94 @@ class WalkJar:
         """True when the jar was built from these very sources for this Spark."""
         return self.jar.is_file() and _stamped(self.directory, self.stamp())
 
-    def fetch(self) -> bool:
-        """Build the jar unless it is current; True if it built."""
-        if self.is_current():
-            return False
-        javac = shutil.which("javac")
-        if javac is None:
-            raise JarsError("a JDK's 'javac' is not on PATH; it is needed once to build the walk")
+    def classpath_jar(self, build: Path) -> Path:
+        """A jar in ``build`` whose manifest lists pyspark's jars and the connector's.
+
+        The POM's one system-scope dependency (``spark.classpath``): javac and the test JVM
+        follow the manifest's ``Class-Path`` (paths relative to the jar, as the format wants).
+        """
         import pyspark  # noqa: PLC0415 - keep Spark out of import time of the dev tools
 
         connector = spark_jar_set()
         if not connector.is_current():
-            raise JarsError("the walk is built against Spark's Kafka connector: fetch it first")
-        spark_classpath = os.pathsep.join(
-            [str(Path(pyspark.__file__).parent / "jars" / "*"), str(connector.directory / "*")]
-        )
+            raise JarsError(
+                "the walk is built against Spark's Kafka connector: fetch it first "
+                "('highwater fetch-jars')"
+            )
+        build.mkdir(parents=True, exist_ok=True)
+        folders = (Path(pyspark.__file__).parent / "jars", connector.directory)
+        jars = [jar for folder in folders for jar in sorted(folder.glob("*.jar"))]
+        manifest = _manifest([quote(os.path.relpath(j, build)) for j in jars])
+        path = build / "spark-classpath.jar"
+        if path.is_file():  # unchanged, it leaves Maven's incremental build alone
+            with zipfile.ZipFile(path) as old:
+                if old.read("META-INF/MANIFEST.MF") == manifest:
+                    return path
+        with zipfile.ZipFile(path, "w") as out:
+            out.writestr("META-INF/MANIFEST.MF", manifest)
+        return path
+
+    def maven(self, goal: str, build: Path) -> list[str]:
+        """``mvn`` running ``goal`` on the walk's POM, building in ``build``."""
+        mvn = shutil.which("mvn")
+        if mvn is None:
+            raise JarsError("Maven ('mvn') is not on PATH; it is needed once to build the walk")
+        return [
+            mvn,
+            "-B",
+            "-q",
+            "-f",
+            str(self.module / "pom.xml"),
+            goal,
+            f"-Dspark.classpath={self.classpath_jar(build)}",
+            f"-Dwalk.build={build}",
+        ]
+
+    def fetch(self) -> bool:
+        """Build the jar unless it is current; True if it built."""
+        if self.is_current():
+            return False
         scratch = _scratch(self.directory)
-        classes = scratch / "classes"
-        sources = sorted(str(s) for s in self.sources.rglob("*.java"))
-        command = [javac, "--release", "17", "-d", str(classes), "-cp", str(spark_classpath)]
+        build = scratch / "build"
+        command = [*self.maven("package", build), "-Dmaven.test.skip=true"]
         log.info("building the walk: %s", " ".join(command))
-        result = subprocess.run([*command, *sources], capture_output=True, text=True, check=False)
-        if result.returncode != 0:
-            raise JarsError(f"building the walk with javac failed:\n{result.stderr.strip()}")
-        with zipfile.ZipFile(scratch / self.jar.name, "w", zipfile.ZIP_DEFLATED) as jar:
-            for built in sorted(classes.rglob("*.class")):
-                jar.write(built, built.relative_to(classes).as_posix())
-        shutil.rmtree(classes)
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        built = build / self.jar.name
+        if result.returncode != 0 or not built.is_file():
+            tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-30:])
+            raise JarsError(f"building the walk with Maven failed:\n{tail}")
+        built.rename(scratch / self.jar.name)
+        shutil.rmtree(build)
         _install(scratch, self.directory, self.stamp())
         return True
 
+    def test(self) -> int:
+        """Run the walk's JUnit tests (Maven's output on the terminal); Maven's exit status."""
+        command = self.maven("test", jars_root() / "walk.test")
+        log.info("testing the walk: %s", " ".join(command))
+        return subprocess.run(command, check=False).returncode
+
+
+def _manifest(class_path: list[str]) -> bytes:
+    """A jar manifest naming ``class_path`` (lines of at most 72 bytes, as the format wants)."""
+    line = "Class-Path: " + " ".join(class_path)
+    lines = [line[:72], *(" " + line[i : i + 71] for i in range(72, len(line), 71))]
+    return ("Manifest-Version: 1.0\r\n" + "\r\n".join(lines) + "\r\n\r\n").encode("ascii")
+
+
+def runtime_sets() -> tuple[JarSet | WalkJar, ...]:
+    """What running changefeeds needs: Spark's Kafka connector, then the walk built on it."""
+    return (spark_jar_set(), WalkJar())
+
+
+def fetch_runtime() -> dict[str, bool]:
+    """Fetch (or build) the run-time jars that are missing or stale; report which were."""
+    return {s.name: s.fetch() for s in runtime_sets()}
+
 
 def fetch_all() -> dict[str, bool]:
-    """Fetch (or build) every jar set that is missing or stale; report which were."""
-    sets = (broker_jars(), spark_jar_set(), registry_app(), debezium_jars(), WalkJar())
+    """Fetch (or build) every jar set, the development tools' too; report which were."""
+    sets = (broker_jars(), registry_app(), debezium_jars(), *runtime_sets())
     return {s.name: s.fetch() for s in sets}
 
 
@@ -257,7 +322,7 @@ def spark_jars() -> list[Path]:
     if not jars:
         raise JarsError(
             f"Spark's Kafka connector jars are not in {jar_set.directory}: "
-            "run 'highwater dev fetch-jars' (or 'make jars')"
+            "run 'highwater fetch-jars'"
         )
     for artifact in SPARK_CONNECTOR_ARTIFACTS:
         found = [j.name for j in jars if j.name.startswith(artifact + "-")]
@@ -266,13 +331,13 @@ def spark_jars() -> list[Path]:
             have = ", ".join(found) or "none"
             raise JarsError(
                 f"pyspark is {version} but the connector jar {artifact} is {have}: the "
-                "connector must match Spark exactly; run 'highwater dev fetch-jars' again"
+                "connector must match Spark exactly; run 'highwater fetch-jars' again"
             )
     walk = WalkJar()
     if not walk.is_current():
         raise JarsError(
             f"the walk's jar in {walk.directory} is missing or was built from other sources or "
-            "for another Spark: run 'highwater dev fetch-jars' (or 'make jars')"
+            "for another Spark: run 'highwater fetch-jars'"
         )
     return [*jars, walk.jar]
 

@@ -20,9 +20,18 @@ ENVIRONMENT = "environment"  # where executors find the shipped Python (spark.py
 
 
 def spark_submit_executable() -> str:
-    """Pyspark's ``spark-submit``, installed beside this Python."""
+    """Pyspark's ``spark-submit``: beside this Python, else the one inside the pyspark package.
+
+    (The package's own serves where pyspark was installed apart from this Python's scripts,
+    e.g. from a shared site-packages; ``spark-submit`` on PATH is the last resort.)
+    """
     beside = Path(sys.executable).parent / "spark-submit"
-    return str(beside) if beside.exists() else "spark-submit"
+    if beside.exists():
+        return str(beside)
+    import pyspark  # noqa: PLC0415 - Spark stays out of the import path
+
+    packaged = Path(pyspark.__file__).resolve().parent / "bin" / "spark-submit"
+    return str(packaged) if packaged.exists() else "spark-submit"
 
 
 def spark_submit_env(base: dict[str, str], master: str) -> dict[str, str]:

@@ -77,7 +77,7 @@ def produced(spark: Any) -> dict[str, Any]:
     assert walk is not None
     records, walked = Walked.rows(frame, walk, 0)
     records.collect()
-    walk_texts = [str(text) for text in walked.summaries.value()]
+    walk_texts = walked.summaries.texts()
     _, rests = walked.result()
     (rest,) = rests
     rest_frame = frame.where(f"offset >= {rest.start} and offset < {rest.stop}")

@@ -7,7 +7,7 @@ PY4J = f"""An error occurred while calling z:dev.highwater.walk.Walk.write.
 : org.apache.spark.SparkException: Job aborted due to stage failure: Task 0 in stage 3.0 failed
 \tat org.apache.spark.scheduler.DAGScheduler.failJobAndIndependentStages(DAGScheduler.scala:2935)
 Caused by: java.io.IOException: writing to Kafka failed: {ROOT}
-\tat dev.highwater.walk.Walk$Acks.check(Walk.java:260)
+\tat dev.highwater.sink.Sink$Acks.check(Sink.java:170)
 Caused by: {ROOT}
 """
 

@@ -17,7 +17,7 @@ def fake_spark_set(root: Path, version: str) -> None:
 
 def test_missing_jars_say_how_to_fetch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
-    with pytest.raises(JarsError, match="highwater dev fetch-jars"):
+    with pytest.raises(JarsError, match="highwater fetch-jars"):
         jars.spark_jars()
 
 
@@ -65,3 +65,36 @@ def test_fetch_is_a_no_op_when_the_stamp_matches(
 
 def test_stamp_changes_with_the_spark_version() -> None:
     assert jars.spark_jar_set("4.0.0").stamp() != jars.spark_jar_set("4.0.1").stamp()
+
+
+def test_the_run_time_fetch_is_the_connector_then_the_walk() -> None:
+    assert [s.name for s in jars.runtime_sets()] == ["spark", "walk"]
+
+
+def test_the_walk_is_rebuilt_when_its_pom_or_main_sources_change_not_its_tests(
+    tmp_path: Path,
+) -> None:
+    walk = jars.WalkJar()
+    module = tmp_path / "walk"
+    shutil.copytree(walk.module, module, ignore=shutil.ignore_patterns("target"))
+    walk.module = module
+    stamps = [walk.stamp()]
+    test = next((module / "src" / "test").rglob("*.java"))
+    test.write_text(test.read_text() + "\n", encoding="utf-8")
+    assert walk.stamp() == stamps[-1]
+    for changed in (module / "pom.xml", next((module / "src" / "main").rglob("*.java"))):
+        changed.write_text(changed.read_text() + "\n", encoding="utf-8")
+        stamps.append(walk.stamp())
+    assert len(set(stamps)) == 3
+
+
+def test_the_classpath_manifest_keeps_its_lines_within_72_bytes() -> None:
+    entries = [f"../../some/where/jar-{n:03d}.jar" for n in range(40)]
+    text = jars._manifest(entries).decode("ascii")
+    assert text.endswith("\r\n\r\n")
+    lines = text.split("\r\n")
+    assert all(len(line) <= 72 for line in lines)
+    header, *rest = [line for line in lines if line]
+    assert header == "Manifest-Version: 1.0"
+    value = rest[0] + "".join(line[1:] for line in rest[1:])  # continuations: one space
+    assert value == "Class-Path: " + " ".join(entries)

@@ -3,6 +3,10 @@ package dev.highwater.walk;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ObjectNode;
+import dev.highwater.encoding.Encoding;
+import dev.highwater.encoding.Hlc;
+import dev.highwater.encoding.Json;
+import dev.highwater.sink.Sink;
 import java.io.IOException;
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
@@ -30,7 +34,7 @@ import org.apache.spark.util.CollectionAccumulator;
  * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch.py): a
  * marker raises the partition's floor; a change at or below the floor is dropped; any other
  * change goes to its source topic's output topic, written by the route's {@link Encoding}:
- * passed on as it came ({@link Verbatim}) or written again in Avro ({@link Avro}). Each takes
+ * passed on as it came ({@code Verbatim}) or written again in Avro ({@code Avro}). Each takes
  * only records it writes exactly as the Python loop would. At the first record the route
  * does not take, the partition's walk stops and its summary says where (deferred: from, to, the
  * floor there); the driver hands that rest to the Python loop, which decides, so bad records
@@ -44,9 +48,14 @@ import org.apache.spark.util.CollectionAccumulator;
  * gives the same records as rows, to look at.
  */
 public final class Walk implements FlatMapFunction<Iterator<InternalRow>, InternalRow> {
-  static final StructType OUTPUT =
-      StructType.fromDDL(
-          "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>");
+  /** The rows {@link #walk} gives; in a holder, so that only it parses the DDL (Spark's parser). */
+  static final class Output {
+    static final StructType TYPE =
+        StructType.fromDDL(
+            "topic string, key binary, value binary, headers array<struct<key: string, value: binary>>");
+
+    private Output() {}
+  }
 
   private static final long serialVersionUID = 1L;
   private static final byte[] RESOLVED = "resolved".getBytes(StandardCharsets.US_ASCII);
@@ -80,7 +89,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
             e -> {
               String topic = e.getValue().get("topic").asText();
               routes.put(
-                  e.getKey(), new Route(topic, encoding(e.getValue().get("encoding"), topic)));
+                  e.getKey(), new Route(topic, Encoding.of(e.getValue().get("encoding"), topic)));
             });
     for (JsonNode t : root.get("thresholds")) {
       thresholds.put(
@@ -90,19 +99,6 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     JsonNode floor = root.get("new_partition_floor");
     newPartitionFloor = new long[] {floor.get(0).asLong(), floor.get(1).asLong()};
     room = root.get("room").asInt();
-  }
-
-  /** A route's encoding as the plan describes it (the Python encoder's {@code walk}). */
-  static Encoding encoding(JsonNode spec, String topic) {
-    if (spec.get("kind").asText().equals("avro")) {
-      return new Avro(spec, topic);
-    }
-    JsonNode names = spec.get("members");
-    byte[][] members = new byte[names.size()][];
-    for (int k = 0; k < members.length; k++) {
-      members[k] = names.get(k).asText().getBytes(StandardCharsets.UTF_8);
-    }
-    return new Verbatim(members);
   }
 
   /**
@@ -134,7 +130,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     Walk walk = new Walk(plan, columns(batch.schema()), summaries);
     return batch
         .sparkSession()
-        .internalCreateDataFrame(records.mapPartitions(walk).rdd(), OUTPUT, false);
+        .internalCreateDataFrame(records.mapPartitions(walk).rdd(), Output.TYPE, false);
   }
 
   private static int[] columns(StructType schema) {
@@ -218,11 +214,6 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     return wall != 0 ? wall : Long.compare(a[1], b[1]);
   }
 
-  static String hlc(long[] t) {
-    String logical = Long.toString(t[1]); // zero-padded to 10 digits, as Python's str(Hlc)
-    return t[0] + "." + "0000000000".substring(Math.min(10, logical.length())) + logical;
-  }
-
   /** One source partition's walk in this task. */
   static final class Seen {
     final String topic;
@@ -250,7 +241,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       s.put("topic", topic);
       s.put("partition", partition);
       s.put("next_offset", deferred >= 0 ? deferred : end);
-      s.put("resolved", resolved == null ? null : hlc(resolved));
+      s.put("resolved", resolved == null ? null : Hlc.text(resolved));
       s.put("emitted", emitted);
       s.put("duplicates", duplicates);
       s.put("bad", 0);
@@ -259,7 +250,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       s.putNull("position");
       s.put("resent", 0);
       if (deferred >= 0) { // [from, to, floor, transaction]: the rest the Python loop runs
-        s.putArray("deferred").add(deferred).add(end).add(hlc(deferredFloor)).addNull();
+        s.putArray("deferred").add(deferred).add(end).add(Hlc.text(deferredFloor)).addNull();
       } else {
         s.putNull("deferred");
       }
@@ -387,7 +378,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     if (i < 0) {
       return null;
     }
-    long[] ts = Json.hlc(b, text + 1, i - 1);
+    long[] ts = Hlc.parse(b, text + 1, i - 1);
     i = Json.ws(b, i);
     if (ts == null || i >= b.length || b[i] != '}' || Json.ws(b, i + 1) != b.length) {
       return null;

@@ -1,4 +1,4 @@
-package dev.highwater.walk;
+package dev.highwater.encoding;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.Serializable;
@@ -120,7 +120,7 @@ final class Avro implements Encoding {
       int end;
       if (Json.named(b, name, nameEnd, UPDATED)) {
         end = ts == null && b[start] == '"' ? Json.string(b, start, false) : -1;
-        ts = end < 0 ? null : Json.hlc(b, start + 1, end - 1);
+        ts = end < 0 ? null : Hlc.parse(b, start + 1, end - 1);
         if (ts == null) {
           return false;
         }
@@ -351,7 +351,7 @@ final class Avro implements Encoding {
       buf.put(topic, 0, topic.length);
     }
     if (updated || mvcc) {
-      byte[] time = Walk.hlc(ts).getBytes(StandardCharsets.US_ASCII);
+      byte[] time = Hlc.text(ts).getBytes(StandardCharsets.US_ASCII);
       for (int twice = (updated ? 1 : 0) + (mvcc ? 1 : 0); twice > 0; twice--) {
         buf.put(2);
         buf.varint(time.length);

@@ -1,4 +1,4 @@
-package dev.highwater.walk;
+package dev.highwater.encoding;
 
 import java.nio.charset.StandardCharsets;
 
@@ -59,7 +59,7 @@ final class Verbatim implements Encoding {
       }
       if (members[m][0] == 'u') { // updated
         i = b[start] == '"' ? Json.string(b, start, false) : -1;
-        ts = i < 0 ? null : Json.hlc(b, start + 1, i - 1);
+        ts = i < 0 ? null : Hlc.parse(b, start + 1, i - 1);
         if (ts == null) {
           return null;
         }

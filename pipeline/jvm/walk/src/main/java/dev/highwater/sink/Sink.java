@@ -1,4 +1,4 @@
-package dev.highwater.walk;
+package dev.highwater.sink;
 
 import java.io.IOException;
 import java.util.ArrayList;
@@ -7,7 +7,7 @@ import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.producer.Callback;
-import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
@@ -22,7 +22,8 @@ import org.apache.spark.sql.kafka010.producer.CachedKafkaProducer;
 import org.apache.spark.sql.kafka010.producer.InternalKafkaProducerPool$;
 
 /**
- * Every changefeed write to Kafka: the walk's ({@link Walk#write}) and rows' ({@link #write}).
+ * Every changefeed write to Kafka: the walk's ({@code dev.highwater.walk.Walk#write}) and rows'
+ * ({@link #write}).
  *
  * <p>Through Spark's pooled producer, with Spark's Kafka writer options checked as that writer
  * checks them; unlike that writer, a task ends only once Kafka answered every record it sent
@@ -43,7 +44,7 @@ public final class Sink {
   }
 
   /** The producer settings of Spark's Kafka writer {@code options}, checked as it checks them. */
-  static Map<String, Object> producer(java.util.Map<String, String> options) {
+  public static Map<String, Object> producer(java.util.Map<String, String> options) {
     return new HashMap<>(
         KafkaSourceProvider$.MODULE$.kafkaParamsForProducer(
             CaseInsensitiveMap$.MODULE$.apply(
@@ -52,26 +53,34 @@ public final class Sink {
   }
 
   /** A task's records, handed to the producer one by one. */
-  interface Sends {
-    void to(KafkaProducer<byte[], byte[]> kafka, Acks acks) throws IOException;
+  public interface Sends {
+    void to(Producer<byte[], byte[]> kafka, Acks acks) throws IOException;
   }
 
   /**
    * One task's sends by the pooled producer of {@code producer}: returns once Kafka answered
    * every record; raises the first record it refused, or that it did not answer in time.
    */
-  static void send(Map<String, Object> producer, Sends sends)
+  public static void send(Map<String, Object> producer, Sends sends)
       throws IOException, InterruptedException {
     CachedKafkaProducer pooled = InternalKafkaProducerPool$.MODULE$.acquire(producer);
     try {
-      KafkaProducer<byte[], byte[]> kafka = pooled.producer();
-      Acks acks = new Acks();
-      sends.to(kafka, acks);
-      kafka.flush();
-      acks.await(deliveryTimeout(producer) + 30_000L);
+      deliver(pooled.producer(), sends, deliveryTimeout(producer) + 30_000L);
     } finally {
       InternalKafkaProducerPool$.MODULE$.release(pooled);
     }
+  }
+
+  /**
+   * {@code sends} by {@code kafka}, flushed; returns once Kafka answered every record, waiting
+   * at most {@code millis} for the answers; raises the first record it refused.
+   */
+  static void deliver(Producer<byte[], byte[]> kafka, Sends sends, long millis)
+      throws IOException, InterruptedException {
+    Acks acks = new Acks();
+    sends.to(kafka, acks);
+    kafka.flush();
+    acks.await(millis);
   }
 
   /** The producer's delivery.timeout.ms: how long it may take to answer a record. */
@@ -127,13 +136,13 @@ public final class Sink {
    * the task waits for as many answers as it sent, as long as the producer's own delivery
    * timeout and a margin, and fails when they do not all come.
    */
-  static final class Acks implements Callback {
+  public static final class Acks implements Callback {
     private long sent; // the task's thread only
     private long answered;
     private volatile Exception failed;
 
     /** Sends {@code record}, after raising any failure reported so far. */
-    void send(KafkaProducer<byte[], byte[]> kafka, ProducerRecord<byte[], byte[]> record)
+    public void send(Producer<byte[], byte[]> kafka, ProducerRecord<byte[], byte[]> record)
         throws IOException {
       check();
       kafka.send(record, this);

@@ -1,12 +1,27 @@
-package dev.highwater.walk;
+package dev.highwater.encoding;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
 
 /**
  * How one route writes the changes the walk takes: {@link Verbatim} passes the source's bytes
  * on, {@link Avro} writes them again in the route's Avro schemas.
  */
-interface Encoding extends Serializable {
+public interface Encoding extends Serializable {
+  /** A route's encoding as the walk's plan describes it (the Python encoder's {@code walk}). */
+  static Encoding of(JsonNode spec, String topic) {
+    if (spec.get("kind").asText().equals("avro")) {
+      return new Avro(spec, topic);
+    }
+    JsonNode names = spec.get("members");
+    byte[][] members = new byte[names.size()][];
+    for (int k = 0; k < members.length; k++) {
+      members[k] = names.get(k).asText().getBytes(StandardCharsets.UTF_8);
+    }
+    return new Verbatim(members);
+  }
+
   /**
    * Reads a change (key and value bytes, neither null) into {@code out}: its time, its output
    * key and value. False: not taken, the Python loop decides (it may well be a fine record).
@@ -15,9 +30,9 @@ interface Encoding extends Serializable {
 
   /** A change as an encoding wrote it, and the task's scratch space for writing it. */
   final class Encoded {
-    long[] ts;
-    byte[] key;
-    byte[] value; // null: a tombstone
+    public long[] ts;
+    public byte[] key;
+    public byte[] value; // null: a tombstone
     final Buffer buffer = new Buffer();
     final Buffer text = new Buffer();
     // per slot (a field an encoding reads): where its JSON value starts and ends, its bits

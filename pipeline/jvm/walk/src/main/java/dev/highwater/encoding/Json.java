@@ -1,4 +1,4 @@
-package dev.highwater.walk;
+package dev.highwater.encoding;
 
 import java.nio.charset.StandardCharsets;
 
@@ -11,7 +11,7 @@ import java.nio.charset.StandardCharsets;
  * accepts and reads the same way: RFC 8259 JSON, UTF-8 checked, nesting to {@link #MAX_DEPTH},
  * numbers of at most {@link #MAX_NUMBER} characters, no escaped surrogates.
  */
-final class Json {
+public final class Json {
   static final int MAX_DEPTH = 256;
   static final int MAX_NUMBER = 64;
 
@@ -26,7 +26,7 @@ final class Json {
 
   private Json() {}
 
-  static int ws(byte[] b, int i) {
+  public static int ws(byte[] b, int i) {
     while (i < b.length) {
       byte c = b[i];
       if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
@@ -121,7 +121,7 @@ final class Json {
    * A string at {@code i} (its opening quote). {@code escapes}: whether backslash escapes are
    * taken (a key's strings are taken only when the output writes them the same way: none).
    */
-  static int string(byte[] b, int i, boolean escapes) {
+  public static int string(byte[] b, int i, boolean escapes) {
     i++;
     while (i < b.length) {
       int c = b[i] & 0xff;
@@ -338,43 +338,8 @@ final class Json {
     return end - i > 18 ? -1 : end;
   }
 
-  /**
-   * An HLC string's content {@code [from, to)} written as the changefeed writes times
-   * ({@code <wall>.<10 digits>}, the wall without leading zeros, of at most 19 digits the first
-   * of which is below 9, so within a long): the time
-   * as {wall, logical}, or null.
-   */
-  static long[] hlc(byte[] b, int from, int to) {
-    int dot = to - 11;
-    int digits = dot - from; // at most 19, the first below 9: within a long
-    if (dot <= from
-        || b[dot] != '.'
-        || digits > 19
-        || (digits == 19 && b[from] > '8')
-        || (b[from] == '0' && digits > 1)) {
-      return null;
-    }
-    long wall = 0;
-    for (int k = from; k < dot; k++) {
-      int d = b[k] - '0';
-      if (d < 0 || d > 9) {
-        return null;
-      }
-      wall = wall * 10 + d;
-    }
-    long logical = 0;
-    for (int k = dot + 1; k < to; k++) {
-      int d = b[k] - '0';
-      if (d < 0 || d > 9) {
-        return null;
-      }
-      logical = logical * 10 + d;
-    }
-    return new long[] {wall, logical};
-  }
-
   /** Whether the string {@code [from, to)} (quotes included) is {@code "name"}. */
-  static boolean named(byte[] b, int from, int to, byte[] name) {
+  public static boolean named(byte[] b, int from, int to, byte[] name) {
     if (to - from != name.length + 2) {
       return false;
     }

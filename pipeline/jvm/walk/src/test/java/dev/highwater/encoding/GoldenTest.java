@@ -1,0 +1,73 @@
+package dev.highwater.encoding;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.Test;
+
+/** The encodings write, byte for byte, what the Python loop writes (tests/golden/walk.json). */
+class GoldenTest {
+  private static final Pattern UPDATED = Pattern.compile("\"updated\"\\s*:\\s*\"([^\"]*)\"");
+
+  static byte[] utf8(String text) {
+    return text.getBytes(StandardCharsets.UTF_8);
+  }
+
+  /** The time a source value's updated member holds, as its text. */
+  static String updated(String value) {
+    Matcher m = UPDATED.matcher(value);
+    assertTrue(m.find(), value);
+    return m.group(1);
+  }
+
+  @Test
+  void avro_writes_the_python_loops_bytes() throws IOException {
+    JsonNode encodings = Golden.read().get("avro");
+    assertEquals(3, encodings.size());
+    int checked = 0;
+    for (JsonNode encoding : encodings) {
+      Encoding avro = Encoding.of(encoding.get("walk"), encoding.get("topic").asText());
+      assertTrue(avro instanceof Avro);
+      Encoding.Encoded out = new Encoding.Encoded(); // reused, as a task reuses it
+      for (JsonNode record : encoding.get("records")) {
+        String what = encoding.get("name").asText() + ": " + record.get("value").asText();
+        byte[] value = utf8(record.get("value").asText());
+        assertTrue(avro.encode(utf8(record.get("key").asText()), value, out), what);
+        assertEquals(record.get("out_key").asText(), Golden.hex(out.key), what);
+        if (record.get("out_value").isNull()) {
+          assertNull(out.value, what);
+        } else {
+          assertEquals(record.get("out_value").asText(), Golden.hex(out.value), what);
+        }
+        assertEquals(updated(record.get("value").asText()), Hlc.text(out.ts), what);
+        checked++;
+      }
+    }
+    assertEquals(66, checked);
+  }
+
+  @Test
+  void verbatim_passes_the_records_on_as_they_came_with_their_time() throws IOException {
+    JsonNode verbatim = Golden.read().get("verbatim");
+    Encoding encoding = Encoding.of(verbatim.get("walk"), "out");
+    assertTrue(encoding instanceof Verbatim);
+    Encoding.Encoded out = new Encoding.Encoded();
+    JsonNode records = verbatim.get("records");
+    assertEquals(6, records.size());
+    for (JsonNode record : records) {
+      byte[] key = utf8(record.get("key").asText());
+      byte[] value = utf8(record.get("value").asText());
+      assertTrue(encoding.encode(key, value, out), record.toString());
+      assertSame(key, out.key);
+      assertSame(value, out.value);
+      assertEquals(updated(record.get("value").asText()), Hlc.text(out.ts), record.toString());
+    }
+  }
+}

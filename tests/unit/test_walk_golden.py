@@ -1,0 +1,255 @@
+"""The golden vectors the JVM walk's JUnit tests read: what the Python loop writes.
+
+``tests/golden/walk.json`` holds source records (key and value text) and the bytes the
+Python loop (``process``, as the executors run it) writes for them; the JUnit tests of
+``pipeline/jvm/walk`` (``GoldenTest``) assert the Java encodings write the very same bytes
+for the same plan spec (``walk``, asserted here to be what the Python encoders give the JVM).
+So the two sides are held to one file: if either changes what it writes, its test fails.
+
+``python -m tests.unit.test_walk_golden`` writes the file again from the Python side (then
+run the JUnit tests: ``highwater dev jvm-test``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from encoders.avro import AvroEncoder, Framing
+from encoders.base import Encoder
+from encoders.json import JsonEncoder
+from pipeline.config import EncoderConfig
+from schemas.avro import OutputSchemas
+from schemas.hlc import Hlc
+from schemas.tables import TableSchema
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "walk.json"
+T = "1700000000000000001.0000000000"
+TABLE = TableSchema.of(
+    {
+        "type": "record",
+        "name": "wide",
+        "fields": [
+            {"name": "p", "type": "long"},
+            {"name": "k", "type": "string"},
+            *(
+                {"name": t[0], "type": ["null", t], "default": None}
+                for t in ("string", "long", "int", "double", "float", "boolean")
+            ),
+        ],
+    },
+    ["p", "k"],
+)
+
+
+def avro_encoders() -> dict[str, AvroEncoder]:
+    """Every envelope member the walk writes, in both framings."""
+    every = EncoderConfig(
+        format="avro",
+        updated=True,
+        diff=True,
+        mvcc_timestamp=True,
+        key_in_value=True,
+        topic_in_value=True,
+    )
+    key_only = EncoderConfig(format="avro", envelope="key_only")
+    plain = EncoderConfig(format="avro")
+    schemas = OutputSchemas.of(TABLE, key_only)
+    return {
+        "every_member_confluent": AvroEncoder(
+            OutputSchemas.of(TABLE, every), Framing.confluent(1, 2, 3), every, "wide"
+        ),
+        "after_only_confluent": AvroEncoder(
+            OutputSchemas.of(TABLE, plain), Framing.confluent(7, 8, 9), plain, "wide"
+        ),
+        "key_only_single_object": AvroEncoder(
+            schemas, Framing.single_object(schemas), key_only, "wide"
+        ),
+    }
+
+
+def verbatim_encoder() -> JsonEncoder:
+    return JsonEncoder(EncoderConfig(diff=True, updated=True))
+
+
+def _value(after: str, before: str = "null", updated: str = T) -> str:
+    return f'{{"after":{after},"before":{before},"updated":"{updated}"}}'
+
+
+# Source records the walk takes: (key, value) text. Each goes through the Python loop alone.
+AVRO_RECORDS = [
+    ('[1,"a"]', _value('{"p":1,"k":"a","s":"plain","l":42,"i":-7,"d":1.5,"f":2.5,"b":true}')),
+    # every JSON escape the walk reads (surrogates, escaped, it leaves to the Python loop)
+    ('[2,"b"]', _value(r'{"s":"q\"b\\s\/ \b\f\n\r\t"}')),
+    ('[3,"c"]', _value(r'{"s":"\u0000\u001f\u007f\u00e9\u00E9\u0800\uffff\u2028\u2029\u20ac"}')),
+    # UTF-8 as it came: two, three and four bytes (a surrogate pair's character), U+2028/9
+    ('[4,"d"]', _value('{"s":"é€😀\u2028\u2029 raw"}')),
+    # numbers of every form, into every numeric type
+    ('[5,"e"]', _value('{"l":0,"i":0,"d":0,"f":0}')),
+    ('[6,"f"]', _value('{"l":-0,"i":-0,"d":-0,"f":-0}')),
+    ('[7,"g"]', _value('{"l":999999999999999999,"i":2147483647,"d":-0.0,"f":-0.0}')),
+    ('[8,"h"]', _value('{"l":-999999999999999999,"i":-2147483648,"d":0.1,"f":0.1}')),
+    ('[9,"i"]', _value('{"d":1e-7,"f":1E+2}')),
+    ('[10,"j"]', _value('{"d":5e-324,"f":1.4e-45}')),
+    ('[11,"k"]', _value('{"d":1.7976931348623157e308,"f":3.4028234e38}')),
+    ('[12,"l"]', _value('{"d":123456789012345678901234567890,"f":16777217}')),
+    ('[13,"m"]', _value('{"d":3.141592653589793238462643383279502884197,"f":2.718281828459045}')),
+    ('[14,"n"]', _value('{"d":1e309,"f":-1e400}')),  # infinite, as Python's float(text)
+    ('[15,"o"]', _value('{"d":999999999999999999,"f":123456789}')),
+    ('[16,"p"]', _value('{"b":false,"s":null,"l":null}')),
+    # a delete, missing columns, other members ignored, members in any order and spacing
+    ('[17,"q"]', _value("null", '{"p":17,"k":"q","s":"gone"}')),
+    ('[18,"r"]', '{ "source" : {"x":[1,2.5e3,"y"]}, "updated" : "' + T + '", "after" : {} }'),
+    ('[ 19 , "s" ]', _value('{"i":1,"l":2}')),
+    # keys: escaped strings, a negative number
+    ('[-20,"k\\"\\u00e9\\\\"]', _value('{"p":-20}')),
+    # times as the changefeed writes them, small and large
+    ('[21,"t"]', _value("{}", updated="0.0000000001")),
+    ('[22,"u"]', _value("{}", updated="8999999999999999999.9999999999")),
+]
+
+# Values the walk passes on as they came (wrapped, after/before/updated): the Python loop
+# must write exactly these bytes too.
+VERBATIM_RECORDS = [
+    ('[1,"a",true,false,null,0,-5,123456789012345678]', _value('{"a":1}')),
+    ("[2]", _value(r'{"s":"q\"b\\s\/\b\f\n\r\t\u0000\u00e9\u2028\u2029"}', '{"x":null}')),
+    ("[3]", _value('{"s":"é€😀\u2028 raw","t":[true,false,null,{}]}')),
+    ("[4]", _value('{"n":[0,-0,1.0,-1.5e-3,1E+400,123456789012345678901234567890,0.1e1]}')),
+    ("[5]", '{ "after" : null ,\n "before" : {"a":1} , "updated" : "' + T + '" }'),
+    ('["k"]', _value('{"deep":[[[[{"a":[{"b":{}}]}]]]]}', updated="1.0000000042")),
+]
+
+# HLC texts as the changefeed writes them: wall and logical.
+HLC_TEXTS = [
+    "0.0000000000",
+    "1.0000000000",
+    "1700000000000000001.0000000042",
+    "8999999999999999999.9999999999",
+    "1699999999999999999.0000000001",
+]
+
+
+def through_python_loop(encoder: Encoder, records: list[tuple[str, str]]) -> list[Any]:
+    """What ``process`` writes for ``records`` (one source partition, in order)."""
+    from pipeline.core.batch import BatchPlan, process  # noqa: PLC0415
+
+    n = len(records)
+    batch = pa.RecordBatch.from_arrays(
+        [
+            pa.array([k.encode() for k, _ in records], pa.binary()),
+            pa.array([v.encode() for _, v in records], pa.binary()),
+            pa.array(["src"] * n, pa.string()),
+            pa.array([0] * n, pa.int32()),
+            pa.array(range(n), pa.int64()),
+        ],
+        names=["key", "value", "topic", "partition", "offset"],
+    )
+    plan = BatchPlan({}, {"src": "wide"}, {"src": "native"}, {"src": "out"}, {"src": encoder}, None)
+    out = pa.Table.from_batches(list(process(plan, iter([batch])))).to_pylist()
+    return [r for r in out if r["summary"] is None]
+
+
+def python_golden() -> dict[str, Any]:
+    """The golden file's content, from the Python side."""
+    avro = []
+    for name, encoder in avro_encoders().items():
+        rows = through_python_loop(encoder, AVRO_RECORDS)
+        assert [r["topic"] for r in rows] == ["out"] * len(AVRO_RECORDS), name
+        avro.append(
+            {
+                "name": name,
+                "topic": "out",
+                "walk": encoder.walk,
+                "records": [
+                    {
+                        "key": key,
+                        "value": value,
+                        "out_key": row["key"].hex(),
+                        "out_value": None if row["value"] is None else row["value"].hex(),
+                    }
+                    for (key, value), row in zip(AVRO_RECORDS, rows, strict=True)
+                ],
+            }
+        )
+    hlc = [
+        {"text": t, "wall": Hlc.parse(t).wall, "logical": Hlc.parse(t).logical} for t in HLC_TEXTS
+    ]
+    return {
+        "about": "Written by tests/unit/test_walk_golden.py from the Python loop; read by the "
+        "JUnit tests of pipeline/jvm/walk (GoldenTest) and by that module's pytest tests.",
+        "hlc": hlc,
+        "verbatim": {
+            "walk": verbatim_encoder().walk,
+            "records": [{"key": k, "value": v} for k, v in VERBATIM_RECORDS],
+        },
+        "avro": avro,
+    }
+
+
+def golden() -> dict[str, Any]:
+    return dict(json.loads(GOLDEN.read_text(encoding="utf-8")))
+
+
+def test_the_python_loop_writes_the_golden_avro_bytes() -> None:
+    expected = {a["name"]: a for a in golden()["avro"]}
+    for name, encoder in avro_encoders().items():
+        rows = through_python_loop(encoder, AVRO_RECORDS)
+        records = expected[name]["records"]
+        assert [(r["key"], r["value"]) for r in records] == AVRO_RECORDS
+        for row, record in zip(rows, records, strict=True):
+            assert row["topic"] == "out"
+            assert row["key"].hex() == record["out_key"], record["key"]
+            value = None if row["value"] is None else row["value"].hex()
+            assert value == record["out_value"], record["value"]
+
+
+def test_the_walk_specs_are_what_the_python_encoders_give_the_jvm() -> None:
+    expected = {a["name"]: a["walk"] for a in golden()["avro"]}
+    assert expected == {name: e.walk for name, e in avro_encoders().items()}
+    assert golden()["verbatim"]["walk"] == verbatim_encoder().walk
+
+
+def test_verbatim_records_come_out_as_they_came() -> None:
+    records = [(r["key"], r["value"]) for r in golden()["verbatim"]["records"]]
+    assert records == VERBATIM_RECORDS
+    rows = through_python_loop(verbatim_encoder(), records)
+    assert [(r["key"].decode(), r["value"].decode()) for r in rows] == records
+
+
+def test_hlc_texts_are_python_times_written_back() -> None:
+    for vector in golden()["hlc"]:
+        ts = Hlc(vector["wall"], vector["logical"])
+        assert Hlc.parse(vector["text"]) == ts
+        assert str(ts) == vector["text"]
+
+
+@pytest.mark.parametrize(
+    "logical",
+    [
+        {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+        {"type": "int", "logicalType": "date"},
+        {"type": "long", "logicalType": "timestamp-micros"},
+        {"type": "long", "logicalType": "timestamp-millis"},
+        {"type": "string", "logicalType": "uuid"},
+        {"type": "int", "logicalType": "time-millis"},
+    ],
+    ids=lambda t: t["logicalType"],
+)
+def test_logical_types_are_left_to_the_python_loop(logical: dict[str, Any]) -> None:
+    """The walk writes primitive types only (its JUnit tests: the Java refuses the rest)."""
+    record = {**TABLE.record, "fields": [*TABLE.record["fields"], {"name": "x", "type": logical}]}
+    options = EncoderConfig(format="avro", updated=True)
+    schemas = OutputSchemas.of(TableSchema.of(record, ["p", "k"]), options)
+    assert AvroEncoder(schemas, Framing.confluent(1, 2, 3), options, "wide").walk is None
+
+
+if __name__ == "__main__":
+    GOLDEN.parent.mkdir(exist_ok=True)
+    text = json.dumps(python_golden(), indent=1, ensure_ascii=False)
+    GOLDEN.write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {GOLDEN}", file=sys.stderr)
