@@ -28,6 +28,7 @@ from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 from tests.support.json_text import LAYOUTS, exact, integer, number, row, scalar, string, text
+from tests.support.tables import WIDE
 
 SRC = "src.orders"
 WALL = 1700000000000000000
@@ -331,21 +332,6 @@ def test_a_floor_beyond_the_walks_longs_holds_in_the_rest(spark) -> None:
 # them, keys in three spellings. The others may not fit at all: values of any type, duplicate
 # members, escaped names, keys of the wrong shape, members the schema lacks (a schema change:
 # the partition stops there).
-WIDE = TableSchema.of(
-    {
-        "type": "record",
-        "name": "wide",
-        "fields": [
-            {"name": "p", "type": "long"},
-            {"name": "k", "type": "string"},
-            *(
-                {"name": t[0], "type": ["null", t], "default": None}
-                for t in ("string", "long", "int", "double", "float", "boolean")
-            ),
-        ],
-    },
-    ["p", "k"],
-)
 FITTING = {
     "s": string,
     "l": st.one_of(st.integers(-(2**63), 2**63 - 1).map(str), st.just("-0")),

@@ -27,24 +27,11 @@ from pipeline.config import EncoderConfig
 from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
+from tests.support.tables import WIDE
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "walk.json"
 T = "1700000000000000001.0000000000"
-TABLE = TableSchema.of(
-    {
-        "type": "record",
-        "name": "wide",
-        "fields": [
-            {"name": "p", "type": "long"},
-            {"name": "k", "type": "string"},
-            *(
-                {"name": t[0], "type": ["null", t], "default": None}
-                for t in ("string", "long", "int", "double", "float", "boolean")
-            ),
-        ],
-    },
-    ["p", "k"],
-)
+TABLE = WIDE
 
 
 def avro_encoders() -> dict[str, AvroEncoder]:
