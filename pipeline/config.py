@@ -251,6 +251,11 @@ class SinkConfig(_Section):
             raise ValueError("acks must stay 'all': markers promise rows are durable")
         if value.get("enable.idempotence", "true") != "true":
             raise ValueError("enable.idempotence must stay true: retries must not reorder a key")
+        if "transactional.id" in value:
+            raise ValueError(
+                "transactional.id is the changefeed's to choose (delivery: exactly_once gives "
+                "each source partition its own)"
+            )
         return value
 
 
@@ -317,6 +322,9 @@ class CheckpointConfig(_Section):
     min_checkpoint_frequency: Duration = timedelta(seconds=30)
     frontier_highwater_lag_checkpoint_threshold: Duration = timedelta(minutes=10)  # no effect
     frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
+    # delivery: exactly_once: each source partition's committed progress (progress.py);
+    # default _highwater_progress_<changefeed_id>
+    progress_topic: Name | None = None
 
 
 class InitialScanConfig(_Section):
@@ -412,6 +420,10 @@ class ChangefeedConfig(_Section):
     end_time: Time | None = None
     on_error: Literal["fail", "pause", "dlq"] = "fail"
     dlq_topic: Name | None = None
+    # at_least_once: a kill writes again what came after the last checkpoint; exactly_once:
+    # each source partition's rows of a batch commit in one Kafka transaction with its
+    # progress, so a read_committed consumer sees each change once (pipeline/core/progress.py)
+    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
     # A row of a shape its output schema cannot hold (a column added upstream): stop there
     # (the changefeed pauses, naming it), or evolve the schema from the source's own types,
     # or evolve it and emit the table again at the change (backfill, from the source topic).
@@ -534,6 +546,11 @@ class ChangefeedConfig(_Section):
     def effective_dlq_topic(self) -> str:
         """Dead-letter topic: the configured one, or one named after the changefeed."""
         return self.dlq_topic or f"_highwater_dlq_{self.changefeed_id}"
+
+    @property
+    def effective_progress_topic(self) -> str:
+        """Progress topic (exactly-once): the configured one, or one named after the changefeed."""
+        return self.checkpoint.progress_topic or f"_highwater_progress_{self.changefeed_id}"
 
     @property
     def sink_kafka(self) -> KafkaOptions:

@@ -77,10 +77,12 @@ ERROR_HEADER = "highwater.error"
 SOURCE_HEADER = "highwater.source"
 
 # What process() yields: Kafka records (topic, key, value, headers) or, with a null topic,
-# one summary per source partition (JSON text).
+# one summary per source partition (JSON text); exactly once, each partition's stretch also
+# begins with a row whose progress is its first offset, and its summary row carries where it
+# ends (Sink.java's PieceRows).
 OUTPUT_SCHEMA = (
     "topic string, key binary, value binary, "
-    "headers array<struct<key: string, value: binary>>, summary string"
+    "headers array<struct<key: string, value: binary>>, summary string, progress string"
 )
 
 
@@ -107,6 +109,9 @@ class BatchPlan:
     positions: Mapping[tuple[str, int], Position] = field(default_factory=dict)
     # source topic -> {transaction: its END's time} (Debezium: binlog changes' commit times)
     commits: Mapping[str, Mapping[str, Hlc]] = field(default_factory=dict)
+    # delivery: exactly_once (stream batches): each partition's stretch between a begin row
+    # and its summary row, which the sink writes in one transaction with its progress
+    exactly_once: bool = False
 
     @property
     def room(self) -> int:
@@ -126,9 +131,10 @@ class BatchPlan:
         """The plan of a stream batch read from where ``frontier`` stands."""
         floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
         high_water, positions = frontier.high_water(), frontier.positions()
-        return cls.of(
+        plan = cls.of(
             config, encoders, floors, high_water, skip=skip, positions=positions, commits=commits
         )
+        return replace(plan, exactly_once=config.delivery == "exactly_once")
 
     @classmethod
     def of(
@@ -462,6 +468,18 @@ class Output:
         self.value: list[bytes | None] = []
         self.headers: list[list[dict[str, Any]] | None] = []
         self.summary: list[str | None] = []
+        self.progress: list[str | None] = []
+
+    def mark(self, summary: str | None, progress: str | None) -> None:
+        """A row that is no Kafka record: a partition's summary, or (exactly once) its begin."""
+        n = len(self.key)
+        self.summary.extend([None] * (n - len(self.summary)))
+        self.progress.extend([None] * (n - len(self.progress)))
+        self.key.append(None)
+        self.value.append(None)
+        self.summary.append(summary)
+        self.progress.append(progress)
+        self.topic_run(None, 1)
 
     def topic_run(self, topic: str | None, count: int) -> None:
         """The next ``count`` records appended go to ``topic``."""
@@ -478,8 +496,9 @@ class Output:
         header = pa.struct([("key", pa.string()), ("value", pa.binary())])
         n = len(self.key)
         topics = [pa.repeat(pa.scalar(t, pa.string()), count) for t, count in self.topics]
-        if self.headers:
-            self.headers.extend([None] * (n - len(self.headers)))
+        for column in (self.headers, self.summary, self.progress):
+            if column:
+                column.extend([None] * (n - len(column)))
         return pa.RecordBatch.from_arrays(
             [
                 pa.concat_arrays(topics) if topics else pa.array([], pa.string()),
@@ -489,9 +508,16 @@ class Output:
                 if self.headers
                 else pa.nulls(n, pa.list_(header)),
                 pa.array(self.summary, pa.string()) if self.summary else pa.nulls(n, pa.string()),
+                pa.array(self.progress, pa.string()) if self.progress else pa.nulls(n, pa.string()),
             ],
-            names=["topic", "key", "value", "headers", "summary"],
+            names=["topic", "key", "value", "headers", "summary", "progress"],
         )
+
+
+def _begins(piece: pa.RecordBatch) -> str:
+    """The progress text of a begin row: the stretch's partition and first offset."""
+    topic, partition = piece.column("topic")[0].as_py(), piece.column("partition")[0].as_py()
+    return json.dumps({"topic": topic, "partition": partition, "first": piece["offset"][0].as_py()})
 
 
 def too_large(key: bytes, value: bytes | None, limit: int) -> EncodingError:
@@ -588,10 +614,24 @@ class Task:
         self.halted: set[tuple[str, int]] = set()  # stopped at a bad record
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        """Records out for each input batch, then the summaries."""
+        """Records out for each input batch, then the summaries.
+
+        Exactly once, each source partition's stretch (coalesce walks a task's partitions one
+        after the other) is framed: a begin row before its records, its summary row right
+        after them (:meth:`ended`).
+        """
+        framed = self.plan.exactly_once
+        current: tuple[str, int] | None = None
         for batch in batches:
             out = Output()
             for piece in self.pieces(batch):
+                if framed:
+                    sp = (piece.column("topic")[0].as_py(), piece.column("partition")[0].as_py())
+                    if sp != current:
+                        if current is not None:
+                            self.ended(current, out)
+                        out.mark(None, _begins(piece))
+                        current = sp
                 self.records(piece, out)
                 if len(out.key) >= self.flush_rows:
                     yield out.arrow()
@@ -602,14 +642,23 @@ class Task:
                 self.wrote(len(out.key))
         out = Output()
         self.finish(out)
-        out.summary.extend([None] * len(out.key))  # the rows finish() added have none
-        for state in self.seen.values():
-            out.key.append(None)
-            out.value.append(None)
-            out.summary.append(state.to_json())
-        out.topic_run(None, len(self.seen))
+        if current is not None:
+            self.ended(current, out)
+        elif not framed:
+            for state in self.seen.values():
+                out.mark(state.to_json(), None)
         if out.key:
             yield out.arrow()
+
+    def ended(self, sp: tuple[str, int], out: Output) -> None:
+        """Exactly once: a partition's stretch ended; its summary, and where its progress is."""
+        state = self.seen[sp]
+        progress = {
+            "next_offset": state.next_offset,
+            "resolved": str(self.floors[sp]),
+            "position": None if state.position is None else list(state.position),
+        }
+        out.mark(state.to_json(), json.dumps(progress))
 
     def pieces(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """The stretches of one source partition each that :meth:`records` walks."""
@@ -856,7 +905,8 @@ def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -
     # each walking several source partitions one after the other (coalesce keeps the order
     # within each, and never adds tasks).
     source = source.coalesce(source.sparkSession.sparkContext.defaultParallelism)
-    return records_observed(source.mapInArrow(partial(process, plan), OUTPUT_SCHEMA), observation)
+    processed = source.mapInArrow(partial(process, plan), OUTPUT_SCHEMA)
+    return records_observed(processed, observation, framed=plan.exactly_once)
 
 
 def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
@@ -871,13 +921,20 @@ def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
     return columns
 
 
-def records_observed(processed: DataFrame, observation: Observation) -> DataFrame:
-    """The Kafka records of ``process``-shaped output; the summaries go to ``observation``."""
+def records_observed(
+    processed: DataFrame, observation: Observation, *, framed: bool = False
+) -> DataFrame:
+    """The Kafka records of ``process``-shaped output; the summaries go to ``observation``.
+
+    ``framed`` (exactly once): the begin and summary rows stay, for the sink's transactions.
+    """
     from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
 
     # As JSON text: an array would come back to Python as a Java object.
     summaries = F.to_json(F.collect_list("summary")).alias("summaries")
     observed = processed.observe(observation, summaries)
+    if framed:
+        return observed
     return observed.where(F.col("summary").isNull()).select("topic", "key", "value", "headers")
 
 

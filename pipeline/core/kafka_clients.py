@@ -78,15 +78,23 @@ def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str
     }
 
 
-def write_records(records: DataFrame, kafka: KafkaOptions, producer: Mapping[str, str]) -> None:
+def write_records(
+    records: DataFrame,
+    kafka: KafkaOptions,
+    producer: Mapping[str, str],
+    delivery: Mapping[str, str] | None = None,
+) -> None:
     """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
+
+    ``delivery``: exactly once, the run's claim's options (``progress.Claim.options``): the
+    rows then carry each source partition's begin and end rows (``batch.py``).
 
     By the changefeed's own sink (our Java's ``Sink``, called through ``jvm.write_rows``):
     Spark's pooled producer and option checks, but a task ends only once Kafka answered every
     record it sent; Spark's Kafka writer trusts the producer's flush(), which can return before
     a refused batch's records are answered (KAFKA-19479), and such records would be lost unseen.
     """
-    write_rows(records, writer_options(kafka, producer))
+    write_rows(records, {**writer_options(kafka, producer), **(delivery or {})})
 
 
 def range_reader(client: Mapping[str, Any], group: str) -> Any:

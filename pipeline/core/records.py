@@ -276,6 +276,35 @@ class GcRecord(Record):
     updated_at: str | None = None  # RFC 3339
 
 
+# -- exactly-once delivery (progress.py; written by Pieces.java too) ---------------------------
+
+
+class ProgressRecord(Record):
+    """A source partition's committed progress: the last record of each of its transactions.
+
+    ``next_offset`` None: a claim of a partition nothing was committed for yet.
+    """
+
+    kind: ClassVar[str] = "progress record"
+    unversioned: ClassVar[int | None] = None
+
+    topic: str
+    partition: int
+    next_offset: int | None
+    resolved: HlcText | None = None  # the partition's floor at next_offset
+    position: tuple[int, ...] | None = None  # the highest source position read (Debezium)
+    generation: int
+
+
+class GenerationRecord(Record):
+    """The run generation of a changefeed's latest run (one per run, rising)."""
+
+    kind: ClassVar[str] = "run generation"
+    unversioned: ClassVar[int | None] = None
+
+    generation: int
+
+
 # -- the job status (status.py) ----------------------------------------------------------------
 
 

@@ -52,6 +52,7 @@ from .frontier import Frontier, Progress, SourcePartition
 from .kafka_clients import client_config
 from .lifecycle import SpecStore
 from .position import Position
+from .progress import Claim
 from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnings
 from .statement import statement_time
 from .status import JobStatus, StatusPublisher
@@ -79,6 +80,7 @@ class Outputs:
     shape: Mapping[str, Any]  # the config's shape with its clusters' ids, as checkpoints keep it
     replicas: DurabilityWatch  # the relied-on topics' replicas, re-read while the run goes on
     writer: BatchWriter  # how every batch is written (the walk, or the loop alone)
+    claim: Claim | None = None  # delivery: exactly_once: the run's generation, what was committed
 
 
 def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
@@ -108,6 +110,8 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     restored = checkpoints.load()
     jobs = _compacted(source, config.jobs.topic, config, resources, source_writer)
     previous = jobs.get(config.changefeed_id) if restored is not None else None
+    exactly_once = config.delivery == "exactly_once"
+    claim = Claim.take(config, sink, sink_writer, partitions) if exactly_once else None
     replicas, clusters = _clusters(config, sink, source)
     warnings.extend(schemas.warnings)
     for warning in [*warnings, *replicas.warnings()]:
@@ -134,8 +138,17 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         restored=restored,
         shape=identified(config.shape, clusters),
         replicas=replicas,
-        writer=batch_writer(config, BatchPlan.of(config, schemas.encoders, thresholds={})),
+        writer=_batch_writer(config, schemas, claim),
+        claim=claim,
     )
+
+
+def _batch_writer(
+    config: ChangefeedConfig, schemas: SchemaEvolution, claim: Claim | None
+) -> BatchWriter:
+    """How the run's batches are written: the walk or the loop, at least or exactly once."""
+    plan = BatchPlan.of(config, schemas.encoders, thresholds={})
+    return batch_writer(config, plan, {} if claim is None else claim.options)
 
 
 def _writers(
@@ -215,6 +228,8 @@ def _clusters(
 def relied_on(config: ChangefeedConfig) -> tuple[list[str], list[str]]:
     """The topics a run relies on: on the sink cluster, and on the source cluster."""
     sink = [*config.routes.values(), config.checkpoint.topic]
+    if config.delivery == "exactly_once":
+        sink.append(config.effective_progress_topic)
     if config.on_error != "fail":
         sink.append(config.effective_dlq_topic)
     if config.encoder.format == "avro" and config.encoder.schema_registry is None:
@@ -298,6 +313,7 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
     if restored is None:
         outputs.checkpoints.write_shape(outputs.shape)
         position, start_offsets = create(config, outputs)
+        _committed(outputs, position)
         if position.backfill is not None:
             check_history_complete(start_offsets, outputs.source_configs)
         _hold_safepoint(outputs, position)
@@ -314,6 +330,7 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
     added = tuple(t for t in config.routes if restored.topics and t not in restored.topics)
     if added:  # known from the record itself: a crash before its scan was recorded adds again
         position = add_tables(config, outputs, position, added)
+    _committed(outputs, position)
     log.info(
         "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
         config.changefeed_id,
@@ -324,6 +341,12 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
     _hold_safepoint(outputs, position)
     check_sources_hold(outputs, position)
     return position
+
+
+def _committed(outputs: Outputs, position: Position) -> None:
+    """Exactly once: each partition resumes where its committed rows end (progress.py)."""
+    if outputs.claim is not None:
+        outputs.claim.overlay(position.frontier)
 
 
 def create(

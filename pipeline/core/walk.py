@@ -97,6 +97,8 @@ class Walked:
         batch_id: int,
         kafka: KafkaOptions,
         producer: Mapping[str, str],
+        *,
+        delivery: Mapping[str, str],
     ) -> Walked:
         """Walk ``batch`` (Spark's Kafka source rows) and send what it takes to the sink.
 
@@ -104,7 +106,8 @@ class Walked:
         the brokers acknowledged every record.
         """
         summaries = Summaries.new(batch.sparkSession, f"walk-{batch_id}")
-        walk_and_write(batch, walk, summaries, writer_options(kafka, producer))
+        options = {**writer_options(kafka, producer), **delivery}
+        walk_and_write(batch, walk, summaries, options)
         return cls(summaries)
 
     @classmethod
@@ -138,6 +141,8 @@ def write_rest(
     plan: BatchPlan,
     config: ChangefeedConfig,
     observation: Observation,
+    *,
+    delivery: Mapping[str, str],
 ) -> None:
     """Read the rests again and write them through the Python loop (summaries observed)."""
     assign: dict[str, list[int]] = {}
@@ -159,6 +164,7 @@ def write_rest(
         kafka_records(records, rest_plan(plan, rests), observation),
         config.sink_kafka,
         config.sink.producer,
+        delivery,
     )
 
 

@@ -15,18 +15,22 @@ partition left waiting (a Debezium change before its transaction's END was read,
 shape its output schema cannot hold) run again through the loop once the driver's ``settle``
 gave a plan that has what they wait for.
 
-**Delivery: at least once.** :meth:`BatchWriter.write` returns only once Kafka acknowledged
-every record it wrote (``Sink.java``: a task ends when every record was answered), and in
-each source partition's offset order. A write that fails or is abandoned may have written
-some of the batch; nothing of it was checkpointed, so the next run writes those records again
-(a consumer drops them by ``(key, updated)``).
+**Delivery.** :meth:`BatchWriter.write` returns only once Kafka acknowledged every record it
+wrote (``Sink.java``: a task ends when every record was answered), and in each source
+partition's offset order. *At least once*: a write that fails or is abandoned may have
+written some of the batch; nothing of it was checkpointed, so the next run writes those
+records again (a consumer drops them by ``(key, updated)``). *Exactly once*
+(``delivery``: the run's ``progress.Claim.options``): each source partition's piece of the
+batch commits in one Kafka transaction with its progress record (``Pieces.java``); a piece
+committed already is not written again, and a failed write committed only whole pieces,
+which the next run starts after (``progress.Claim.overlay``).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
@@ -54,8 +58,9 @@ class BatchWriter:
 
     headers = True  # whether the stream reads the source records' headers
 
-    def __init__(self, config: ChangefeedConfig) -> None:
+    def __init__(self, config: ChangefeedConfig, delivery: Mapping[str, str]) -> None:
         self.config = config
+        self.delivery = delivery  # the Java writers' options for exactly once ({}: at least once)
 
     def write(
         self, batch: DataFrame, batch_id: int, plan: BatchPlan, settle: Settle | None = None
@@ -79,7 +84,7 @@ class BatchWriter:
 
         observation = Observation(f"batch-{batch_id}")
         sink, producer = self.config.sink_kafka, self.config.sink.producer
-        write_records(kafka_records(batch, plan, observation), sink, producer)
+        write_records(kafka_records(batch, plan, observation), sink, producer, self.delivery)
         return read_result(observation)
 
     def _settle(
@@ -108,7 +113,7 @@ class BatchWriter:
                 ", ".join(sorted(_waited(r) for r in again)),
             )
             more = Observation(f"batch-{batch_id}-again-{runs}")
-            write_rest(batch.sparkSession, again, plan, self.config, more)
+            write_rest(batch.sparkSession, again, plan, self.config, more, delivery=self.delivery)
             result = result.with_rests(read_result(more), later)
         return result
 
@@ -129,18 +134,26 @@ class WalkWriter(BatchWriter):
         if walk is None:  # an encoder evolved to one the walk cannot write
             return super()._first(batch, batch_id, plan)
         config = self.config
-        walked = Walked.write(batch, walk, batch_id, config.sink_kafka, config.sink.producer)
+        walked = Walked.write(
+            batch, walk, batch_id, config.sink_kafka, config.sink.producer, delivery=self.delivery
+        )
         result, rests = walked.result()
         if not rests:
             return result
         more = Observation(f"batch-{batch_id}-rest")
-        write_rest(batch.sparkSession, rests, plan, config, more)
+        write_rest(batch.sparkSession, rests, plan, config, more, delivery=self.delivery)
         return BatchResult.of([*result.partitions, *read_result(more).partitions])
 
 
-def batch_writer(config: ChangefeedConfig, plan: BatchPlan) -> BatchWriter:
-    """The writer of a run's batches: the walk where it can take ``plan``'s, else the loop."""
-    return WalkWriter(config) if walkable(plan) else LoopWriter(config)
+def batch_writer(
+    config: ChangefeedConfig, plan: BatchPlan, delivery: Mapping[str, str]
+) -> BatchWriter:
+    """The writer of a run's batches: the walk where it can take ``plan``'s, else the loop.
+
+    ``delivery``: the Java writers' options for exactly once (``{}``: at least once).
+    """
+    kind = WalkWriter if walkable(plan) else LoopWriter
+    return kind(config, delivery)
 
 
 def _waited(rest: Deferred) -> str:

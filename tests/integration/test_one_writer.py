@@ -44,22 +44,38 @@ def wait_for_first_exit(processes: list[subprocess.Popen[bytes]], timeout: float
 
 
 @pytest.mark.parametrize(
-    "stagger",
+    "case",
     [
         # both at once: whichever opens its producers last wins (the soak runs it; the suite's
         # time goes to the operator's case, and the fence itself is tested below)
-        pytest.param(0.0, id="together", marks=pytest.mark.skipif(not SOAK, reason="soak only")),
-        pytest.param(20.0, id="staggered"),
+        pytest.param(
+            (0.0, "exactly_once"),
+            id="together",
+            marks=pytest.mark.skipif(not SOAK, reason="soak only"),
+        ),
+        pytest.param(
+            (20.0, "at_least_once"),
+            id="staggered-at-least-once",
+            marks=pytest.mark.skipif(not SOAK, reason="soak only"),
+        ),
+        # exactly once: the fenced instance's rows are aborted, none seen twice
+        pytest.param((20.0, "exactly_once"), id="staggered"),
     ],
 )
 def test_a_second_instance_fences_the_first_and_nothing_goes_backwards(
-    kafka_bootstrap: str, unique_name: Any, tmp_path: Path, stagger: float, spark: Any
+    kafka_bootstrap: str,
+    unique_name: Any,
+    tmp_path: Path,
+    case: tuple[float, str],
+    spark: Any,
 ) -> None:
+    stagger, delivery = case
     source, changefeed_id = unique_name("src"), unique_name("cf")
     workload = Workload(partitions=3, seed=23)
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 3})
     producer = SteadyProducer(kafka_bootstrap, source, workload).start()
-    config = write_config(tmp_path / "cf.yaml", config_for(kafka_bootstrap, changefeed_id, source))
+    raw = {**config_for(kafka_bootstrap, changefeed_id, source), "delivery": delivery}
+    config = write_config(tmp_path / "cf.yaml", raw)
     logs = [tmp_path / "first.log", tmp_path / "second.log"]
     processes = [start_run(config, logs[0])]
     time.sleep(stagger)
@@ -81,14 +97,14 @@ def test_a_second_instance_fences_the_first_and_nothing_goes_backwards(
                 process.send_signal(signal.SIGTERM)  # finish the batch, checkpoint, stop
                 process.wait(120)
     producer.finish()
-    drain = config_for(kafka_bootstrap, changefeed_id, source)
-    drain["spark"] = {"trigger": {"available_now": True}}
+    drain = {**raw, "spark": {"trigger": {"available_now": True}}}
     run_to_end(parse_config(drain, env={}), spark)  # in-process
 
     output = consume_all(kafka_bootstrap, f"{changefeed_id}.t")
     dead = consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}")
-    report = validate(workload, output, dead)
-    assert not report.violations, dict(report.violations)  # markers never went backwards
+    report = validate(workload, output, dead, exactly_once=delivery == "exactly_once")
+    # markers never went backwards; exactly once: no row read_committed twice
+    assert not report.violations, (report.summary(), dict(report.violations))
     assert report.distinct == len(workload.changes)
     high_waters = [
         hlc_order(r["high_water"]) for r in checkpoint_records(kafka_bootstrap, changefeed_id)

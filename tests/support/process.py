@@ -42,7 +42,9 @@ def run(config_file: Path, log_file: Path, timeout: float = 300, **env: str) -> 
         raise
 
 
-def run_killed_at(config_file: Path, log_file: Path, crash: str, timeout: float = 300) -> str:
+def run_killed_at(
+    config_file: Path, log_file: Path, crash: str, timeout: float = 300, **env: str
+) -> str:
     """Run with ``HIGHWATER_CRASH_AT=crash``; show the SIGKILL landed there; the run's log.
 
     Any failure is not enough: the exit code must be a SIGKILL's and the crash point must
@@ -52,7 +54,12 @@ def run_killed_at(config_file: Path, log_file: Path, crash: str, timeout: float 
     record = log_file.with_name(f"{log_file.name}.crashes")
     record.unlink(missing_ok=True)
     code = run(
-        config_file, log_file, timeout, HIGHWATER_CRASH_AT=crash, HIGHWATER_CRASH_LOG=str(record)
+        config_file,
+        log_file,
+        timeout,
+        HIGHWATER_CRASH_AT=crash,
+        HIGHWATER_CRASH_LOG=str(record),
+        **env,
     )
     run_log = log_file.read_bytes()[logged:].decode(errors="replace")
     assert code == SIGKILLED, f"{crash}: exit {code}, not a SIGKILL\n{run_log[-3000:]}"

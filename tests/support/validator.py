@@ -57,12 +57,21 @@ class Report:
         )
 
 
-def validate(workload: Workload, output: list[Message], dead: list[Message]) -> Report:
-    """Check ``output`` (rows and markers) and ``dead`` (the DLQ) against ``workload``."""
+def validate(
+    workload: Workload, output: list[Message], dead: list[Message], *, exactly_once: bool = False
+) -> Report:
+    """Check ``output`` (rows and markers) and ``dead`` (the DLQ) against ``workload``.
+
+    ``exactly_once``: ``output`` was read with ``isolation.level=read_committed``
+    (``consume_all`` reads so) from a changefeed with ``delivery: exactly_once``: any
+    ``(key, updated)`` seen twice is a violation (``duplicates``).
+    """
     report = Report()
     # output keys are the source's key values printed again: compare them as JSON values
     source = {_key(c.key, c.updated): c for c in workload.changes}
     _rows(report, source, output)
+    if exactly_once:
+        _once(report, output)
     _order(report, output)
     _resolved(report, output)
     _complete(report, workload, output)
@@ -133,6 +142,13 @@ def _rows(
             report.fail("values", f"{rid}: before differs from the source")
     report.distinct = len(seen)
     report.duplicates = sum(seen.values()) - len(seen)
+
+
+def _once(report: Report, output: list[Message]) -> None:
+    seen: Counter[tuple[str, str]] = Counter(_row_id(m) for m in output if m.key is not None)
+    for rid, count in sorted(seen.items()):
+        if count > 1:
+            report.fail("duplicates", f"{rid} emitted {count} times")
 
 
 def _order(report: Report, output: list[Message]) -> None:

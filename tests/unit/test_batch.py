@@ -182,6 +182,7 @@ def test_bad_records_go_to_the_dead_letter_topic_with_headers() -> None:
                 {"key": SOURCE_HEADER, "value": f"{SRC}/0@10".encode()},
             ],
             "summary": None,
+            "progress": None,
         }
     ]
     assert result.bad == 1

@@ -89,6 +89,7 @@ OUT_SCHEMA = pa.schema(
         ("value", pa.binary()),
         ("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))),
         ("summary", pa.string()),
+        ("progress", pa.string()),
     ]
 )
 

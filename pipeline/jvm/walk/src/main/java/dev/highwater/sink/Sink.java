@@ -1,5 +1,6 @@
 package dev.highwater.sink;
 
+import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -38,9 +39,15 @@ public final class Sink {
    * kafka.}-prefixed). A Dataset action, so what the rows' plan observes is reported.
    */
   public static void write(Dataset<Row> records, java.util.Map<String, String> options) {
-    records
-        .select("topic", "key", "value", "headers")
-        .foreachPartition(new Rows(producer(options)));
+    Delivery delivery = Delivery.of(options);
+    Map<String, Object> producer = producer(Delivery.kafka(options));
+    if (delivery == null) {
+      records.select("topic", "key", "value", "headers").foreachPartition(new Rows(producer));
+    } else {
+      records
+          .select("topic", "key", "value", "headers", "summary", "progress")
+          .foreachPartition(new PieceRows(producer, delivery));
+    }
   }
 
   /** The producer settings of Spark's Kafka writer {@code options}, checked as it checks them. */
@@ -104,12 +111,15 @@ public final class Sink {
           producer,
           (kafka, acks) -> {
             while (rows.hasNext()) {
-              Row r = rows.next();
-              byte[] key = r.isNullAt(1) ? null : (byte[]) r.get(1);
-              byte[] value = r.isNullAt(2) ? null : (byte[]) r.get(2);
-              acks.send(kafka, new ProducerRecord<>(r.getString(0), null, key, value, headers(r)));
+              acks.send(kafka, record(rows.next()));
             }
           });
+    }
+
+    static ProducerRecord<byte[], byte[]> record(Row r) {
+      byte[] key = r.isNullAt(1) ? null : (byte[]) r.get(1);
+      byte[] value = r.isNullAt(2) ? null : (byte[]) r.get(2);
+      return new ProducerRecord<>(r.getString(0), null, key, value, headers(r));
     }
 
     private static List<Header> headers(Row r) {
@@ -122,6 +132,42 @@ public final class Sink {
         headers.add(new RecordHeader(pair.getString(0), (byte[]) pair.get(1)));
       }
       return headers;
+    }
+  }
+
+  /**
+   * A task's rows under exactly-once delivery ({@link Pieces}): records (topic set) between
+   * each source partition's <i>begin</i> row (no topic, no summary; progress: its topic,
+   * partition, first offset) and its <i>end</i> row (its summary; progress: next offset, the
+   * floor there as {@code resolved}, the source position), in the order the loop wrote them.
+   */
+  static final class PieceRows implements ForeachPartitionFunction<Row> {
+    private static final long serialVersionUID = 1L;
+    private final Map<String, Object> producer;
+    private final Delivery delivery;
+
+    PieceRows(Map<String, Object> producer, Delivery delivery) {
+      this.producer = producer;
+      this.delivery = delivery;
+    }
+
+    @Override
+    public void call(Iterator<Row> rows) throws IOException, InterruptedException {
+      try (Pieces pieces = Pieces.of(delivery, producer)) {
+        while (rows.hasNext()) {
+          Row r = rows.next();
+          if (!r.isNullAt(0)) {
+            pieces.send(Rows.record(r));
+            continue;
+          }
+          JsonNode p = Progress.JSON.readTree(r.getString(5));
+          if (r.isNullAt(4)) {
+            pieces.begin(p.get("topic").asText(), p.get("partition").asInt(), p.get("first").asLong());
+          } else {
+            pieces.end(p.get("next_offset").asLong(), p.get("resolved").textValue(), p.get("position"));
+          }
+        }
+      }
     }
   }
 

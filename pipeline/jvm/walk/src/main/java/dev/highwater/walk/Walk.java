@@ -6,6 +6,8 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.highwater.encoding.Encoding;
 import dev.highwater.encoding.Hlc;
 import dev.highwater.encoding.Json;
+import dev.highwater.sink.Delivery;
+import dev.highwater.sink.Pieces;
 import dev.highwater.sink.Sink;
 import java.io.IOException;
 import java.io.Serializable;
@@ -114,9 +116,14 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       CollectionAccumulator<String> summaries,
       java.util.Map<String, String> options)
       throws IOException {
-    Map<String, Object> producer = Sink.producer(options);
+    Delivery delivery = Delivery.of(options);
+    Map<String, Object> producer = Sink.producer(Delivery.kafka(options));
     Walk walk = new Walk(plan, columns(batch.schema()), summaries);
-    batch.queryExecution().toRdd().toJavaRDD().foreachPartition(new Send(walk, producer));
+    batch
+        .queryExecution()
+        .toRdd()
+        .toJavaRDD()
+        .foreachPartition(new Send(walk, producer, delivery));
   }
 
   /**
@@ -189,23 +196,54 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     private static final long serialVersionUID = 1L;
     private final Walk walk;
     private final Map<String, Object> producer;
+    private final Delivery delivery; // null: at least once
 
-    Send(Walk walk, Map<String, Object> producer) {
+    Send(Walk walk, Map<String, Object> producer, Delivery delivery) {
       this.walk = walk;
       this.producer = producer;
+      this.delivery = delivery;
     }
 
     @Override
     public void call(Iterator<InternalRow> input) throws IOException, InterruptedException {
       Walker walker = walk.new Walker(input);
-      Sink.send(
-          producer,
-          (kafka, acks) -> {
-            for (Route route = walker.next(); route != null; route = walker.next()) {
-              acks.send(kafka, new ProducerRecord<>(route.topic, walker.out.key, walker.out.value));
-            }
-          });
+      if (delivery == null) {
+        Sink.send(
+            producer,
+            (kafka, acks) -> {
+              for (Route route = walker.next(); route != null; route = walker.next()) {
+                acks.send(kafka, new ProducerRecord<>(route.topic, walker.out.key, walker.out.value));
+              }
+            });
+      } else {
+        transacted(walker);
+      }
       walker.report();
+    }
+
+    /** Each source partition's records in one transaction with its progress ({@link Pieces}). */
+    private void transacted(Walker walker) throws IOException, InterruptedException {
+      try (Pieces pieces = Pieces.of(delivery, producer)) {
+        Seen piece = null;
+        for (Route route = walker.next(); route != null; route = walker.next()) {
+          if (walker.last != piece) { // the partition before it was walked to its end
+            if (piece != null) {
+              end(pieces, piece);
+            }
+            piece = walker.last;
+            pieces.begin(piece.topic, piece.partition, piece.first);
+          }
+          pieces.send(new ProducerRecord<>(route.topic, walker.out.key, walker.out.value));
+        }
+        if (piece != null) {
+          end(pieces, piece);
+        }
+      }
+    }
+
+    private static void end(Pieces pieces, Seen s) throws IOException, InterruptedException {
+      boolean rest = s.deferred >= 0; // the Python loop's piece starts there
+      pieces.end(rest ? s.deferred : s.end, Hlc.text(rest ? s.deferredFloor : s.floor), null);
     }
   }
 
@@ -221,6 +259,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     final Route route;
     long[] floor;
     long[] resolved; // the highest marker read
+    final long first; // the first offset read
     long end; // just past the last offset read
     long deferred = -1; // where the walk stopped, or -1
     long[] deferredFloor;
@@ -228,7 +267,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     long duplicates;
     long bytes;
 
-    Seen(String topic, int partition, Route route, long[] floor) {
+    Seen(String topic, int partition, Route route, long[] floor, long first) {
+      this.first = first;
       this.topic = topic;
       this.partition = partition;
       this.route = route;
@@ -295,7 +335,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       seen.clear();
     }
 
-    private Seen partition(UTF8String topic, int partition) {
+    private Seen partition(UTF8String topic, int partition, long offset) {
       if (last != null && last.partition == partition && lastTopic.equals(topic)) {
         return last;
       }
@@ -303,7 +343,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       Seen s = seen.get(id);
       if (s == null) {
         long[] floor = thresholds.getOrDefault(id, newPartitionFloor);
-        s = new Seen(topic.toString(), partition, routes.get(topic.toString()), floor);
+        s = new Seen(topic.toString(), partition, routes.get(topic.toString()), floor, offset);
         seen.put(id, s);
       }
       last = s;
@@ -314,7 +354,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     /** One source record (key, value, topic, partition, offset): its route if written, or null. */
     private Route step(InternalRow record) {
       long offset = record.getLong(columns[4]);
-      Seen s = partition(record.getUTF8String(columns[2]), record.getInt(columns[3]));
+      Seen s = partition(record.getUTF8String(columns[2]), record.getInt(columns[3]), offset);
       s.end = offset + 1;
       if (s.deferred >= 0) {
         return null; // the Python loop walks the rest of this partition

@@ -44,7 +44,7 @@ class WalkTest {
 
   @Test
   void the_summary_is_the_declared_one_with_times_as_the_python_loop_reads_them() {
-    Walk.Seen seen = new Walk.Seen("src", 3, null, new long[] {5, 1});
+    Walk.Seen seen = new Walk.Seen("src", 3, null, new long[] {5, 1}, 0);
     seen.end = 10;
     seen.emitted = 4;
     seen.duplicates = 2;

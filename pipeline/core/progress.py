@@ -1,0 +1,201 @@
+"""Exactly-once delivery, the driver's part: a run's generation and its claim of the partitions.
+
+Under ``delivery: exactly_once`` each source partition's rows of a batch are written in one
+Kafka transaction that commits the partition's progress record last (``Pieces.java``), under
+a transactional id of the changefeed and the partition. The progress records live in the
+changefeed's compacted progress topic (``checkpoint.progress_topic``), key
+``rows/<topic>/<partition>`` in partition :func:`slot` of it.
+
+At a run's start :meth:`Claim.take`, after the driver's own writer fenced earlier instances:
+
+1. gives the run a **generation** one above any seen, committed through that writer (a start
+   that lost the race to another is fenced there);
+2. opens every partition's transactional id (fencing any task of an earlier run or instance
+   still holding one, and aborting its open transaction), reads the committed progress, and
+   commits it again with this generation (the *claim*): a task of an older instance that opens
+   the id afterwards reads the newer generation and writes nothing. Had a newer instance
+   claimed a partition first, this one stops.
+
+The committed progress is where each partition resumes (:meth:`Claim.overlay`): at or past
+the checkpoint's, so what a killed run committed after its last checkpoint is not written again.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from pipeline.config import ChangefeedConfig
+from schemas.errors import FencedError, RecordError
+from sinks.admin import ensure_topics, partition_counts
+from sinks.compacted import COMPACTED, CompactedTopic
+from sinks.producer import AcknowledgedProducer, Record
+
+from .frontier import Frontier, SourcePartition
+from .records import GenerationRecord, ProgressRecord, decode
+
+log = logging.getLogger(__name__)
+
+GENERATION_KEY = "generation"
+TAKEN = "another instance of this changefeed took over its writes"
+
+
+def progress_key(sp: SourcePartition) -> str:
+    """The key of a source partition's progress record."""
+    return f"rows/{sp.topic}/{sp.partition}"
+
+
+def slot(key: str, slots: int) -> int:
+    """The progress topic's partition of ``key`` (``Progress.slot`` in Java: CRC-32)."""
+    return zlib.crc32(key.encode()) % slots
+
+
+def transactional_prefix(config: ChangefeedConfig) -> str:
+    """The prefix of a changefeed's row transactional ids (``Delivery.transactionalId``)."""
+    return f"highwater-{config.changefeed_id}"
+
+
+def transactional_id(config: ChangefeedConfig, sp: SourcePartition) -> str:
+    """The transactional id of a source partition's rows."""
+    return f"{transactional_prefix(config)}-rows-{sp.topic}-{sp.partition}"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A run's hold on its partitions' writes: its generation, and what was committed."""
+
+    generation: int
+    committed: Mapping[SourcePartition, ProgressRecord]
+    topic: str
+    prefix: str
+
+    @property
+    def options(self) -> dict[str, str]:
+        """The writer options that make the Java side write exactly once (``Delivery.java``)."""
+        return {
+            "highwater.delivery": "exactly_once",
+            "highwater.transactional.id.prefix": self.prefix,
+            "highwater.progress.topic": self.topic,
+            "highwater.generation": str(self.generation),
+        }
+
+    @classmethod
+    def take(
+        cls,
+        config: ChangefeedConfig,
+        client: Mapping[str, Any],
+        writer: AcknowledgedProducer,
+        partitions: list[SourcePartition],
+    ) -> Claim:
+        """Claim every partition for this run (module doc); raises :class:`FencedError`."""
+        topic = config.effective_progress_topic
+        ensure_topics(
+            client,
+            {topic: max(1, len(partitions))},
+            replication_factor=config.checkpoint.replication_factor,
+            topic_config=COMPACTED,
+        )
+        store = CompactedTopic(client, topic, producer=writer)
+        try:
+            generation = 1 + max(_generations(store.read_all(), topic), default=0)
+            store.put(GENERATION_KEY, GenerationRecord(generation=generation).encode())
+            claim = cls(generation, {}, topic, transactional_prefix(config))
+            producers = {
+                sp: AcknowledgedProducer(
+                    client, timeout=30.0, transactional_id=transactional_id(config, sp)
+                )
+                for sp in partitions
+            }
+            try:
+                with ThreadPoolExecutor(16) as pool:  # each fences the id's earlier holders
+                    list(pool.map(AcknowledgedProducer.connect, producers.values()))
+                committed = _committed(store.read_all(), topic, partitions)
+                claim = cls(generation, committed, topic, claim.prefix)
+                claim._commit(producers, partition_counts(client, [topic])[topic])
+            finally:
+                for producer in producers.values():
+                    producer.close()
+        finally:
+            store.close()
+        log.info(
+            "changefeed %s: exactly-once run generation %d, %d partition(s) claimed (%d with "
+            "committed progress)",
+            config.changefeed_id,
+            generation,
+            len(partitions),
+            sum(1 for r in committed.values() if r.next_offset is not None),
+        )
+        return claim
+
+    def _commit(
+        self, producers: Mapping[SourcePartition, AcknowledgedProducer], slots: int
+    ) -> None:
+        """Each partition's committed progress again, with this run's generation."""
+        for sp, record in self.committed.items():
+            if record.generation > self.generation:
+                raise FencedError(
+                    f"{TAKEN}: source partition {sp} was claimed by run generation "
+                    f"{record.generation} (this run is generation {self.generation})"
+                )
+
+        def claim(sp: SourcePartition) -> None:
+            old = self.committed.get(sp)
+            record = ProgressRecord(
+                topic=sp.topic,
+                partition=sp.partition,
+                next_offset=None if old is None else old.next_offset,
+                resolved=None if old is None else old.resolved,
+                position=None if old is None else old.position,
+                generation=self.generation,
+            )
+            key = progress_key(sp)
+            producers[sp].send(
+                [Record(self.topic, record.encode(), key.encode(), slot(key, slots))],
+                f"claiming {sp} in {self.topic!r}",
+            )
+
+        with ThreadPoolExecutor(16) as pool:
+            list(pool.map(claim, producers))
+
+    def overlay(self, frontier: Frontier) -> None:
+        """Move ``frontier`` to what was committed (never back): where each partition resumes."""
+        for sp, record in self.committed.items():
+            if record.next_offset is not None and sp in frontier:
+                frontier.forward(
+                    sp,
+                    resolved=record.resolved,
+                    next_offset=record.next_offset,
+                    position=record.position,
+                )
+
+
+def _generations(records: Mapping[str, bytes], topic: str) -> list[int]:
+    """Every generation the progress topic names (its generation record's, its claims')."""
+    found = []
+    for key, value in records.items():
+        where = f"topic {topic}, key {key!r}"
+        try:
+            if key == GENERATION_KEY:
+                found.append(decode(GenerationRecord, value, where=where).generation)
+            elif key.startswith("rows/"):
+                found.append(decode(ProgressRecord, value, where=where).generation)
+        except RecordError as exc:  # a record we cannot read: its generation is unknown
+            log.warning("%s", exc)
+    return found
+
+
+def _committed(
+    records: Mapping[str, bytes], topic: str, partitions: list[SourcePartition]
+) -> dict[SourcePartition, ProgressRecord]:
+    """Each partition's committed progress record, where there is one."""
+    committed = {}
+    for sp in partitions:
+        value = records.get(progress_key(sp))
+        if value is not None:
+            where = f"topic {topic}, key {progress_key(sp)!r}"
+            committed[sp] = decode(ProgressRecord, value, where=where)
+    return committed

@@ -1,0 +1,326 @@
+package dev.highwater.sink;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.atomic.AtomicBoolean;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.errors.InvalidProducerEpochException;
+import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.spark.TaskContext;
+
+/**
+ * One task's writes under exactly-once delivery ({@link Delivery}): each source partition's
+ * piece of a batch (its rows in offset order, and its dead letters) in one Kafka transaction
+ * that commits the partition's {@link Progress} last.
+ *
+ * <p>{@link #begin} takes the partition's transactional producer (kept per executor between
+ * batches; a new one's {@code initTransactions} fences every other holder of the id and ends
+ * its open transaction) and decides <b>write or skip</b>: a piece whose first offset is below
+ * the committed next offset was committed already (an earlier attempt of this task), so its
+ * rows are walked again for the summary but not sent; a progress record of a newer generation
+ * means a newer instance claimed the partition, and this one stops. A piece with no row
+ * commits nothing. Any failure aborts the open transaction and closes the producer, so a retry
+ * starts from what Kafka committed.
+ */
+public final class Pieces implements AutoCloseable {
+  static final String TAKEN = "another instance of this changefeed took over its writes";
+
+  /** Where producers and committed progress come from (Kafka; tests give their own). */
+  interface Kafka {
+    Producer<byte[], byte[]> open(Map<String, Object> config);
+
+    /** The latest committed progress of {@code key} (in {@code slot}), or null. */
+    Progress read(String key, int slot) throws IOException;
+  }
+
+  /** A transactional producer kept by an executor, and what it last knew to be committed. */
+  static final class Held {
+    final String id;
+    final Producer<byte[], byte[]> producer;
+    Progress committed; // null until read
+    boolean inUse;
+
+    Held(String id, Producer<byte[], byte[]> producer) {
+      this.id = id;
+      this.producer = producer;
+    }
+  }
+
+  private static final Map<String, Held> HELD = new HashMap<>(); // guarded by itself
+  private static final AtomicBoolean FAULTED = new AtomicBoolean();
+
+  private final Delivery delivery;
+  private final Map<String, Object> config;
+  private final Kafka kafka;
+  private final int slots;
+  private final long answerMillis;
+  private Held held;
+  private String topic;
+  private int partition;
+  private boolean skip;
+  private boolean open;
+  private Sink.Acks acks;
+
+  Pieces(Delivery delivery, Map<String, Object> config, Kafka kafka, int slots) {
+    this.delivery = delivery;
+    this.config = config;
+    this.kafka = kafka;
+    this.slots = slots;
+    this.answerMillis = Sink.deliveryTimeout(config) + 30_000L;
+  }
+
+  /** A task's pieces on the cluster of {@code producer} (Spark's Kafka writer settings). */
+  public static Pieces of(Delivery delivery, Map<String, Object> producer) {
+    Map<String, Object> config = new HashMap<>(producer);
+    config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+    config.put(ProducerConfig.ACKS_CONFIG, "all");
+    Kafka kafka =
+        new Kafka() {
+          @Override
+          public Producer<byte[], byte[]> open(Map<String, Object> settings) {
+            return new KafkaProducer<>(settings);
+          }
+
+          @Override
+          public Progress read(String key, int slot) throws IOException {
+            return Progress.read(config, delivery.progressTopic, slot, key);
+          }
+        };
+    return new Pieces(delivery, config, kafka, slots(config, delivery.progressTopic));
+  }
+
+  private static final Map<String, Integer> SLOTS = new HashMap<>(); // guarded by itself
+
+  /** The progress topic's partitions (looked up once per executor). */
+  private static int slots(Map<String, Object> config, String topic) {
+    synchronized (SLOTS) {
+      Integer known = SLOTS.get(topic);
+      if (known != null) {
+        return known;
+      }
+    }
+    int slots;
+    try (Producer<byte[], byte[]> probe = new KafkaProducer<>(withoutId(config))) {
+      slots = probe.partitionsFor(topic).size();
+    }
+    synchronized (SLOTS) {
+      SLOTS.put(topic, slots);
+    }
+    return slots;
+  }
+
+  private static Map<String, Object> withoutId(Map<String, Object> config) {
+    Map<String, Object> c = new HashMap<>(config);
+    c.remove(ProducerConfig.TRANSACTIONAL_ID_CONFIG);
+    return c;
+  }
+
+  /** The piece of {@code topic}/{@code partition} whose first record is at {@code first}. */
+  public void begin(String topic, int partition, long first) throws IOException {
+    if (held != null) {
+      throw new IllegalStateException("piece of " + this.topic + "/" + this.partition + " open");
+    }
+    this.topic = topic;
+    this.partition = partition;
+    String id = delivery.transactionalId(topic, partition);
+    held = acquire(id);
+    try {
+      if (held.committed == null) { // a new producer: Kafka says what is committed
+        String key = Progress.key(topic, partition);
+        Progress read = kafka.read(key, Progress.slot(key, slots));
+        held.committed = read == null ? new Progress(-1, 0) : read;
+      }
+      if (held.committed.generation > delivery.generation) {
+        throw new IOException(
+            TAKEN
+                + ": source partition "
+                + where()
+                + " was claimed by run generation "
+                + held.committed.generation
+                + " (this run is generation "
+                + delivery.generation
+                + ")");
+      }
+      skip = held.committed.nextOffset > first;
+    } catch (IOException | RuntimeException e) {
+      close();
+      throw e;
+    }
+  }
+
+  /** Whether the open piece's rows are sent (false: committed already by an earlier attempt). */
+  public boolean writing() {
+    return !skip;
+  }
+
+  /** One of the open piece's records. */
+  public void send(ProducerRecord<byte[], byte[]> record) throws IOException {
+    if (skip) {
+      return;
+    }
+    try {
+      if (!open) {
+        held.producer.beginTransaction();
+        acks = new Sink.Acks();
+        open = true;
+      }
+      acks.send(held.producer, record);
+    } catch (KafkaException e) {
+      throw failed(e);
+    }
+  }
+
+  /**
+   * The piece ends where the partition's next batch starts ({@code nextOffset}, the floor
+   * {@code resolved} there): its progress record, then the commit; returns once committed.
+   */
+  public void end(long nextOffset, String resolved, JsonNode position)
+      throws IOException, InterruptedException {
+    try {
+      if (open) {
+        String key = Progress.key(topic, partition);
+        byte[] value =
+            Progress.value(topic, partition, nextOffset, resolved, position, delivery.generation);
+        acks.send(
+            held.producer,
+            new ProducerRecord<>(
+                delivery.progressTopic,
+                Progress.slot(key, slots),
+                key.getBytes(StandardCharsets.UTF_8),
+                value));
+        held.producer.commitTransaction();
+        open = false;
+        acks.await(answerMillis);
+        held.committed = new Progress(nextOffset, delivery.generation);
+        fault("after_commit");
+      }
+    } catch (KafkaException e) {
+      throw failed(e);
+    }
+    release(held, true);
+    held = null;
+  }
+
+  /** Ends the task's use: an open piece's transaction is aborted (a failed task's). */
+  @Override
+  public void close() {
+    if (held == null) {
+      return;
+    }
+    if (open) {
+      try {
+        held.producer.abortTransaction();
+      } catch (RuntimeException e) {
+        // fenced or broken: closing the producer is what is left; the next holder aborts it
+      }
+      open = false;
+    }
+    release(held, false);
+    held = null;
+  }
+
+  private IOException failed(KafkaException e) {
+    if (fenced(e)) {
+      return new IOException(
+          TAKEN
+              + " (or another attempt of this task did): source partition "
+              + where()
+              + ", transactional id "
+              + held.id
+              + ": "
+              + e,
+          e);
+    }
+    return new IOException("writing to Kafka failed: " + e, e);
+  }
+
+  private static boolean fenced(Throwable e) {
+    for (Throwable t = e; t != null; t = t.getCause()) {
+      if (t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  private String where() {
+    return topic + "/" + partition;
+  }
+
+  private Held acquire(String id) {
+    synchronized (HELD) {
+      Held kept = HELD.get(id);
+      if (kept != null && !kept.inUse) {
+        kept.inUse = true;
+        return kept;
+      }
+    }
+    Map<String, Object> settings = new HashMap<>(config);
+    settings.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
+    Producer<byte[], byte[]> producer = kafka.open(settings);
+    try {
+      producer.initTransactions(); // fences every other holder of the id, ends its transaction
+    } catch (RuntimeException e) {
+      producer.close(Duration.ZERO);
+      throw e;
+    }
+    Held fresh = new Held(id, producer);
+    fresh.inUse = true;
+    synchronized (HELD) {
+      HELD.put(id, fresh); // one in use by another attempt here is fenced; it closes on release
+    }
+    return fresh;
+  }
+
+  private static void release(Held held, boolean ok) {
+    synchronized (HELD) {
+      boolean kept = HELD.get(held.id) == held;
+      if (ok && kept) {
+        held.inUse = false;
+        return;
+      }
+      if (kept) {
+        HELD.remove(held.id);
+      }
+    }
+    held.producer.close(Duration.ofSeconds(5));
+  }
+
+  /** The producers kept (tests). */
+  static int kept() {
+    synchronized (HELD) {
+      return HELD.size();
+    }
+  }
+
+  /** Drops every kept producer (tests). */
+  static void forget() {
+    synchronized (HELD) {
+      HELD.values().forEach(h -> h.producer.close(Duration.ZERO));
+      HELD.clear();
+    }
+    FAULTED.set(false);
+  }
+
+  /**
+   * A test's fault point: {@code HIGHWATER_TASK_FAULT=after_commit} fails the first attempt
+   * of the first task that commits (once per executor), after its commit, before it reports.
+   */
+  private static void fault(String point) throws IOException {
+    if (!point.equals(System.getenv("HIGHWATER_TASK_FAULT"))) {
+      return;
+    }
+    TaskContext task = TaskContext.get();
+    if (task != null && task.attemptNumber() == 0 && FAULTED.compareAndSet(false, true)) {
+      throw new IOException("fault injected " + point + " (HIGHWATER_TASK_FAULT)");
+    }
+  }
+}

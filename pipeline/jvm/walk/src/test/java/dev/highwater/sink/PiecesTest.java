@@ -1,0 +1,212 @@
+package dev.highwater.sink;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.producer.MockProducer;
+import org.apache.kafka.clients.producer.Producer;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Exactly-once pieces on Kafka's MockProducer (transactions, fencing): rows and the progress
+ * record in one transaction, the progress last; a committed piece skipped; a newer generation
+ * or a fence stops the task naming the partition; a producer kept between pieces.
+ */
+class PiecesTest {
+  static final Delivery DELIVERY = new Delivery("highwater-cf", "_progress", 2);
+
+  /** Opens MockProducers and answers progress reads from a map; counts both. */
+  static final class Fake implements Pieces.Kafka {
+    final List<MockProducer<byte[], byte[]>> opened = new ArrayList<>();
+    final List<String> ids = new ArrayList<>();
+    final Map<String, Progress> committed = new HashMap<>();
+    int reads;
+
+    @Override
+    public Producer<byte[], byte[]> open(Map<String, Object> config) {
+      MockProducer<byte[], byte[]> p =
+          new MockProducer<>(true, new ByteArraySerializer(), new ByteArraySerializer());
+      opened.add(p);
+      ids.add((String) config.get("transactional.id"));
+      return p;
+    }
+
+    @Override
+    public Progress read(String key, int slot) {
+      reads++;
+      assertEquals(Progress.slot(key, 4), slot);
+      return committed.get(key);
+    }
+  }
+
+  static Pieces pieces(Fake kafka) {
+    return new Pieces(DELIVERY, new HashMap<>(), kafka, 4);
+  }
+
+  static ProducerRecord<byte[], byte[]> row(int n) {
+    return new ProducerRecord<>("out", new byte[] {(byte) n}, new byte[] {(byte) n});
+  }
+
+  @AfterEach
+  void forget() {
+    Pieces.forget();
+  }
+
+  @Test
+  void a_pieces_rows_and_its_progress_commit_in_one_transaction_progress_last() throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 1, 100);
+      assertTrue(pieces.writing());
+      pieces.send(row(1));
+      pieces.send(row(2));
+      pieces.end(103, "5.0000000001", null);
+    }
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    assertEquals(List.of("highwater-cf-rows-src-1"), kafka.ids);
+    assertTrue(p.transactionInitialized());
+    assertTrue(p.transactionCommitted());
+    assertEquals(1, p.commitCount());
+    List<ProducerRecord<byte[], byte[]>> sent = p.history();
+    assertEquals(3, sent.size());
+    ProducerRecord<byte[], byte[]> progress = sent.get(2);
+    assertEquals("_progress", progress.topic());
+    assertEquals("rows/src/1", new String(progress.key(), StandardCharsets.UTF_8));
+    assertEquals(Progress.slot("rows/src/1", 4), progress.partition());
+    JsonNode value = Progress.JSON.readTree(progress.value());
+    assertEquals(103, value.get("next_offset").asLong());
+    assertEquals("5.0000000001", value.get("resolved").asText());
+    assertEquals(2, value.get("generation").asLong());
+    assertEquals(1, value.get("format_version").asInt());
+    assertTrue(value.get("position").isNull());
+    assertFalse(p.closed()); // kept for the partition's next batch
+    assertEquals(1, kafka.reads);
+  }
+
+  @Test
+  void a_piece_committed_by_an_earlier_attempt_is_walked_but_not_sent() throws Exception {
+    Fake kafka = new Fake();
+    kafka.committed.put("rows/src/0", new Progress(110, 2));
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 100); // its rows up to 110 are committed
+      assertFalse(pieces.writing());
+      pieces.send(row(1));
+      pieces.end(110, "5.0000000000", null);
+      pieces.begin("src", 0, 110); // the next piece starts where the committed one ended
+      assertTrue(pieces.writing());
+      pieces.send(row(2));
+      pieces.end(111, "5.0000000000", null);
+    }
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    assertEquals(1, kafka.opened.size()); // one producer, kept between the pieces
+    assertEquals(1, kafka.reads); // read once, after it was opened
+    assertEquals(1, p.commitCount());
+    assertEquals(2, p.history().size()); // row 2 and its progress: row 1 was not sent again
+  }
+
+  @Test
+  void a_piece_without_rows_commits_nothing() throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 2, 0);
+      pieces.end(50, "5.0000000000", null);
+    }
+    assertEquals(0, kafka.opened.get(0).commitCount());
+    assertTrue(kafka.opened.get(0).history().isEmpty());
+  }
+
+  @Test
+  void a_partition_claimed_by_a_newer_run_stops_the_task_and_writes_nothing() {
+    Fake kafka = new Fake();
+    kafka.committed.put("rows/src/0", new Progress(10, 3));
+    Pieces pieces = pieces(kafka);
+    IOException e = assertThrows(IOException.class, () -> pieces.begin("src", 0, 10));
+    assertEquals(
+        Pieces.TAKEN
+            + ": source partition src/0 was claimed by run generation 3 (this run is generation 2)",
+        e.getMessage());
+    assertTrue(kafka.opened.get(0).closed());
+    assertEquals(0, Pieces.kept());
+    pieces.close();
+  }
+
+  @Test
+  void a_fenced_producer_fails_the_task_naming_the_partition_and_is_not_kept() throws Exception {
+    Fake kafka = new Fake();
+    Pieces pieces = pieces(kafka);
+    pieces.begin("src", 0, 0);
+    pieces.send(row(1));
+    kafka.opened.get(0).fenceProducer(); // another attempt or instance opened the id
+    IOException e =
+        assertThrows(IOException.class, () -> pieces.end(2, "5.0000000000", null));
+    assertTrue(e.getMessage().startsWith(Pieces.TAKEN + " (or another attempt of this task did)"));
+    assertTrue(e.getMessage().contains("src/0, transactional id highwater-cf-rows-src-0"));
+    pieces.close();
+    assertFalse(kafka.opened.get(0).transactionCommitted());
+    assertTrue(kafka.opened.get(0).closed());
+    assertEquals(0, Pieces.kept());
+    // the retry opens the id anew (fencing the other) and reads what is committed
+    try (Pieces retry = pieces(kafka)) {
+      retry.begin("src", 0, 0);
+      retry.send(row(1));
+      retry.end(2, "5.0000000000", null);
+    }
+    assertEquals(2, kafka.opened.size());
+    assertEquals(2, kafka.reads);
+    assertTrue(kafka.opened.get(1).transactionCommitted());
+  }
+
+  @Test
+  void a_failed_task_aborts_its_open_transaction() throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 0);
+      pieces.send(row(1));
+    } // the task failed here: close without end
+    assertTrue(kafka.opened.get(0).transactionAborted());
+    assertFalse(kafka.opened.get(0).transactionCommitted());
+    assertEquals(0, Pieces.kept());
+  }
+
+  @Test
+  void the_options_say_the_delivery_and_spark_never_sees_them() {
+    Map<String, String> options = new HashMap<>();
+    options.put("kafka.bootstrap.servers", "b:9092");
+    assertNull(Delivery.of(options));
+    options.put("highwater.delivery", "exactly_once");
+    options.put("highwater.transactional.id.prefix", "highwater-cf");
+    options.put("highwater.progress.topic", "_p");
+    options.put("highwater.generation", "7");
+    Delivery d = Delivery.of(options);
+    assertEquals(7, d.generation);
+    assertEquals("highwater-cf-rows-t-3", d.transactionalId("t", 3));
+    assertEquals(Map.of("kafka.bootstrap.servers", "b:9092"), Delivery.kafka(options));
+    options.remove("highwater.generation");
+    IllegalArgumentException e =
+        assertThrows(IllegalArgumentException.class, () -> Delivery.of(options));
+    assertEquals("highwater.generation is required with exactly_once delivery", e.getMessage());
+  }
+
+  @Test
+  void the_slot_is_crc32_of_the_key_as_python_computes_it() {
+    // zlib.crc32(b"rows/src/0") % 4, zlib.crc32(b"rows/orders/11") % 12 (pipeline/core/progress.py)
+    assertEquals(SLOT_SRC_0, Progress.slot("rows/src/0", 4));
+    assertEquals(SLOT_ORDERS_11, Progress.slot("rows/orders/11", 12));
+  }
+
+  static final int SLOT_SRC_0 = 2;
+  static final int SLOT_ORDERS_11 = 3;
+}

@@ -1,0 +1,129 @@
+"""Exactly-once delivery (contract §5.4, §5.8 with ``delivery: exactly_once``), on the real broker.
+
+Each source partition's rows of a batch commit in one Kafka transaction with the partition's
+progress record; a read_committed consumer (confluent-kafka, as ``consume_all`` reads) must
+see each ``(key, updated)`` once, whatever was killed where. Asserted on what users see: the
+rows and markers on the output topic, the progress records, the checkpoint record.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from pipeline.config import parse_config
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.progress import progress_key
+from sinks.admin import ensure_topics
+from tests.integration.test_chaos import SOAK, config_for
+from tests.support.changefeed import checkpoint_records, run_to_end
+from tests.support.kafka import consume_all
+from tests.support.process import run_killed_at, write_config
+from tests.support.validator import validate
+from tests.support.workload import Workload
+
+PARTITIONS = 3
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[int, Any, bytes]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
+    for partition, key, value in records:
+        producer.produce(topic, key=key, value=value, partition=partition)
+    assert producer.flush(30) == 0
+
+
+def exactly_once_config(
+    bootstrap: str, changefeed_id: str, source: str, *, walk: bool, delivery: str
+) -> dict[str, Any]:
+    raw = config_for(bootstrap, changefeed_id, source)
+    raw["delivery"] = delivery
+    if not walk:  # an envelope the walk does not write: every record through the Python loop
+        raw["encoder"]["key_in_value"] = True
+    # a failed task runs again (local mode retries nothing unless told to)
+    raw["spark"]["master"] = "local[2,3]"
+    return raw
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param((True, "exactly_once"), id="walk"),
+        pytest.param((False, "exactly_once"), id="loop"),
+        # the same kills at least once: the duplicates the check above must not find
+        pytest.param(
+            (True, "at_least_once"),
+            id="at-least-once",
+            marks=pytest.mark.skipif(not SOAK, reason="soak only: the baseline"),
+        ),
+    ],
+)
+def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
+    kafka_bootstrap: str,
+    unique_name: Any,
+    tmp_path: Path,
+    spark: Any,
+    case: tuple[bool, str],
+) -> None:
+    """A retried task and a kill between a batch's commit and its checkpoint: nothing twice.
+
+    A task fails right after its commit (Spark runs it again: it must skip what committed),
+    then the job is SIGKILLed after a batch's write, before its checkpoint (the next run must
+    resume from the committed progress, not the checkpoint).
+    """
+    walk, delivery = case
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    workload = Workload(partitions=PARTITIONS, seed=33)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: PARTITIONS})
+    produce(kafka_bootstrap, source, workload.records(900))
+    produce(kafka_bootstrap, source, workload.final_markers())
+    raw = exactly_once_config(kafka_bootstrap, changefeed_id, source, walk=walk, delivery=delivery)
+    config = write_config(tmp_path / "cf.yaml", raw)
+    log = tmp_path / "run.log"
+    run_log = run_killed_at(config, log, "after_write:2", HIGHWATER_TASK_FAULT="after_commit")
+    if delivery == "exactly_once":  # the fault point is a transaction's commit
+        assert "fault injected after_commit" in run_log, run_log[-3000:]
+
+    raw["spark"]["trigger"] = {"available_now": True}
+    run_to_end(parse_config(raw, env={}), spark)  # in-process: the rest, from Kafka alone
+
+    output = consume_all(kafka_bootstrap, f"{changefeed_id}.t")  # read_committed
+    dead = consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}")
+    report = validate(workload, output, dead, exactly_once=delivery == "exactly_once")
+    assert report.distinct == len(workload.changes), report.summary()
+    if delivery == "at_least_once":
+        assert report.duplicates > 0, report.summary()
+        return
+    assert not report.violations, dict(report.violations)
+    assert report.duplicates == 0, report.summary()
+    markers = [m for m in output if m.key is None]
+    assert {m.partition for m in markers} == set(range(3)), "a marker on every output partition"
+
+    # each source partition's last progress record: where it ends, claimed by the second run
+    progress = {
+        m.key.decode(): json.loads(m.value)
+        for m in consume_all(kafka_bootstrap, f"_highwater_progress_{changefeed_id}")
+        if m.key is not None and m.value is not None
+    }
+    ends = source_ends(kafka_bootstrap, source)
+    checkpoint = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
+    for p in range(PARTITIONS):
+        record = progress[progress_key(SourcePartition(source, p))]
+        assert record["generation"] == 2, record
+        assert record["next_offset"] <= ends[p], record
+        assert checkpoint["partitions"][source]["offsets"][p] >= record["next_offset"], checkpoint
+    assert progress["generation"] == {"format_version": 1, "generation": 2}
+
+
+def source_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
+    try:
+        return {
+            p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+            for p in range(PARTITIONS)
+        }
+    finally:
+        consumer.close()
