@@ -235,3 +235,54 @@ class DurabilityWatch:
     def warnings(self) -> list[str]:
         """The warnings of what was found last."""
         return [w for d in self.found for w in d.warnings()]
+
+
+TRANSACTION_STATE = "__transaction_state"
+
+
+@dataclass(frozen=True)
+class TransactionState:
+    """What a cluster offers its transaction coordinators (for exactly-once delivery)."""
+
+    brokers: int
+    factor: int  # transaction.state.log.replication.factor
+    min_isr: int  # transaction.state.log.min.isr
+    # the state topic's partitions: (leader, in-sync replicas); None: not created yet
+    partitions: Mapping[int, tuple[int, int]] | None
+
+    def problem(self) -> str | None:
+        """Why transactions cannot work there, or None."""
+        if self.partitions is None:
+            if self.factor > self.brokers:
+                return (
+                    f"transaction.state.log.replication.factor is {self.factor} and the cluster "
+                    f"has {self.brokers} broker(s): {TRANSACTION_STATE} cannot be created"
+                )
+            return None
+        leaderless = sorted(p for p, (leader, _) in self.partitions.items() if leader < 0)
+        if leaderless:
+            return f"partitions {leaderless} of {TRANSACTION_STATE} have no leader"
+        short = sorted(p for p, (_, isr) in self.partitions.items() if isr < self.min_isr)
+        if short:
+            return (
+                f"partitions {short} of {TRANSACTION_STATE} have fewer in-sync replicas than "
+                f"transaction.state.log.min.isr ({self.min_isr})"
+            )
+        return None
+
+
+def transaction_state(config: Mapping[str, Any], timeout: float = 30.0) -> TransactionState:
+    """The cluster's transaction state topic and the settings it is made with."""
+    admin = AdminClient(dict(config))
+    metadata = admin.list_topics(timeout=timeout)
+    broker = ConfigResource("BROKER", str(next(iter(metadata.brokers))))
+    settings = admin.describe_configs([broker])[broker].result(timeout=timeout)
+    topic = metadata.topics.get(TRANSACTION_STATE)
+    return TransactionState(
+        brokers=len(metadata.brokers),
+        factor=int(settings["transaction.state.log.replication.factor"].value),
+        min_isr=int(settings["transaction.state.log.min.isr"].value),
+        partitions=None
+        if topic is None
+        else {p: (m.leader, len(m.isrs)) for p, m in topic.partitions.items()},
+    )

@@ -212,6 +212,13 @@ def _list_changefeeds(args: argparse.Namespace) -> int:
     return 0
 
 
+def _delivery(status: JobStatus) -> str | None:
+    """``exactly_once (run generation 3)``, or the delivery alone."""
+    if status.delivery is None or status.generation is None:
+        return status.delivery
+    return f"{status.delivery} (run generation {status.generation})"
+
+
 def _query_changefeed(args: argparse.Namespace) -> int:
     context = operator_context(args)
     found = Changefeeds(context).get(args.changefeed_id)
@@ -231,6 +238,7 @@ def _query_changefeed(args: argparse.Namespace) -> int:
         ("last marker", status.last_marker),
         ("updated", status.updated_at),
         ("metrics", status.metrics_url),
+        ("delivery", _delivery(status)),
         ("error", status.error),
     ):
         if value is not None:

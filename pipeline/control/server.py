@@ -226,6 +226,12 @@ class ChangefeedOut(BaseModel):
         description="Avro output: per table, its schema's version, columns and last change "
         "(changed_at, added)",
     )
+    delivery: str | None = Field(
+        None,
+        description="at_least_once or exactly_once (rows read_committed once); null from a "
+        "release before it was reported",
+    )
+    generation: int | None = Field(None, description="exactly_once: the run's generation")
 
 
 def _responses(*statuses: int) -> dict[int | str, dict[str, Any]]:

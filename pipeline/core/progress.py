@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import ChangefeedConfig
-from schemas.errors import FencedError, RecordError
-from sinks.admin import ensure_topics, partition_counts
+from schemas.errors import ConfigError, FencedError, RecordError, SinkError
+from sinks.admin import ensure_topics, partition_counts, transaction_state
 from sinks.compacted import COMPACTED, CompactedTopic
 from sinks.producer import AcknowledgedProducer, Record
 
@@ -91,7 +91,11 @@ class Claim:
         writer: AcknowledgedProducer,
         partitions: list[SourcePartition],
     ) -> Claim:
-        """Claim every partition for this run (module doc); raises :class:`FencedError`."""
+        """Claim every partition for this run (module doc); raises :class:`FencedError`.
+
+        A cluster whose transactions cannot work is refused first, naming ``delivery``.
+        """
+        check_transactions(config, client)
         topic = config.effective_progress_topic
         ensure_topics(
             client,
@@ -112,7 +116,7 @@ class Claim:
             }
             try:
                 with ThreadPoolExecutor(16) as pool:  # each fences the id's earlier holders
-                    list(pool.map(AcknowledgedProducer.connect, producers.values()))
+                    list(pool.map(_opened, producers.values()))
                 committed = _committed(store.read_all(), topic, partitions)
                 claim = cls(generation, committed, topic, claim.prefix)
                 claim._commit(producers, partition_counts(client, [topic])[topic])
@@ -171,6 +175,28 @@ class Claim:
                     next_offset=record.next_offset,
                     position=record.position,
                 )
+
+
+def check_transactions(config: ChangefeedConfig, client: Mapping[str, Any]) -> None:
+    """Refuse, naming ``delivery``, a sink cluster whose transaction coordinators cannot work."""
+    problem = transaction_state(client).problem()
+    if problem is not None:
+        raise ConfigError(
+            [("delivery", f"{_UNUSABLE} at {client['bootstrap.servers']}: {problem}")]
+        )
+
+
+_UNUSABLE = "exactly_once needs Kafka transactions, and the sink cluster cannot run them"
+
+
+def _opened(producer: AcknowledgedProducer) -> None:
+    """Open a partition's transactional id; a coordinator that never answers names ``delivery``."""
+    try:
+        producer.connect()
+    except FencedError:
+        raise
+    except SinkError as exc:
+        raise ConfigError([("delivery", f"{_UNUSABLE}: {exc}")]) from exc
 
 
 def _generations(records: Mapping[str, bytes], topic: str) -> list[int]:

@@ -286,7 +286,6 @@ class ProgressRecord(Record):
     """
 
     kind: ClassVar[str] = "progress record"
-    unversioned: ClassVar[int | None] = None
 
     topic: str
     partition: int
@@ -300,7 +299,6 @@ class GenerationRecord(Record):
     """The run generation of a changefeed's latest run (one per run, rising)."""
 
     kind: ClassVar[str] = "run generation"
-    unversioned: ClassVar[int | None] = None
 
     generation: int
 
@@ -348,3 +346,10 @@ class StatusRecord(Record):
     updated_at: str = ""  # RFC 3339
     metrics_url: str | None = None
     schemas: dict[str, TableSchemaStatus] | None = None  # Avro: per table
+    delivery: Literal["at_least_once", "exactly_once"] | None = None  # None: written before it
+    generation: int | None = None  # exactly once: the run's generation (progress.py)
+
+    def encode(self) -> bytes:
+        """The record's bytes; the fields added since version 1 only where they are set."""
+        later = {name for name in ("delivery", "generation") if getattr(self, name) is None}
+        return self.model_dump_json(exclude=later).encode()

@@ -125,6 +125,8 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         scan=_previous_scan(config, previous),
     )
     status.schemas = schemas.status() or None
+    status.delivery = config.delivery
+    status.generation = None if claim is None else claim.generation
     return Outputs(
         schemas=schemas,
         checkpoints=checkpoints,

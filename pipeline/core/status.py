@@ -72,6 +72,8 @@ class JobStatus:
     metrics_url: str | None = None  # the run's Prometheus endpoint
     # Avro: per table, its output schema's version, columns and last change (evolution.py)
     schemas: Mapping[str, Any] | None = None
+    delivery: str | None = None  # at_least_once or exactly_once
+    generation: int | None = None  # exactly once: the run's generation
 
     def encode(self) -> bytes:
         """The record's bytes (:class:`.records.StatusRecord`)."""
@@ -92,6 +94,8 @@ class JobStatus:
             schemas=None
             if self.schemas is None
             else {t: read_part(TableSchemaStatus, v, _SCHEMA) for t, v in self.schemas.items()},
+            delivery=self.delivery,
+            generation=self.generation,
         ).encode()
 
     @classmethod
@@ -112,6 +116,8 @@ class JobStatus:
             updated_at=record.updated_at,
             metrics_url=record.metrics_url,
             schemas=dumped["schemas"],
+            delivery=record.delivery,
+            generation=record.generation,
         )
 
 
@@ -171,6 +177,8 @@ class StatusPublisher:
         self.progress: ScanProgress | None = None  # this run's scan
         self.metrics_url: str | None = None  # this run's Prometheus endpoint
         self.schemas: Mapping[str, Any] | None = None  # Avro: each table's output schema
+        self.delivery: str | None = None  # at_least_once or exactly_once
+        self.generation: int | None = None  # exactly once: the run's generation
 
     def publish(
         self,
@@ -197,6 +205,8 @@ class StatusPublisher:
             warnings=[*self.warnings, *self.replication, *self.transactions],
             metrics_url=self.metrics_url,
             schemas=self.schemas,
+            delivery=self.delivery,
+            generation=self.generation,
         )
         try:
             self.jobs.put(self.changefeed_id, status.encode())
