@@ -361,6 +361,9 @@ class BatchResult:
     bytes: int = 0
     resent: int = 0  # changes dropped as an upstream's re-sends (see the module)
     schema_change: SchemaChangeError | None = None  # the first row of a new shape
+    # exactly once: the write's Kafka transactions (writer.py counts them)
+    committed: int = 0
+    aborted: int = 0
 
     @classmethod
     def of(cls, summaries: list[PartitionSeen]) -> BatchResult:

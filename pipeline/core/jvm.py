@@ -57,24 +57,42 @@ class Summaries:
         return [str(text) for text in self.accumulator.value()]
 
 
-def write_rows(records: DataFrame, options: Mapping[str, str]) -> None:
+@dataclass(frozen=True)
+class Transactions:
+    """A write's Kafka transactions (exactly once; none at least once), failed tasks' too."""
+
+    committed: int = 0
+    aborted: int = 0
+
+    def __add__(self, other: Transactions) -> Transactions:
+        return Transactions(self.committed + other.committed, self.aborted + other.aborted)
+
+    @classmethod
+    def of(cls, counts: Any) -> Transactions:
+        """From ``Delivery.counts`` (a Java ``long[]``: committed, aborted)."""
+        committed, aborted = list(counts)
+        return cls(int(committed), int(aborted))
+
+
+def write_rows(records: DataFrame, options: Mapping[str, str]) -> Transactions:
     """``Sink.write``: rows ``topic, key, value, headers`` to Kafka; returns once all are answered.
 
-    ``options``: Spark's Kafka writer options (``kafka.``-prefixed).
+    ``options``: Spark's Kafka writer options (``kafka.``-prefixed), and ``highwater.``-prefixed
+    ones for exactly once (``progress.Claim.options``).
     """
     sink = _class(records.sparkSession, SINK)
-    sink.write(records._jdf, dict(options))
+    return Transactions.of(sink.write(records._jdf, dict(options)))
 
 
 def walk_and_write(
     batch: DataFrame, plan: str, summaries: Summaries, options: Mapping[str, str]
-) -> None:
+) -> Transactions:
     """``Walk.write``: walk ``batch`` (Spark's Kafka source rows) and send what it takes.
 
     ``plan``: the walk's plan (JSON); returns once Kafka acknowledged every record sent.
     """
     walk = _class(batch.sparkSession, WALK)
-    walk.write(batch._jdf, plan, summaries.accumulator, dict(options))
+    return Transactions.of(walk.write(batch._jdf, plan, summaries.accumulator, dict(options)))
 
 
 def walk_rows(batch: DataFrame, plan: str, summaries: Summaries) -> DataFrame:

@@ -17,7 +17,7 @@ from pipeline.config import KafkaOptions
 from schemas.errors import SourceError
 
 from .frontier import SourcePartition
-from .jvm import write_rows
+from .jvm import Transactions, write_rows
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader
@@ -83,7 +83,7 @@ def write_records(
     kafka: KafkaOptions,
     producer: Mapping[str, str],
     delivery: Mapping[str, str] | None = None,
-) -> None:
+) -> Transactions:
     """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
 
     ``delivery``: exactly once, the run's claim's options (``progress.Claim.options``): the
@@ -94,7 +94,7 @@ def write_records(
     record it sent; Spark's Kafka writer trusts the producer's flush(), which can return before
     a refused batch's records are answered (KAFKA-19479), and such records would be lost unseen.
     """
-    write_rows(records, {**writer_options(kafka, producer), **(delivery or {})})
+    return write_rows(records, {**writer_options(kafka, producer), **(delivery or {})})
 
 
 def range_reader(client: Mapping[str, Any], group: str) -> Any:

@@ -87,6 +87,12 @@ class ChangefeedMetrics:
             "Tables emitted again at a schema change (schema_change_policy: backfill)",
         )
         self.scan_rows = counter("highwater_scan_rows", "Rows the initial scan wrote")
+        self.row_transactions = Counter(
+            "highwater_transactions",
+            "Kafka transactions of the rows (delivery: exactly_once), by outcome",
+            ["changefeed", "outcome"],
+            registry=self.registry,
+        )
         self.batch_seconds = histogram(
             "highwater_batch_duration_seconds", "A micro-batch's write, until Kafka acknowledged it"
         )
@@ -163,6 +169,8 @@ class ChangefeedMetrics:
         self.duplicates.inc(result.duplicates)
         self.bad.inc(result.bad)
         self.resent.inc(result.resent)
+        for outcome, count in (("committed", result.committed), ("aborted", result.aborted)):
+            self.row_transactions.labels(self.changefeed_id, outcome).inc(count)
         if scan:
             self.scan_rows.inc(result.emitted)
         if seconds is not None:

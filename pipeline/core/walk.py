@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig, KafkaOptions
 from schemas.hlc import Hlc
 
 from .batch import BatchPlan, BatchResult, Deferred, PartitionSeen, kafka_records
-from .jvm import Summaries, walk_and_write, walk_rows
+from .jvm import Summaries, Transactions, walk_and_write, walk_rows
 from .kafka_clients import source_reader, write_records, writer_options
 
 if TYPE_CHECKING:
@@ -88,6 +88,7 @@ class Walked:
     """A batch's walk: what it saw of each source partition, once its records are written."""
 
     summaries: Summaries
+    transactions: Transactions = field(default_factory=Transactions)  # exactly once: the walk's
 
     @classmethod
     def write(
@@ -107,8 +108,7 @@ class Walked:
         """
         summaries = Summaries.new(batch.sparkSession, f"walk-{batch_id}")
         options = {**writer_options(kafka, producer), **delivery}
-        walk_and_write(batch, walk, summaries, options)
-        return cls(summaries)
+        return cls(summaries, walk_and_write(batch, walk, summaries, options))
 
     @classmethod
     def rows(cls, batch: DataFrame, walk: str, batch_id: int) -> tuple[DataFrame, Walked]:
@@ -143,7 +143,7 @@ def write_rest(
     observation: Observation,
     *,
     delivery: Mapping[str, str],
-) -> None:
+) -> Transactions:
     """Read the rests again and write them through the Python loop (summaries observed)."""
     assign: dict[str, list[int]] = {}
     starts: dict[str, dict[str, int]] = {}
@@ -160,7 +160,7 @@ def write_rest(
         .option("endingOffsets", json.dumps(stops))
         .load()
     )
-    write_records(
+    return write_records(
         kafka_records(records, rest_plan(plan, rests), observation),
         config.sink_kafka,
         config.sink.producer,

@@ -31,12 +31,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
 
 from . import faults
 from .batch import BatchPlan, BatchResult, Deferred, Settled, kafka_records, read_result
+from .jvm import Transactions
 from .kafka_clients import write_records
 from .queries import apply_query
 from .walk import Walked, walk_plan, walkable, write_rest
@@ -61,6 +63,7 @@ class BatchWriter:
     def __init__(self, config: ChangefeedConfig, delivery: Mapping[str, str]) -> None:
         self.config = config
         self.delivery = delivery  # the Java writers' options for exactly once ({}: at least once)
+        self._transactions = Transactions()  # the write's so far
 
     def write(
         self, batch: DataFrame, batch_id: int, plan: BatchPlan, settle: Settle | None = None
@@ -72,11 +75,16 @@ class BatchWriter:
             batch = apply_query(batch, *query, self.config.encoder, source_format=source_format)
         faults.reached("during_write")
         started = time.perf_counter()
+        self._transactions = Transactions()
         result = self._first(batch, batch_id, plan)
         result = self._settle(batch, batch_id, plan, result, settle)
         seconds = time.perf_counter() - started
         faults.reached("after_write")
-        return result, seconds
+        counted = self._transactions
+        return replace(result, committed=counted.committed, aborted=counted.aborted), seconds
+
+    def _count(self, transactions: Transactions) -> None:
+        self._transactions += transactions
 
     def _first(self, batch: DataFrame, batch_id: int, plan: BatchPlan) -> BatchResult:
         """The batch's first pass: every record through the Python loop."""
@@ -84,7 +92,8 @@ class BatchWriter:
 
         observation = Observation(f"batch-{batch_id}")
         sink, producer = self.config.sink_kafka, self.config.sink.producer
-        write_records(kafka_records(batch, plan, observation), sink, producer, self.delivery)
+        records = kafka_records(batch, plan, observation)
+        self._count(write_records(records, sink, producer, self.delivery))
         return read_result(observation)
 
     def _settle(
@@ -113,7 +122,11 @@ class BatchWriter:
                 ", ".join(sorted(_waited(r) for r in again)),
             )
             more = Observation(f"batch-{batch_id}-again-{runs}")
-            write_rest(batch.sparkSession, again, plan, self.config, more, delivery=self.delivery)
+            self._count(
+                write_rest(
+                    batch.sparkSession, again, plan, self.config, more, delivery=self.delivery
+                )
+            )
             result = result.with_rests(read_result(more), later)
         return result
 
@@ -137,11 +150,14 @@ class WalkWriter(BatchWriter):
         walked = Walked.write(
             batch, walk, batch_id, config.sink_kafka, config.sink.producer, delivery=self.delivery
         )
+        self._count(walked.transactions)
         result, rests = walked.result()
         if not rests:
             return result
         more = Observation(f"batch-{batch_id}-rest")
-        write_rest(batch.sparkSession, rests, plan, config, more, delivery=self.delivery)
+        self._count(
+            write_rest(batch.sparkSession, rests, plan, config, more, delivery=self.delivery)
+        )
         return BatchResult.of([*result.partitions, *read_result(more).partitions])
 
 

@@ -88,7 +88,7 @@ def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
         assert "fault injected after_commit" in run_log, run_log[-3000:]
 
     raw["spark"]["trigger"] = {"available_now": True}
-    run_to_end(parse_config(raw, env={}), spark)  # in-process: the rest, from Kafka alone
+    drain = run_to_end(parse_config(raw, env={}), spark)  # in-process: the rest, from Kafka
 
     output = consume_all(kafka_bootstrap, f"{changefeed_id}.t")  # read_committed
     dead = consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}")
@@ -101,6 +101,15 @@ def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
     assert report.duplicates == 0, report.summary()
     markers = [m for m in output if m.key is None]
     assert {m.partition for m in markers} == set(range(3)), "a marker on every output partition"
+    transactions = {
+        outcome: drain.metrics.registry.get_sample_value(
+            "highwater_transactions_total", {"changefeed": changefeed_id, "outcome": outcome}
+        )
+        for outcome in ("committed", "aborted")
+    }
+    assert transactions["committed"] >= PARTITIONS, transactions  # the drain's, one per piece
+    assert transactions["aborted"] == 0, transactions
+    assert drain.outputs.status.delivery == "exactly_once"
 
     # each source partition's last progress record: where it ends, claimed by the second run
     progress = {

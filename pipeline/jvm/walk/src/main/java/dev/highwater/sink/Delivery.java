@@ -3,6 +3,9 @@ package dev.highwater.sink;
 import java.io.Serializable;
 import java.util.HashMap;
 import java.util.Map;
+import org.apache.spark.SparkContext;
+import org.apache.spark.util.LongAccumulator;
+import scala.Option;
 
 /**
  * How a changefeed's rows are delivered: {@code at_least_once} (no instance of this class) or
@@ -26,14 +29,46 @@ public final class Delivery implements Serializable {
   final String ids; // transactional id prefix, e.g. highwater-<changefeed>
   final String progressTopic;
   final long generation;
+  // the write's transactions, failed tasks' too (null: not counted, in tests)
+  final LongAccumulator committed;
+  final LongAccumulator aborted;
 
   Delivery(String ids, String progressTopic, long generation) {
+    this(ids, progressTopic, generation, null, null);
+  }
+
+  private Delivery(
+      String ids,
+      String progressTopic,
+      long generation,
+      LongAccumulator committed,
+      LongAccumulator aborted) {
     this.ids = ids;
     this.progressTopic = progressTopic;
     this.generation = generation;
+    this.committed = committed;
+    this.aborted = aborted;
   }
 
-  /** The delivery {@code options} ask for: null for at least once. */
+  /** This write's counts: transactions committed, aborted ({0, 0} at least once). */
+  public static long[] counts(Delivery delivery) {
+    if (delivery == null || delivery.committed == null) {
+      return new long[] {0, 0};
+    }
+    return new long[] {delivery.committed.value(), delivery.aborted.value()};
+  }
+
+  /** A counter of one write's transactions, on the driver; a failed task's count too. */
+  private static LongAccumulator counter(String name) {
+    LongAccumulator counter = new LongAccumulator();
+    counter.register(SparkContext.getOrCreate(), Option.apply(name), true);
+    return counter;
+  }
+
+  /**
+   * The delivery {@code options} ask for: null for at least once. On the driver: exactly once
+   * registers its counters with the running SparkContext.
+   */
   public static Delivery of(Map<String, String> options) {
     String mode = options.getOrDefault(MODE, "at_least_once");
     if (mode.equals("at_least_once")) {
@@ -45,7 +80,9 @@ public final class Delivery implements Serializable {
     return new Delivery(
         required(options, IDS),
         required(options, TOPIC),
-        Long.parseLong(required(options, GENERATION)));
+        Long.parseLong(required(options, GENERATION)),
+        counter("highwater transactions committed"),
+        counter("highwater transactions aborted"));
   }
 
   /** {@code options} without ours: what Spark's Kafka writer checks. */

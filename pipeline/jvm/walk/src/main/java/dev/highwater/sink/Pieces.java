@@ -198,6 +198,9 @@ public final class Pieces implements AutoCloseable {
                 value));
         held.producer.commitTransaction();
         open = false;
+        if (delivery.committed != null) {
+          delivery.committed.add(1);
+        }
         acks.await(answerMillis);
         held.committed = new Progress(nextOffset, delivery.generation);
         fault("after_commit");
@@ -222,6 +225,9 @@ public final class Pieces implements AutoCloseable {
         // fenced or broken: closing the producer is what is left; the next holder aborts it
       }
       open = false;
+      if (delivery.aborted != null) {
+        delivery.aborted.add(1);
+      }
     }
     release(held, false);
     held = null;

@@ -36,9 +36,10 @@ public final class Sink {
   /**
    * Writes {@code records} (columns topic, key, value, headers) to Kafka; returns once the
    * brokers acknowledged them all. {@code options}: Spark's Kafka writer options ({@code
-   * kafka.}-prefixed). A Dataset action, so what the rows' plan observes is reported.
+   * kafka.}-prefixed), and ours for exactly once ({@link Delivery}). A Dataset action, so what
+   * the rows' plan observes is reported. Returns the transactions committed and aborted.
    */
-  public static void write(Dataset<Row> records, java.util.Map<String, String> options) {
+  public static long[] write(Dataset<Row> records, java.util.Map<String, String> options) {
     Delivery delivery = Delivery.of(options);
     Map<String, Object> producer = producer(Delivery.kafka(options));
     if (delivery == null) {
@@ -48,6 +49,7 @@ public final class Sink {
           .select("topic", "key", "value", "headers", "summary", "progress")
           .foreachPartition(new PieceRows(producer, delivery));
     }
+    return Delivery.counts(delivery);
   }
 
   /** The producer settings of Spark's Kafka writer {@code options}, checked as it checks them. */

@@ -110,7 +110,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
    * summary goes to {@code summaries} once its task's records are acknowledged (a failed
    * task's are dropped, as Spark drops them).
    */
-  public static void write(
+  public static long[] write(
       Dataset<Row> batch,
       String plan,
       CollectionAccumulator<String> summaries,
@@ -124,6 +124,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         .toRdd()
         .toJavaRDD()
         .foreachPartition(new Send(walk, producer, delivery));
+    return Delivery.counts(delivery);
   }
 
   /**
