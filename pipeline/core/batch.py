@@ -425,9 +425,13 @@ class BatchResult:
 
     def __str__(self) -> str:
         resent = f", {self.resent} re-sent dropped" if self.resent else ""
+        counted = self.committed or self.aborted
+        transactions = (
+            f", {self.committed} transactions committed, {self.aborted} aborted" if counted else ""
+        )
         return (
             f"{self.emitted} rows emitted, {self.duplicates} duplicates dropped{resent}, "
-            f"{self.bad} bad"
+            f"{self.bad} bad{transactions}"
         )
 
     def stops(self, on_error: str) -> bool:

@@ -40,7 +40,7 @@ from pipeline.core.changefeed import Changefeed
 from pipeline.core.queries import row_type
 from pipeline.runtime.session import build_session
 from schemas.avro import OutputSchemas
-from sinks.admin import ensure_topics
+from sinks.admin import TRANSACTION_STATE, ensure_topics
 
 from .broker import EmbeddedKafka
 from .cluster import KafkaCluster
@@ -95,6 +95,7 @@ class Run:
     teardown: float = 0.0  # ... and after it: the last status, clients and endpoint closed
     # a changefeed's batches: (seconds writing, seconds of the whole foreachBatch call)
     batches: list[tuple[float, float]] = field(default_factory=list)
+    transactions: int = 0  # delivery: exactly_once: the rows' transactions committed
 
     PHASES = ("latestOffset", "queryPlanning", "addBatch", "walCommit", "commitOffsets")
 
@@ -150,7 +151,12 @@ ORDERS_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orde
 
 
 def _config(
-    bootstrap: str, changefeed_id: str, source: str, avro: str | None = None, **spark: Any
+    bootstrap: str,
+    changefeed_id: str,
+    source: str,
+    avro: str | None = None,
+    delivery: str = "at_least_once",
+    **spark: Any,
 ) -> Any:
     """The benchmark's changefeed: wrapped JSON with updated and diff.
 
@@ -176,6 +182,7 @@ def _config(
             "encoder": encoder,
             "resolved": {"interval": "1s"},
             "checkpoint": {"min_checkpoint_frequency": "1s"},
+            "delivery": delivery,
             "spark": spark,
         },
         env={},
@@ -183,7 +190,14 @@ def _config(
 
 
 def _changefeed(
-    spark: Any, bootstrap: str, name: str, source: str, max_offsets: int, *, avro: str | None = None
+    spark: Any,
+    bootstrap: str,
+    name: str,
+    source: str,
+    max_offsets: int,
+    *,
+    avro: str | None = None,
+    delivery: str = "at_least_once",
 ) -> Run:
     """A new changefeed drains ``source``.
 
@@ -197,6 +211,7 @@ def _changefeed(
         name,
         source,
         avro,
+        delivery,
         trigger={"available_now": True},
         max_offsets_per_trigger=max_offsets,
     )
@@ -213,6 +228,12 @@ def _changefeed(
         setup=stream_started - started,
         teardown=ended - stream_ended,
         batches=list(stats.batch_seconds),
+        transactions=int(
+            changefeed.metrics.registry.get_sample_value(
+                "highwater_transactions_total", {"changefeed": name, "outcome": "committed"}
+            )
+            or 0
+        ),
     )
 
 
@@ -264,47 +285,67 @@ def throughput(
     # JIT, consumer pools: one of each before the rounds, so no round pays for a cold JVM
     _copy(spark, bootstrap, source, "bench.warmup", max_offsets)
     _changefeed(spark, bootstrap, "bench-warmup", source, max_offsets)
-    copies, feeds, avros, setups, teardowns = [], [], [], [], []
+    copies, setups, teardowns = [], [], []
+    kinds = ("json", "json exactly_once", "avro", "avro exactly_once")
+    seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
+    state_records, transactions, exactly_once_seconds = 0, 0, 0.0
     for n in range(rounds):
         before = cpu_seconds()
         copy = _copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets)
-        copy_cpu = _cpu_since(before)
-        before = cpu_seconds()
-        feed = _changefeed(spark, bootstrap, f"bench-cf{n}", source, max_offsets)
-        feed_cpu = _cpu_since(before)
-        before = cpu_seconds()
-        avro = _changefeed(spark, bootstrap, f"bench-avro{n}", source, max_offsets, avro=registry)
-        avro_cpu = _cpu_since(before)
+        print(f"round {n}: copy {records / copy.seconds:,.0f} records/s", flush=True)
+        print(f"  cpu seconds, copy: {_cpu_since(before)}\n  per batch: {copy.per_batch()}")
         copies.append(copy.seconds)
-        feeds.append(feed.seconds)
-        setups.append(feed.setup)
-        teardowns.append(feed.teardown)
-        avros.append(avro.seconds)
-        print(
-            f"round {n}: copy {records / copy.seconds:,.0f} records/s, changefeed "
-            f"{report.total / feed.seconds:,.0f} rows/s (set-up {feed.setup:.1f}s before it, "
-            f"teardown {feed.teardown:.1f}s after), "
-            f"ratio {copy.seconds / feed.seconds:.2f}; avro "
-            f"{report.total / avro.seconds:,.0f} rows/s\n"
-            f"  cpu seconds, copy:       {copy_cpu}\n"
-            f"  cpu seconds, changefeed: {feed_cpu}\n"
-            f"  cpu seconds, avro:       {avro_cpu}\n"
-            f"  per batch, copy:       {copy.per_batch()}\n"
-            f"  per batch, changefeed: {feed.per_batch()}\n"
-            f"  per batch, avro:       {avro.per_batch()}",
-            flush=True,
-        )
+        for kind in kinds:
+            delivery = "exactly_once" if kind.endswith("exactly_once") else "at_least_once"
+            name = f"bench-{kind.replace(' ', '-').replace('_', '-')}{n}"
+            state = transaction_state_records(bootstrap)
+            before = cpu_seconds()
+            run = _changefeed(
+                spark,
+                bootstrap,
+                name,
+                source,
+                max_offsets,
+                avro=registry if kind.startswith("avro") else None,
+                delivery=delivery,
+            )
+            cpu = _cpu_since(before)
+            seconds[kind].append(run.seconds)
+            if delivery == "exactly_once":
+                state_records += transaction_state_records(bootstrap) - state
+                transactions += run.transactions
+                exactly_once_seconds += run.seconds
+            if kind == "json":
+                setups.append(run.setup)
+                teardowns.append(run.teardown)
+            print(
+                f"  {kind}: {report.total / run.seconds:,.0f} rows/s (set-up {run.setup:.1f}s "
+                f"before it, teardown {run.teardown:.1f}s after), ratio to the copy "
+                f"{copy.seconds / run.seconds:.2f}, {run.transactions} transactions\n"
+                f"    cpu seconds: {cpu}\n    per batch: {run.per_batch()}",
+                flush=True,
+            )
     copy_rate = records / statistics.median(copies)
-    feed_rate = report.total / statistics.median(feeds)
-    avro_rate = report.total / statistics.median(avros)
+    rate = {kind: report.total / statistics.median(s) for kind, s in seconds.items()}
+    feeds = seconds["json"]
     print(
-        f"THROUGHPUT plain copy {copy_rate:,.0f} records/s | changefeed {feed_rate:,.0f} rows/s "
-        f"| ratio {feed_rate / copy_rate:.2f} (median of {rounds}: "
+        f"THROUGHPUT plain copy {copy_rate:,.0f} records/s | changefeed {rate['json']:,.0f} "
+        f"rows/s | ratio {rate['json'] / copy_rate:.2f} (median of {rounds}: "
         f"{', '.join(f'{c / f:.2f}' for c, f in zip(copies, feeds, strict=True))}; "
         f"{rows} changes, maxOffsetsPerTrigger {max_offsets})\n"
         f"SET-UP of a new changefeed before its stream: median {statistics.median(setups):.1f}s, "
         f"TEARDOWN after it: median {statistics.median(teardowns):.1f}s\n"
-        f"AVRO changefeed {avro_rate:,.0f} rows/s | avro/json ratio {avro_rate / feed_rate:.2f}",
+        f"AVRO changefeed {rate['avro']:,.0f} rows/s | avro/json ratio "
+        f"{rate['avro'] / rate['json']:.2f}\n"
+        f"EXACTLY ONCE json {rate['json exactly_once']:,.0f} rows/s, "
+        f"{rate['json exactly_once'] / rate['json']:.2f} of at least once (rounds: "
+        f"{_ratios(seconds['json'], seconds['json exactly_once'])}) | avro "
+        f"{rate['avro exactly_once']:,.0f} rows/s, "
+        f"{rate['avro exactly_once'] / rate['avro']:.2f} of at least once (rounds: "
+        f"{_ratios(seconds['avro'], seconds['avro exactly_once'])})\n"
+        f"TRANSACTIONS {transactions / exactly_once_seconds:,.1f}/s committed while writing "
+        f"exactly once ({transactions} in {exactly_once_seconds:.0f}s); the coordinators wrote "
+        f"{state_records / exactly_once_seconds:,.1f} records/s to {TRANSACTION_STATE}",
         flush=True,
     )
     return source
@@ -407,11 +448,47 @@ def avro_encoders(spark: Any, bootstrap: str, source: str) -> None:
     )
 
 
-def resolved_lag(spark: Any, bootstrap: str, rate: int, seconds: int, marker_every: int) -> None:
+def _ratios(alo: list[float], eo: list[float]) -> str:
+    return ", ".join(f"{a / e:.2f}" for a, e in zip(alo, eo, strict=True))
+
+
+def transaction_state_records(bootstrap: str) -> int:
+    """How many records the transaction coordinators have written to their state topic."""
+    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-state"})
+    try:
+        topic = consumer.list_topics(TRANSACTION_STATE, timeout=30).topics.get(TRANSACTION_STATE)
+        if topic is None or topic.error is not None:
+            return 0
+        return sum(
+            consumer.get_watermark_offsets(TopicPartition(TRANSACTION_STATE, p), timeout=30)[1]
+            for p in topic.partitions
+        )
+    finally:
+        consumer.close()
+
+
+def resolved_lag(
+    spark: Any,
+    bootstrap: str,
+    rate: int,
+    seconds: int,
+    marker_every: int,
+    *,
+    delivery: str = "at_least_once",
+) -> None:
     """Part 2: resolved lag and checkpoint write time under a steady produce rate."""
-    source = "bench.steady"
+    source = f"bench.steady.{delivery}"
     write(GeneratorSpec(topic=source, rows=1, partitions=12), {"bootstrap.servers": bootstrap})
-    config = _config(bootstrap, "bench-lag", source, trigger={"processing_time": "1s"})
+    config = _config(
+        bootstrap,
+        f"bench-lag-{delivery}",
+        source,
+        None,
+        delivery,
+        trigger={"processing_time": "1s"},
+    )
     changefeed = Changefeed(config, spark)
     runner = threading.Thread(target=changefeed.run, daemon=True)
     runner.start()
@@ -449,13 +526,13 @@ def resolved_lag(spark: Any, bootstrap: str, rate: int, seconds: int, marker_eve
     writes = [s * 1000 for s in changefeed.stats.checkpoint_seconds]
     print(generator.stderr.strip(), flush=True)
     print(
-        f"RESOLVED LAG at {rate} changes/s, a marker every {marker_every} changes, "
+        f"RESOLVED LAG ({delivery}) at {rate} changes/s, a marker every {marker_every} changes, "
         f"1s trigger: p50 {_percentile(lags, 0.5):.2f}s p99 {_percentile(lags, 0.99):.2f}s "
         f"over {len(lags)} markers",
         flush=True,
     )
     print(
-        f"CHECKPOINT WRITE p50 {_percentile(writes, 0.5):.1f} ms p99 "
+        f"CHECKPOINT WRITE ({delivery}) p50 {_percentile(writes, 0.5):.1f} ms p99 "
         f"{_percentile(writes, 0.99):.1f} ms over {len(writes)} checkpoints",
         flush=True,
     )
@@ -507,9 +584,15 @@ def main(argv: list[str] | None = None) -> int:
             if not args.throughput_only:
                 raw_limit(spark, info.bootstrap_servers, source, args.rows, args.partitions)
                 avro_encoders(spark, info.bootstrap_servers, source)
-                resolved_lag(
-                    spark, info.bootstrap_servers, args.rate, args.seconds, args.marker_every
-                )
+                for delivery in ("at_least_once", "exactly_once"):
+                    resolved_lag(
+                        spark,
+                        info.bootstrap_servers,
+                        args.rate,
+                        args.seconds,
+                        args.marker_every,
+                        delivery=delivery,
+                    )
             spark.stop()
         finally:
             registry_service.stop()

@@ -127,7 +127,8 @@ def run_demo(
     _say(f"done in {time.monotonic() - started:.0f}s. The broker keeps running; try:")
     print(
         f"    highwater dev kafka-cli --name demo console-consumer --topic {output} "
-        "--from-beginning --timeout-ms 5000 --property print.partition=true "
+        "--from-beginning --timeout-ms 5000 --isolation-level read_committed "
+        "--property print.partition=true "
         "--property print.key=true"
     )
     print(f"    highwater changefeed query {config.changefeed_id} --bootstrap-servers {bootstrap}")

@@ -86,6 +86,8 @@ def read_topic(
         "--from-beginning",
         "--timeout-ms",
         str(timeout_ms),
+        "--isolation-level",  # committed rows only (delivery: exactly_once writes transactions)
+        "read_committed",
         *CONSOLE_CONSUMER_DISPLAY,
     ]
     if max_messages is not None:

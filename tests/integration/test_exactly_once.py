@@ -9,6 +9,7 @@ rows and markers on the output topic, the progress records, the checkpoint recor
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +46,8 @@ def exactly_once_config(
         raw["encoder"]["key_in_value"] = True
     # a failed task runs again (local mode retries nothing unless told to)
     raw["spark"]["master"] = "local[2,3]"
+    # a transaction held back (the slow_commit fault point) is aborted by its coordinator
+    raw["sink"]["producer"] = {"transaction.timeout.ms": "5000"}
     return raw
 
 
@@ -68,11 +71,12 @@ def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
     spark: Any,
     case: tuple[bool, str],
 ) -> None:
-    """A retried task and a kill between a batch's commit and its checkpoint: nothing twice.
+    """Retried tasks and a kill between a batch's commit and its checkpoint: nothing twice.
 
-    A task fails right after its commit (Spark runs it again: it must skip what committed),
-    then the job is SIGKILLed after a batch's write, before its checkpoint (the next run must
-    resume from the committed progress, not the checkpoint).
+    A task fails right after its commit (Spark runs it again: it must skip what committed); a
+    task's transaction outlives its timeout and the coordinator aborts it (the commit fails,
+    the task runs again); then the job is SIGKILLed after a batch's write, before its
+    checkpoint (the next run must resume from the committed progress, not the checkpoint).
     """
     walk, delivery = case
     source, changefeed_id = unique_name("src"), unique_name("cf")
@@ -83,9 +87,14 @@ def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
     raw = exactly_once_config(kafka_bootstrap, changefeed_id, source, walk=walk, delivery=delivery)
     config = write_config(tmp_path / "cf.yaml", raw)
     log = tmp_path / "run.log"
-    run_log = run_killed_at(config, log, "after_write:2", HIGHWATER_TASK_FAULT="after_commit")
-    if delivery == "exactly_once":  # the fault point is a transaction's commit
+    faults = "after_commit,slow_commit"
+    run_log = run_killed_at(config, log, "after_write:2", HIGHWATER_TASK_FAULT=faults)
+    if delivery == "exactly_once":  # the fault points are a transaction's commit
         assert "fault injected after_commit" in run_log, run_log[-3000:]
+        assert "fault injected slow_commit" in run_log, run_log[-3000:]
+        # the timed-out transaction failed its task; the task ran again
+        assert "transaction outlived transaction.timeout.ms" in run_log, run_log[-3000:]
+        assert re.search(r"transactions committed, [1-9]\d* aborted", run_log), run_log[-3000:]
 
     raw["spark"]["trigger"] = {"available_now": True}
     drain = run_to_end(parse_config(raw, env={}), spark)  # in-process: the rest, from Kafka

@@ -66,10 +66,24 @@ public final class Delivery implements Serializable {
   }
 
   /**
-   * The delivery {@code options} ask for: null for at least once. On the driver: exactly once
-   * registers its counters with the running SparkContext.
+   * The delivery {@code options} ask for, for a write on the driver: null for at least once;
+   * exactly once with its counters registered with the running SparkContext.
    */
   public static Delivery of(Map<String, String> options) {
+    Delivery d = parse(options);
+    if (d == null) {
+      return null;
+    }
+    return new Delivery(
+        d.ids,
+        d.progressTopic,
+        d.generation,
+        counter("highwater transactions committed"),
+        counter("highwater transactions aborted"));
+  }
+
+  /** The delivery {@code options} ask for (not counted): null for at least once. */
+  static Delivery parse(Map<String, String> options) {
     String mode = options.getOrDefault(MODE, "at_least_once");
     if (mode.equals("at_least_once")) {
       return null;
@@ -80,9 +94,7 @@ public final class Delivery implements Serializable {
     return new Delivery(
         required(options, IDS),
         required(options, TOPIC),
-        Long.parseLong(required(options, GENERATION)),
-        counter("highwater transactions committed"),
-        counter("highwater transactions aborted"));
+        Long.parseLong(required(options, GENERATION)));
   }
 
   /** {@code options} without ours: what Spark's Kafka writer checks. */

@@ -6,7 +6,9 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.Arrays;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -55,7 +57,8 @@ public final class Pieces implements AutoCloseable {
   }
 
   private static final Map<String, Held> HELD = new HashMap<>(); // guarded by itself
-  private static final AtomicBoolean FAULTED = new AtomicBoolean();
+  private static final Set<String> FAULTED = ConcurrentHashMap.newKeySet();
+  private static final long SLOW_COMMIT_MS = 20_000L;
 
   private final Delivery delivery;
   private final Map<String, Object> config;
@@ -196,6 +199,7 @@ public final class Pieces implements AutoCloseable {
                 Progress.slot(key, slots),
                 key.getBytes(StandardCharsets.UTF_8),
                 value));
+        fault("slow_commit");
         held.producer.commitTransaction();
         open = false;
         if (delivery.committed != null) {
@@ -237,7 +241,8 @@ public final class Pieces implements AutoCloseable {
     if (fenced(e)) {
       return new IOException(
           TAKEN
-              + " (or another attempt of this task did): source partition "
+              + " (or another attempt of this task did, or the transaction outlived"
+              + " transaction.timeout.ms and its coordinator aborted it): source partition "
               + where()
               + ", transactional id "
               + held.id
@@ -313,20 +318,30 @@ public final class Pieces implements AutoCloseable {
       HELD.values().forEach(h -> h.producer.close(Duration.ZERO));
       HELD.clear();
     }
-    FAULTED.set(false);
+    FAULTED.clear();
   }
 
   /**
-   * A test's fault point: {@code HIGHWATER_TASK_FAULT=after_commit} fails the first attempt
-   * of the first task that commits (once per executor), after its commit, before it reports.
+   * Tests' fault points, {@code HIGHWATER_TASK_FAULT=<point>[,<point>]}, each reached once per
+   * executor, by a task's first attempt: {@code after_commit} fails the task after its commit,
+   * before it reports; {@code slow_commit} holds the commit back 20 s, past a short {@code
+   * transaction.timeout.ms} and the coordinator's sweep of timed-out transactions (10 s), so
+   * the coordinator aborts it first.
    */
-  private static void fault(String point) throws IOException {
-    if (!point.equals(System.getenv("HIGHWATER_TASK_FAULT"))) {
+  private static void fault(String point) throws IOException, InterruptedException {
+    String asked = System.getenv("HIGHWATER_TASK_FAULT");
+    if (asked == null || !Arrays.asList(asked.split(",")).contains(point)) {
       return;
     }
     TaskContext task = TaskContext.get();
-    if (task != null && task.attemptNumber() == 0 && FAULTED.compareAndSet(false, true)) {
-      throw new IOException("fault injected " + point + " (HIGHWATER_TASK_FAULT)");
+    if (task == null || task.attemptNumber() != 0 || !FAULTED.add(point)) {
+      return;
     }
+    System.err.println("fault injected " + point + " (HIGHWATER_TASK_FAULT)");
+    if (point.equals("slow_commit")) {
+      Thread.sleep(SLOW_COMMIT_MS);
+      return;
+    }
+    throw new IOException("fault injected " + point + " (HIGHWATER_TASK_FAULT)");
   }
 }
