@@ -521,12 +521,6 @@ class Output:
         )
 
 
-def _begins(piece: pa.RecordBatch) -> str:
-    """The progress text of a begin row: the stretch's partition and first offset."""
-    topic, partition = piece.column("topic")[0].as_py(), piece.column("partition")[0].as_py()
-    return json.dumps({"topic": topic, "partition": partition, "first": piece["offset"][0].as_py()})
-
-
 def too_large(key: bytes, value: bytes | None, limit: int) -> EncodingError:
     """An output record the producer would refuse: a bad record, not a failed batch."""
     size = len(key) + len(value or b"")
@@ -604,7 +598,38 @@ def _reader(
     return read
 
 
-class Task:
+class Frames:
+    """Exactly once: the rows a task writes around each source partition's stretch.
+
+    A begin row (where the partition's piece starts) before its records, its summary row
+    with where its progress is after them; the sink writes the records between in one Kafka
+    transaction with that progress (``Sink.java``'s ``PieceRows``).
+    """
+
+    seen: dict[tuple[str, int], PartitionSeen]
+    floors: dict[tuple[str, int], Hlc]
+
+    def stretch(self, piece: pa.RecordBatch) -> tuple[str, int]:
+        """The source partition of a stretch (:meth:`pieces` gives one partition's each)."""
+        return piece.column("topic")[0].as_py(), piece.column("partition")[0].as_py()
+
+    def begins(self, sp: tuple[str, int], piece: pa.RecordBatch) -> str:
+        """Exactly once: the begin row's progress text, where the partition's piece starts."""
+        first = piece.column("offset")[0].as_py()
+        return json.dumps({"topic": sp[0], "partition": sp[1], "first": first})
+
+    def ended(self, sp: tuple[str, int], out: Output) -> None:
+        """Exactly once: a partition's stretch ended; its summary, and where its progress is."""
+        state = self.seen[sp]
+        progress = {
+            "next_offset": state.next_offset,
+            "resolved": str(self.floors[sp]),
+            "position": None if state.position is None else list(state.position),
+        }
+        out.mark(state.to_json(), json.dumps(progress))
+
+
+class Task(Frames):
     """One task's walk over its records; the state of each source partition it meets."""
 
     flush_rows = sys.maxsize  # records out before an Arrow batch is handed on mid-batch
@@ -633,11 +658,11 @@ class Task:
             out = Output()
             for piece in self.pieces(batch):
                 if framed:
-                    sp = (piece.column("topic")[0].as_py(), piece.column("partition")[0].as_py())
+                    sp = self.stretch(piece)
                     if sp != current:
                         if current is not None:
                             self.ended(current, out)
-                        out.mark(None, _begins(piece))
+                        out.mark(None, self.begins(sp, piece))
                         current = sp
                 self.records(piece, out)
                 if len(out.key) >= self.flush_rows:
@@ -656,16 +681,6 @@ class Task:
                 out.mark(state.to_json(), None)
         if out.key:
             yield out.arrow()
-
-    def ended(self, sp: tuple[str, int], out: Output) -> None:
-        """Exactly once: a partition's stretch ended; its summary, and where its progress is."""
-        state = self.seen[sp]
-        progress = {
-            "next_offset": state.next_offset,
-            "resolved": str(self.floors[sp]),
-            "position": None if state.position is None else list(state.position),
-        }
-        out.mark(state.to_json(), json.dumps(progress))
 
     def pieces(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """The stretches of one source partition each that :meth:`records` walks."""

@@ -10,7 +10,11 @@ test can show where the kill landed; ``highwater run`` then exits with 137 (128 
 * ``after_write``: the batch's records are acknowledged, its checkpoint not yet written;
 * ``before_marker``: a checkpoint covering a marker is durable, the marker not yet sent;
 * ``after_marker``: right after a resolved marker was broadcast;
-* ``after_chunk``: an initial-scan chunk was recorded as done (others are in flight).
+* ``after_chunk``: an initial-scan chunk was recorded as done (others are in flight);
+* ``chunk_written``: an initial-scan chunk's rows are acknowledged, not yet recorded.
+
+Executors have theirs (``Pieces.java``, ``HIGHWATER_TASK_FAULT``): a task failed after its
+transaction's commit, or a commit held back until the coordinator aborted the transaction.
 """
 
 from __future__ import annotations
@@ -20,7 +24,14 @@ import signal
 import threading
 
 _COUNTS: dict[str, int] = {}
-POINTS = ("during_write", "after_write", "before_marker", "after_marker", "after_chunk")
+POINTS = (
+    "during_write",
+    "after_write",
+    "before_marker",
+    "after_marker",
+    "after_chunk",
+    "chunk_written",
+)
 
 
 def _target() -> tuple[str, int] | None:

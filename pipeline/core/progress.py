@@ -26,15 +26,17 @@ import logging
 import zlib
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.config import ChangefeedConfig
 from schemas.errors import ConfigError, FencedError, RecordError, SinkError
+from schemas.hlc import Hlc
 from sinks.admin import ensure_topics, partition_counts, transaction_state
 from sinks.compacted import COMPACTED, CompactedTopic
 from sinks.producer import AcknowledgedProducer, Record
 
+from .backfill import Backfill
 from .frontier import Frontier, SourcePartition
 from .records import GenerationRecord, ProgressRecord, decode
 
@@ -44,9 +46,14 @@ GENERATION_KEY = "generation"
 TAKEN = "another instance of this changefeed took over its writes"
 
 
-def progress_key(sp: SourcePartition) -> str:
-    """The key of a source partition's progress record."""
-    return f"rows/{sp.topic}/{sp.partition}"
+# What a transactional id and a progress record are for: the stream's rows of a partition, or
+# an initial scan's chunks of it (a scan runs beside the stream, so the two never fence).
+KINDS = ("rows", "scan")
+
+
+def progress_key(sp: SourcePartition, kind: str = "rows") -> str:
+    """The key of a source partition's progress record (``kind``: :data:`KINDS`)."""
+    return f"{kind}/{sp.topic}/{sp.partition}"
 
 
 def slot(key: str, slots: int) -> int:
@@ -59,9 +66,9 @@ def transactional_prefix(config: ChangefeedConfig) -> str:
     return f"highwater-{config.changefeed_id}"
 
 
-def transactional_id(config: ChangefeedConfig, sp: SourcePartition) -> str:
-    """The transactional id of a source partition's rows."""
-    return f"{transactional_prefix(config)}-rows-{sp.topic}-{sp.partition}"
+def transactional_id(config: ChangefeedConfig, sp: SourcePartition, kind: str = "rows") -> str:
+    """The transactional id of a source partition's rows (or scan chunks)."""
+    return f"{transactional_prefix(config)}-{kind}-{sp.topic}-{sp.partition}"
 
 
 @dataclass(frozen=True)
@@ -69,19 +76,26 @@ class Claim:
     """A run's hold on its partitions' writes: its generation, and what was committed."""
 
     generation: int
-    committed: Mapping[SourcePartition, ProgressRecord]
+    committed: Mapping[SourcePartition, ProgressRecord]  # the stream's rows
     topic: str
     prefix: str
+    scanned: Mapping[SourcePartition, ProgressRecord] = field(default_factory=dict)  # chunks
 
-    @property
-    def options(self) -> dict[str, str]:
-        """The writer options that make the Java side write exactly once (``Delivery.java``)."""
-        return {
+    def options(self, kind: str = "rows", scan_time: Hlc | None = None) -> dict[str, str]:
+        """The writer options that make the Java side write exactly once (``Delivery.java``).
+
+        ``kind`` ``scan``: an initial scan's chunks, at the snapshot time ``scan_time``.
+        """
+        options = {
             "highwater.delivery": "exactly_once",
             "highwater.transactional.id.prefix": self.prefix,
             "highwater.progress.topic": self.topic,
             "highwater.generation": str(self.generation),
+            "highwater.piece.kind": kind,
         }
+        if scan_time is not None:
+            options["highwater.scan.time"] = str(scan_time)
+        return options
 
     @classmethod
     def take(
@@ -107,18 +121,21 @@ class Claim:
         try:
             generation = 1 + max(_generations(store.read_all(), topic), default=0)
             store.put(GENERATION_KEY, GenerationRecord(generation=generation).encode())
-            claim = cls(generation, {}, topic, transactional_prefix(config))
             producers = {
-                sp: AcknowledgedProducer(
-                    client, timeout=30.0, transactional_id=transactional_id(config, sp)
+                (sp, kind): AcknowledgedProducer(
+                    client, timeout=30.0, transactional_id=transactional_id(config, sp, kind)
                 )
                 for sp in partitions
+                for kind in KINDS
             }
             try:
                 with ThreadPoolExecutor(16) as pool:  # each fences the id's earlier holders
                     list(pool.map(_opened, producers.values()))
-                committed = _committed(store.read_all(), topic, partitions)
-                claim = cls(generation, committed, topic, claim.prefix)
+                records = store.read_all()
+                committed = _committed(records, topic, partitions, "rows")
+                scanned = _committed(records, topic, partitions, "scan")
+                prefix = transactional_prefix(config)
+                claim = cls(generation, committed, topic, prefix, scanned)
                 claim._commit(producers, partition_counts(client, [topic])[topic])
             finally:
                 for producer in producers.values():
@@ -136,34 +153,41 @@ class Claim:
         return claim
 
     def _commit(
-        self, producers: Mapping[SourcePartition, AcknowledgedProducer], slots: int
+        self, producers: Mapping[tuple[SourcePartition, str], AcknowledgedProducer], slots: int
     ) -> None:
         """Each partition's committed progress again, with this run's generation."""
-        for sp, record in self.committed.items():
+        for sp, record in [*self.committed.items(), *self.scanned.items()]:
             if record.generation > self.generation:
                 raise FencedError(
                     f"{TAKEN}: source partition {sp} was claimed by run generation "
                     f"{record.generation} (this run is generation {self.generation})"
                 )
 
-        def claim(sp: SourcePartition) -> None:
-            old = self.committed.get(sp)
+        def claim(place: tuple[SourcePartition, str]) -> None:
+            sp, kind = place
+            old = (self.committed if kind == "rows" else self.scanned).get(sp)
             record = ProgressRecord(
-                topic=sp.topic,
-                partition=sp.partition,
-                next_offset=None if old is None else old.next_offset,
-                resolved=None if old is None else old.resolved,
-                position=None if old is None else old.position,
-                generation=self.generation,
+                topic=sp.topic, partition=sp.partition, next_offset=None, generation=self.generation
             )
-            key = progress_key(sp)
-            producers[sp].send(
+            if old is not None:
+                record = old.model_copy(update={"generation": self.generation})
+            key = progress_key(sp, kind)
+            producers[place].send(
                 [Record(self.topic, record.encode(), key.encode(), slot(key, slots))],
                 f"claiming {sp} in {self.topic!r}",
             )
 
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(claim, producers))
+
+    def scanned_chunks(self, backfill: Backfill, time: Hlc) -> Backfill:
+        """``backfill`` with the chunks of its scan (at ``time``) committed already, done."""
+        for chunk in backfill.pending():
+            record = self.scanned.get(chunk.partition)
+            if record is not None and record.time == time and record.next_offset == chunk.end:
+                log.info("initial scan: %s was committed before the restart", chunk.partition)
+                backfill = backfill.finished(chunk, 0)
+        return backfill
 
     def overlay(self, frontier: Frontier) -> None:
         """Move ``frontier`` to what was committed (never back): where each partition resumes."""
@@ -207,7 +231,7 @@ def _generations(records: Mapping[str, bytes], topic: str) -> list[int]:
         try:
             if key == GENERATION_KEY:
                 found.append(decode(GenerationRecord, value, where=where).generation)
-            elif key.startswith("rows/"):
+            elif key.startswith(tuple(f"{kind}/" for kind in KINDS)):
                 found.append(decode(ProgressRecord, value, where=where).generation)
         except RecordError as exc:  # a record we cannot read: its generation is unknown
             log.warning("%s", exc)
@@ -215,13 +239,13 @@ def _generations(records: Mapping[str, bytes], topic: str) -> list[int]:
 
 
 def _committed(
-    records: Mapping[str, bytes], topic: str, partitions: list[SourcePartition]
+    records: Mapping[str, bytes], topic: str, partitions: list[SourcePartition], kind: str
 ) -> dict[SourcePartition, ProgressRecord]:
-    """Each partition's committed progress record, where there is one."""
+    """Each partition's committed progress record of ``kind``, where there is one."""
     committed = {}
     for sp in partitions:
-        value = records.get(progress_key(sp))
+        key = progress_key(sp, kind)
+        value = records.get(key)
         if value is not None:
-            where = f"topic {topic}, key {progress_key(sp)!r}"
-            committed[sp] = decode(ProgressRecord, value, where=where)
+            committed[sp] = decode(ProgressRecord, value, where=f"topic {topic}, key {key!r}")
     return committed

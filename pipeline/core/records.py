@@ -293,6 +293,7 @@ class ProgressRecord(Record):
     resolved: HlcText | None = None  # the partition's floor at next_offset
     position: tuple[int, ...] | None = None  # the highest source position read (Debezium)
     generation: int
+    time: HlcText | None = None  # a scan chunk's (key scan/…): the snapshot's time
 
 
 class GenerationRecord(Record):

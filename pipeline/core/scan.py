@@ -32,6 +32,7 @@ records, rows, rate, ETA) is counted per finished chunk.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ class ScanPlan:
     rate: float | None = None  # rows per second for this task
     step: int = 10_000  # records walked between two looks at the pace
     chunk: SourcePartition | None = None  # the partition the task walks (set per chunk)
+    span: tuple[int, int] | None = None  # and its offsets [start, end) (set per chunk)
     # a table emitted again at a schema change (``rescan.py``): a key with a version after
     # the time in the chunk is left out (the stream wrote that one already)
     again: bool = False
@@ -154,6 +156,22 @@ class ScanTask(Task):
         ahead = self.sent / self.scan.rate - (self.clock() - self.started)
         if ahead > 0:
             self.sleep(ahead)
+
+    def stretch(self, piece: pa.RecordBatch) -> tuple[str, int]:
+        """The chunk's partition (its records carry no topic and partition)."""
+        return self.chunk.topic, self.chunk.partition
+
+    def begins(self, sp: tuple[str, int], piece: pa.RecordBatch) -> str:
+        """Exactly once: the chunk starts at its range's start (its rows go by key)."""
+        assert self.scan.span is not None  # noqa: S101 - InitialScan names it
+        return json.dumps({"topic": sp[0], "partition": sp[1], "first": self.scan.span[0]})
+
+    def ended(self, sp: tuple[str, int], out: Output) -> None:
+        """Exactly once: the chunk is done to its range's end (for this scan's time)."""
+        assert self.scan.span is not None  # noqa: S101 - InitialScan names it
+        state = self.seen[sp]
+        progress = {"next_offset": self.scan.span[1], "resolved": None, "position": None}
+        out.mark(state.to_json(), json.dumps(progress))
 
     def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:
         """The chunk's partition (from the plan) and its summary so far."""
@@ -415,5 +433,7 @@ def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) ->
         order = (F.xxhash64("key"), "key", "offset")
     source = frame.select(*columns).sortWithinPartitions(*order)
     return records_observed(
-        source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA), observation
+        source.mapInArrow(partial(process_chunk, plan), OUTPUT_SCHEMA),
+        observation,
+        framed=plan.batch.exactly_once,
     )

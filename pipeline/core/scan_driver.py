@@ -25,6 +25,7 @@ from . import faults
 from .backfill import Backfill, Chunk, ScanProgress, progress_line
 from .batch import BatchAbandoned, BatchPlan, BatchResult, read_result
 from .kafka_clients import low_offsets, source_reader, write_records
+from .progress import Claim
 from .queries import apply_query
 from .rescan import Rescan, rescan_backfill
 from .rows import with_rows
@@ -125,7 +126,7 @@ class InitialScan:
         self.spark.sparkContext.setJobGroup(
             self.group, f"initial scan of {chunk.partition}", interruptOnCancel=True
         )
-        return self.job(chunk, replace(plan, chunk=chunk.partition))
+        return self.job(chunk, replace(plan, chunk=chunk.partition, span=(chunk.start, chunk.end)))
 
 
 def assign_options(chunk: Chunk) -> dict[str, str]:
@@ -138,8 +139,13 @@ def assign_options(chunk: Chunk) -> dict[str, str]:
     }
 
 
-def chunk_job(spark: SparkSession, config: ChangefeedConfig) -> ChunkJob:
-    """The Spark job of one chunk: read its range, walk it, write the rows to the sink."""
+def chunk_job(
+    spark: SparkSession, config: ChangefeedConfig, claim: Claim | None = None
+) -> ChunkJob:
+    """The Spark job of one chunk: read its range, walk it, write the rows to the sink.
+
+    ``claim`` (exactly once): each chunk in one transaction with its scan progress record.
+    """
     query = config.query
 
     def run(chunk: Chunk, plan: ScanPlan) -> BatchResult:
@@ -161,8 +167,10 @@ def chunk_job(spark: SparkSession, config: ChangefeedConfig) -> ChunkJob:
             frame = with_rows(frame, source_format, registry, envelopes=False)
         observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
         records = chunk_records(frame, plan, observation)
-        write_records(records, config.sink_kafka, config.sink.producer)
-        return read_result(observation)
+        delivery = None if claim is None else claim.options("scan", plan.statement_time)
+        transactions = write_records(records, config.sink_kafka, config.sink.producer, delivery)
+        result = read_result(observation)
+        return replace(result, committed=transactions.committed, aborted=transactions.aborted)
 
     return run
 
@@ -289,9 +297,10 @@ class Scans:
             skip=host.admission.skip(),
             commits=host.position.resolver.commit_times(),
         )
+        plan = replace(plan, exactly_once=host.outputs.claim is not None)
         scan = InitialScan(
             host.spark,
-            chunk_job(host.spark, config),
+            chunk_job(host.spark, config, host.outputs.claim),
             ScanPlan(
                 plan,
                 statement,
@@ -317,6 +326,7 @@ class Scans:
         a row its table's schema cannot hold) is not recorded: it runs again after resume.
         """
         host, position = self.host, self.host.position
+        faults.reached("chunk_written")
         host.check_replicas()  # a long scan is watched as the stream is
         if result.stops(host.config.on_error):
             host.halt(result)

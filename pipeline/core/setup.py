@@ -150,7 +150,7 @@ def _batch_writer(
 ) -> BatchWriter:
     """How the run's batches are written: the walk or the loop, at least or exactly once."""
     plan = BatchPlan.of(config, schemas.encoders, thresholds={})
-    return batch_writer(config, plan, {} if claim is None else claim.options)
+    return batch_writer(config, plan, {} if claim is None else claim.options())
 
 
 def _writers(
@@ -346,9 +346,18 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
 
 
 def _committed(outputs: Outputs, position: Position) -> None:
-    """Exactly once: each partition resumes where its committed rows end (progress.py)."""
-    if outputs.claim is not None:
-        outputs.claim.overlay(position.frontier)
+    """Exactly once: each partition resumes where its committed rows end (progress.py).
+
+    A scan chunk committed before the restart (and not yet in the checkpoint) is done.
+    """
+    claim = outputs.claim
+    if claim is None:
+        return
+    claim.overlay(position.frontier)
+    backfill = position.backfill
+    time = None if backfill is None else backfill.time or position.statement_time
+    if backfill is not None and time is not None:
+        position.backfill = claim.scanned_chunks(backfill, time)
 
 
 def create(

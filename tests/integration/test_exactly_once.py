@@ -9,6 +9,7 @@ rows and markers on the output topic, the progress records, the checkpoint recor
 from __future__ import annotations
 
 import json
+import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,52 @@ def source_ends(bootstrap: str, topic: str) -> dict[int, int]:
         }
     finally:
         consumer.close()
+
+
+def test_an_initial_scan_chunk_is_written_once_across_a_retry_and_a_kill(
+    kafka_bootstrap: str,
+    unique_name: Any,
+    tmp_path: Path,
+    spark: Any,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """An initial scan's chunk, retried and killed around its commit, is written once.
+
+    A chunk's task fails after its commit (the retry skips it); the job is SIGKILLed after a
+    chunk's commit, before the driver recorded it (the restart finds it committed).
+    """
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    workload = Workload(partitions=PARTITIONS, seed=34)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: PARTITIONS})
+    produce(kafka_bootstrap, source, workload.records(600))
+    produce(kafka_bootstrap, source, workload.final_markers())
+    raw = exactly_once_config(
+        kafka_bootstrap, changefeed_id, source, walk=True, delivery="exactly_once"
+    )
+    raw["initial_scan"] = "yes"  # at the cursor (0): every version, by the scan
+    config = write_config(tmp_path / "cf.yaml", raw)
+    run_log = run_killed_at(
+        config, tmp_path / "run.log", "chunk_written:2", HIGHWATER_TASK_FAULT="after_commit"
+    )
+    assert "fault injected after_commit" in run_log, run_log[-3000:]
+
+    raw["spark"]["trigger"] = {"available_now": True}
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
+        run_to_end(parse_config(raw, env={}), spark)
+    # the chunk committed before the kill is done (its task would also find it committed)
+    assert "was committed before the restart" in caplog.text, caplog.text[-3000:]
+
+    output = consume_all(kafka_bootstrap, f"{changefeed_id}.t")
+    dead = consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}")
+    report = validate(workload, output, dead, exactly_once=True)
+    assert not report.violations, (report.summary(), dict(report.violations))
+    assert report.distinct == len(workload.changes), report.summary()
+    scans = {
+        m.key.decode(): json.loads(m.value)
+        for m in consume_all(kafka_bootstrap, f"_highwater_progress_{changefeed_id}")
+        if m.key is not None and m.value is not None and m.key.startswith(b"scan/")
+    }
+    ends = source_ends(kafka_bootstrap, source)
+    assert {k: (v["next_offset"], v["time"]) for k, v in scans.items()} == {
+        f"scan/{source}/{p}": (ends[p], "0.0000000000") for p in range(PARTITIONS)
+    }

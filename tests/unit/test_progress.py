@@ -65,12 +65,14 @@ def test_a_progress_record_as_pieces_java_writes_it_is_read_and_resumed_from() -
         progress[SourcePartition("src", 1)].resolved,
     ) == (200, Hlc(9, 0))
     assert SourcePartition("other", 0) not in frontier
-    assert claim.options == {
+    assert claim.options() == {
         "highwater.delivery": "exactly_once",
         "highwater.transactional.id.prefix": "highwater-orders",
         "highwater.progress.topic": "_p",
         "highwater.generation": "3",
+        "highwater.piece.kind": "rows",
     }
+    assert claim.options("scan", Hlc(7, 0))["highwater.scan.time"] == "7.0000000000"
 
 
 def test_a_progress_record_must_say_its_generation() -> None:

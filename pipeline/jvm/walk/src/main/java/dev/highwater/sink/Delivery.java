@@ -25,27 +25,39 @@ public final class Delivery implements Serializable {
   static final String IDS = PREFIX + "transactional.id.prefix";
   static final String TOPIC = PREFIX + "progress.topic";
   static final String GENERATION = PREFIX + "generation";
+  static final String KIND = PREFIX + "piece.kind";
+  static final String SCAN_TIME = PREFIX + "scan.time";
 
   final String ids; // transactional id prefix, e.g. highwater-<changefeed>
   final String progressTopic;
   final long generation;
+  final String kind; // rows (the stream's) or scan (an initial scan's chunks)
+  final String scanTime; // scan: the snapshot's time (a chunk is done for that scan only)
   // the write's transactions, failed tasks' too (null: not counted, in tests)
   final LongAccumulator committed;
   final LongAccumulator aborted;
 
   Delivery(String ids, String progressTopic, long generation) {
-    this(ids, progressTopic, generation, null, null);
+    this(ids, progressTopic, generation, "rows", null, null, null);
+  }
+
+  Delivery(String ids, String progressTopic, long generation, String kind, String scanTime) {
+    this(ids, progressTopic, generation, kind, scanTime, null, null);
   }
 
   private Delivery(
       String ids,
       String progressTopic,
       long generation,
+      String kind,
+      String scanTime,
       LongAccumulator committed,
       LongAccumulator aborted) {
     this.ids = ids;
     this.progressTopic = progressTopic;
     this.generation = generation;
+    this.kind = kind;
+    this.scanTime = scanTime;
     this.committed = committed;
     this.aborted = aborted;
   }
@@ -78,6 +90,8 @@ public final class Delivery implements Serializable {
         d.ids,
         d.progressTopic,
         d.generation,
+        d.kind,
+        d.scanTime,
         counter("highwater transactions committed"),
         counter("highwater transactions aborted"));
   }
@@ -91,10 +105,17 @@ public final class Delivery implements Serializable {
     if (!mode.equals("exactly_once")) {
       throw new IllegalArgumentException(MODE + ": unknown delivery " + mode);
     }
+    String kind = options.getOrDefault(KIND, "rows");
+    if (!kind.equals("rows") && !kind.equals("scan")) {
+      throw new IllegalArgumentException(KIND + ": unknown piece kind " + kind);
+    }
+    String scanTime = kind.equals("scan") ? required(options, SCAN_TIME) : null;
     return new Delivery(
         required(options, IDS),
         required(options, TOPIC),
-        Long.parseLong(required(options, GENERATION)));
+        Long.parseLong(required(options, GENERATION)),
+        kind,
+        scanTime);
   }
 
   /** {@code options} without ours: what Spark's Kafka writer checks. */
@@ -104,9 +125,15 @@ public final class Delivery implements Serializable {
     return kafka;
   }
 
-  /** The transactional id of a source partition's stream writes. */
+  /** The transactional id of a source partition's writes of this kind. */
   String transactionalId(String topic, int partition) {
-    return ids + "-rows-" + topic + "-" + partition;
+    return ids + "-" + kind + "-" + topic + "-" + partition;
+  }
+
+  /** Whether a piece from {@code first} was committed already, by what Kafka says is. */
+  boolean committed(Progress progress, long first) {
+    boolean sameScan = scanTime == null || scanTime.equals(progress.time);
+    return sameScan && progress.nextOffset > first;
   }
 
   private static String required(Map<String, String> options, String key) {

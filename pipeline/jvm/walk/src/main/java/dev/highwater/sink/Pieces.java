@@ -137,7 +137,7 @@ public final class Pieces implements AutoCloseable {
     held = acquire(id);
     try {
       if (held.committed == null) { // a new producer: Kafka says what is committed
-        String key = Progress.key(topic, partition);
+        String key = Progress.key(delivery.kind, topic, partition);
         Progress read = kafka.read(key, Progress.slot(key, slots));
         held.committed = read == null ? new Progress(-1, 0) : read;
       }
@@ -152,7 +152,7 @@ public final class Pieces implements AutoCloseable {
                 + delivery.generation
                 + ")");
       }
-      skip = held.committed.nextOffset > first;
+      skip = delivery.committed(held.committed, first);
     } catch (IOException | RuntimeException e) {
       close();
       throw e;
@@ -189,9 +189,16 @@ public final class Pieces implements AutoCloseable {
       throws IOException, InterruptedException {
     try {
       if (open) {
-        String key = Progress.key(topic, partition);
+        String key = Progress.key(delivery.kind, topic, partition);
         byte[] value =
-            Progress.value(topic, partition, nextOffset, resolved, position, delivery.generation);
+            Progress.value(
+                topic,
+                partition,
+                nextOffset,
+                resolved,
+                position,
+                delivery.generation,
+                delivery.scanTime);
         acks.send(
             held.producer,
             new ProducerRecord<>(
@@ -206,7 +213,7 @@ public final class Pieces implements AutoCloseable {
           delivery.committed.add(1);
         }
         acks.await(answerMillis);
-        held.committed = new Progress(nextOffset, delivery.generation);
+        held.committed = new Progress(nextOffset, delivery.generation, delivery.scanTime);
         fault("after_commit");
       }
     } catch (KafkaException e) {

@@ -20,9 +20,10 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
  * A source partition's committed progress under exactly-once delivery: the record each
  * transaction commits last, in the changefeed's compacted progress topic.
  *
- * <p>Key {@code rows/<topic>/<partition>}, written to partition {@link #slot} (CRC-32 of the
- * key over the topic's partitions: pipeline/core/progress.py computes the same); value JSON
- * {@code {format_version, topic, partition, next_offset, resolved, position, generation}}. The
+ * <p>Key {@code rows/<topic>/<partition>} (the stream's; {@code scan/…} an initial scan's chunk),
+ * written to partition {@link #slot} (CRC-32 of the key over the topic's partitions:
+ * pipeline/core/progress.py computes the same); value JSON {@code {format_version, topic,
+ * partition, next_offset, resolved, position, generation}} and a scan's {@code time}. The
  * driver's claim at a run's start writes the same record with the run's generation.
  */
 public final class Progress {
@@ -31,14 +32,20 @@ public final class Progress {
 
   final long nextOffset; // -1: none
   final long generation;
+  final String time; // a scan's: the snapshot's time (null for the stream's)
 
   Progress(long nextOffset, long generation) {
-    this.nextOffset = nextOffset;
-    this.generation = generation;
+    this(nextOffset, generation, null);
   }
 
-  static String key(String topic, int partition) {
-    return "rows/" + topic + "/" + partition;
+  Progress(long nextOffset, long generation, String time) {
+    this.nextOffset = nextOffset;
+    this.generation = generation;
+    this.time = time;
+  }
+
+  static String key(String kind, String topic, int partition) {
+    return kind + "/" + topic + "/" + partition;
   }
 
   static int slot(String key, int partitions) {
@@ -49,7 +56,13 @@ public final class Progress {
 
   /** The record's value: where the partition's committed rows end, and the floor there. */
   static byte[] value(
-      String topic, int partition, long nextOffset, String resolved, JsonNode position, long gen) {
+      String topic,
+      int partition,
+      long nextOffset,
+      String resolved,
+      JsonNode position,
+      long gen,
+      String time) {
     ObjectNode v = JSON.createObjectNode();
     v.put("format_version", 1);
     v.put("topic", topic);
@@ -58,6 +71,9 @@ public final class Progress {
     v.put("resolved", resolved);
     v.set("position", position == null ? JSON.nullNode() : position);
     v.put("generation", gen);
+    if (time != null) {
+      v.put("time", time);
+    }
     try {
       return JSON.writeValueAsBytes(v);
     } catch (IOException e) {
@@ -68,8 +84,11 @@ public final class Progress {
   static Progress parse(byte[] value) throws IOException {
     JsonNode v = JSON.readTree(value);
     JsonNode next = v.get("next_offset");
+    JsonNode time = v.get("time");
     return new Progress(
-        next == null || next.isNull() ? -1 : next.asLong(), v.path("generation").asLong(0));
+        next == null || next.isNull() ? -1 : next.asLong(),
+        v.path("generation").asLong(0),
+        time == null || time.isNull() ? null : time.asText());
   }
 
   /**

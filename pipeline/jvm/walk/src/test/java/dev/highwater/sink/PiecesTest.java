@@ -118,6 +118,33 @@ class PiecesTest {
   }
 
   @Test
+  void a_scan_chunk_is_done_for_its_own_scan_only() throws Exception {
+    Fake kafka = new Fake();
+    kafka.committed.put("scan/src/0", new Progress(500, 2, "7.0000000000"));
+    Delivery again = new Delivery("highwater-cf", "_progress", 2, "scan", "9.0000000000");
+    try (Pieces pieces = new Pieces(again, new HashMap<>(), kafka, 4)) {
+      pieces.begin("src", 0, 0); // the chunk [0, 500) of the scan at 7: not this one's
+      assertTrue(pieces.writing());
+      pieces.send(row(1));
+      pieces.end(500, null, null);
+    }
+    assertEquals(List.of("highwater-cf-scan-src-0"), kafka.ids);
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    JsonNode value = Progress.JSON.readTree(p.history().get(1).value());
+    assertEquals("scan/src/0", new String(p.history().get(1).key(), StandardCharsets.UTF_8));
+    assertEquals("9.0000000000", value.get("time").asText());
+    assertEquals(500, value.get("next_offset").asLong());
+    // the same chunk of the same scan again (a retried task): committed, not sent
+    try (Pieces pieces = new Pieces(again, new HashMap<>(), kafka, 4)) {
+      pieces.begin("src", 0, 0);
+      assertFalse(pieces.writing());
+      pieces.send(row(1));
+      pieces.end(500, null, null);
+    }
+    assertEquals(1, p.commitCount());
+  }
+
+  @Test
   void a_piece_without_rows_commits_nothing() throws Exception {
     Fake kafka = new Fake();
     try (Pieces pieces = pieces(kafka)) {
