@@ -31,6 +31,9 @@ from tests.support.workload import Workload
 KILLS = int(os.environ.get("HIGHWATER_SOAK_KILLS", "2"))
 SOAK = "HIGHWATER_SOAK_KILLS" in os.environ
 SEED = int(os.environ.get("HIGHWATER_SOAK_SEED", "7"))
+# exactly once: no (key, updated) twice for read_committed; at_least_once: the duplicates
+# each kill caused are printed
+DELIVERY = os.environ.get("HIGHWATER_SOAK_DELIVERY", "exactly_once")
 POINTS = ("during_write", "after_write", "before_marker", "after_marker")
 PARTITIONS = 3
 
@@ -48,6 +51,11 @@ def config_for(bootstrap: str, changefeed_id: str, source: str) -> dict[str, Any
         "on_error": "dlq",
         "spark": {"trigger": {"processing_time": "300ms"}, "max_offsets_per_trigger": 300},
     }
+
+
+def delivered(bootstrap: str, changefeed_id: str, source: str) -> dict[str, Any]:
+    """:func:`config_for` with the chaos run's delivery."""
+    return {**config_for(bootstrap, changefeed_id, source), "delivery": DELIVERY}
 
 
 def test_a_random_workload_survives_kills_and_the_validator_finds_nothing(
@@ -74,7 +82,7 @@ def chaos(  # noqa: PLR0917 - one soak's parts
     workload = Workload(partitions=PARTITIONS, seed=SEED)
     ensure_topics({"bootstrap.servers": bootstrap}, {source: PARTITIONS})
     producer = SteadyProducer(bootstrap, source, workload).start()
-    config = write_config(tmp_path / "cf.yaml", config_for(bootstrap, changefeed_id, source))
+    config = write_config(tmp_path / "cf.yaml", delivered(bootstrap, changefeed_id, source))
     log = tmp_path / "runs.log"
     started = time.monotonic()
     ends: list[dict[int, int]] = []  # where each killed run left each output partition
@@ -88,9 +96,7 @@ def chaos(  # noqa: PLR0917 - one soak's parts
             producer.stop()
             broker.stop()
             bootstrap = broker.start().bootstrap_servers
-            config = write_config(
-                tmp_path / "cf.yaml", config_for(bootstrap, changefeed_id, source)
-            )
+            config = write_config(tmp_path / "cf.yaml", delivered(bootstrap, changefeed_id, source))
             producer = SteadyProducer(bootstrap, source, workload).start()
     producer.stop()
     # the kills landed in a working changefeed: rows and checkpoints were written before them
@@ -98,15 +104,15 @@ def chaos(  # noqa: PLR0917 - one soak's parts
     assert before_drain, "no run wrote a row before it was killed"
     assert len(checkpoint_records(bootstrap, changefeed_id)) > 1, "no checkpoint past creation"
     producer.finish()
-    drain = config_for(bootstrap, changefeed_id, source)
+    drain = delivered(bootstrap, changefeed_id, source)
     drain["spark"] = {"trigger": {"available_now": True}}
     run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)  # in-process
-    output = consume_all(bootstrap, f"{changefeed_id}.t")
+    output = consume_all(bootstrap, f"{changefeed_id}.t")  # read_committed
     dead = consume_all(bootstrap, f"_highwater_dlq_{changefeed_id}")
-    report = validate(workload, output, dead)
+    report = validate(workload, output, dead, exactly_once=DELIVERY == "exactly_once")
     replays = duplicates_by_run(output, ends)[1:]  # the run after each kill
     print(
-        f"chaos: seed {SEED}, {KILLS} kills{', a broker restart' if broker else ''}, "
+        f"chaos ({DELIVERY}): seed {SEED}, {KILLS} kills{', a broker restart' if broker else ''}, "
         f"{len(workload.changes)} changes ({len(workload.duplicates)} upstream duplicates, "
         f"{len(workload.bad)} bad records) in {time.monotonic() - started:.0f} s: "
         f"{report.summary()}; duplicates per kill {replays} (max {max(replays, default=0)})"
