@@ -6,7 +6,9 @@ import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -49,6 +51,7 @@ public final class Pieces implements AutoCloseable {
     final Producer<byte[], byte[]> producer;
     Progress committed; // null until read
     boolean inUse;
+    long released; // System.nanoTime() when last released
 
     Held(String id, Producer<byte[], byte[]> producer) {
       this.id = id;
@@ -58,6 +61,7 @@ public final class Pieces implements AutoCloseable {
 
   private static final Map<String, Held> HELD = new HashMap<>(); // guarded by itself
   private static final Set<String> FAULTED = ConcurrentHashMap.newKeySet();
+  static long IDLE_NANOS = 10L * 60 * 1_000_000_000L; // ten minutes (tests shorten it)
   private static final long SLOW_COMMIT_MS = 20_000L;
 
   private final Delivery delivery;
@@ -274,6 +278,7 @@ public final class Pieces implements AutoCloseable {
   }
 
   private Held acquire(String id) {
+    evictIdle();
     synchronized (HELD) {
       Held kept = HELD.get(id);
       if (kept != null && !kept.inUse) {
@@ -298,11 +303,33 @@ public final class Pieces implements AutoCloseable {
     return fresh;
   }
 
+  /**
+   * Closes the producers no task used for {@link #IDLE_NANOS} (a partition this executor no
+   * longer gets, a changefeed that stopped): each holds a network thread and its buffer.
+   */
+  static void evictIdle() {
+    List<Held> idle = new ArrayList<>();
+    long now = System.nanoTime();
+    synchronized (HELD) {
+      HELD.values()
+          .removeIf(
+              h -> {
+                boolean old = !h.inUse && now - h.released > IDLE_NANOS;
+                if (old) {
+                  idle.add(h);
+                }
+                return old;
+              });
+    }
+    idle.forEach(h -> h.producer.close(Duration.ofSeconds(5)));
+  }
+
   private static void release(Held held, boolean ok) {
     synchronized (HELD) {
       boolean kept = HELD.get(held.id) == held;
       if (ok && kept) {
         held.inUse = false;
+        held.released = System.nanoTime();
         return;
       }
       if (kept) {

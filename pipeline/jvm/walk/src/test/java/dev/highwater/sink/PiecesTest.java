@@ -197,6 +197,27 @@ class PiecesTest {
   }
 
   @Test
+  void a_producer_no_task_used_for_a_while_is_closed() throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 0);
+      pieces.end(0, null, null);
+    }
+    assertEquals(1, Pieces.kept());
+    Pieces.evictIdle(); // used just now: kept
+    assertEquals(1, Pieces.kept());
+    long idle = Pieces.IDLE_NANOS;
+    Pieces.IDLE_NANOS = 0;
+    try {
+      Pieces.evictIdle();
+    } finally {
+      Pieces.IDLE_NANOS = idle;
+    }
+    assertEquals(0, Pieces.kept());
+    assertTrue(kafka.opened.get(0).closed());
+  }
+
+  @Test
   void a_failed_task_aborts_its_open_transaction() throws Exception {
     Fake kafka = new Fake();
     try (Pieces pieces = pieces(kafka)) {
