@@ -13,11 +13,12 @@ readers because only the latest value per key counts.
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from schemas.errors import SinkError
 
@@ -28,6 +29,12 @@ log = logging.getLogger(__name__)
 
 COMPACTED = {"cleanup.policy": "compact", "min.compaction.lag.ms": "0", "segment.ms": "3600000"}
 RECORD_OVERHEAD = 64 * 1024  # room for a key and the record's framing beside a value
+# a partition whose leader is not ready yet (just created, or moving)
+_NOT_READY = {
+    KafkaError.NOT_LEADER_FOR_PARTITION,
+    KafkaError.LEADER_NOT_AVAILABLE,
+    KafkaError.UNKNOWN_TOPIC_OR_PART,
+}
 
 
 class CompactedTopic:
@@ -101,9 +108,7 @@ class CompactedTopic:
                 return {}
             ends: dict[int, int] = {}
             for p in metadata.partitions:
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(self.topic, p), timeout=self._timeout
-                )
+                low, high = self._watermarks(consumer, p)
                 if high > low:
                     ends[p] = high
             latest: dict[str, bytes | None] = {}
@@ -124,6 +129,20 @@ class CompactedTopic:
             return {k: v for k, v in latest.items() if v is not None}
         finally:
             consumer.close()
+
+    def _watermarks(self, consumer: Consumer, partition: int) -> tuple[int, int]:
+        """A partition's offsets; a partition just created may not have its leader ready yet."""
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                low, high = consumer.get_watermark_offsets(
+                    TopicPartition(self.topic, partition), timeout=self._timeout
+                )
+                return int(low), int(high)
+            except KafkaException as exc:
+                if exc.args[0].code() not in _NOT_READY or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def close(self) -> None:
         """Flush and release the producer (a shared one is its owner's to close)."""
