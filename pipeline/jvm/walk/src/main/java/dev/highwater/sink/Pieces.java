@@ -48,13 +48,15 @@ public final class Pieces implements AutoCloseable {
   /** A transactional producer kept by an executor, and what it last knew to be committed. */
   static final class Held {
     final String id;
+    final long generation; // the run it was opened for: a later run's claim fenced it
     final Producer<byte[], byte[]> producer;
     Progress committed; // null until read
     boolean inUse;
     long released; // System.nanoTime() when last released
 
-    Held(String id, Producer<byte[], byte[]> producer) {
+    Held(String id, long generation, Producer<byte[], byte[]> producer) {
       this.id = id;
+      this.generation = generation;
       this.producer = producer;
     }
   }
@@ -279,12 +281,20 @@ public final class Pieces implements AutoCloseable {
 
   private Held acquire(String id) {
     evictIdle();
+    Held stale = null;
     synchronized (HELD) {
       Held kept = HELD.get(id);
-      if (kept != null && !kept.inUse) {
+      if (kept != null && !kept.inUse && kept.generation == delivery.generation) {
         kept.inUse = true;
         return kept;
       }
+      if (kept != null && !kept.inUse) { // an earlier run's, here (fenced by this run's claim)
+        HELD.remove(id);
+        stale = kept;
+      }
+    }
+    if (stale != null) {
+      stale.producer.close(Duration.ZERO);
     }
     Map<String, Object> settings = new HashMap<>(config);
     settings.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
@@ -295,7 +305,7 @@ public final class Pieces implements AutoCloseable {
       producer.close(Duration.ZERO);
       throw e;
     }
-    Held fresh = new Held(id, producer);
+    Held fresh = new Held(id, delivery.generation, producer);
     fresh.inUse = true;
     synchronized (HELD) {
       HELD.put(id, fresh); // one in use by another attempt here is fenced; it closes on release

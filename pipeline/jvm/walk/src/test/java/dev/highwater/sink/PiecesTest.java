@@ -197,6 +197,26 @@ class PiecesTest {
   }
 
   @Test
+  void a_producer_kept_from_an_earlier_run_is_not_used_by_a_later_one() throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) { // generation 2
+      pieces.begin("src", 0, 0);
+      pieces.send(row(1));
+      pieces.end(1, null, null);
+    }
+    Delivery next = new Delivery("highwater-cf", "_progress", 3); // a restart in this JVM
+    try (Pieces pieces = new Pieces(next, new HashMap<>(), kafka, 4)) {
+      pieces.begin("src", 0, 1);
+      pieces.send(row(2));
+      pieces.end(2, null, null);
+    }
+    assertEquals(2, kafka.opened.size()); // the next run's claim fenced the first producer
+    assertTrue(kafka.opened.get(0).closed());
+    assertTrue(kafka.opened.get(1).transactionCommitted());
+    assertEquals(2, kafka.reads);
+  }
+
+  @Test
   void a_producer_no_task_used_for_a_while_is_closed() throws Exception {
     Fake kafka = new Fake();
     try (Pieces pieces = pieces(kafka)) {
