@@ -89,6 +89,10 @@ public final class Pieces implements AutoCloseable {
   /** A task's pieces on the cluster of {@code producer} (Spark's Kafka writer settings). */
   public static Pieces of(Delivery delivery, Map<String, Object> producer) {
     Map<String, Object> config = new HashMap<>(producer);
+    Object timeout = config.get(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG);
+    // how long another partition's open transaction may hold a progress read back
+    long transactionTimeout = (timeout == null ? 60_000L : Long.parseLong(timeout.toString()))
+        + 15_000L;
     config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
     config.put(ProducerConfig.ACKS_CONFIG, "all");
     Kafka kafka =
@@ -100,7 +104,7 @@ public final class Pieces implements AutoCloseable {
 
           @Override
           public Progress read(String key, int slot) throws IOException {
-            return Progress.read(config, delivery.progressTopic, slot, key);
+            return Progress.read(config, delivery.progressTopic, slot, key, transactionTimeout);
           }
         };
     return new Pieces(delivery, config, kafka, slots(config, delivery.progressTopic));

@@ -94,13 +94,26 @@ public final class Progress {
   /**
    * The latest committed progress of {@code key} in partition {@code slot} of {@code topic}
    * (read_committed), or null: read back from the partition's end, in widening windows.
+   *
+   * <p>Other keys share the partition, and their transactions may still be open: until they
+   * end, the last stable offset stays below what this key committed after them. So the read
+   * first waits until every transaction that wrote to the partition so far has ended (the last
+   * stable offset reaches the high watermark read first), at most {@code waitMillis} (the
+   * transactions' timeout, after which their coordinator aborts them).
    */
-  static Progress read(Map<String, Object> producer, String topic, int slot, String key)
+  static Progress read(
+      Map<String, Object> producer, String topic, int slot, String key, long waitMillis)
       throws IOException {
     TopicPartition tp = new TopicPartition(topic, slot);
+    Map<String, Object> uncommitted = consumer(producer);
+    uncommitted.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_uncommitted");
+    long written;
+    try (KafkaConsumer<byte[], byte[]> all = new KafkaConsumer<>(uncommitted)) {
+      written = all.endOffsets(List.of(tp)).get(tp); // the high watermark
+    }
     try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumer(producer))) {
       consumer.assign(List.of(tp));
-      long end = consumer.endOffsets(List.of(tp)).get(tp); // the last stable offset
+      long end = settled(consumer, tp, written, waitMillis);
       long begin = consumer.beginningOffsets(List.of(tp)).get(tp);
       long deadline = System.currentTimeMillis() + READ_DEADLINE_MS;
       for (long window = 16; ; window *= 8) {
@@ -122,6 +135,35 @@ public final class Progress {
         if (found != null || from == begin) {
           return found == null ? null : parse(found);
         }
+      }
+    }
+  }
+
+  /** The last stable offset once it reached {@code written}; waits at most {@code millis}. */
+  private static long settled(
+      KafkaConsumer<byte[], byte[]> consumer, TopicPartition tp, long written, long millis)
+      throws IOException {
+    long deadline = System.currentTimeMillis() + millis;
+    while (true) {
+      long stable = consumer.endOffsets(List.of(tp)).get(tp);
+      if (stable >= written) {
+        return stable;
+      }
+      if (System.currentTimeMillis() > deadline) {
+        throw new IOException(
+            "reading the progress in "
+                + tp
+                + ": a transaction that wrote there before offset "
+                + written
+                + " is still open after "
+                + millis
+                + " ms");
+      }
+      try {
+        Thread.sleep(50);
+      } catch (InterruptedException e) {
+        Thread.currentThread().interrupt();
+        throw new IOException("interrupted while reading the progress in " + tp, e);
       }
     }
   }
