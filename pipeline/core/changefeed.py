@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from pipeline.config import ChangefeedConfig
 from schemas.errors import (
+    FencedError,
     HighwaterError,
     SinkError,
     SourceDecodeError,
@@ -47,10 +48,12 @@ from schemas.hlc import Hlc
 from . import faults
 from .batch import BatchAbandoned, BatchPlan, BatchResult, Settled
 from .durable import Durable
+from .kafka_clients import client_config
 from .lifecycle import Admission, StopRequest
 from .observers import Observers
 from .policy import Cadence, Decision, Policy
 from .position import Position
+from .progress import TAKEN, Claim
 from .queries import check_query
 from .resolvers import resolver_of
 from .scan_driver import Scans
@@ -244,8 +247,9 @@ class Changefeed:
                 raise
             except Exception as exc:
                 # Spark or Kafka gave up (the clients retry with back-off first): one clear
-                # error; nothing of this batch was checkpointed.
-                self._error = SinkError(f"batch {batch_id} failed, not checkpointed: {cause(exc)}")
+                # error; nothing of this batch was checkpointed (or, exactly once, fenced).
+                failed = SinkError(f"batch {batch_id} failed, not checkpointed: {cause(exc)}")
+                self._error = _taken(self.config, self.outputs.claim, batch_id) or failed
                 raise self._error from exc
 
     def _process(self, batch: DataFrame, batch_id: int) -> float:
@@ -377,3 +381,24 @@ def _prepared(value: T | None) -> T:
 def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:
     """Run the changefeed described by ``config``."""
     Changefeed(config, spark, stop=stop).run()
+
+
+def _taken(config: ChangefeedConfig, claim: Claim | None, batch_id: int) -> FencedError | None:
+    """Exactly once, after a failed write: the fence, if a newer run generation claimed.
+
+    A newer instance's claim fails this run's tasks in Spark (``Pieces.java``); the run must
+    stop then, not be restarted as after a Kafka failure.
+    """
+    if claim is None:
+        return None
+    try:
+        newer = claim.newer(client_config(config.sink_kafka))
+    except Exception as exc:  # the batch's own error is the one to report
+        log.warning("could not read the run generation after batch %d failed: %s", batch_id, exc)
+        return None
+    if newer is None:
+        return None
+    return FencedError(
+        f"{TAKEN}: batch {batch_id} not written, run generation {newer} claimed its "
+        f"partitions (this run is generation {claim.generation})"
+    )

@@ -189,6 +189,19 @@ class Claim:
                 backfill = backfill.finished(chunk, 0)
         return backfill
 
+    def newer(self, client: Mapping[str, Any]) -> int | None:
+        """A generation above this run's that the progress topic names, else None.
+
+        Asked when a write failed: a newer instance's claim fences this run's row producers
+        (the tasks fail in Spark, ``Pieces.java``), and then this run must stop, not retry.
+        """
+        store = CompactedTopic(client, self.topic)
+        try:
+            found = max(_generations(store.read_all(), self.topic), default=0)
+        finally:
+            store.close()
+        return found if found > self.generation else None
+
     def overlay(self, frontier: Frontier) -> None:
         """Move ``frontier`` to what was committed (never back): where each partition resumes."""
         for sp, record in self.committed.items():
