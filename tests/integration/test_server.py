@@ -335,6 +335,8 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
         scan={"chunks_done": 3, "chunks_total": 12},
         warnings=["retention of src is 1 day"],
         schemas={"orders": SCHEMA},
+        delivery="exactly_once",
+        generation=3,
     )
     failed = JobStatus("audit", "failed", error="the source topic is gone")
     jobs = CompactedTopic(context.client, context.jobs_topic)
@@ -363,6 +365,8 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
         "updated_at": orders.updated_at,
         "metrics_url": None,
         "schemas": {"orders": SCHEMA},  # its output schema's version and last change
+        "delivery": "exactly_once",  # and, exactly once, the run's generation
+        "generation": 3,
     }
     every = client.get("/api/v2/changefeeds", headers=AUTH).json()
     assert [(c["changefeed_id"], c["state"], c["error"]) for c in every] == [
