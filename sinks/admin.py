@@ -82,33 +82,7 @@ def ensure_topics(
             if exc.args[0].name() != "TOPIC_ALREADY_EXISTS":  # a concurrent creator won
                 raise SinkError(f"cannot create topic {name!r}: {exc.args[0].str()}") from exc
     log.info("created topics %s", created)
-    _await_leaders(admin, created, timeout)
     return created
-
-
-def _await_leaders(admin: AdminClient, topics: list[str], timeout: float) -> None:
-    """Wait until every partition of ``topics`` has a leader.
-
-    A topic is created before its partitions have leaders: a read of its offsets at once
-    can meet NOT_LEADER_FOR_PARTITION (twelve partitions made that likely).
-    """
-    deadline = time.monotonic() + timeout
-    while topics:
-        metadata = admin.list_topics(timeout=timeout).topics
-        waiting = [
-            t
-            for t in topics
-            if t not in metadata
-            or metadata[t].error is not None
-            or not metadata[t].partitions
-            or any(p.leader < 0 or p.error is not None for p in metadata[t].partitions.values())
-        ]
-        if not waiting:
-            return
-        if time.monotonic() > deadline:
-            log.warning("topics %s created, their partitions still without leaders", waiting)
-            return
-        time.sleep(0.1)
 
 
 def partition_counts(
