@@ -111,7 +111,10 @@ public final class Progress {
     try (KafkaConsumer<byte[], byte[]> all = new KafkaConsumer<>(uncommitted)) {
       written = all.endOffsets(List.of(tp)).get(tp); // the high watermark
     }
-    try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumer(producer))) {
+    // closed without waiting: close() would wait for the fetch the consumer sent ahead at the
+    // partition's end, which the broker holds fetch.max.wait.ms (500 ms by default)
+    KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(consumer(producer));
+    try {
       consumer.assign(List.of(tp));
       long end = settled(consumer, tp, written, waitMillis);
       long begin = consumer.beginningOffsets(List.of(tp)).get(tp);
@@ -136,6 +139,8 @@ public final class Progress {
           return found == null ? null : parse(found);
         }
       }
+    } finally {
+      consumer.close(Duration.ZERO);
     }
   }
 
