@@ -95,6 +95,10 @@ public final class Pieces implements AutoCloseable {
         + 15_000L;
     config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
     config.put(ProducerConfig.ACKS_CONFIG, "all");
+    // initTransactions always retries once (its InitProducerId waits for the coordinator's
+    // lookup) and sleeps retry.backoff.ms first: 100 ms of Kafka's default, per partition of a
+    // run; from 10 ms, retries still back off exponentially (retry.backoff.max.ms)
+    config.putIfAbsent(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "10");
     Kafka kafka =
         new Kafka() {
           @Override
@@ -104,7 +108,7 @@ public final class Pieces implements AutoCloseable {
 
           @Override
           public Progress read(String key, int slot) throws IOException {
-            return Progress.read(config, delivery.progressTopic, slot, key, transactionTimeout);
+            return ProgressReader.read(config, delivery.progressTopic, slot, key, transactionTimeout);
           }
         };
     return new Pieces(delivery, config, kafka, slots(config, delivery.progressTopic));
@@ -336,6 +340,7 @@ public final class Pieces implements AutoCloseable {
               });
     }
     idle.forEach(h -> h.producer.close(Duration.ofSeconds(5)));
+    ProgressReader.evictIdle(IDLE_NANOS);
   }
 
   private static void release(Held held, boolean ok) {
@@ -366,6 +371,7 @@ public final class Pieces implements AutoCloseable {
       HELD.values().forEach(h -> h.producer.close(Duration.ZERO));
       HELD.clear();
     }
+    ProgressReader.evictIdle(0);
     FAULTED.clear();
   }
 
