@@ -3,14 +3,15 @@ package dev.highwater.sink;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
-import java.util.HashMap;
-import java.util.Map;
 import java.util.ArrayList;
-import java.util.Arrays;
+import java.util.HashMap;
 import java.util.List;
-import java.util.Set;
-import java.util.concurrent.ConcurrentHashMap;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -18,7 +19,6 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
-import org.apache.spark.TaskContext;
 
 /**
  * One task's writes under exactly-once delivery ({@link Delivery}): each source partition's
@@ -27,7 +27,8 @@ import org.apache.spark.TaskContext;
  *
  * <p>{@link #begin} takes the partition's transactional producer (kept per executor between
  * batches; a new one's {@code initTransactions} fences every other holder of the id and ends
- * its open transaction) and decides <b>write or skip</b>: a piece whose first offset is below
+ * its open transaction; it opens while the piece's first records wait) and, once it is there,
+ * decides <b>write or skip</b>: a piece whose first offset is below
  * the committed next offset was committed already (an earlier attempt of this task), so its
  * rows are walked again for the summary but not sent; a progress record of a newer generation
  * means a newer instance claimed the partition, and this one stops. A piece with no row
@@ -45,33 +46,25 @@ public final class Pieces implements AutoCloseable {
     Progress read(String key, int slot) throws IOException;
   }
 
-  /** A transactional producer kept by an executor, and what it last knew to be committed. */
-  static final class Held {
-    final String id;
-    final long generation; // the run it was opened for: a later run's claim fenced it
-    final Producer<byte[], byte[]> producer;
-    Progress committed; // null until read
-    boolean inUse;
-    long released; // System.nanoTime() when last released
-
-    Held(String id, long generation, Producer<byte[], byte[]> producer) {
-      this.id = id;
-      this.generation = generation;
-      this.producer = producer;
-    }
-  }
-
-  private static final Map<String, Held> HELD = new HashMap<>(); // guarded by itself
-  private static final Set<String> FAULTED = ConcurrentHashMap.newKeySet();
-  static long IDLE_NANOS = 10L * 60 * 1_000_000_000L; // ten minutes (tests shorten it)
-  private static final long SLOW_COMMIT_MS = 20_000L;
+  static final long WAITING_BYTES = 16L << 20; // a piece's records held while its producer opens
+  private static final ExecutorService OPENER =
+      Executors.newCachedThreadPool(
+          work -> {
+            Thread t = new Thread(work, "highwater-open-producer");
+            t.setDaemon(true);
+            return t;
+          });
 
   private final Delivery delivery;
   private final Map<String, Object> config;
   private final Kafka kafka;
   private final int slots;
   private final long answerMillis;
-  private Held held;
+  private Producers.Held held;
+  private CompletableFuture<Producers.Held> opening; // the open piece's new producer, opening
+  private final List<ProducerRecord<byte[], byte[]>> waiting = new ArrayList<>(); // meanwhile
+  private long waitingBytes;
+  private long first;
   private String topic;
   private int partition;
   private boolean skip;
@@ -108,7 +101,8 @@ public final class Pieces implements AutoCloseable {
 
           @Override
           public Progress read(String key, int slot) throws IOException {
-            return ProgressReader.read(config, delivery.progressTopic, slot, key, transactionTimeout);
+            return ProgressReader.read(
+                config, delivery.progressTopic, slot, key, transactionTimeout);
           }
         };
     return new Pieces(delivery, config, kafka, slots(config, delivery.progressTopic));
@@ -140,46 +134,132 @@ public final class Pieces implements AutoCloseable {
     return c;
   }
 
-  /** The piece of {@code topic}/{@code partition} whose first record is at {@code first}. */
+  /**
+   * The piece of {@code topic}/{@code partition} whose first record is at {@code first}. A
+   * producer this executor kept for the partition is taken at once; a new one is opened (and
+   * the partition's progress read) on another thread while the piece's first records wait in
+   * memory (at most {@link #WAITING_BYTES}), so the walk goes on meanwhile: what a new run pays
+   * on each partition's first piece.
+   */
   public void begin(String topic, int partition, long first) throws IOException {
-    if (held != null) {
+    if (held != null || opening != null) {
       throw new IllegalStateException("piece of " + this.topic + "/" + this.partition + " open");
     }
     this.topic = topic;
     this.partition = partition;
+    this.first = first;
     String id = delivery.transactionalId(topic, partition);
-    held = acquire(id);
+    Producers.Held kept = Producers.reuse(id, delivery.generation);
+    if (kept != null) {
+      decide(kept);
+    } else {
+      String key = Progress.key(delivery.kind, topic, partition);
+      opening = CompletableFuture.supplyAsync(() -> open(id, key), OPENER);
+    }
+  }
+
+  /**
+   * A new producer for {@code id}, and the progress committed under {@code key} (on {@link
+   * #OPENER}; reads no field the task thread changes).
+   */
+  private Producers.Held open(String id, String key) {
+    Producers.Held fresh = Producers.open(kafka, config, id, delivery.generation);
     try {
-      if (held.committed == null) { // a new producer: Kafka says what is committed
-        String key = Progress.key(delivery.kind, topic, partition);
-        Progress read = kafka.read(key, Progress.slot(key, slots));
-        held.committed = read == null ? new Progress(-1, 0) : read;
-      }
-      if (held.committed.generation > delivery.generation) {
-        throw new IOException(
-            TAKEN
-                + ": source partition "
-                + where()
-                + " was claimed by run generation "
-                + held.committed.generation
-                + " (this run is generation "
-                + delivery.generation
-                + ")");
-      }
-      skip = delivery.committed(held.committed, first);
-    } catch (IOException | RuntimeException e) {
-      close();
+      Progress read = kafka.read(key, Progress.slot(key, slots));
+      fresh.committed = read == null ? new Progress(-1, 0) : read;
+      return fresh;
+    } catch (IOException e) {
+      Producers.release(fresh, false);
+      throw new CompletionException(e);
+    } catch (RuntimeException e) {
+      Producers.release(fresh, false);
       throw e;
     }
   }
 
+  /** Write or skip the piece on {@code taken}'s committed progress; stop if a newer run took it. */
+  private void decide(Producers.Held taken) throws IOException {
+    held = taken;
+    if (held.committed.generation > delivery.generation) {
+      IOException e =
+          new IOException(
+              TAKEN
+                  + ": source partition "
+                  + where()
+                  + " was claimed by run generation "
+                  + held.committed.generation
+                  + " (this run is generation "
+                  + delivery.generation
+                  + ")");
+      close();
+      throw e;
+    }
+    skip = delivery.committed(held.committed, first);
+  }
+
+  /**
+   * Takes the producer being opened once it is there ({@code wait}: waits for it), and sends
+   * the records that waited for it (or drops them: a committed piece's).
+   */
+  private void ready(boolean wait) throws IOException {
+    if (opening == null || (!wait && !opening.isDone())) {
+      return;
+    }
+    Producers.Held opened;
+    try {
+      opened = opening.get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while opening the producer of " + where(), e);
+    } catch (ExecutionException e) {
+      opening = null;
+      waiting.clear();
+      Throwable cause = e.getCause();
+      if (cause instanceof CompletionException && cause.getCause() != null) {
+        cause = cause.getCause(); // open() wraps its IOException
+      }
+      if (cause instanceof IOException io) {
+        throw io;
+      }
+      if (cause instanceof RuntimeException r) {
+        throw r;
+      }
+      throw new IOException("opening the producer of " + where() + " failed: " + cause, cause);
+    }
+    opening = null;
+    decide(opened);
+    for (ProducerRecord<byte[], byte[]> record : waiting) {
+      transmit(record);
+    }
+    waiting.clear();
+    waitingBytes = 0;
+  }
+
   /** Whether the open piece's rows are sent (false: committed already by an earlier attempt). */
-  public boolean writing() {
+  public boolean writing() throws IOException {
+    ready(true);
     return !skip;
   }
 
   /** One of the open piece's records. */
   public void send(ProducerRecord<byte[], byte[]> record) throws IOException {
+    if (opening != null) {
+      ready(waitingBytes >= WAITING_BYTES);
+      if (opening != null) {
+        waiting.add(record);
+        waitingBytes += size(record);
+        return;
+      }
+    }
+    transmit(record);
+  }
+
+  private static long size(ProducerRecord<byte[], byte[]> record) {
+    return (record.key() == null ? 0 : record.key().length)
+        + (record.value() == null ? 0 : record.value().length);
+  }
+
+  private void transmit(ProducerRecord<byte[], byte[]> record) throws IOException {
     if (skip) {
       return;
     }
@@ -201,6 +281,7 @@ public final class Pieces implements AutoCloseable {
    */
   public void end(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
+    ready(true);
     try {
       if (open) {
         String key = Progress.key(delivery.kind, topic, partition);
@@ -220,7 +301,7 @@ public final class Pieces implements AutoCloseable {
                 Progress.slot(key, slots),
                 key.getBytes(StandardCharsets.UTF_8),
                 value));
-        fault("slow_commit");
+        TaskFaults.reach("slow_commit");
         held.producer.commitTransaction();
         open = false;
         if (delivery.committed != null) {
@@ -228,18 +309,28 @@ public final class Pieces implements AutoCloseable {
         }
         acks.await(answerMillis);
         held.committed = new Progress(nextOffset, delivery.generation, delivery.scanTime);
-        fault("after_commit");
+        TaskFaults.reach("after_commit");
       }
     } catch (KafkaException e) {
       throw failed(e);
     }
-    release(held, true);
+    Producers.release(held, true);
     held = null;
   }
 
   /** Ends the task's use: an open piece's transaction is aborted (a failed task's). */
   @Override
   public void close() {
+    waiting.clear();
+    if (opening != null) { // a failed task's producer still opening: closed once it is open
+      opening.whenComplete(
+          (opened, e) -> {
+            if (opened != null) {
+              Producers.release(opened, false);
+            }
+          });
+      opening = null;
+    }
     if (held == null) {
       return;
     }
@@ -254,7 +345,7 @@ public final class Pieces implements AutoCloseable {
         delivery.aborted.add(1);
       }
     }
-    release(held, false);
+    Producers.release(held, false);
     held = null;
   }
 
@@ -287,115 +378,9 @@ public final class Pieces implements AutoCloseable {
     return topic + "/" + partition;
   }
 
-  private Held acquire(String id) {
-    evictIdle();
-    Held stale = null;
-    synchronized (HELD) {
-      Held kept = HELD.get(id);
-      if (kept != null && !kept.inUse && kept.generation == delivery.generation) {
-        kept.inUse = true;
-        return kept;
-      }
-      if (kept != null && !kept.inUse) { // an earlier run's, here (fenced by this run's claim)
-        HELD.remove(id);
-        stale = kept;
-      }
-    }
-    if (stale != null) {
-      stale.producer.close(Duration.ZERO);
-    }
-    Map<String, Object> settings = new HashMap<>(config);
-    settings.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
-    Producer<byte[], byte[]> producer = kafka.open(settings);
-    try {
-      producer.initTransactions(); // fences every other holder of the id, ends its transaction
-    } catch (RuntimeException e) {
-      producer.close(Duration.ZERO);
-      throw e;
-    }
-    Held fresh = new Held(id, delivery.generation, producer);
-    fresh.inUse = true;
-    synchronized (HELD) {
-      HELD.put(id, fresh); // one in use by another attempt here is fenced; it closes on release
-    }
-    return fresh;
-  }
-
-  /**
-   * Closes the producers no task used for {@link #IDLE_NANOS} (a partition this executor no
-   * longer gets, a changefeed that stopped): each holds a network thread and its buffer.
-   */
-  static void evictIdle() {
-    List<Held> idle = new ArrayList<>();
-    long now = System.nanoTime();
-    synchronized (HELD) {
-      HELD.values()
-          .removeIf(
-              h -> {
-                boolean old = !h.inUse && now - h.released > IDLE_NANOS;
-                if (old) {
-                  idle.add(h);
-                }
-                return old;
-              });
-    }
-    idle.forEach(h -> h.producer.close(Duration.ofSeconds(5)));
-    ProgressReader.evictIdle(IDLE_NANOS);
-  }
-
-  private static void release(Held held, boolean ok) {
-    synchronized (HELD) {
-      boolean kept = HELD.get(held.id) == held;
-      if (ok && kept) {
-        held.inUse = false;
-        held.released = System.nanoTime();
-        return;
-      }
-      if (kept) {
-        HELD.remove(held.id);
-      }
-    }
-    held.producer.close(Duration.ofSeconds(5));
-  }
-
-  /** The producers kept (tests). */
-  static int kept() {
-    synchronized (HELD) {
-      return HELD.size();
-    }
-  }
-
-  /** Drops every kept producer (tests). */
+  /** Drops every kept producer and progress reader, and the faults reached (tests). */
   static void forget() {
-    synchronized (HELD) {
-      HELD.values().forEach(h -> h.producer.close(Duration.ZERO));
-      HELD.clear();
-    }
-    ProgressReader.evictIdle(0);
-    FAULTED.clear();
-  }
-
-  /**
-   * Tests' fault points, {@code HIGHWATER_TASK_FAULT=<point>[,<point>]}, each reached once per
-   * executor, by a task's first attempt: {@code after_commit} fails the task after its commit,
-   * before it reports; {@code slow_commit} holds the commit back 20 s, past a short {@code
-   * transaction.timeout.ms} and the coordinator's sweep of timed-out transactions (10 s), so
-   * the coordinator aborts it first.
-   */
-  private static void fault(String point) throws IOException, InterruptedException {
-    String asked = System.getenv("HIGHWATER_TASK_FAULT");
-    if (asked == null || !Arrays.asList(asked.split(",")).contains(point)) {
-      return;
-    }
-    TaskContext task = TaskContext.get();
-    if (task == null || task.attemptNumber() != 0 || !FAULTED.add(point)) {
-      return;
-    }
-    System.err.println("fault injected " + point + " (HIGHWATER_TASK_FAULT)");
-    if (point.equals("slow_commit")) {
-      Thread.sleep(SLOW_COMMIT_MS);
-      return;
-    }
-    throw new IOException("fault injected " + point + " (HIGHWATER_TASK_FAULT)");
+    Producers.forget();
+    TaskFaults.forget();
   }
 }

@@ -83,7 +83,9 @@ final class ProgressReader {
         if (System.currentTimeMillis() > deadline) {
           throw new IOException("reading the progress of " + key + " from " + tp + " timed out");
         }
-        for (ConsumerRecord<byte[], byte[]> r : committed.poll(Duration.ofMillis(200)).records(tp)) {
+        Iterable<ConsumerRecord<byte[], byte[]>> polled =
+            committed.poll(Duration.ofMillis(200)).records(tp);
+        for (ConsumerRecord<byte[], byte[]> r : polled) {
           if (r.offset() < end
               && r.key() != null
               && key.equals(new String(r.key(), StandardCharsets.UTF_8))) {

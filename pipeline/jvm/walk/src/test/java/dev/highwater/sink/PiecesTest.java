@@ -10,9 +10,11 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.clients.producer.MockProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -29,8 +31,9 @@ class PiecesTest {
   static final Delivery DELIVERY = new Delivery("highwater-cf", "_progress", 2);
 
   /** Opens MockProducers and answers progress reads from a map; counts both. */
-  static final class Fake implements Pieces.Kafka {
-    final List<MockProducer<byte[], byte[]>> opened = new ArrayList<>();
+  static class Fake implements Pieces.Kafka {
+    final List<MockProducer<byte[], byte[]>> opened =
+        Collections.synchronizedList(new ArrayList<>()); // opened on another thread
     final List<String> ids = new ArrayList<>();
     final Map<String, Progress> committed = new HashMap<>();
     int reads;
@@ -156,18 +159,75 @@ class PiecesTest {
   }
 
   @Test
-  void a_partition_claimed_by_a_newer_run_stops_the_task_and_writes_nothing() {
+  void a_partition_claimed_by_a_newer_run_stops_the_task_and_writes_nothing() throws Exception {
     Fake kafka = new Fake();
     kafka.committed.put("rows/src/0", new Progress(10, 3));
     Pieces pieces = pieces(kafka);
-    IOException e = assertThrows(IOException.class, () -> pieces.begin("src", 0, 10));
+    pieces.begin("src", 0, 10); // the producer opens meanwhile
+    IOException e =
+        assertThrows(
+            IOException.class,
+            () -> {
+              pieces.send(row(1));
+              pieces.end(11, "5.0000000000", null);
+            });
     assertEquals(
         Pieces.TAKEN
             + ": source partition src/0 was claimed by run generation 3 (this run is generation 2)",
         e.getMessage());
     assertTrue(kafka.opened.get(0).closed());
-    assertEquals(0, Pieces.kept());
+    assertTrue(kafka.opened.get(0).history().isEmpty());
+    assertEquals(0, Producers.kept());
     pieces.close();
+  }
+
+  /** A Fake whose progress reads wait for {@link #answer}. */
+  static final class SlowRead extends Fake {
+    final CountDownLatch answer = new CountDownLatch(1);
+
+    @Override
+    public Progress read(String key, int slot) {
+      try {
+        answer.await();
+      } catch (InterruptedException e) {
+        throw new IllegalStateException(e);
+      }
+      return super.read(key, slot);
+    }
+  }
+
+  @Test
+  void records_sent_while_the_producer_opens_wait_and_then_go_in_order() throws Exception {
+    SlowRead kafka = new SlowRead();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 1, 100);
+      for (int n = 1; n <= 3; n++) {
+        pieces.send(row(n)); // the walk goes on while the producer opens
+      }
+      kafka.answer.countDown();
+      pieces.send(row(4));
+      pieces.end(104, "5.0000000001", null);
+    }
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    List<String> sent = new ArrayList<>();
+    p.history().forEach(r -> sent.add(r.topic() + (r.topic().equals("out") ? r.key()[0] : "")));
+    assertEquals(List.of("out1", "out2", "out3", "out4", "_progress"), sent);
+    assertEquals(1, p.commitCount());
+  }
+
+  @Test
+  void records_that_waited_for_a_committed_piece_are_dropped() throws Exception {
+    SlowRead kafka = new SlowRead();
+    kafka.committed.put("rows/src/0", new Progress(110, 2));
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 100); // committed up to 110 by an earlier attempt
+      pieces.send(row(1));
+      pieces.send(row(2));
+      kafka.answer.countDown();
+      pieces.end(110, "5.0000000000", null);
+    }
+    assertTrue(kafka.opened.get(0).history().isEmpty());
+    assertEquals(0, kafka.opened.get(0).commitCount());
   }
 
   @Test
@@ -175,6 +235,7 @@ class PiecesTest {
     Fake kafka = new Fake();
     Pieces pieces = pieces(kafka);
     pieces.begin("src", 0, 0);
+    assertTrue(pieces.writing()); // its producer is open
     pieces.send(row(1));
     kafka.opened.get(0).fenceProducer(); // another attempt or instance opened the id
     IOException e =
@@ -184,7 +245,7 @@ class PiecesTest {
     pieces.close();
     assertFalse(kafka.opened.get(0).transactionCommitted());
     assertTrue(kafka.opened.get(0).closed());
-    assertEquals(0, Pieces.kept());
+    assertEquals(0, Producers.kept());
     // the retry opens the id anew (fencing the other) and reads what is committed
     try (Pieces retry = pieces(kafka)) {
       retry.begin("src", 0, 0);
@@ -223,17 +284,17 @@ class PiecesTest {
       pieces.begin("src", 0, 0);
       pieces.end(0, null, null);
     }
-    assertEquals(1, Pieces.kept());
-    Pieces.evictIdle(); // used just now: kept
-    assertEquals(1, Pieces.kept());
-    long idle = Pieces.IDLE_NANOS;
-    Pieces.IDLE_NANOS = 0;
+    assertEquals(1, Producers.kept());
+    Producers.evictIdle(); // used just now: kept
+    assertEquals(1, Producers.kept());
+    long idle = Producers.IDLE_NANOS;
+    Producers.IDLE_NANOS = 0;
     try {
-      Pieces.evictIdle();
+      Producers.evictIdle();
     } finally {
-      Pieces.IDLE_NANOS = idle;
+      Producers.IDLE_NANOS = idle;
     }
-    assertEquals(0, Pieces.kept());
+    assertEquals(0, Producers.kept());
     assertTrue(kafka.opened.get(0).closed());
   }
 
@@ -242,11 +303,31 @@ class PiecesTest {
     Fake kafka = new Fake();
     try (Pieces pieces = pieces(kafka)) {
       pieces.begin("src", 0, 0);
+      assertTrue(pieces.writing()); // its producer is open
       pieces.send(row(1));
     } // the task failed here: close without end
     assertTrue(kafka.opened.get(0).transactionAborted());
     assertFalse(kafka.opened.get(0).transactionCommitted());
-    assertEquals(0, Pieces.kept());
+    assertEquals(0, Producers.kept());
+  }
+
+  @Test
+  void a_failed_tasks_producer_still_opening_is_closed_once_open_and_sends_nothing()
+      throws Exception {
+    SlowRead kafka = new SlowRead();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 0);
+      pieces.send(row(1));
+    } // the task failed while its producer was opening
+    kafka.answer.countDown();
+    long deadline = System.currentTimeMillis() + 10_000;
+    while ((kafka.opened.isEmpty() || !kafka.opened.get(0).closed())
+        && System.currentTimeMillis() < deadline) {
+      Thread.sleep(10);
+    }
+    assertEquals(0, Producers.kept());
+    assertTrue(kafka.opened.get(0).closed());
+    assertTrue(kafka.opened.get(0).history().isEmpty());
   }
 
   @Test
