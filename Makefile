@@ -57,6 +57,7 @@ soak: jars
 	HIGHWATER_SOAK_KILLS=20 HIGHWATER_CONNECT_KILLS=10 $(BIN)/pytest tests/integration/test_chaos.py tests/integration/test_one_writer.py tests/integration/test_debezium_restarts.py tests/integration/test_mariadb.py -s -p no:cacheprovider --timeout=3600
 
 # The cluster tests (not part of `make test`): a three-node KRaft Kafka on loopback, nodes
-# killed and restarted under a changefeed.
+# killed and restarted under a changefeed; exactly once, its output validated with no (key,
+# updated) twice (HIGHWATER_SOAK_DELIVERY=at_least_once for the other mode).
 cluster-test: jars
 	HIGHWATER_CLUSTER_TESTS=1 $(BIN)/pytest tests/cluster -s -p no:cacheprovider --timeout=3600

@@ -31,7 +31,7 @@ from pipeline.dev.generator import GeneratorSpec, write
 from pipeline.dev.service import kill
 from pipeline.dev.spark_cluster import SparkCluster
 from sinks.admin import ensure_topics
-from tests.integration.test_chaos import SteadyProducer, config_for
+from tests.integration.test_chaos import DELIVERY, SteadyProducer, delivered
 from tests.support.changefeed import changefeed_config, read_output, run_to_end
 from tests.support.kafka import consume_all
 from tests.support.process import run as run_to_exit
@@ -185,7 +185,7 @@ class SteadyFeed:
         source = f"{name}.src"
         ensure_topics({"bootstrap.servers": bootstrap}, {source: 3})
         self.producer = SteadyProducer(bootstrap, source, self.workload).start()
-        self.raw = config_for(bootstrap, name, source)
+        self.raw = delivered(bootstrap, name, source)  # exactly once unless the soak says
         self.raw["metrics"] = {"replication_check_interval": "1s"}
         if master is not None:
             self.raw["spark"] |= {
@@ -217,8 +217,9 @@ class SteadyFeed:
         run_to_end(load_config(write_config(self.tmp_path / "drain.yaml", drain)), spark)
         report = validate(
             self.workload,
-            consume_all(self.bootstrap, self.output),
+            consume_all(self.bootstrap, self.output),  # read_committed
             consume_all(self.bootstrap, f"_highwater_dlq_{self.name}"),
+            exactly_once=DELIVERY == "exactly_once",  # and then no (key, updated) twice
         )
         assert not report.violations, dict(report.violations)
         assert report.distinct == len(self.workload.changes)
