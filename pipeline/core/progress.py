@@ -119,7 +119,7 @@ class Claim:
         )
         store = CompactedTopic(client, topic, producer=writer)
         try:
-            generation = 1 + max(_generations(store.read_all(), topic), default=0)
+            generation = 1 + _highest(store)
             store.put(GENERATION_KEY, GenerationRecord(generation=generation).encode())
             producers = {
                 (sp, kind): AcknowledgedProducer(
@@ -197,7 +197,7 @@ class Claim:
         """
         store = CompactedTopic(client, self.topic)
         try:
-            found = max(_generations(store.read_all(), self.topic), default=0)
+            found = _highest(store)
         finally:
             store.close()
         return found if found > self.generation else None
@@ -234,6 +234,11 @@ def _opened(producer: AcknowledgedProducer) -> None:
         raise
     except SinkError as exc:
         raise ConfigError([("delivery", f"{_UNUSABLE}: {exc}")]) from exc
+
+
+def _highest(store: CompactedTopic) -> int:
+    """The highest run generation the progress topic names (0: none yet)."""
+    return max(_generations(store.read_all(), store.topic), default=0)
 
 
 def _generations(records: Mapping[str, bytes], topic: str) -> list[int]:

@@ -24,7 +24,7 @@ final class Producers {
     final String id;
     final long generation; // the run it was opened for: a later run's claim fenced it
     final Producer<byte[], byte[]> producer;
-    Progress committed; // null until read
+    Progress committed; // set once read, before any task takes it
     boolean inUse;
     long released; // System.nanoTime() when last released
 
