@@ -420,10 +420,11 @@ class ChangefeedConfig(_Section):
     end_time: Time | None = None
     on_error: Literal["fail", "pause", "dlq"] = "fail"
     dlq_topic: Name | None = None
-    # at_least_once: a kill writes again what came after the last checkpoint; exactly_once:
-    # each source partition's rows of a batch commit in one Kafka transaction with its
-    # progress, so a read_committed consumer sees each change once (pipeline/core/progress.py)
-    delivery: Literal["at_least_once", "exactly_once"] = "at_least_once"
+    # exactly_once (the default): each source partition's rows of a batch commit in one Kafka
+    # transaction with its progress, so a read_committed consumer sees each change once
+    # (pipeline/core/progress.py); at_least_once: a kill writes again what came after the last
+    # checkpoint (no transactions: for clusters that cannot run them, or read_uncommitted readers)
+    delivery: Literal["at_least_once", "exactly_once"] = "exactly_once"
     # A row of a shape its output schema cannot hold (a column added upstream): stop there
     # (the changefeed pauses, naming it), or evolve the schema from the source's own types,
     # or evolve it and emit the table again at the change (backfill, from the source topic).
