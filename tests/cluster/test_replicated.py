@@ -273,7 +273,9 @@ def test_leaders_killed_mid_stream_lose_nothing(
         # on then ends: wait for both (each has to come within the timeout)
         noticed[victim_topic] = until(
             "the running changefeed's status and gauge to report the lost copies",
-            lambda: reported(under_replicated(feed.name, bootstrap, capsys), victim_topic),
+            lambda topic=victim_topic: reported(
+                under_replicated(feed.name, bootstrap, capsys), topic
+            ),
             timeout=60,
         )
         time.sleep(10)  # the feed goes on on two nodes
