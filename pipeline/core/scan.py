@@ -167,10 +167,20 @@ class ScanTask(Task):
         return json.dumps({"topic": sp[0], "partition": sp[1], "first": self.scan.span[0]})
 
     def ended(self, sp: tuple[str, int], out: Output) -> None:
-        """Exactly once: the chunk is done to its range's end (for this scan's time)."""
+        """Exactly once: the chunk is done to its range's end (for this scan's time).
+
+        A chunk that met what stops the run (a schema change; a bad record with no dead-letter
+        topic) is not done: its transaction is abandoned (``Pieces.abandon``), so none of its
+        rows is seen, and it runs again whole once the run goes on (resumed, evolved).
+        """
         assert self.scan.span is not None  # noqa: S101 - InitialScan names it
         state = self.seen[sp]
-        progress = {"next_offset": self.scan.span[1], "resolved": None, "position": None}
+        stopped = state.schema_change is not None or (
+            state.first_bad is not None and self.plan.dlq_topic is None
+        )
+        progress: dict[str, Any] = {"abandon": True}
+        if not stopped:
+            progress = {"next_offset": self.scan.span[1], "resolved": None, "position": None}
         out.mark(state.to_json(), json.dumps(progress))
 
     def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:

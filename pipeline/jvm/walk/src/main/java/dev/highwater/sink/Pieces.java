@@ -318,6 +318,28 @@ public final class Pieces implements AutoCloseable {
     held = null;
   }
 
+  /**
+   * The piece is not done (an initial scan's chunk that met what stops the run: a bad record
+   * with nowhere to divert it, a row its output schema cannot hold): its transaction is
+   * aborted, so nothing of it is seen and the chunk runs again whole; the producer is kept.
+   */
+  public void abandon() throws IOException {
+    ready(true);
+    try {
+      if (open) {
+        held.producer.abortTransaction();
+        open = false;
+        if (delivery.aborted != null) {
+          delivery.aborted.add(1);
+        }
+      }
+    } catch (KafkaException e) {
+      throw failed(e);
+    }
+    Producers.release(held, true);
+    held = null;
+  }
+
   /** Ends the task's use: an open piece's transaction is aborted (a failed task's). */
   @Override
   public void close() {

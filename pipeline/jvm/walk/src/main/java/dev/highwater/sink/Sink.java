@@ -141,7 +141,8 @@ public final class Sink {
    * A task's rows under exactly-once delivery ({@link Pieces}): records (topic set) between
    * each source partition's <i>begin</i> row (no topic, no summary; progress: its topic,
    * partition, first offset) and its <i>end</i> row (its summary; progress: next offset, the
-   * floor there as {@code resolved}, the source position), in the order the loop wrote them.
+   * floor there as {@code resolved}, the source position; or {@code abandon}: the piece is not
+ * done and nothing of it commits), in the order the loop wrote them.
    */
   static final class PieceRows implements ForeachPartitionFunction<Row> {
     private static final long serialVersionUID = 1L;
@@ -165,6 +166,8 @@ public final class Sink {
           JsonNode p = Progress.JSON.readTree(r.getString(5));
           if (r.isNullAt(4)) {
             pieces.begin(p.get("topic").asText(), p.get("partition").asInt(), p.get("first").asLong());
+          } else if (p.path("abandon").asBoolean(false)) {
+            pieces.abandon();
           } else {
             pieces.end(p.get("next_offset").asLong(), p.get("resolved").textValue(), p.get("position"));
           }

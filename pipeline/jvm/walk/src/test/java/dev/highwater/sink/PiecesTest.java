@@ -100,6 +100,33 @@ class PiecesTest {
   }
 
   @Test
+  void an_abandoned_piece_aborts_its_rows_and_runs_again_whole_on_the_kept_producer()
+      throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 1, 100); // a scan chunk that meets a bad record it may not divert
+      assertTrue(pieces.writing());
+      pieces.send(row(1));
+      pieces.abandon();
+      assertTrue(kafka.opened.get(0).transactionAborted());
+      assertEquals(0, kafka.opened.get(0).commitCount());
+      pieces.begin("src", 1, 100); // the same chunk, run again once resumed
+      assertTrue(pieces.writing()); // nothing of it was committed
+      pieces.send(row(1));
+      pieces.send(row(2));
+      pieces.end(103, "5.0000000001", null);
+    }
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    assertEquals(1, kafka.opened.size()); // kept across the abandoned piece
+    assertEquals(1, p.commitCount());
+    List<ProducerRecord<byte[], byte[]>> sent = p.history(); // the committed ones
+    assertEquals(3, sent.size());
+    assertEquals(1, sent.get(0).value()[0]);
+    assertEquals(2, sent.get(1).value()[0]);
+    assertEquals("_progress", sent.get(2).topic());
+  }
+
+  @Test
   void a_piece_committed_by_an_earlier_attempt_is_walked_but_not_sent() throws Exception {
     Fake kafka = new Fake();
     kafka.committed.put("rows/src/0", new Progress(110, 2));
