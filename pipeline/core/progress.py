@@ -14,7 +14,10 @@ At a run's start :meth:`Claim.take`, after the driver's own writer fenced earlie
    still holding one, and aborting its open transaction), reads the committed progress, and
    commits it again with this generation (the *claim*): a task of an older instance that opens
    the id afterwards reads the newer generation and writes nothing. Had a newer instance
-   claimed a partition first, this one stops.
+   claimed a partition first, this one stops. A task of the run before (its driver not yet
+   stopped by the fence) may open an id after the claim did, fencing the claim's producer:
+   the claim is then taken again (open, read, commit), unless a newer generation is what
+   fenced it.
 
 The committed progress is where each partition resumes (:meth:`Claim.overlay`): at or past
 the checkpoint's, so what a killed run committed after its last checkpoint is not written again.
@@ -43,6 +46,7 @@ from .records import GenerationRecord, ProgressRecord, decode
 log = logging.getLogger(__name__)
 
 GENERATION_KEY = "generation"
+CLAIM_ATTEMPTS = 5  # a claim an earlier run's task fenced is taken again (Claim.take)
 TAKEN = "another instance of this changefeed took over its writes"
 
 
@@ -121,27 +125,24 @@ class Claim:
         try:
             generation = 1 + _highest(store)
             store.put(GENERATION_KEY, GenerationRecord(generation=generation).encode())
-            producers = {
-                (sp, kind): AcknowledgedProducer(
-                    client, timeout=30.0, transactional_id=transactional_id(config, sp, kind)
-                )
-                for sp in partitions
-                for kind in KINDS
-            }
-            try:
-                with ThreadPoolExecutor(16) as pool:  # each fences the id's earlier holders
-                    list(pool.map(_opened, producers.values()))
-                records = store.read_all()
-                committed = _committed(records, topic, partitions, "rows")
-                scanned = _committed(records, topic, partitions, "scan")
-                prefix = transactional_prefix(config)
-                claim = cls(generation, committed, topic, prefix, scanned)
-                claim._commit(producers, partition_counts(client, [topic])[topic])
-            finally:
-                for producer in producers.values():
-                    producer.close()
+            for attempt in range(1, CLAIM_ATTEMPTS + 1):
+                try:
+                    claim = cls._once(config, client, store, partitions, generation)
+                    break
+                except FencedError:
+                    # a task of an earlier run (its driver not stopped yet) opened an id after
+                    # this claim did: claim again, unless a newer run is what fenced it
+                    if attempt == CLAIM_ATTEMPTS or _highest(store) > generation:
+                        raise
+                    log.warning(
+                        "changefeed %s: a task of an earlier run opened a partition's "
+                        "transactional id while run generation %d claimed it; claiming again",
+                        config.changefeed_id,
+                        generation,
+                    )
         finally:
             store.close()
+        committed = claim.committed
         log.info(
             "changefeed %s: exactly-once run generation %d, %d partition(s) claimed (%d with "
             "committed progress)",
@@ -150,6 +151,42 @@ class Claim:
             len(partitions),
             sum(1 for r in committed.values() if r.next_offset is not None),
         )
+        return claim
+
+    @classmethod
+    def _once(
+        cls,
+        config: ChangefeedConfig,
+        client: Mapping[str, Any],
+        store: CompactedTopic,
+        partitions: list[SourcePartition],
+        generation: int,
+    ) -> Claim:
+        """Open every partition's ids (fencing their holders), then read and commit the progress.
+
+        In that order: once an id is open no earlier holder commits under it, so what is read
+        is what the claim commits again (raises :class:`FencedError` if one was opened since).
+        """
+        topic = store.topic
+        producers = {
+            (sp, kind): AcknowledgedProducer(
+                client, timeout=30.0, transactional_id=transactional_id(config, sp, kind)
+            )
+            for sp in partitions
+            for kind in KINDS
+        }
+        try:
+            with ThreadPoolExecutor(16) as pool:  # each fences the id's earlier holders
+                list(pool.map(_opened, producers.values()))
+            records = store.read_all()
+            committed = _committed(records, topic, partitions, "rows")
+            scanned = _committed(records, topic, partitions, "scan")
+            prefix = transactional_prefix(config)
+            claim = cls(generation, committed, topic, prefix, scanned)
+            claim._commit(producers, partition_counts(client, [topic])[topic])
+        finally:
+            for producer in producers.values():
+                producer.close()
         return claim
 
     def _commit(

@@ -19,10 +19,14 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pipeline.config import parse_config
 from pipeline.core.frontier import SourcePartition
-from pipeline.core.progress import progress_key
+from pipeline.core.progress import GENERATION_KEY, Claim, progress_key, transactional_id
+from pipeline.core.records import GenerationRecord
+from schemas.errors import FencedError
 from sinks.admin import ensure_topics
+from sinks.compacted import CompactedTopic
+from sinks.producer import AcknowledgedProducer
 from tests.integration.test_chaos import SOAK, config_for
-from tests.support.changefeed import checkpoint_records, run_to_end
+from tests.support.changefeed import changefeed_config, checkpoint_records, run_to_end
 from tests.support.kafka import consume_all
 from tests.support.process import run_killed_at, write_config
 from tests.support.validator import validate
@@ -195,3 +199,50 @@ def test_an_initial_scan_chunk_is_written_once_across_a_retry_and_a_kill(
     assert {k: (v["next_offset"], v["time"]) for k, v in scans.items()} == {
         f"scan/{source}/{p}": (ends[p], "0.0000000000") for p in range(PARTITIONS)
     }
+
+
+@pytest.mark.parametrize("newer", [False, True], ids=["earlier-task", "newer-run"])
+def test_a_claim_fenced_by_an_earlier_runs_task_is_taken_again_but_not_a_newer_runs(
+    kafka_bootstrap: str, unique_name: Any, monkeypatch: pytest.MonkeyPatch, newer: bool
+) -> None:
+    """A task of the run before opens an id while this run claims it: the claim is taken again.
+
+    The task (its driver not fenced yet) fences the claim's producer; the claim opens, reads
+    and commits again, and its record carries the new generation. Had a newer run taken a
+    generation meanwhile, the claim stops instead (``another instance … took over``).
+    """
+    client = {"bootstrap.servers": kafka_bootstrap}
+    source = unique_name("src")
+    ensure_topics(client, {source: 2})
+    config = changefeed_config(kafka_bootstrap, unique_name("cf"), [(source, "t")])
+    partitions = [SourcePartition(source, p) for p in range(2)]
+    writer = AcknowledgedProducer(client, timeout=30)
+    Claim.take(config, client, writer, partitions)  # generation 1: a run before
+    commit, fenced = Claim._commit, list[AcknowledgedProducer]()
+
+    def an_old_task_opens_an_id_first(claim: Claim, producers: Any, slots: int) -> None:
+        if not fenced:  # the first attempt only
+            rival = AcknowledgedProducer(
+                client, timeout=30, transactional_id=transactional_id(config, partitions[1])
+            )
+            rival.connect()
+            fenced.append(rival)
+            if newer:
+                store = CompactedTopic(client, claim.topic, producer=writer)
+                store.put(GENERATION_KEY, GenerationRecord(generation=3).encode())
+        commit(claim, producers, slots)
+
+    monkeypatch.setattr(Claim, "_commit", an_old_task_opens_an_id_first)
+    if newer:
+        with pytest.raises(FencedError, match="took over its writes"):
+            Claim.take(config, client, writer, partitions)
+    else:
+        claim = Claim.take(config, client, writer, partitions)
+        assert claim.generation == 2
+        records = CompactedTopic(client, claim.topic).read_all()
+        for sp in partitions:
+            record = json.loads(records[progress_key(sp)])
+            assert record["generation"] == 2, record
+    assert len(fenced) == 1
+    fenced[0].close()
+    writer.close()
