@@ -46,6 +46,7 @@ CONNECT_KILLS = int(os.environ.get("HIGHWATER_CONNECT_KILLS", "3"))  # make soak
 # make test kills the changefeed once (mid-batch, or after markers, as the seed picks); the soak
 # both times
 SOAK = "HIGHWATER_CONNECT_KILLS" in os.environ
+DELIVERY = os.environ.get("HIGHWATER_SOAK_DELIVERY", "exactly_once")  # as the chaos soak's
 TRANSACTIONS = 50 * CONNECT_KILLS  # written over about 20 s a kill
 
 
@@ -192,6 +193,7 @@ def run(upstream: Upstream, kafka_bootstrap: str, spark: Any, tmp_path: Path) ->
             "checkpoint": {"min_checkpoint_frequency": "0s"},
             "safepoints": {"enabled": False},
             "spark": {"trigger": {"processing_time": "1s"}},
+            "delivery": DELIVERY,
         }
         config_file = write_config(tmp_path / "cf.yaml", raw)
         chaos = _Chaos(upstream, random.Random(rng.random()))

@@ -153,6 +153,7 @@ def _once(report: Report, output: list[Message]) -> None:
 
 def _order(report: Report, output: list[Message]) -> None:
     first: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    where: dict[str, list[str]] = defaultdict(list)  # each first emission's time and place
     emitted: set[tuple[str, str]] = set()
     for m in output:
         if m.key is None:
@@ -161,9 +162,11 @@ def _order(report: Report, output: list[Message]) -> None:
         if (key, updated) not in emitted:
             emitted.add((key, updated))
             first[key].append(hlc_order(updated))
+            where[key].append(f"{updated}@{m.partition}:{m.offset}")
     for key, versions in first.items():
         if versions != sorted(versions):
-            report.fail("order", f"{key}: first emissions out of order")
+            shown = ", ".join(where[key][:12])
+            report.fail("order", f"{key}: first emissions out of order ({shown})")
 
 
 def _resolved(report: Report, output: list[Message]) -> None:
