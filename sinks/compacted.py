@@ -98,7 +98,11 @@ class CompactedTopic:
                 "auto.offset.reset": "earliest",
                 "isolation.level": "read_committed",
                 "enable.partition.eof": True,  # the end: committed records end before a
-            }  # transaction's control record, so an offset never says it
+                # transaction's control record, so an offset never says it; and the fetch that
+                # finds it waits at most this long for more (librdkafka's default, 500 ms, was
+                # most of a run's set-up: checkpoint, jobs, the claim's two reads)
+                "fetch.wait.max.ms": 10,
+            }
         )
         try:
             metadata = consumer.list_topics(self.topic, timeout=self._timeout).topics.get(
