@@ -328,10 +328,7 @@ public final class Pieces implements AutoCloseable {
     try {
       if (open) {
         held.producer.abortTransaction();
-        open = false;
-        if (delivery.aborted != null) {
-          delivery.aborted.add(1);
-        }
+        aborted();
       }
     } catch (KafkaException e) {
       throw failed(e);
@@ -362,13 +359,18 @@ public final class Pieces implements AutoCloseable {
       } catch (RuntimeException e) {
         // fenced or broken: closing the producer is what is left; the next holder aborts it
       }
-      open = false;
-      if (delivery.aborted != null) {
-        delivery.aborted.add(1);
-      }
+      aborted();
     }
     Producers.release(held, false);
     held = null;
+  }
+
+  /** The open piece's transaction ended without its commit: counted as aborted. */
+  private void aborted() {
+    open = false;
+    if (delivery.aborted != null) {
+      delivery.aborted.add(1);
+    }
   }
 
   private IOException failed(KafkaException e) {

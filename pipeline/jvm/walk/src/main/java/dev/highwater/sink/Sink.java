@@ -142,7 +142,7 @@ public final class Sink {
    * each source partition's <i>begin</i> row (no topic, no summary; progress: its topic,
    * partition, first offset) and its <i>end</i> row (its summary; progress: next offset, the
    * floor there as {@code resolved}, the source position; or {@code abandon}: the piece is not
- * done and nothing of it commits), in the order the loop wrote them.
+   * done and nothing of it commits), in the order the loop wrote them.
    */
   static final class PieceRows implements ForeachPartitionFunction<Row> {
     private static final long serialVersionUID = 1L;
