@@ -49,11 +49,12 @@ stream on every partition, so when the first END is read the data partitions' en
 are taken as a *horizon*: R stays at zero until every partition was read up to it.
 
 The state a resume needs (:meth:`~TransactionLog.record`): where to read the transaction
-topic again (the first END not yet passed), what was read of the transactions in flight,
-the BEGINs read without their END, the transactions passed lately, and the horizon while it
-stands. Without the in-flight part (a checkpoint that gave its offsets up for its byte
-budget) the data topics are read from their start again, so counting starts over and stays
-exact.
+topic again (the first BEGIN of the transactions not yet passed: what a restart of the
+connector sent again of them is read again, so they count as re-sent again), what was read
+of the transactions in flight, the BEGINs read without their END, the transactions passed
+lately, and the horizon while it stands. Without the in-flight part (a checkpoint that gave
+its offsets up for its byte budget) the data topics are read from their start again, so
+counting starts over and stays exact.
 """
 
 from __future__ import annotations
@@ -136,7 +137,8 @@ class Ended:
     id: str
     events: int
     time: Hlc  # the END's own time (Debezium's ts_ms): no event of it is below
-    offset: int  # where it lies in the transaction topic
+    offset: int  # where a resume reads the transaction topic again: its first BEGIN read
+    # (else its END), so what a restart sent again of it is read again and it is re-sent again
     resent: bool = False
     ends: dict[SourcePartition, int] | None = None  # the data partitions' ends, when taken
     commit: Hlc = ZERO  # its time, raised to the commit before it's: see :meth:`commit_times`
@@ -215,20 +217,21 @@ class TransactionLog:
         begun = self._open.pop(tx_id, None)
         resent = begun is not None and begun.begins > 1
         waiting = self._waiting.get(tx_id)
+        first = offset if begun is None else begun.first  # where a resume reads it again
         if waiting is not None:  # ENDed before: the most it ever counted is its whole
             waiting.events = max(waiting.events, events)
             waiting.resent, waiting.ends = True, None
         elif self._was_passed(tx_id, time):
             pass  # complete already: what is sent again of it is dropped as re-sent
         elif resent:
-            self._wait(Ended(tx_id, events, time, offset, resent))
+            self._wait(Ended(tx_id, events, time, first, resent))
         else:  # sent once: every transaction before it in commit order was sent before it
-            self._cut()
-            self._wait(Ended(tx_id, events, time, offset))
+            self._cut(offset)
+            self._wait(Ended(tx_id, events, time, first))
             return
         self.resends += 1
 
-    def _cut(self) -> None:
+    def _cut(self, offset: int) -> None:
         """Transactions begun and not ended before a new one ENDs never END: a restart cut them.
 
         Debezium sends one transaction at a time, BEGIN to END, in commit order, and after a
@@ -237,8 +240,10 @@ class TransactionLog:
         connector was killed, and the connector resumed after its last change, so its END
         never comes: it waits as one sent again, with no count, until every data partition
         was read up to where it ended once this was seen (all of it was sent before that).
+        Only BEGINs before the END at ``offset``: a resume reads the topic again from the
+        first BEGIN not passed, and the BEGINs its record kept may lie after that END.
         """
-        for cut in list(self._open):
+        for cut in [t for t, b in self._open.items() if b.offset < offset]:
             begun = self._open.pop(cut)
             self._wait(Ended(cut, 0, begun.time, begun.first, resent=True))
             self.resends += 1
@@ -357,11 +362,11 @@ class TransactionLog:
         return None if self._complete(head, read) else self.waiting_for()
 
     def restart_offset(self) -> int | None:
-        """Where a resume reads the transaction topic again: the first END not passed.
+        """Where a resume reads the transaction topic again: the first BEGIN of those not passed.
 
         (The BEGINs without an END are in the record.)
         """
-        return self._ended[0].offset if self._ended else self.offset
+        return min(e.offset for e in self._ended) if self._ended else self.offset
 
     def record(self, *, with_seen: bool = True) -> dict[str, Any]:
         """The state a resume needs (``with_seen``: False when data offsets are given up).
@@ -403,8 +408,10 @@ class TransactionLog:
 
     def _complete(self, head: Ended, read: Mapping[SourcePartition, int | None]) -> bool:
         """Whether every event of ``head`` was read (see :class:`Ended`)."""
-        if head.time.wall + MILLISECOND - 1 <= self._resolved.wall:
+        if head.commit.wall + MILLISECOND - 1 <= self._resolved.wall:
             return True  # all of it at or below the resolved time (a cursor): dropped unread
+        # (by its commit time, at or above its own: one a restart cut has only its BEGIN's,
+        # which for a binlog is its first statement's, below its commit)
         seen = self._seen.get(head.id)
         if len(seen.places if seen is not None else ()) < head.events:
             return False

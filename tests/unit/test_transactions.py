@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pytest
@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.frontier import Frontier, SourcePartition
-from pipeline.core.sources.debezium import transaction_event, transaction_key
+from pipeline.core.sources.debezium import in_commit, transaction_event, transaction_key
 from pipeline.core.transaction_feed import TransactionFeed
 from pipeline.core.transactions import TransactionLog, just_below
 from schemas.errors import SourceError
@@ -388,16 +388,21 @@ def history(rng: random.Random, transactions: int) -> list[tuple[str, Hlc, list[
     return out
 
 
-def run_from(committed: list[tuple[str, Hlc, list[Sent]]], start: tuple[int, int]) -> list[Sent]:
+def run_from(
+    committed: list[tuple[str, Hlc, list[Sent]]], start: tuple[int, int], binlog: bool
+) -> list[Sent]:
     """What a connector run sends, resuming at change ``start`` (transaction, change)."""
     records = []
     first, skip = start
     for tx_id, end, changes in committed[first:]:
         rest = changes[skip:]  # after a restart inside it, only what follows is counted
         skip = 0
-        if not rest:
+        if not rest and not binlog:
             continue  # BEGIN goes out with its first change: none, no BEGIN and no END
-        records.append(Sent(None, tx_id, 0, end, "BEGIN"))
+        # (a binlog connector reads its transaction again from its start: BEGIN, END with 0)
+        # a binlog's BEGIN carries its first statement's time: it may lie below earlier ENDs
+        begin = Hlc(end.wall - 1_000 * MS, 0) if binlog and int(tx_id) % 2 else end
+        records.append(Sent(None, tx_id, 0, begin, "BEGIN"))
         records.extend(rest)
         records.append(Sent(None, tx_id, len(rest), end, "END"))
     return records
@@ -406,11 +411,13 @@ def run_from(committed: list[tuple[str, Hlc, list[Sent]]], start: tuple[int, int
 class Connect:
     """Kafka Connect running Debezium: sends, is killed, resumes from its flushed offset."""
 
-    def __init__(self, committed: list[tuple[str, Hlc, list[Sent]]], rng: random.Random) -> None:
-        self.committed, self.rng = committed, rng
+    def __init__(
+        self, committed: list[tuple[str, Hlc, list[Sent]]], rng: random.Random, binlog: bool
+    ) -> None:
+        self.committed, self.rng, self.binlog = committed, rng, binlog
         self.topics: dict[SourcePartition | None, list[Sent]] = {sp: [] for sp in PARTITIONS}
         self.topics[None] = []
-        self.pending = run_from(committed, (0, 0))
+        self.pending = run_from(committed, (0, 0), binlog)
         self.sent: list[tuple[int, int]] = []  # where each change of this run lies (tx, n)
         self.start = (0, 0)
 
@@ -437,36 +444,56 @@ class Connect:
             return
         flushed = self.rng.choice([*done[-4:], done[-1]])  # up to a few changes back
         resume = (flushed[0], flushed[1] + 1)
-        if resume[1] >= len(self.committed[resume[0]][2]):
-            resume = (resume[0] + 1, 0)
-        self.pending = run_from(self.committed, resume)
+        if resume[1] >= len(self.committed[resume[0]][2]) and not self.binlog:
+            resume = (resume[0] + 1, 0)  # (a binlog connector reads the transaction again)
+        self.pending = run_from(self.committed, resume, self.binlog)
 
 
 class Executors:
-    """The batches' side: each partition read in order, re-sends dropped by position."""
+    """The batches' side: each partition read in order, re-sends dropped by position.
 
-    def __init__(self, topics: dict[SourcePartition | None, list[Sent]]) -> None:
-        self.topics = topics
+    ``binlog``: a change's time is its transaction's commit time (``in_commit``), which the
+    log gives once its END was read; a change before its END ends the batch there.
+    """
+
+    def __init__(self, topics: dict[SourcePartition | None, list[Sent]], binlog: bool) -> None:
+        self.topics, self.binlog = topics, binlog
         self.read = dict.fromkeys(PARTITIONS, 0)
         self.latest: dict[SourcePartition, int] = {}
         self.emitted: dict[SourcePartition, list[Sent]] = {sp: [] for sp in PARTITIONS}
 
+    def time(self, record: Sent, commits: dict[str, Hlc]) -> Hlc | None:
+        """The change's time (None: a binlog change whose END was not read)."""
+        if not self.binlog:
+            return record.ts
+        commit = commits.get(record.tx)
+        return None if commit is None else in_commit(commit, record.place)
+
     def batch(self, log: TransactionLog, sp: SourcePartition, count: int, floor: Hlc) -> None:
-        start = self.read[sp]
+        start, commits = self.read[sp], log.commit_times()
         records = self.topics[sp][start : start + count]
         by_tx: dict[str, list[Any]] = {}
+        read = 0
         for record in records:
-            entry = by_tx.setdefault(record.tx, [[], record.ts, record.ts])
+            resent = record.place <= self.latest.get(sp, -1)
+            ts = self.time(record, commits)
+            if ts is None and not resent:
+                break  # deferred: the rest of the partition waits for the END
+            entry = by_tx.setdefault(record.tx, [[], ts, ts])
             entry[0].append(record.place)
-            entry[1], entry[2] = min(entry[1], record.ts), max(entry[2], record.ts)
-            if record.place <= self.latest.get(sp, -1):
+            if ts is not None:
+                entry[1] = ts if entry[1] is None else min(entry[1], ts)
+                entry[2] = ts if entry[2] is None else max(entry[2], ts)
+            read += 1
+            if resent:
                 continue  # sent again: dropped
             self.latest[sp] = record.place
-            if record.ts > floor:
-                self.emitted[sp].append(record)
+            assert ts is not None
+            if ts > floor:
+                self.emitted[sp].append(replace(record, ts=ts))
         for tx_id, (places, low, high) in by_tx.items():
             log.saw(tx_id, places, low, high)
-        self.read[sp] = start + len(records)
+        self.read[sp] = start + read
 
 
 @settings(max_examples=300, deadline=None)
@@ -475,21 +502,33 @@ class Executors:
     transactions=st.integers(1, 20),
     kills=st.integers(0, 4),
     held=st.sampled_from([None, *PARTITIONS]),
+    crashes=st.integers(0, 3),
+    binlog=st.booleans(),
 )
 def test_a_connector_killed_and_resumed_never_breaks_the_promise_nor_freezes_the_marker(
-    seed: int, transactions: int, kills: int, held: SourcePartition | None
+    *,
+    seed: int,
+    transactions: int,
+    kills: int,
+    held: SourcePartition | None,
+    crashes: int,
+    binlog: bool,
 ) -> None:
     """Re-sent changes are never news, and every transaction resolves in the end.
 
     Checked at every step: no change of the history that was not read yet lies at or below
-    the resolved time; nothing is emitted twice or out of its partition's commit order; once
-    everything is sent and read, the resolved time is the last change's and nothing is stuck.
+    the resolved time; nothing is emitted twice or out of its partition's commit order; a
+    transaction's commit time (a binlog change's time), once given, stays what it was across
+    the changefeed's own restarts (the log restored from its record, the transaction topic
+    read again from where the record says) and rises with the commit order; once everything
+    is sent and read, the resolved time is the last change's and nothing is stuck.
     """
     rng = random.Random(seed)
     committed = history(rng, transactions)
-    connect, log = Connect(committed, rng), TransactionLog(COLLECTIONS, started=True)
-    executors, tx_read, resolved = Executors(connect.topics), 0, ZERO
-    kills_left = kills
+    connect, log = Connect(committed, rng, binlog), TransactionLog(COLLECTIONS, started=True)
+    executors, tx_read, resolved = Executors(connect.topics, binlog), 0, ZERO
+    kills_left, crashes_left = kills, crashes
+    commits: dict[str, Hlc] = {}  # each transaction's commit time, as first given
     for step in range(10_000):
         choice = rng.random()
         if choice < 0.3 and connect.pending:
@@ -497,6 +536,10 @@ def test_a_connector_killed_and_resumed_never_breaks_the_promise_nor_freezes_the
         elif choice < 0.35 and kills_left:
             kills_left -= 1
             connect.kill()
+        elif choice < 0.38 and crashes_left:  # the changefeed resumes from a checkpoint now
+            crashes_left -= 1
+            log = TransactionLog.restore(COLLECTIONS, log.record())
+            tx_read = log.offset or 0
         elif choice < 0.55 and tx_read < len(connect.topics[None]):
             record = connect.topics[None][tx_read]
             if record.status == "BEGIN":
@@ -513,22 +556,36 @@ def test_a_connector_killed_and_resumed_never_breaks_the_promise_nor_freezes_the
         now = log.resolved(executors.read)
         assert now >= resolved, "the resolved time went backwards"
         resolved = now
+        for tx_id, commit in log.commit_times().items():
+            assert commits.setdefault(tx_id, commit) == commit, f"{tx_id}: commit time changed"
         seen = {r.place for sp in PARTITIONS for r in connect.topics[sp][: executors.read[sp]]}
-        unread = [c.ts for _, _, cs in committed for c in cs if c.place not in seen]
+        times = log.commit_times()  # a binlog change's time is known once its END was read
+        unread = [
+            ts
+            for _, _, cs in committed
+            for c in cs
+            if c.place not in seen and (ts := executors.time(c, times)) is not None
+        ]
         assert not unread or min(unread) > resolved, f"unread {min(unread)} <= {resolved}"
         sent = not connect.pending and not kills_left and tx_read == len(connect.topics[None])
         if sent and all(executors.read[sp] == len(connect.topics[sp]) for sp in PARTITIONS):
             break
+    in_order = [commits[tx_id] for tx_id, _, _ in committed if tx_id in commits]
+    assert in_order == sorted(in_order), "commit times out of the commit order"
     for sp, emitted in executors.emitted.items():
         places = [r.place for r in emitted]
         assert places == sorted(set(places)), f"{sp}: a change emitted twice or out of order"
-    changes = [c for _, _, cs in committed for c in cs]
+        times = [r.ts for r in emitted]
+        assert times == sorted(times), f"{sp}: times out of the commit order"
+    # (a binlog change waits for a commit time: none for a last transaction whose END was lost)
+    changes = [c for tx_id, _, cs in committed for c in cs if not binlog or tx_id in commits]
     assert {r.place for rs in executors.emitted.values() for r in rs} == {c.place for c in changes}
     assert log.stuck(executors.read) is None
     # what resolves: up to the last transaction whose END came (a restart right after a
     # transaction's last change sends nothing of it again, and the END it lost never comes)
     last = max((int(r.tx) for r in connect.topics[None] if r.status == "END"), default=-1)
-    ended = [c.ts for _, _, cs in committed[: last + 1] for c in cs]
+    times = {r.place: r.ts for rs in executors.emitted.values() for r in rs}
+    ended = [times[c.place] for _, _, cs in committed[: last + 1] for c in cs]
     assert resolved == max(ended, default=ZERO), log.waiting_for()
 
 
