@@ -156,7 +156,7 @@ class Changefeed:
         self.observers.attach(outputs.status, outputs.replicas)
         position = self._position = find_start(self.config, outputs)
         position.resolver = self._resources.enter_context(
-            closing(resolver_of(self.config, outputs))
+            closing(resolver_of(self.config, outputs, position.skipped))
         )
         self._durable = Durable.of(self.config, outputs, self.observers, position)
         restored = outputs.restored

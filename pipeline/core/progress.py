@@ -239,16 +239,27 @@ class Claim:
             store.close()
         return found if found > self.generation else None
 
-    def overlay(self, frontier: Frontier) -> None:
-        """Move ``frontier`` to what was committed (never back): where each partition resumes."""
+    def overlay(self, frontier: Frontier) -> dict[SourcePartition, tuple[int | None, int]]:
+        """Move ``frontier`` to what was committed (never back): where each partition resumes.
+
+        Returns the ranges it moved over (from None: the partition's start), which the run
+        does not read again: what resolves Debezium's partitions counts them again
+        (:meth:`.transaction_feed.TransactionFeed.recount`).
+        """
+        skipped = {}
         for sp, record in self.committed.items():
-            if record.next_offset is not None and sp in frontier:
-                frontier.forward(
-                    sp,
-                    resolved=record.resolved,
-                    next_offset=record.next_offset,
-                    position=record.position,
-                )
+            if record.next_offset is None or sp not in frontier:
+                continue
+            before = frontier[sp].offset
+            frontier.forward(
+                sp,
+                resolved=record.resolved,
+                next_offset=record.next_offset,
+                position=record.position,
+            )
+            if before is None or before < record.next_offset:
+                skipped[sp] = (before, record.next_offset)
+        return skipped
 
 
 def check_transactions(config: ChangefeedConfig, client: Mapping[str, Any]) -> None:

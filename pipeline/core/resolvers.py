@@ -18,7 +18,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.hlc import Hlc
 
 from .batch import BatchPlan, BatchResult, Deferred
-from .frontier import Frontier
+from .frontier import Frontier, SourcePartition
 from .transaction_feed import TransactionFeed
 
 if TYPE_CHECKING:
@@ -107,11 +107,19 @@ class InStream(Resolver):
         pass
 
 
-def resolver_of(config: ChangefeedConfig, outputs: Outputs) -> Resolver:
+def resolver_of(
+    config: ChangefeedConfig,
+    outputs: Outputs,
+    skipped: Mapping[SourcePartition, tuple[int | None, int]] | None = None,
+) -> Resolver:
     """Debezium's transaction feed where ``config`` names transaction topics, else in-stream.
 
-    A resumed changefeed's transaction logs start as its checkpoint kept them.
+    A resumed changefeed's transaction logs start as its checkpoint kept them, and count
+    what the run before committed after it (``skipped``: ``Position.skipped``).
     """
     records = {} if outputs.restored is None else outputs.restored.transactions
     feed = TransactionFeed.of(config, outputs.source, outputs.partitions, records)
-    return InStream() if feed is None else feed
+    if feed is None:
+        return InStream()
+    feed.recount(skipped or {})
+    return feed

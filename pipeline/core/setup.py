@@ -353,7 +353,7 @@ def _committed(outputs: Outputs, position: Position) -> None:
     claim = outputs.claim
     if claim is None:
         return
-    claim.overlay(position.frontier)
+    position.skipped = claim.overlay(position.frontier)
     backfill = position.backfill
     time = None if backfill is None else backfill.time or position.statement_time
     if backfill is not None and time is not None:

@@ -28,11 +28,18 @@ from pipeline.config import ChangefeedConfig
 from schemas.errors import SourceError
 from schemas.hlc import ZERO, Hlc
 
-from .batch import BatchAbandoned, BatchPlan, BatchResult, Deferred
+from .batch import (
+    BatchAbandoned,
+    BatchPlan,
+    BatchResult,
+    Deferred,
+    PartitionSeen,
+    count_transaction,
+)
 from .frontier import Frontier, SourcePartition
 from .kafka_clients import range_reader, read_range
-from .sources import BadRecord
-from .sources.debezium import transaction_event
+from .sources import Adapter, BadRecord, Change, adapter
+from .sources.debezium import in_commit, transaction_event
 from .sources.wire import WireReader
 from .transactions import TransactionLog
 
@@ -60,10 +67,13 @@ class TransactionFeed:
         client: Mapping[str, Any],
         logs: Mapping[str, TransactionLog],
         partitions: list[SourcePartition],
+        *,
         wires: Mapping[str, WireReader] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        adapters: Mapping[str, Adapter] | None = None,
     ) -> None:
         self.logs = dict(logs)
+        self._adapters = dict(adapters or {})  # each data topic's, for :meth:`recount`
         self._clock = clock
         self._waiting: dict[str, tuple[str, float]] = {}  # transaction topic -> (head, since)
         self.stuck: dict[str, str] = {}  # transaction topic -> its stuck transaction
@@ -100,7 +110,12 @@ class TransactionFeed:
             else TransactionLog(collections)
             for tx, collections in topics.items()
         }
-        return cls(client, logs, partitions, transaction_wires(config))
+        adapters = {
+            s.topic: adapter(s.format, config.registries.get(s.topic))
+            for s in config.sources
+            if s.transactions is not None
+        }
+        return cls(client, logs, partitions, wires=transaction_wires(config), adapters=adapters)
 
     def saw(self, result: BatchResult) -> None:
         """The transaction places a batch read."""
@@ -110,6 +125,50 @@ class TransactionFeed:
                 continue
             for tx_id, (orders, low, high) in seen.transactions.items():
                 tx_log.saw(tx_id, orders, low, high)
+
+    def recount(self, skipped: Mapping[SourcePartition, tuple[int | None, int]]) -> None:
+        """Count the transaction places of ranges a killed run read after its checkpoint.
+
+        Exactly once: a resumed run starts each partition after the rows the run before
+        committed (``progress.Claim.overlay``), past the checkpoint the logs were restored
+        from. The changes in between are read here, as the executors read them (every
+        change of a transaction counts, a re-sent or undecodable one too), so the
+        transactions they belong to can complete. (From None: the partition's start.)
+        """
+        commits = self.commit_times()  # a binlog change's time: its END's, read by now
+        for sp, (start, stop) in sorted(skipped.items()):
+            tx_log = self._by_source.get(sp.topic)
+            if tx_log is None:
+                continue
+            low = self._consumer.get_watermark_offsets(
+                TopicPartition(sp.topic, sp.partition), timeout=10
+            )[0]
+            if start is not None and low > start:
+                raise SourceError(
+                    f"{sp} was trimmed to offset {low}, past offset {start} where the changes "
+                    "the run before wrote after its checkpoint begin: their transactions "
+                    "cannot be counted, so no marker could be trusted"
+                )
+            seen = PartitionSeen(sp, stop, None)
+            times = commits.get(sp.topic, {})
+            decode = self._adapters[sp.topic].decode
+            for message in read_range(self._consumer, sp, max(low, start or 0), stop):
+                try:
+                    item = decode(message.key(), message.value())
+                except Exception as exc:  # counted for its transaction, as the executors do
+                    count_transaction(seen, exc)
+                    continue
+                if isinstance(item, Change) and item.tx is not None:
+                    seen.saw(item.tx, _time(item, times))
+            for tx_id, (places, first, last) in seen.transactions.items():
+                tx_log.saw(tx_id, places, first, last)
+            log.info(
+                "%s: %d transactions of offsets %s-%d (committed after the checkpoint) counted",
+                sp,
+                len(seen.transactions),
+                start,
+                stop,
+            )
 
     def read(self) -> None:
         """Read the transaction topics to their end."""
@@ -318,3 +377,11 @@ class TransactionFeed:
                 TopicPartition(sp.topic, sp.partition), timeout=10
             )[1]
         return ends
+
+
+def _time(change: Change, commits: Mapping[str, Hlc]) -> Hlc | None:
+    """A change's time as a batch takes it: a binlog change's from its END (None: unknown)."""
+    if change.order is None or change.tx is None:
+        return change.ts
+    end = commits.get(change.tx[0])
+    return None if end is None else in_commit(end, change.order)

@@ -54,7 +54,8 @@ def test_a_progress_record_as_pieces_java_writes_it_is_read_and_resumed_from() -
         "_p",
         "highwater-orders",
     )
-    claim.overlay(frontier)
+    # what it moves over is not read again (a Debezium transaction feed counts it again)
+    assert claim.overlay(frontier) == {SourcePartition("src", 0): (None, 103)}
     progress = frontier.progress()
     assert (
         progress[SourcePartition("src", 0)].offset,
