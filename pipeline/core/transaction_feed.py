@@ -140,26 +140,8 @@ class TransactionFeed:
             tx_log = self._by_source.get(sp.topic)
             if tx_log is None:
                 continue
-            low = self._consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=10
-            )[0]
-            if start is not None and low > start:
-                raise SourceError(
-                    f"{sp} was trimmed to offset {low}, past offset {start} where the changes "
-                    "the run before wrote after its checkpoint begin: their transactions "
-                    "cannot be counted, so no marker could be trusted"
-                )
-            seen = PartitionSeen(sp, stop, None)
-            times = commits.get(sp.topic, {})
-            decode = self._adapters[sp.topic].decode
-            for message in read_range(self._consumer, sp, max(low, start or 0), stop):
-                try:
-                    item = decode(message.key(), message.value())
-                except Exception as exc:  # counted for its transaction, as the executors do
-                    count_transaction(seen, exc)
-                    continue
-                if isinstance(item, Change) and item.tx is not None:
-                    seen.saw(item.tx, _time(item, times))
+            source = self._adapters[sp.topic]
+            seen = _counted(self._consumer, sp, start, stop, source=source, commits=commits)
             for tx_id, (places, first, last) in seen.transactions.items():
                 tx_log.saw(tx_id, places, first, last)
             log.info(
@@ -385,3 +367,33 @@ def _time(change: Change, commits: Mapping[str, Hlc]) -> Hlc | None:
         return change.ts
     end = commits.get(change.tx[0])
     return None if end is None else in_commit(end, change.order)
+
+
+def _counted(
+    consumer: Any,
+    sp: SourcePartition,
+    start: int | None,
+    stop: int,
+    *,
+    source: Adapter,
+    commits: Mapping[str, Mapping[str, Hlc]],
+) -> PartitionSeen:
+    """The transaction places of ``sp`` from ``start`` (None: its first) up to ``stop``."""
+    low = consumer.get_watermark_offsets(TopicPartition(sp.topic, sp.partition), timeout=10)[0]
+    if start is not None and low > start:
+        raise SourceError(
+            f"{sp} was trimmed to offset {low}, past offset {start} where the changes the run "
+            "before wrote after its checkpoint begin: their transactions cannot be counted, "
+            "so no marker could be trusted"
+        )
+    seen = PartitionSeen(sp, stop, None)
+    times = commits.get(sp.topic, {})
+    for message in read_range(consumer, sp, max(low, start or 0), stop):
+        try:
+            item = source.decode(message.key(), message.value())
+        except Exception as exc:  # counted for its transaction, as the executors do
+            count_transaction(seen, exc)
+            continue
+        if isinstance(item, Change) and item.tx is not None:
+            seen.saw(item.tx, _time(item, times))
+    return seen
