@@ -14,8 +14,10 @@ INSTALLED := $(VENV)/.installed
 demo: jars
 	$(BIN)/highwater dev demo
 
+# pytest on two workers, each with its broker, registry and Spark (a test file stays on one):
+# most of a test's time is waiting on Kafka, Spark and the processes it kills, not a core.
 test: check jvm-test
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadfile
 
 # The JUnit tests of our Java (pipeline/jvm/walk), built against the installed pyspark's jars.
 jvm-test: jars
