@@ -28,9 +28,9 @@ class Position:
     statement_time: Hlc | None = None
     backfill: Backfill | None = None  # an initial scan still to run (or finish)
     resolver: Resolver = field(default_factory=InStream)  # what resolves its partitions
-    # exactly once: the ranges a killed run committed after its checkpoint, where this run
-    # starts past (from None: the partition's start), not read again (progress.Claim.overlay)
-    skipped: dict[SourcePartition, tuple[int | None, int]] = field(default_factory=dict)
+    # exactly once: the ranges a killed run committed after its checkpoint (rows, or scan
+    # chunks), which this run does not read again (from None: the partition's start)
+    skipped: list[tuple[SourcePartition, int | None, int]] = field(default_factory=list)
 
     @classmethod
     def restored(cls, checkpoint: Checkpoint, partitions: list[SourcePartition]) -> Position:

@@ -217,14 +217,21 @@ class Claim:
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(claim, producers))
 
-    def scanned_chunks(self, backfill: Backfill, time: Hlc) -> Backfill:
-        """``backfill`` with the chunks of its scan (at ``time``) committed already, done."""
+    def scanned_chunks(
+        self, backfill: Backfill, time: Hlc
+    ) -> tuple[Backfill, list[tuple[SourcePartition, int | None, int]]]:
+        """``backfill`` with the chunks of its scan (at ``time``) committed already, done.
+
+        And those chunks' ranges, not read again (as :meth:`overlay`'s).
+        """
+        skipped: list[tuple[SourcePartition, int | None, int]] = []
         for chunk in backfill.pending():
             record = self.scanned.get(chunk.partition)
             if record is not None and record.time == time and record.next_offset == chunk.end:
                 log.info("initial scan: %s was committed before the restart", chunk.partition)
                 backfill = backfill.finished(chunk, 0)
-        return backfill
+                skipped.append((chunk.partition, chunk.start, chunk.end))
+        return backfill, skipped
 
     def newer(self, client: Mapping[str, Any]) -> int | None:
         """A generation above this run's that the progress topic names, else None.
@@ -239,14 +246,14 @@ class Claim:
             store.close()
         return found if found > self.generation else None
 
-    def overlay(self, frontier: Frontier) -> dict[SourcePartition, tuple[int | None, int]]:
+    def overlay(self, frontier: Frontier) -> list[tuple[SourcePartition, int | None, int]]:
         """Move ``frontier`` to what was committed (never back): where each partition resumes.
 
         Returns the ranges it moved over (from None: the partition's start), which the run
         does not read again: what resolves Debezium's partitions counts them again
         (:meth:`.transaction_feed.TransactionFeed.recount`).
         """
-        skipped = {}
+        skipped = []
         for sp, record in self.committed.items():
             if record.next_offset is None or sp not in frontier:
                 continue
@@ -258,7 +265,7 @@ class Claim:
                 position=record.position,
             )
             if before is None or before < record.next_offset:
-                skipped[sp] = (before, record.next_offset)
+                skipped.append((sp, before, record.next_offset))
         return skipped
 
 

@@ -9,7 +9,7 @@ the frontier) or **beside it**: Debezium's transaction topic, read on the driver
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
 from typing_extensions import override
@@ -110,7 +110,7 @@ class InStream(Resolver):
 def resolver_of(
     config: ChangefeedConfig,
     outputs: Outputs,
-    skipped: Mapping[SourcePartition, tuple[int | None, int]] | None = None,
+    skipped: Iterable[tuple[SourcePartition, int | None, int]] = (),
 ) -> Resolver:
     """Debezium's transaction feed where ``config`` names transaction topics, else in-stream.
 
@@ -121,5 +121,5 @@ def resolver_of(
     feed = TransactionFeed.of(config, outputs.source, outputs.partitions, records)
     if feed is None:
         return InStream()
-    feed.recount(skipped or {})
+    feed.recount(skipped)
     return feed

@@ -349,6 +349,7 @@ def _committed(outputs: Outputs, position: Position) -> None:
     """Exactly once: each partition resumes where its committed rows end (progress.py).
 
     A scan chunk committed before the restart (and not yet in the checkpoint) is done.
+    What the run does not read again for either is ``position.skipped``.
     """
     claim = outputs.claim
     if claim is None:
@@ -357,7 +358,8 @@ def _committed(outputs: Outputs, position: Position) -> None:
     backfill = position.backfill
     time = None if backfill is None else backfill.time or position.statement_time
     if backfill is not None and time is not None:
-        position.backfill = claim.scanned_chunks(backfill, time)
+        position.backfill, chunks = claim.scanned_chunks(backfill, time)
+        position.skipped.extend(chunks)
 
 
 def create(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -126,17 +126,18 @@ class TransactionFeed:
             for tx_id, (orders, low, high) in seen.transactions.items():
                 tx_log.saw(tx_id, orders, low, high)
 
-    def recount(self, skipped: Mapping[SourcePartition, tuple[int | None, int]]) -> None:
+    def recount(self, skipped: Iterable[tuple[SourcePartition, int | None, int]]) -> None:
         """Count the transaction places of ranges a killed run read after its checkpoint.
 
         Exactly once: a resumed run starts each partition after the rows the run before
         committed (``progress.Claim.overlay``), past the checkpoint the logs were restored
         from. The changes in between are read here, as the executors read them (every
         change of a transaction counts, a re-sent or undecodable one too), so the
-        transactions they belong to can complete. (From None: the partition's start.)
+        transactions they belong to can complete (and an initial scan's chunks committed
+        after it, likewise). (From None: the partition's start.)
         """
         commits = self.commit_times()  # a binlog change's time: its END's, read by now
-        for sp, (start, stop) in sorted(skipped.items()):
+        for sp, start, stop in skipped:
             tx_log = self._by_source.get(sp.topic)
             if tx_log is None:
                 continue
@@ -144,13 +145,8 @@ class TransactionFeed:
             seen = _counted(self._consumer, sp, start, stop, source=source, commits=commits)
             for tx_id, (places, first, last) in seen.transactions.items():
                 tx_log.saw(tx_id, places, first, last)
-            log.info(
-                "%s: %d transactions of offsets %s-%d (committed after the checkpoint) counted",
-                sp,
-                len(seen.transactions),
-                start,
-                stop,
-            )
+            count = len(seen.transactions)
+            log.info("%s: %d transactions counted at offsets %s-%d", sp, count, start, stop)
 
     def read(self) -> None:
         """Read the transaction topics to their end."""

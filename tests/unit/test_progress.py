@@ -8,6 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.config import parse_config
+from pipeline.core.backfill import Backfill
 from pipeline.core.frontier import Frontier, SourcePartition
 from pipeline.core.progress import Claim, progress_key, slot, transactional_id
 from pipeline.core.records import ProgressRecord, decode
@@ -55,7 +56,7 @@ def test_a_progress_record_as_pieces_java_writes_it_is_read_and_resumed_from() -
         "highwater-orders",
     )
     # what it moves over is not read again (a Debezium transaction feed counts it again)
-    assert claim.overlay(frontier) == {SourcePartition("src", 0): (None, 103)}
+    assert claim.overlay(frontier) == [(SourcePartition("src", 0), None, 103)]
     progress = frontier.progress()
     assert (
         progress[SourcePartition("src", 0)].offset,
@@ -123,3 +124,20 @@ def test_the_status_says_the_delivery_and_the_run_generation() -> None:
     assert JobStatus.decode(status.encode()) == status
     older = JobStatus.decode(json.dumps({"changefeed_id": "o", "state": "running"}).encode())
     assert (older.delivery, older.generation) == (None, None)
+
+
+def test_scan_chunks_committed_before_the_restart_are_done_and_their_ranges_not_read_again() -> (
+    None
+):
+    a, b, c = (SourcePartition("src", p) for p in range(3))
+    backfill = Backfill.of({a: 5, b: 0, c: 0}, {a: 40, b: 30, c: 20})
+    committed = ProgressRecord(
+        topic="src", partition=0, next_offset=40, generation=1, time=Hlc(7, 0)
+    )
+    short = ProgressRecord(topic="src", partition=1, next_offset=10, generation=1, time=Hlc(7, 0))
+    other = ProgressRecord(topic="src", partition=2, next_offset=20, generation=1, time=Hlc(6, 0))
+    claim = Claim(2, {}, "_p", "highwater-orders", scanned={a: committed, b: short, c: other})
+    done, skipped = claim.scanned_chunks(backfill, Hlc(7, 0))
+    # only a chunk committed whole at this snapshot's time: its range is not read again
+    assert [chunk.partition for chunk in done.pending()] == [b, c]
+    assert skipped == [(a, 5, 40)]
