@@ -3,15 +3,9 @@ package dev.highwater.sink;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -27,7 +21,8 @@ import org.apache.kafka.common.errors.ProducerFencedException;
  *
  * <p>{@link #begin} takes the partition's transactional producer (kept per executor between
  * batches; a new one's {@code initTransactions} fences every other holder of the id and ends
- * its open transaction; it opens while the piece's first records wait) and, once it is there,
+ * its open transaction; it opens while the piece's first records wait: {@link Opening}) and,
+ * once it is there,
  * decides <b>write or skip</b>: a piece whose first offset is below
  * the committed next offset was committed already (an earlier attempt of this task), so its
  * rows are walked again for the summary but not sent; a progress record of a newer generation
@@ -46,24 +41,13 @@ public final class Pieces implements AutoCloseable {
     Progress read(String key, int slot) throws IOException;
   }
 
-  static final long WAITING_BYTES = 16L << 20; // a piece's records held while its producer opens
-  private static final ExecutorService OPENER =
-      Executors.newCachedThreadPool(
-          work -> {
-            Thread t = new Thread(work, "highwater-open-producer");
-            t.setDaemon(true);
-            return t;
-          });
-
   private final Delivery delivery;
   private final Map<String, Object> config;
   private final Kafka kafka;
   private final int slots;
   private final long answerMillis;
   private Producers.Held held;
-  private CompletableFuture<Producers.Held> opening; // the open piece's new producer, opening
-  private final List<ProducerRecord<byte[], byte[]>> waiting = new ArrayList<>(); // meanwhile
-  private long waitingBytes;
+  private Opening opening; // the open piece's new producer, while it opens
   private long first;
   private String topic;
   private int partition;
@@ -105,41 +89,14 @@ public final class Pieces implements AutoCloseable {
                 config, delivery.progressTopic, slot, key, transactionTimeout);
           }
         };
-    return new Pieces(delivery, config, kafka, slots(config, delivery.progressTopic));
-  }
-
-  private static final Map<String, Integer> SLOTS = new HashMap<>(); // guarded by itself
-
-  /** The progress topic's partitions (looked up once per executor). */
-  private static int slots(Map<String, Object> config, String topic) {
-    synchronized (SLOTS) {
-      Integer known = SLOTS.get(topic);
-      if (known != null) {
-        return known;
-      }
-    }
-    int slots;
-    try (Producer<byte[], byte[]> probe = new KafkaProducer<>(withoutId(config))) {
-      slots = probe.partitionsFor(topic).size();
-    }
-    synchronized (SLOTS) {
-      SLOTS.put(topic, slots);
-    }
-    return slots;
-  }
-
-  private static Map<String, Object> withoutId(Map<String, Object> config) {
-    Map<String, Object> c = new HashMap<>(config);
-    c.remove(ProducerConfig.TRANSACTIONAL_ID_CONFIG);
-    return c;
+    return new Pieces(delivery, config, kafka, ProgressReader.slots(config, delivery.progressTopic));
   }
 
   /**
    * The piece of {@code topic}/{@code partition} whose first record is at {@code first}. A
    * producer this executor kept for the partition is taken at once; a new one is opened (and
    * the partition's progress read) on another thread while the piece's first records wait in
-   * memory (at most {@link #WAITING_BYTES}), so the walk goes on meanwhile: what a new run pays
-   * on each partition's first piece.
+   * memory ({@link Opening}), so the walk goes on meanwhile.
    */
   public void begin(String topic, int partition, long first) throws IOException {
     if (held != null || opening != null) {
@@ -154,13 +111,13 @@ public final class Pieces implements AutoCloseable {
       decide(kept);
     } else {
       String key = Progress.key(delivery.kind, topic, partition);
-      opening = CompletableFuture.supplyAsync(() -> open(id, key), OPENER);
+      opening = Opening.start(() -> open(id, key));
     }
   }
 
   /**
-   * A new producer for {@code id}, and the progress committed under {@code key} (on {@link
-   * #OPENER}; reads no field the task thread changes).
+   * A new producer for {@code id}, and the progress committed under {@code key} (on the
+   * opening's thread; reads no field the task thread changes).
    */
   private Producers.Held open(String id, String key) {
     Producers.Held fresh = Producers.open(kafka, config, id, delivery.generation);
@@ -202,37 +159,15 @@ public final class Pieces implements AutoCloseable {
    * the records that waited for it (or drops them: a committed piece's).
    */
   private void ready(boolean wait) throws IOException {
-    if (opening == null || (!wait && !opening.isDone())) {
+    if (opening == null || (!wait && !opening.done())) {
       return;
     }
-    Producers.Held opened;
-    try {
-      opened = opening.get();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IOException("interrupted while opening the producer of " + where(), e);
-    } catch (ExecutionException e) {
-      opening = null;
-      waiting.clear();
-      Throwable cause = e.getCause();
-      if (cause instanceof CompletionException && cause.getCause() != null) {
-        cause = cause.getCause(); // open() wraps its IOException
-      }
-      if (cause instanceof IOException io) {
-        throw io;
-      }
-      if (cause instanceof RuntimeException r) {
-        throw r;
-      }
-      throw new IOException("opening the producer of " + where() + " failed: " + cause, cause);
-    }
+    Opening opened = opening;
     opening = null;
-    decide(opened);
-    for (ProducerRecord<byte[], byte[]> record : waiting) {
+    decide(opened.take(where()));
+    for (ProducerRecord<byte[], byte[]> record : opened.waiting()) {
       transmit(record);
     }
-    waiting.clear();
-    waitingBytes = 0;
   }
 
   /** Whether the open piece's rows are sent (false: committed already by an earlier attempt). */
@@ -244,19 +179,13 @@ public final class Pieces implements AutoCloseable {
   /** One of the open piece's records. */
   public void send(ProducerRecord<byte[], byte[]> record) throws IOException {
     if (opening != null) {
-      ready(waitingBytes >= WAITING_BYTES);
+      ready(opening.full());
       if (opening != null) {
-        waiting.add(record);
-        waitingBytes += size(record);
+        opening.hold(record);
         return;
       }
     }
     transmit(record);
-  }
-
-  private static long size(ProducerRecord<byte[], byte[]> record) {
-    return (record.key() == null ? 0 : record.key().length)
-        + (record.value() == null ? 0 : record.value().length);
   }
 
   private void transmit(ProducerRecord<byte[], byte[]> record) throws IOException {
@@ -340,14 +269,8 @@ public final class Pieces implements AutoCloseable {
   /** Ends the task's use: an open piece's transaction is aborted (a failed task's). */
   @Override
   public void close() {
-    waiting.clear();
     if (opening != null) { // a failed task's producer still opening: closed once it is open
-      opening.whenComplete(
-          (opened, e) -> {
-            if (opened != null) {
-              Producers.release(opened, false);
-            }
-          });
+      opening.cancel();
       opening = null;
     }
     if (held == null) {

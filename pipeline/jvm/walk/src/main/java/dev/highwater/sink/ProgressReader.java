@@ -69,6 +69,34 @@ final class ProgressReader {
     }
   }
 
+  private static final Map<String, Integer> SLOTS = new HashMap<>(); // guarded by itself
+
+  /**
+   * The progress topic's partitions, asked once per executor of a pooled reader's consumer
+   * (the one the first progress read then uses).
+   */
+  static int slots(Map<String, Object> producer, String topic) {
+    synchronized (SLOTS) {
+      Integer known = SLOTS.get(topic);
+      if (known != null) {
+        return known;
+      }
+    }
+    ProgressReader reader = take(settings(producer));
+    boolean ok = false;
+    int slots;
+    try {
+      slots = reader.committed.partitionsFor(topic).size();
+      ok = true;
+    } finally {
+      give(reader, ok);
+    }
+    synchronized (SLOTS) {
+      SLOTS.put(topic, slots);
+    }
+    return slots;
+  }
+
   private Progress latest(TopicPartition tp, String key, long waitMillis) throws IOException {
     long written = uncommitted.endOffsets(List.of(tp)).get(tp); // the high watermark
     committed.assign(List.of(tp));
