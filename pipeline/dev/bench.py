@@ -50,6 +50,7 @@ from .registry import EmbeddedRegistry
 from .spark_cluster import SparkCluster
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+SOURCE_BATCH = 20_000  # the sources part's maxOffsetsPerTrigger: ~90 MB of Debezium events
 
 
 def cpu_seconds() -> dict[str, float]:
@@ -80,7 +81,8 @@ def cpu_seconds() -> dict[str, float]:
     return groups
 
 
-def _cpu_since(before: dict[str, float]) -> dict[str, float]:
+def cpu_since(before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds per kind of process since ``before`` (:func:`cpu_seconds`)."""
     now = cpu_seconds()
     return {k: round(v - before.get(k, 0.0), 1) for k, v in sorted(now.items())}
 
@@ -119,7 +121,7 @@ class Run:
         return text
 
 
-def _copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int) -> Run:
+def plain_copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets: int) -> Run:
     """A plain Spark Structured Streaming copy of ``source`` to ``target``."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
@@ -215,6 +217,12 @@ def _changefeed(
         trigger={"available_now": True},
         max_offsets_per_trigger=max_offsets,
     )
+    return timed(spark, config)
+
+
+def timed(spark: Any, config: Any) -> Run:
+    """A new changefeed of ``config`` runs to its end: its stream timed (see ``_changefeed``)."""
+    name = config.changefeed_id
     changefeed = Changefeed(config, spark)
     started = time.perf_counter()
     changefeed.run()
@@ -283,7 +291,7 @@ def throughput(
         flush=True,
     )
     # JIT, consumer pools: one of each before the rounds, so no round pays for a cold JVM
-    _copy(spark, bootstrap, source, "bench.warmup", max_offsets)
+    plain_copy(spark, bootstrap, source, "bench.warmup", max_offsets)
     _changefeed(spark, bootstrap, "bench-warmup", source, max_offsets)
     copies, setups, teardowns = [], [], []
     kinds = ("json", "json exactly_once", "avro", "avro exactly_once")
@@ -291,9 +299,9 @@ def throughput(
     state_records, transactions, exactly_once_seconds = 0, 0, 0.0
     for n in range(rounds):
         before = cpu_seconds()
-        copy = _copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets)
+        copy = plain_copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets)
         print(f"round {n}: copy {records / copy.seconds:,.0f} records/s", flush=True)
-        print(f"  cpu seconds, copy: {_cpu_since(before)}\n  per batch: {copy.per_batch()}")
+        print(f"  cpu seconds, copy: {cpu_since(before)}\n  per batch: {copy.per_batch()}")
         copies.append(copy.seconds)
         for kind in kinds:
             delivery = "exactly_once" if kind.endswith("exactly_once") else "at_least_once"
@@ -309,7 +317,7 @@ def throughput(
                 avro=registry if kind.startswith("avro") else None,
                 delivery=delivery,
             )
-            cpu = _cpu_since(before)
+            cpu = cpu_since(before)
             seconds[kind].append(run.seconds)
             if delivery == "exactly_once":
                 state_records += transaction_state_records(bootstrap) - state
@@ -555,12 +563,20 @@ def main(argv: list[str] | None = None) -> int:
         help="part 1 only (copy, JSON and Avro changefeeds side by side)",
     )
     parser.add_argument(
+        "--sources-only",
+        action="store_true",
+        help="the sources part only (each source format against a plain copy of its topic)",
+    )
+    parser.add_argument("--source-rows", type=int, default=200_000, help="of the sources part")
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="the throughput part only, on a local cluster: three Kafka nodes (3 copies) and "
         "a Spark standalone master with two one-core workers",
     )
     args = parser.parse_args(argv)
+    from .bench_sources import sources  # noqa: PLC0415 - it builds on this module
+
     if args.cluster:
         return on_cluster(args.rows, args.rounds, args.max_offsets_per_trigger, args.partitions)
     with tempfile.TemporaryDirectory(prefix="highwater-bench-") as scratch:
@@ -572,6 +588,10 @@ def main(argv: list[str] | None = None) -> int:
                 SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench"
             )
             registry = registry_service.start()
+            if args.sources_only:
+                sources(spark, info.bootstrap_servers, args.source_rows, args.rounds, SOURCE_BATCH)
+                spark.stop()
+                return 0
             source = throughput(
                 spark,
                 info.bootstrap_servers,
@@ -583,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if not args.throughput_only:
                 raw_limit(spark, info.bootstrap_servers, source, args.rows, args.partitions)
+                sources(spark, info.bootstrap_servers, args.source_rows, args.rounds, SOURCE_BATCH)
                 avro_encoders(spark, info.bootstrap_servers, source)
                 for delivery in ("at_least_once", "exactly_once"):
                     resolved_lag(

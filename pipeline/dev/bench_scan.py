@@ -31,7 +31,7 @@ from pipeline.core.changefeed import Changefeed
 from pipeline.runtime.session import build_session
 from sinks.admin import ensure_topics
 
-from .bench import _cpu_since, cpu_seconds, read_topic
+from .bench import cpu_seconds, cpu_since, read_topic
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
 
@@ -156,10 +156,10 @@ def main(argv: list[str] | None = None) -> int:
                 suffix = f"{round_}-{uuid.uuid4().hex[:6]}"
                 before = cpu_seconds()
                 copy_seconds = batch_copy(spark, bootstrap, spec.topic, f"bench.copy{suffix}")
-                copy_cpu = _cpu_since(before)
+                copy_cpu = cpu_since(before)
                 before = cpu_seconds()
                 scan_seconds, rows = scan(spark, bootstrap, spec.topic, f"bench-scan{suffix}")
-                scan_cpu = _cpu_since(before)
+                scan_cpu = cpu_since(before)
                 ratio = copy_seconds / scan_seconds
                 ratios.append(ratio)
                 print(
