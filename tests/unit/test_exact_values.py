@@ -71,12 +71,35 @@ def test_the_issue_s_example_comes_out_as_it_went_in() -> None:
         "1e5",
         "2.50E-3",
         "18446744073709551616",
+        "-9223372036854775809",  # below what orjson keeps as an integer
+        "-9999999999999999999",
     ],
 )
 def test_numbers_a_double_cannot_keep_are_flagged_for_the_exact_reader(number: str) -> None:
     value = f'{{"after":{{"x":{number},"y":[{number}]}},"updated":"{T}"}}'.encode()
     adapter = NativeAdapter()
     (flag,) = adapter.exact(pa.array([b"[1]"], pa.binary()), pa.array([value], pa.binary()))
+    change = adapter.decode(b"[1]", value, flag)
+    row_ = ChangeRow("t", change.key, change.after, None, Hlc.parse(T), Hlc.parse(T))
+    out = JsonEncoder(EncoderConfig()).value(row_, Context("out"))
+    assert out == f'{{"after":{{"x":{number},"y":[{number}]}}}}'.encode()
+
+
+@pytest.mark.parametrize(
+    "number",
+    [
+        "1764000000009221500",  # Debezium's ts_ns: 19 digits, every event
+        "-1764000000009221500",
+        "9999999999999999999",
+        "-8999999999999999999",
+        "123456789012345678",
+    ],
+)
+def test_integers_orjson_keeps_exactly_are_read_by_orjson(number: str) -> None:
+    value = f'{{"after":{{"x":{number},"y":[{number}]}},"updated":"{T}"}}'.encode()
+    adapter = NativeAdapter()
+    (flag,) = adapter.exact(pa.array([b"[1]"], pa.binary()), pa.array([value], pa.binary()))
+    assert flag is False  # the fast reader: a 19-digit time does not send events to the slow one
     change = adapter.decode(b"[1]", value, flag)
     row_ = ChangeRow("t", change.key, change.after, None, Hlc.parse(T), Hlc.parse(T))
     out = JsonEncoder(EncoderConfig()).value(row_, Context("out"))

@@ -88,9 +88,11 @@ Rows = tuple["Change", ...]  # several rows of one record
 
 NOT_JSON = "not JSON"
 # A number token (outside strings) whose text orjson might not give back; see NativeAdapter.exact
+# (orjson keeps integers exactly from -2**63 to 2**64 - 1: every one of 19 digits or fewer
+# but the negative ones from -9000000000000000000 down; Debezium's nanosecond times are such)
 _RISKY_NUMBER = (
-    r'^(?:[^"]|"(?:[^"\\]|\\.)*")*?[:\[,]\s*(?:-0[,\]}\s]|'
-    r"-?(?:\d{19}|\d+\.\d+0(?:[^0-9]|$)|\d+\.\d{6}|\d{10}\d*\.|\d+(?:\.\d+)?[eE]))"
+    r'^(?:[^"]|"(?:[^"\\]|\\.)*")*?[:\[,]\s*(?:-0[,\]}\s]|-9\d{18}|'
+    r"-?(?:\d{20}|\d+\.\d+0(?:[^0-9]|$)|\d+\.\d{6}|\d{10}\d*\.|\d+(?:\.\d+)?[eE]))"
 )
 
 
@@ -174,8 +176,8 @@ def exact_flags(keys: pa.Array, values: pa.Array) -> list[bool]:
     Vectorised over a batch (RE2, outside strings): a record it flags is read with the exact
     reader; one it does not is read by orjson alone. It may flag more than needed (that costs
     time, never exactness): any number with an exponent, a fraction ending in 0 (but ``.0``)
-    or of six digits or more, ten integer digits or more before a fraction, nineteen digits
-    or more, and ``-0``.
+    or of six digits or more, ten integer digits or more before a fraction, twenty digits
+    or more, nineteen after a minus sign and a 9, and ``-0``.
     """
     import pyarrow.compute as pc  # noqa: PLC0415 - pyarrow loads on the executors only
 
