@@ -59,7 +59,7 @@ from .batch import (
 from .frontier import SourcePartition
 from .rows import pick_row
 from .sources import BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
-from .sources.debezium import in_commit
+from .sources.debezium import commit_time_of
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -243,8 +243,8 @@ class ScanTask(Task):
         time (``sources/debezium.py``): it commits after the statement time, so only its
         order against later changes rests on that.
         """
-        end = (self.plan.commits.get(self.chunk.topic) or {}).get(change.tx[0] if change.tx else "")
-        return change.ts if end is None or change.order is None else in_commit(end, change.order)
+        ts = commit_time_of(change, self.plan.commits.get(self.chunk.topic) or {})
+        return change.ts if ts is None else ts
 
     def reader(
         self, run: pa.RecordBatch, exact: list[bool], offsets: list[int]

@@ -39,7 +39,7 @@ from .batch import (
 from .frontier import Frontier, SourcePartition
 from .kafka_clients import range_reader, read_range
 from .sources import Adapter, BadRecord, Change, adapter
-from .sources.debezium import in_commit, transaction_event
+from .sources.debezium import commit_time_of, transaction_event
 from .sources.wire import WireReader
 from .transactions import TransactionLog
 
@@ -357,14 +357,6 @@ class TransactionFeed:
         return ends
 
 
-def _time(change: Change, commits: Mapping[str, Hlc]) -> Hlc | None:
-    """A change's time as a batch takes it: a binlog change's from its END (None: unknown)."""
-    if change.order is None or change.tx is None:
-        return change.ts
-    end = commits.get(change.tx[0])
-    return None if end is None else in_commit(end, change.order)
-
-
 def _counted(
     consumer: Any,
     sp: SourcePartition,
@@ -391,5 +383,5 @@ def _counted(
             count_transaction(seen, exc)
             continue
         if isinstance(item, Change) and item.tx is not None:
-            seen.saw(item.tx, _time(item, times))
+            seen.saw(item.tx, commit_time_of(item, times))
     return seen

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Mapping
 from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple
 
@@ -135,6 +136,18 @@ def in_commit(end: Hlc, order: int) -> Hlc:
     """The time of a binlog change whose transaction ENDed at ``end``: within its millisecond."""
     order = min(max(order, 0), _MILLISECOND * _LOGICAL - 1)
     return Hlc(end.wall + order // _LOGICAL, order % _LOGICAL)
+
+
+def commit_time_of(change: Change, commits: Mapping[str, Hlc]) -> Hlc | None:
+    """A change's time as a batch takes it: its own, or a binlog change's END's.
+
+    ``commits``: transaction id -> its END's time; None when that END was not read yet.
+    (The batch's loop, ``batch.py``, inlines the same rule on its hot path.)
+    """
+    if change.order is None or change.tx is None:
+        return change.ts
+    end = commits.get(change.tx[0])
+    return None if end is None else in_commit(end, change.order)
 
 
 _MILLISECOND = 1_000_000  # an END's time is in milliseconds
