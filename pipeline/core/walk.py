@@ -1,4 +1,4 @@
-"""The fast walk: a micro-batch of native changes read and written in the JVM.
+"""The fast walk: a micro-batch of changes read and written in the JVM.
 
 The walk (``pipeline/jvm/walk``, Java, built by ``highwater fetch-jars``; called through
 ``pipeline/core/jvm.py``) reads Spark's
@@ -14,7 +14,14 @@ back or through the Kafka writer's rows: each costs more than the speed target l
   changefeed writes times, a compact key;
 * ``avro`` (the Avro encoder, for tables of primitive column types): the row's JSON is read
   by the table's schema and written in the Confluent or single-object framing, byte for byte
-  what the Python loop's encoder writes.
+  what the Python loop's encoder writes;
+* ``debezium`` sources (JSON, to the JSON encoder's walked envelope): PostgreSQL's and
+  binlogs' events (a binlog change at its transaction's END's time, from the plan's
+  ``commits``; one whose END was not read yet stops the walk there) read as
+  ``sources/debezium.py`` reads them (the key's fields, the commit's clock and the
+  event's place in it, values by their Connect schema) and written as the JSON encoder
+  writes them; each re-send dropped and each change counted for its transaction as the loop
+  does (the summary carries the highest position and the transactions' places and times).
 
 One code path still decides everything else. The walk takes a partition's records in offset
 order, as the loop does (markers raise the floor; changes at or below it are dropped), until
@@ -52,16 +59,22 @@ _CEILING = Hlc(2**63 - 1, 9_999_999_999)
 def walkable(plan: BatchPlan) -> bool:
     """Whether the walk can take ``plan``'s batches: a property of the config alone.
 
-    Every source native, every encoder one the walk can write (``Encoder.walk``), no CDC
-    query, no end time. Such a changefeed's stream needs no headers (:func:`write_rest`
-    reads them).
+    Every source native with an encoder the walk can write (``Encoder.walk``), or Debezium
+    JSON (no registry) to the JSON encoder's envelope the walk writes; no CDC query, no end
+    time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
     """
     if plan.shapes or plan.end_time is not None:
         return False
-    return all(
-        fmt == "native" and plan.encoders[topic].walk is not None
-        for topic, fmt in plan.formats.items()
-    )
+    return all(_walks(plan, topic, fmt) for topic, fmt in plan.formats.items())
+
+
+def _walks(plan: BatchPlan, topic: str, fmt: str) -> bool:
+    walk = plan.encoders[topic].walk
+    if walk is None:
+        return False
+    if fmt == "debezium":
+        return walk["kind"] == "verbatim" and topic not in plan.registries
+    return fmt == "native"
 
 
 def walk_plan(plan: BatchPlan) -> str | None:
@@ -69,8 +82,8 @@ def walk_plan(plan: BatchPlan) -> str | None:
     if not walkable(plan):
         return None
     routes = {
-        topic: {"topic": plan.routes[topic], "encoding": plan.encoders[topic].walk}
-        for topic in plan.formats
+        topic: {"topic": plan.routes[topic], "encoding": plan.encoders[topic].walk, "format": fmt}
+        for topic, fmt in plan.formats.items()
     }
     thresholds = [[t, p, *min(ts, _CEILING)] for (t, p), ts in plan.thresholds.items()]
     return json.dumps(
@@ -78,6 +91,11 @@ def walk_plan(plan: BatchPlan) -> str | None:
             "routes": routes,
             "thresholds": thresholds,
             "new_partition_floor": list(min(plan.new_partition_floor, _CEILING)),
+            "positions": [[t, p, list(position)] for (t, p), position in plan.positions.items()],
+            "commits": {  # Debezium binlogs: each transaction's END's time
+                topic: {tx: list(min(end, _CEILING)) for tx, end in ends.items()}
+                for topic, ends in plan.commits.items()
+            },
             "room": plan.room,
         }
     )
@@ -177,6 +195,7 @@ def rest_plan(plan: BatchPlan, rests: list[Deferred]) -> BatchPlan:
     for rest in rests:
         place = (rest.partition.topic, rest.partition.partition)
         floors[place] = max(rest.floor, plan.thresholds.get(place, plan.new_partition_floor))
-        if rest.position is not None:
-            positions[place] = rest.position
+        position = plan.positions.get(place) if rest.position is None else rest.position
+        if position is not None:  # (the walk leaves out one beyond a Java long)
+            positions[place] = position
     return replace(plan, thresholds=floors, positions=positions)

@@ -15,7 +15,7 @@ from typing import Any
 
 from pipeline.config import parse_config
 
-from .bench import Run, cpu_seconds, cpu_since, plain_copy, timed
+from .bench import Run, cpu_seconds, cpu_since, plain_copy, raw_limit, timed
 from .debezium_feed import DebeziumFeed, write_feed
 
 
@@ -47,12 +47,14 @@ def sources(spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: int
     """Debezium JSON with schemas: copy and changefeed (both deliveries) side by side."""
     source = "bench.dbz.orders"
     started = time.perf_counter()
-    size = write_feed(DebeziumFeed(), source, rows, {"bootstrap.servers": bootstrap})
+    feed = DebeziumFeed()
+    size = write_feed(feed, source, rows, {"bootstrap.servers": bootstrap})
     print(
         f"generated {rows} Debezium events ({size / rows:,.0f} bytes each, key and value) "
         f"in {time.perf_counter() - started:.0f}s",
         flush=True,
     )
+    raw_limit(spark, bootstrap, source, rows, feed.partitions)  # records of this size
     plain_copy(spark, bootstrap, source, "bench.dbz.warmup", max_offsets)
     timed(spark, _config(bootstrap, "bench-dbz-warmup", source, max_offsets, "at_least_once"))
     copies: list[float] = []

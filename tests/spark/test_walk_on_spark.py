@@ -291,11 +291,22 @@ def test_a_special_byte_anywhere_in_a_word_is_seen(spark) -> None:
     assert sum(r["topic"] == "dlq" for r in rows) == 10 * list(IN_STRINGS.values()).count(False)
 
 
-def test_only_sources_whose_output_is_their_own_bytes_take_the_walk() -> None:
+def test_which_sources_and_encoders_take_the_walk() -> None:
     the_plan = plan(None, 0)
     assert walk_plan(the_plan) is not None
+    debezium = replace(the_plan, formats={SRC: "debezium"})
+    assert json.loads(walk_plan(debezium) or "")["routes"][SRC]["format"] == "debezium"
+    avro = AvroEncoder(
+        OutputSchemas.of(WIDE, EncoderConfig(format="avro")),
+        Framing.confluent(1, 2, 3),
+        EncoderConfig(format="avro"),
+        "wide",
+    )
+    assert avro.walk is not None
     for changed in (
-        {"formats": {SRC: "debezium"}},
+        {"formats": {SRC: "canal-json"}},
+        {"formats": {SRC: "debezium"}, "registries": {SRC: {"url": "http://registry"}}},
+        {"formats": {SRC: "debezium"}, "encoders": {SRC: avro}},  # JSON out only, for now
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=True, key_in_value=True))}},
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=False))}},
         {"end_time": Hlc(WALL + 5)},

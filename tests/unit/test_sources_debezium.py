@@ -30,6 +30,7 @@ from pipeline.core.walk import rest_plan
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 from tests.support.debezium_avro import AVRO_KEY, AVRO_VALUE
+from tests.support.debezium_json import column, envelope_schema
 from tests.unit.test_batch import SRC, arrow, run
 from tests.unit.test_batch import plan as batch_plan
 
@@ -39,15 +40,6 @@ pytestmark = pytest.mark.unit
 def b64(unscaled: int) -> str:
     size = max(1, (unscaled.bit_length() + 8) // 8)
     return base64.b64encode(unscaled.to_bytes(size, "big", signed=True)).decode()
-
-
-def column(name: str, kind: str, semantic: str | None = None, **parameters: str) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": kind, "optional": True, "field": name}
-    if semantic is not None:
-        out["name"] = semantic
-    if parameters:
-        out["parameters"] = parameters
-    return out
 
 
 COLUMNS = [
@@ -67,16 +59,7 @@ COLUMNS = [
     column("zoned", "string", "io.debezium.time.ZonedTimestamp"),
     column("note", "string"),
 ]
-SCHEMA = {
-    "type": "struct",
-    "name": "pg.public.orders.Envelope",
-    "fields": [
-        {"type": "struct", "fields": COLUMNS, "optional": True, "field": "before"},
-        {"type": "struct", "fields": COLUMNS, "optional": True, "field": "after"},
-        {"type": "struct", "fields": [], "optional": False, "field": "source"},
-        {"type": "string", "optional": False, "field": "op"},
-    ],
-}
+SCHEMA = envelope_schema(COLUMNS, "pg.public.orders.Envelope")
 SOURCE = {
     "version": "3.3.1.Final",
     "connector": "postgresql",

@@ -12,6 +12,7 @@ run the JUnit tests: ``highwater dev jvm-test``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ from pipeline.config import EncoderConfig
 from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
+from tests.support.debezium_json import column, envelope_schema
 from tests.support.tables import WIDE
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "walk.json"
@@ -111,6 +113,130 @@ VERBATIM_RECORDS = [
     ('["k"]', _value('{"deep":[[[[{"a":[{"b":{}}]}]]]]}', updated="1.0000000042")),
 ]
 
+# Debezium PostgreSQL events (JsonConverter) the walk writes again as the JSON encoder's
+# envelope: every semantic type, escapes, numbers of every form, snapshot reads, deletes,
+# with and without schemas. (key, value) text.
+_DBZ_COLUMNS = [
+    ("id", "int32", None, None),
+    ("s", "string", None, None),
+    ("n", "double", None, None),
+    ("dec", "bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "4"}),
+    ("big", "bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "0"}),
+    ("neg", "bytes", "org.apache.kafka.connect.data.Decimal", {"scale": "-2"}),
+    ("v", "struct", "io.debezium.data.VariableScaleDecimal", None),
+    ("day", "int32", "io.debezium.time.Date", None),
+    ("ms", "int64", "io.debezium.time.Timestamp", None),
+    ("us", "int64", "io.debezium.time.MicroTimestamp", None),
+    ("ns", "int64", "io.debezium.time.NanoTimestamp", None),
+    ("t", "int64", "io.debezium.time.MicroTime", None),
+    ("z", "string", "io.debezium.time.ZonedTimestamp", None),
+    ("j", "string", "io.debezium.data.Json", None),
+    ("g", "struct", "io.debezium.data.geometry.Point", None),
+]
+
+
+def _dbz_schema() -> str:
+    row = []
+    for name, kind, semantic, parameters in _DBZ_COLUMNS:
+        row.append(column(name, kind, semantic, **(parameters or {})) | {"optional": name != "id"})
+    return json.dumps(envelope_schema(row, "pg.public.t.Envelope"))
+
+
+_NULLS = {name: "null" for name, *_ in _DBZ_COLUMNS}
+_LSNS = itertools.count(24023984, 7)  # each event's place: rising, as a connector sends them
+
+
+def _dbz_row(**values: str) -> str:
+    return "{" + ",".join(f'"{k}":{v}' for k, v in {**_NULLS, **values}.items()) + "}"
+
+
+def _dbz(
+    key: int,
+    after: str | None,
+    before: str | None = None,
+    *,
+    op: str = "c",
+    lsn: int | None = None,
+    last: str = '\\"24023900\\"',
+    clock: str = '"ts_ms":1700000000123,"ts_us":1700000000123456',
+    tx: str = '{"id":"771:24023984","total_order":1,"data_collection_order":1}',
+    snapshot: str = '"false"',
+    schema: bool = True,
+) -> tuple[str, str]:
+    lsn = next(_LSNS) if lsn is None else lsn
+    source = (
+        f'{{"version":"2.7.3.Final","connector":"postgresql","name":"pg",{clock},'
+        f'"snapshot":{snapshot},"db":"shop","sequence":"[{last},\\"{lsn}\\"]",'
+        f'"schema":"public","table":"t","txId":771,"lsn":{lsn},"xmin":null}}'
+    )
+    payload = (
+        f'{{"before":{before or "null"},"after":{after or "null"},"source":{source},'
+        f'"transaction":{tx},"op":"{op}","ts_ms":1700000000200}}'
+    )
+    key_payload = f'{{"id":{key}}}'
+    if not schema:
+        return key_payload, payload
+    key_schema = '{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}]}'
+    return (
+        f'{{"schema":{key_schema},"payload":{key_payload}}}',
+        f'{{"schema":{_dbz_schema()},"payload":{payload}}}',
+    )
+
+
+DEBEZIUM_RECORDS = [
+    # nanoseconds; no last commit yet (the first event of the stream, else it is a re-send)
+    _dbz(17, _dbz_row(id="17"), clock='"ts_ns":1700000000123456789', last="null"),
+    _dbz(
+        1, _dbz_row(id="1", s='"plain"', n="1.5", dec='"AeJA"', day="19675", us="1700000000123456")
+    ),
+    # every JSON escape, spelled as Jackson and others spell them, and raw UTF-8
+    _dbz(
+        2, _dbz_row(id="2", s=r'"q\"b\\s\/ \b\f\n\r\t\u0000\u001F\u007f\u00E9"', z='"é€😀\u2028"')
+    ),
+    # numbers of every form pass as they came
+    _dbz(
+        3,
+        _dbz_row(id="3", n="-0"),
+    ),
+    _dbz(
+        4,
+        _dbz_row(id="4", n="1E+400"),
+    ),
+    _dbz(
+        5,
+        _dbz_row(id="5", n="123456789012345678901234567890.50"),
+    ),
+    # decimals: negative, zero, many digits, scales 0 and negative, variable scale
+    _dbz(
+        6,
+        _dbz_row(id="6", dec='"/w=="', big='"AA=="', neg='"Bw=="', v='{"scale":3,"value":"/zs="}'),
+    ),
+    _dbz(7, _dbz_row(id="7", big='"f////////////////////w=="', v='{"scale":0,"value":"AQ=="}')),
+    # dates and times before the epoch, at its edges, with and without fractions
+    _dbz(8, _dbz_row(id="8", day="-719162", ms="-1", us="0", ns="1700000000123456789", t="0")),
+    _dbz(9, _dbz_row(id="9", day="2932896", ms="253402300799999", t="86399999999")),
+    _dbz(10, _dbz_row(id="10", us="-62135596800000000", ns="5", t="3600000001")),
+    # JSON text, a struct column (PostGIS point), nested values
+    _dbz(
+        11,
+        _dbz_row(
+            id="11", j='"{\\"a\\": [1, 2.50]}"', g='{"x":1.0,"y":-2.5e3,"wkb":"AQE=","srid":null}'
+        ),
+    ),
+    # an update with its before image, a delete, a snapshot read, a snapshot flag
+    _dbz(12, _dbz_row(id="12", s='"new"'), _dbz_row(id="12", s='"old"'), op="u"),
+    _dbz(13, None, _dbz_row(id="13"), op="d"),
+    _dbz(14, _dbz_row(id="14"), op="r", snapshot='"true"', tx="null"),
+    _dbz(15, _dbz_row(id="15"), snapshot='"last"', tx="null"),
+    # the clock in milliseconds
+    _dbz(16, _dbz_row(id="16"), clock='"ts_ms":1700000000999,"ts_us":null'),
+    # without schemas: the payload as it came, spacing dropped
+    _dbz(19, '{ "id" : 19, "dec" : "AeJA", "s" : "\\u00e9" }', schema=False),
+    _dbz(20, '{"id":20,"n":[1,{"a":null}]}', op="u", schema=False),
+    # the last commit's LSN as a number (above every other here: so, last)
+    _dbz(18, _dbz_row(id="18"), last="24024500", tx="null"),
+]
+
 # HLC texts as the changefeed writes them: wall and logical.
 HLC_TEXTS = [
     "0.0000000000",
@@ -121,8 +247,10 @@ HLC_TEXTS = [
 ]
 
 
-def through_python_loop(encoder: Encoder, records: list[tuple[str, str]]) -> list[Any]:
-    """What ``process`` writes for ``records`` (one source partition, in order)."""
+def through_python_loop(
+    encoder: Encoder, records: list[tuple[str, str]], fmt: str = "native"
+) -> list[Any]:
+    """What ``process`` writes for ``records`` (one source partition of ``fmt``, in order)."""
     from pipeline.core.batch import BatchPlan, process  # noqa: PLC0415
 
     n = len(records)
@@ -136,7 +264,7 @@ def through_python_loop(encoder: Encoder, records: list[tuple[str, str]]) -> lis
         ],
         names=["key", "value", "topic", "partition", "offset"],
     )
-    plan = BatchPlan({}, {"src": "wide"}, {"src": "native"}, {"src": "out"}, {"src": encoder}, None)
+    plan = BatchPlan({}, {"src": "wide"}, {"src": fmt}, {"src": "out"}, {"src": encoder}, None)
     out = pa.Table.from_batches(list(process(plan, iter([batch])))).to_pylist()
     return [r for r in out if r["summary"] is None]
 
@@ -175,6 +303,26 @@ def python_golden() -> dict[str, Any]:
             "records": [{"key": k, "value": v} for k, v in VERBATIM_RECORDS],
         },
         "avro": avro,
+        "debezium": debezium_golden(),
+    }
+
+
+def debezium_golden() -> dict[str, Any]:
+    """Debezium's events and what the Python loop writes of them (key, value, time)."""
+    encoder = verbatim_encoder()
+    rows = through_python_loop(encoder, DEBEZIUM_RECORDS, "debezium")
+    assert [r["topic"] for r in rows] == ["out"] * len(DEBEZIUM_RECORDS)
+    return {
+        "walk": encoder.walk,
+        "records": [
+            {
+                "key": key,
+                "value": value,
+                "out_key": row["key"].decode(),
+                "out_value": row["value"].decode(),
+            }
+            for (key, value), row in zip(DEBEZIUM_RECORDS, rows, strict=True)
+        ],
     }
 
 
@@ -193,6 +341,10 @@ def test_the_python_loop_writes_the_golden_avro_bytes() -> None:
             assert row["key"].hex() == record["out_key"], record["key"]
             value = None if row["value"] is None else row["value"].hex()
             assert value == record["out_value"], record["value"]
+
+
+def test_the_python_loop_writes_the_golden_debezium_envelopes() -> None:
+    assert debezium_golden() == golden()["debezium"]
 
 
 def test_the_walk_specs_are_what_the_python_encoders_give_the_jvm() -> None:

@@ -11,15 +11,39 @@ import java.nio.charset.StandardCharsets;
 public interface Encoding extends Serializable {
   /** A route's encoding as the walk's plan describes it (the Python encoder's {@code walk}). */
   static Encoding of(JsonNode spec, String topic) {
+    return of(spec, topic, "native");
+  }
+
+  /**
+   * A route's encoding for a source of {@code format}: native sources' records are read by the
+   * encoding itself; Debezium's ({@link Debezium}) are written as the JSON encoder's envelope.
+   */
+  static Encoding of(JsonNode spec, String topic, String format) {
+    return of(spec, topic, format, java.util.Map.of());
+  }
+
+  /** {@code commits}: Debezium binlogs' transactions and their ENDs' times, as the driver read. */
+  static Encoding of(
+      JsonNode spec, String topic, String format, java.util.Map<String, long[]> commits) {
+    if (format.equals("debezium")) {
+      if (!spec.get("kind").asText().equals("verbatim")) {
+        throw new IllegalArgumentException("Debezium's records are walked to JSON only: " + spec);
+      }
+      return new Debezium(members(spec), commits);
+    }
     if (spec.get("kind").asText().equals("avro")) {
       return new Avro(spec, topic);
     }
+    return new Verbatim(members(spec));
+  }
+
+  private static byte[][] members(JsonNode spec) {
     JsonNode names = spec.get("members");
     byte[][] members = new byte[names.size()][];
     for (int k = 0; k < members.length; k++) {
       members[k] = names.get(k).asText().getBytes(StandardCharsets.UTF_8);
     }
-    return new Verbatim(members);
+    return members;
   }
 
   /**
@@ -32,7 +56,12 @@ public interface Encoding extends Serializable {
   final class Encoded {
     public long[] ts;
     public byte[] key;
-    public byte[] value; // null: a tombstone
+    public byte[] value; // null: a tombstone (or, ts null too, a change not written yet)
+    // a change that says where its source put it (Debezium): its position there, or null
+    public long[] position;
+    // and its transaction (as the transaction log names it) and place in it, or null
+    public String tx;
+    public long within;
     final Buffer buffer = new Buffer();
     final Buffer text = new Buffer();
     // per slot (a field an encoding reads): where its JSON value starts and ends, its bits

@@ -16,7 +16,7 @@ public final class Json {
   static final int MAX_NUMBER = 64;
 
   /** The bytes a string may hold as they are: printable ASCII but the quote and backslash. */
-  private static final boolean[] PLAIN = new boolean[256];
+  static final boolean[] PLAIN = new boolean[256];
 
   static {
     for (int c = 0x20; c < 0x80; c++) {
@@ -152,38 +152,13 @@ public final class Json {
     return -1;
   }
 
+  /** An escape at {@code i} (past the backslash), as {@link Canonical#unescape} reads it. */
   private static int escape(byte[] b, int i) {
-    switch (b[i]) {
-      case '"':
-      case '\\':
-      case '/':
-      case 'b':
-      case 'f':
-      case 'n':
-      case 'r':
-      case 't':
-        return i + 1;
-      case 'u':
-        if (i + 4 >= b.length) {
-          return -1;
-        }
-        int code = 0;
-        for (int k = 1; k <= 4; k++) {
-          int d = Character.digit(b[i + k], 16);
-          if (d < 0) {
-            return -1;
-          }
-          code = code * 16 + d;
-        }
-        // Surrogates, paired or not, go to the Python loop (a lone one is a bad record).
-        return code >= 0xd800 && code <= 0xdfff ? -1 : i + 5;
-      default:
-        return -1;
-    }
+    return Canonical.unescape(b, i) < 0 ? -1 : i + (b[i] == 'u' ? 5 : 1);
   }
 
   /** One multi-byte UTF-8 sequence led by {@code c} at {@code i} (RFC 3629, Table 3-7). */
-  private static int utf8(byte[] b, int i, int c) {
+  static int utf8(byte[] b, int i, int c) {
     int more;
     int low = 0x80;
     int high = 0xbf;
@@ -258,16 +233,16 @@ public final class Json {
     return i - start > MAX_NUMBER ? -1 : i;
   }
 
-  private static int digits(byte[] b, int i) {
+  static int digits(byte[] b, int i) {
     while (i < b.length && b[i] >= '0' && b[i] <= '9') {
       i++;
     }
     return i;
   }
 
-  private static final byte[] TRUE = "true".getBytes(StandardCharsets.US_ASCII);
-  private static final byte[] FALSE = "false".getBytes(StandardCharsets.US_ASCII);
-  private static final byte[] NULL = "null".getBytes(StandardCharsets.US_ASCII);
+  static final byte[] TRUE = "true".getBytes(StandardCharsets.US_ASCII);
+  static final byte[] FALSE = "false".getBytes(StandardCharsets.US_ASCII);
+  static final byte[] NULL = "null".getBytes(StandardCharsets.US_ASCII);
 
   static int literal(byte[] b, int i, byte[] word) {
     if (i + word.length > b.length) {

@@ -2,7 +2,7 @@ package dev.highwater.walk;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
-import com.fasterxml.jackson.databind.node.ObjectNode;
+import com.fasterxml.jackson.databind.node.ArrayNode;
 import dev.highwater.encoding.Encoding;
 import dev.highwater.encoding.Hlc;
 import dev.highwater.encoding.Json;
@@ -61,16 +61,20 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
 
   private static final long serialVersionUID = 1L;
   private static final byte[] RESOLVED = "resolved".getBytes(StandardCharsets.US_ASCII);
+  // a position beyond a long's: the partition's records go to the Python loop
+  private static final long[] UNREADABLE = new long[0];
 
   /** Where a source topic's changes go, and how they are written there. */
   static final class Route implements Serializable {
     private static final long serialVersionUID = 1L;
     final String topic;
     final Encoding encoding;
+    final boolean debezium; // Debezium's change events: no markers, positions, transactions
 
-    Route(String topic, Encoding encoding) {
+    Route(String topic, Encoding encoding, boolean debezium) {
       this.topic = topic;
       this.encoding = encoding;
+      this.debezium = debezium;
     }
   }
 
@@ -78,6 +82,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   private final int[] columns; // key, value, topic, partition, offset in the batch's rows
   private final Map<String, Route> routes = new HashMap<>();
   private final Map<String, long[]> thresholds = new HashMap<>(); // "topic/partition"
+  // the highest source position read before the batch (Debezium), by "topic/partition"
+  private final Map<String, long[]> positions = new HashMap<>();
   private final long[] newPartitionFloor;
   private final int room;
 
@@ -90,17 +96,38 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         .forEachRemaining(
             e -> {
               String topic = e.getValue().get("topic").asText();
-              routes.put(
-                  e.getKey(), new Route(topic, Encoding.of(e.getValue().get("encoding"), topic)));
+              String format = e.getValue().path("format").asText("native");
+              Map<String, long[]> commits = new HashMap<>(); // binlogs' ENDs' times
+              root.path("commits")
+                  .path(e.getKey())
+                  .fields()
+                  .forEachRemaining(c -> commits.put(c.getKey(), time(c.getValue())));
+              Encoding encoding = Encoding.of(e.getValue().get("encoding"), topic, format, commits);
+              routes.put(e.getKey(), new Route(topic, encoding, format.equals("debezium")));
             });
     for (JsonNode t : root.get("thresholds")) {
       thresholds.put(
           t.get(0).asText() + "/" + t.get(1).asInt(),
           new long[] {t.get(2).asLong(), t.get(3).asLong()});
     }
+    for (JsonNode t : root.path("positions")) {
+      long[] position = new long[t.get(2).size()];
+      for (int k = 0; k < position.length; k++) {
+        JsonNode p = t.get(2).get(k);
+        position = position == UNREADABLE || !p.canConvertToLong() ? UNREADABLE : position;
+        if (position != UNREADABLE) {
+          position[k] = p.asLong();
+        }
+      }
+      positions.put(t.get(0).asText() + "/" + t.get(1).asInt(), position);
+    }
     JsonNode floor = root.get("new_partition_floor");
-    newPartitionFloor = new long[] {floor.get(0).asLong(), floor.get(1).asLong()};
+    newPartitionFloor = time(floor);
     room = root.get("room").asInt();
+  }
+
+  private static long[] time(JsonNode wallAndLogical) {
+    return new long[] {wallAndLogical.get(0).asLong(), wallAndLogical.get(1).asLong()};
   }
 
   /**
@@ -244,60 +271,20 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
 
     private static void end(Pieces pieces, Seen s) throws IOException, InterruptedException {
       boolean rest = s.deferred >= 0; // the Python loop's piece starts there
-      pieces.end(rest ? s.deferred : s.end, Hlc.text(rest ? s.deferredFloor : s.floor), null);
+      ArrayNode position = s.position(new ObjectMapper());
+      pieces.end(rest ? s.deferred : s.end, Hlc.text(rest ? s.deferredFloor : s.floor), position);
     }
   }
 
+  /** Times ({wall, logical}) and positions alike: element by element, then the longer. */
   static int compare(long[] a, long[] b) {
-    int wall = Long.compare(a[0], b[0]);
-    return wall != 0 ? wall : Long.compare(a[1], b[1]);
-  }
-
-  /** One source partition's walk in this task. */
-  static final class Seen {
-    final String topic;
-    final int partition;
-    final Route route;
-    long[] floor;
-    long[] resolved; // the highest marker read
-    final long first; // the first offset read
-    long end; // just past the last offset read
-    long deferred = -1; // where the walk stopped, or -1
-    long[] deferredFloor;
-    long emitted;
-    long duplicates;
-    long bytes;
-
-    Seen(String topic, int partition, Route route, long[] floor, long first) {
-      this.first = first;
-      this.topic = topic;
-      this.partition = partition;
-      this.route = route;
-      this.floor = floor;
-    }
-
-    String summary(ObjectMapper json) {
-      ObjectNode s = json.createObjectNode();
-      s.putObject("transactions");
-      s.put("topic", topic);
-      s.put("partition", partition);
-      s.put("next_offset", deferred >= 0 ? deferred : end);
-      s.put("resolved", resolved == null ? null : Hlc.text(resolved));
-      s.put("emitted", emitted);
-      s.put("duplicates", duplicates);
-      s.put("bad", 0);
-      s.putNull("first_bad");
-      s.put("bytes", bytes);
-      s.putNull("position");
-      s.put("resent", 0);
-      if (deferred >= 0) { // [from, to, floor, transaction]: the rest the Python loop runs
-        s.putArray("deferred").add(deferred).add(end).add(Hlc.text(deferredFloor)).addNull();
-      } else {
-        s.putNull("deferred");
+    for (int k = 0; k < Math.min(a.length, b.length); k++) {
+      int c = Long.compare(a[k], b[k]);
+      if (c != 0) {
+        return c;
       }
-      s.putNull("schema_change");
-      return s.toString();
     }
+    return Integer.compare(a.length, b.length);
   }
 
   /**
@@ -344,7 +331,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       Seen s = seen.get(id);
       if (s == null) {
         long[] floor = thresholds.getOrDefault(id, newPartitionFloor);
-        s = new Seen(topic.toString(), partition, routes.get(topic.toString()), floor, offset);
+        Route route = routes.get(topic.toString());
+        s = new Seen(topic.toString(), partition, route, floor, positions.get(id), offset);
         seen.put(id, s);
       }
       last = s;
@@ -361,6 +349,10 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null; // the Python loop walks the rest of this partition
       }
       byte[] value = record.isNullAt(columns[1]) ? null : record.getBinary(columns[1]);
+      if (s.route.debezium) {
+        byte[] key = record.isNullAt(columns[0]) ? null : record.getBinary(columns[0]);
+        return change(s, offset, key, value);
+      }
       if (record.isNullAt(columns[0])) {
         long[] marker = value == null ? null : marker(value);
         if (marker == null) {
@@ -388,6 +380,43 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       }
       s.emitted++;
       s.bytes += size;
+      return s.route;
+    }
+
+    /**
+     * A Debezium record, as the Python loop takes it: a re-send (at or below the highest
+     * position read) is dropped but counts for its transaction, a change at or below the
+     * floor is a duplicate; a tombstone carries nothing.
+     */
+    private Route change(Seen s, long offset, byte[] key, byte[] value) {
+      if (value == null && key != null) {
+        return null;
+      }
+      if (key == null || s.latest == UNREADABLE || !s.route.encoding.encode(key, value, out)) {
+        return defer(s, offset);
+      }
+      long[] position = out.position;
+      boolean resent = position != null && s.latest != null && compare(position, s.latest) <= 0;
+      // a binlog change whose END was not read yet waits for it (the Python loop's rest does)
+      if (!resent && (out.ts == null || out.key.length + out.value.length > room)) {
+        return defer(s, offset);
+      }
+      if (out.tx != null) {
+        s.saw(out.tx, out.within, out.ts);
+      }
+      if (resent) {
+        s.resent++;
+        return null;
+      }
+      if (position != null) {
+        s.latest = position;
+      }
+      if (compare(out.ts, s.floor) <= 0) {
+        s.duplicates++;
+        return null;
+      }
+      s.emitted++;
+      s.bytes += out.key.length + out.value.length;
       return s.route;
     }
 

@@ -70,4 +70,23 @@ class GoldenTest {
       assertEquals(updated(record.get("value").asText()), Hlc.text(out.ts), record.toString());
     }
   }
+
+  @Test
+  void debezium_events_are_written_as_the_python_loop_writes_them() throws IOException {
+    JsonNode debezium = Golden.read().get("debezium");
+    Encoding encoding = Encoding.of(debezium.get("walk"), "out", "debezium");
+    assertTrue(encoding instanceof Debezium);
+    Encoding.Encoded out = new Encoding.Encoded(); // reused, as a task reuses it
+    JsonNode records = debezium.get("records");
+    assertEquals(20, records.size());
+    for (JsonNode record : records) {
+      String what = record.get("value").asText();
+      assertTrue(
+          encoding.encode(utf8(record.get("key").asText()), utf8(what), out), what);
+      assertEquals(record.get("out_key").asText(), new String(out.key, StandardCharsets.UTF_8));
+      String value = record.get("out_value").asText();
+      assertEquals(value, new String(out.value, StandardCharsets.UTF_8), what);
+      assertEquals(updated(value), Hlc.text(out.ts), what);
+    }
+  }
 }

@@ -44,7 +44,7 @@ class WalkTest {
 
   @Test
   void the_summary_is_the_declared_one_with_times_as_the_python_loop_reads_them() {
-    Walk.Seen seen = new Walk.Seen("src", 3, null, new long[] {5, 1}, 0);
+    Seen seen = new Seen("src", 3, null, new long[] {5, 1}, null, 0);
     seen.end = 10;
     seen.emitted = 4;
     seen.duplicates = 2;
@@ -66,6 +66,29 @@ class WalkTest {
             + "\"position\":null,\"resent\":0,\"deferred\":[7,10,\"6.0000000000\",null],"
             + "\"schema_change\":null}",
         seen.summary(new ObjectMapper()));
+  }
+
+  @Test
+  void a_debezium_summary_carries_the_position_and_each_transactions_places_and_times() {
+    Seen seen = new Seen("pg", 0, null, new long[] {0, 0}, new long[] {1, 2}, 0);
+    seen.saw("771", 30, new long[] {5, 3});
+    seen.saw("771", 20, new long[] {5, 2});
+    seen.saw("772", 40, new long[] {6, 0});
+    seen.latest = new long[] {3, 40};
+    seen.resent = 2;
+    assertEquals(
+        "{\"transactions\":{\"771\":[[30,20],\"5.0000000002\",\"5.0000000003\"],"
+            + "\"772\":[[40],\"6.0000000000\",\"6.0000000000\"]},\"topic\":\"pg\","
+            + "\"partition\":0,\"next_offset\":0,\"resolved\":null,\"emitted\":0,"
+            + "\"duplicates\":0,\"bad\":0,\"first_bad\":null,\"bytes\":0,"
+            + "\"position\":[3,40],\"resent\":2,\"deferred\":null,\"schema_change\":null}",
+        seen.summary(new ObjectMapper()));
+  }
+
+  @Test
+  void positions_compare_element_by_element_then_the_longer() {
+    assertEquals(-1, Walk.compare(new long[] {1, 9}, new long[] {2, 0, 0}));
+    assertEquals(1, Walk.compare(new long[] {2, 0, 1}, new long[] {2, 0}));
   }
 
   @Test

@@ -1,0 +1,303 @@
+package dev.highwater.encoding;
+
+import com.fasterxml.jackson.databind.JsonNode;
+import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
+import java.time.DateTimeException;
+import java.time.LocalDate;
+import java.time.LocalDateTime;
+import java.time.ZoneOffset;
+import java.util.Arrays;
+import java.util.Base64;
+import java.util.HashSet;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * The columns of a Debezium event's Connect schema and their values, read as
+ * pipeline/core/sources/debezium.py reads them ({@code _field_schemas}, {@code _semantic}):
+ * decimals (base64 two's complement) as numbers with their exact digits, dates, times and
+ * timestamps as ISO-8601 text, the rest as it came ({@link Canonical}). What the Python side
+ * would refuse, or reads in a way not copied here, is not taken (-1): the Python loop decides.
+ */
+final class Connect {
+  enum Kind {
+    KEEP,
+    DECIMAL,
+    VARIABLE_DECIMAL,
+    DATE,
+    TIMESTAMP,
+    TIME,
+    UNREADABLE // a semantic type whose schema the Python side cannot read: it names the record
+  }
+
+  private static final Map<String, Long> TIMESTAMPS =
+      Map.of(
+          "io.debezium.time.Timestamp", 1_000L,
+          "io.debezium.time.MicroTimestamp", 1_000_000L,
+          "io.debezium.time.NanoTimestamp", 1_000_000_000L,
+          "org.apache.kafka.connect.data.Timestamp", 1_000L);
+  private static final Map<String, Long> TIMES =
+      Map.of(
+          "io.debezium.time.Time", 1_000L,
+          "io.debezium.time.MicroTime", 1_000_000L,
+          "io.debezium.time.NanoTime", 1_000_000_000L,
+          "org.apache.kafka.connect.data.Time", 1_000L);
+  private static final Set<String> DATES =
+      Set.of("io.debezium.time.Date", "org.apache.kafka.connect.data.Date");
+  private static final int MAX_SCALE = 1000;
+  private static final byte[] SCALE = "scale".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] VALUE = "value".getBytes(StandardCharsets.US_ASCII);
+
+  /** One column of an image: its name, how its values are read. */
+  static final class Column {
+    final byte[] name;
+    final Kind kind;
+    final long per; // DECIMAL: the scale; TIMESTAMP, TIME: units per second
+
+    Column(byte[] name, Kind kind, long per) {
+      this.name = name;
+      this.kind = kind;
+      this.per = per;
+    }
+  }
+
+  private Connect() {}
+
+  /**
+   * The columns of the envelope's {@code field} (after, before) in a value's schema, in order:
+   * empty when the schema has none (values are kept as they came), null when they cannot be
+   * told apart by name (a name twice, or not text).
+   */
+  static Column[] columns(JsonNode schema, String field) {
+    for (JsonNode entry : schema.path("fields")) {
+      if (entry.isObject() && field.equals(entry.path("field").textValue())) {
+        JsonNode columns = entry.path("fields");
+        Column[] out = new Column[columns.size()];
+        Set<String> names = new HashSet<>();
+        for (int k = 0; k < out.length; k++) {
+          JsonNode c = columns.get(k);
+          String name = c.path("field").textValue();
+          if (!c.isObject() || name == null || !names.add(name)) {
+            return null;
+          }
+          out[k] = column(name, c);
+        }
+        return out;
+      }
+    }
+    return new Column[0];
+  }
+
+  private static Column column(String field, JsonNode c) {
+    byte[] name = field.getBytes(StandardCharsets.UTF_8);
+    JsonNode semantic = c.path("name");
+    if (semantic.isMissingNode() || semantic.isNull() || semantic.asText("x").isEmpty()) {
+      return new Column(name, Kind.KEEP, 0); // no semantic type (Python: a falsy name)
+    }
+    if (!semantic.isTextual()) {
+      return new Column(name, Kind.UNREADABLE, 0);
+    }
+    String kind = semantic.textValue();
+    if (kind.equals("org.apache.kafka.connect.data.Decimal")) {
+      String scale = c.path("parameters").path("scale").textValue();
+      if (scale == null || !scale.matches("-?[0-9]{1,4}")) {
+        return new Column(name, Kind.UNREADABLE, 0);
+      }
+      int s = Integer.parseInt(scale);
+      return new Column(name, Math.abs(s) > MAX_SCALE ? Kind.UNREADABLE : Kind.DECIMAL, s);
+    }
+    if (kind.equals("io.debezium.data.VariableScaleDecimal")) {
+      return new Column(name, Kind.VARIABLE_DECIMAL, 0);
+    }
+    if (DATES.contains(kind)) {
+      return new Column(name, Kind.DATE, 0);
+    }
+    if (TIMESTAMPS.containsKey(kind)) {
+      return new Column(name, Kind.TIMESTAMP, TIMESTAMPS.get(kind));
+    }
+    if (TIMES.containsKey(kind)) {
+      return new Column(name, Kind.TIME, TIMES.get(kind));
+    }
+    return new Column(name, Kind.KEEP, 0);
+  }
+
+  /** Column {@code c}'s value at {@code i} written to {@code out}; the index past it, or -1. */
+  static int value(Column c, byte[] b, int i, Encoding.Buffer out) {
+    if (i < b.length && b[i] == 'n') { // null: kept
+      return Canonical.value(b, i, out, 2);
+    }
+    switch (c.kind) {
+      case KEEP:
+        return Canonical.value(b, i, out, 2);
+      case DECIMAL:
+        return decimal(b, i, c.per, out);
+      case VARIABLE_DECIMAL:
+        return variableDecimal(b, i, out);
+      case DATE:
+        return date(b, i, out);
+      case TIMESTAMP:
+      case TIME:
+        return moment(b, i, c, out);
+      default:
+        return -1;
+    }
+  }
+
+  /** Base64 big-endian two's complement (no escapes, padded) and a scale: its digits. */
+  private static int decimal(byte[] b, int i, long scale, Encoding.Buffer out) {
+    int end = i < b.length && b[i] == '"' ? Json.string(b, i, false) : -1;
+    BigInteger unscaled = end < 0 ? null : unscaled(b, i + 1, end - 1);
+    if (unscaled == null) {
+      return -1;
+    }
+    String digits = unscaled.abs().toString();
+    if (unscaled.signum() < 0) {
+      out.put('-');
+    }
+    if (scale <= 0) {
+      put(out, digits);
+      if (unscaled.signum() != 0) {
+        for (long k = scale; k < 0; k++) {
+          out.put('0');
+        }
+      }
+      return end;
+    }
+    int s = (int) scale;
+    if (digits.length() < s + 1) {
+      digits = "0".repeat(s + 1 - digits.length()) + digits;
+    }
+    put(out, digits.substring(0, digits.length() - s));
+    out.put('.');
+    put(out, digits.substring(digits.length() - s));
+    return end;
+  }
+
+  /** As Python's {@code base64.b64decode(text, validate=True)} reads it (only so): a number. */
+  private static BigInteger unscaled(byte[] b, int from, int to) {
+    int n = to - from;
+    if (n == 0 || n % 4 != 0) {
+      return null;
+    }
+    byte[] text = Arrays.copyOfRange(b, from, to);
+    byte[] raw;
+    try {
+      raw = Base64.getDecoder().decode(text);
+    } catch (IllegalArgumentException e) {
+      return null;
+    }
+    // the canonical spelling only (no stray bits, '=' only as padding): as both sides read it
+    if (raw.length == 0 || !Arrays.equals(Base64.getEncoder().encode(raw), text)) {
+      return null;
+    }
+    return new BigInteger(raw);
+  }
+
+  /** {@code {"scale": <int>, "value": "<base64>"}}: the number it holds. */
+  private static int variableDecimal(byte[] b, int i, Encoding.Buffer out) {
+    if (i >= b.length || b[i] != '{') {
+      return -1;
+    }
+    int[] found = new int[4];
+    int end = Members.read(b, i, new byte[][] {SCALE, VALUE}, found, null);
+    long scale = end < 0 || found[0] < 0 ? Long.MIN_VALUE : integer(b, found[0], found[1]);
+    if (scale == Long.MIN_VALUE || found[2] < 0 || Math.abs(scale) > MAX_SCALE) {
+      return -1;
+    }
+    return decimal(b, found[2], scale, out) < 0 ? -1 : end;
+  }
+
+  /** A JSON integer token at {@code [from, to)} within a long (not its lowest); else MIN_VALUE. */
+  static long integer(byte[] b, int from, int to) {
+    int digits = b[from] == '-' ? from + 1 : from;
+    if (to - digits < 1 || to - digits > 19 || Json.number(b, from) != to) {
+      return Long.MIN_VALUE;
+    }
+    long n = 0;
+    for (int k = digits; k < to; k++) {
+      int d = b[k] - '0';
+      if (d < 0 || d > 9 || n > (Long.MAX_VALUE - d) / 10) {
+        return Long.MIN_VALUE; // a fraction, an exponent, or beyond a long
+      }
+      n = n * 10 + d;
+    }
+    return digits > from ? -n : n;
+  }
+
+  private static int date(byte[] b, int i, Encoding.Buffer out) {
+    int end = Json.number(b, i);
+    long days = end < 0 ? Long.MIN_VALUE : integer(b, i, end);
+    if (days == Long.MIN_VALUE) {
+      return -1;
+    }
+    try {
+      LocalDate day = LocalDate.ofEpochDay(days);
+      if (day.getYear() < 1 || day.getYear() > 9999) {
+        return -1;
+      }
+      out.put('"');
+      put(out, day.toString());
+      out.put('"');
+      return end;
+    } catch (DateTimeException e) {
+      return -1;
+    }
+  }
+
+  /** A timestamp (from the epoch) or a time of day, in {@code c.per} units per second. */
+  private static int moment(byte[] b, int i, Column c, Encoding.Buffer out) {
+    int end = Json.number(b, i);
+    long count = end < 0 ? Long.MIN_VALUE : integer(b, i, end);
+    if (count == Long.MIN_VALUE || (c.kind == Kind.TIME && count < 0)) {
+      return -1;
+    }
+    long seconds = Math.floorDiv(count, c.per);
+    long fraction = Math.floorMod(count, c.per);
+    out.put('"');
+    if (c.kind == Kind.TIME) {
+      put(out, seconds / 3600 < 10 ? "0" + seconds / 3600 : Long.toString(seconds / 3600));
+      out.put(':');
+      two(out, seconds / 60 % 60);
+      out.put(':');
+      two(out, seconds % 60);
+    } else {
+      LocalDateTime moment;
+      try {
+        moment = LocalDateTime.ofEpochSecond(seconds, 0, ZoneOffset.UTC);
+      } catch (DateTimeException e) {
+        return -1;
+      }
+      if (moment.getYear() < 1 || moment.getYear() > 9999) {
+        return -1;
+      }
+      put(out, moment.toLocalDate().toString()); // yyyy-MM-dd, as Python's isoformat
+      out.put('T');
+      two(out, moment.getHour());
+      out.put(':');
+      two(out, moment.getMinute());
+      out.put(':');
+      two(out, moment.getSecond());
+    }
+    if (fraction != 0) {
+      String digits = Long.toString(fraction);
+      int width = Long.toString(c.per).length() - 1;
+      out.put('.');
+      put(out, "0".repeat(width - digits.length()) + digits);
+    }
+    out.put('"');
+    return end;
+  }
+
+  private static void two(Encoding.Buffer out, long n) {
+    out.put('0' + (int) (n / 10));
+    out.put('0' + (int) (n % 10));
+  }
+
+  private static void put(Encoding.Buffer out, String ascii) {
+    out.room(ascii.length());
+    for (int k = 0; k < ascii.length(); k++) {
+      out.bytes[out.size++] = (byte) ascii.charAt(k);
+    }
+  }
+}
