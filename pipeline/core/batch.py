@@ -590,7 +590,10 @@ def _reader(
         if exact:
             return decode(key, value, exact[i])
         item = decode(key, value, False)
-        if type(item) is Change and (item.text is None or item.text.members != verbatim):
+        written = type(item) is tuple or (
+            type(item) is Change and (item.text is None or item.text.members != verbatim)
+        )
+        if written:  # rows the encoder writes itself (several rows of one record are)
             exact.extend(source.exact(keys, values))
             return decode(key, value, exact[i])
         return item

@@ -21,7 +21,10 @@ back or through the Kafka writer's rows: each costs more than the speed target l
   ``sources/debezium.py`` reads them (the key's fields, the commit's clock and the
   event's place in it, values by their Connect schema) and written as the JSON encoder
   writes them; each re-send dropped and each change counted for its transaction as the loop
-  does (the summary carries the highest position and the transactions' places and times).
+  does (the summary carries the highest position and the transactions' places and times);
+* ``canal-json`` sources (to the same envelope): each row of an event a record, at its
+  commit time (``_tidb.commitTs``), numeric ``mysqlType`` columns as the numbers their text
+  spells; watermarks are markers, DDL events carry nothing.
 
 One code path still decides everything else. The walk takes a partition's records in offset
 order, as the loop does (markers raise the floor; changes at or below it are dropped), until
@@ -60,8 +63,8 @@ def walkable(plan: BatchPlan) -> bool:
     """Whether the walk can take ``plan``'s batches: a property of the config alone.
 
     Every source native with an encoder the walk can write (``Encoder.walk``), or Debezium
-    JSON (no registry) to the JSON encoder's envelope the walk writes; no CDC query, no end
-    time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
+    JSON (no registry) or Canal-JSON to the JSON encoder's envelope the walk writes; no CDC
+    query, no end time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
     """
     if plan.shapes or plan.end_time is not None:
         return False
@@ -72,7 +75,7 @@ def _walks(plan: BatchPlan, topic: str, fmt: str) -> bool:
     walk = plan.encoders[topic].walk
     if walk is None:
         return False
-    if fmt == "debezium":
+    if fmt in ("debezium", "canal-json"):
         return walk["kind"] == "verbatim" and topic not in plan.registries
     return fmt == "native"
 

@@ -16,7 +16,7 @@ import random
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 
@@ -235,7 +235,17 @@ class DebeziumFeed:
         }
 
 
-def write_feed(feed: DebeziumFeed, topic: str, count: int, producer_config: dict[str, Any]) -> int:
+class Feed(Protocol):
+    """A generated source topic: its partitions, its records (partition, key, value)."""
+
+    partitions: int
+
+    def events(self, count: int) -> Iterator[tuple[int, bytes | None, bytes]]:
+        """``count`` records in commit order: (partition, key or None, value)."""
+        ...
+
+
+def write_feed(feed: Feed, topic: str, count: int, producer_config: dict[str, Any]) -> int:
     """``count`` events of ``feed`` onto ``topic`` (created with the feed's partitions)."""
     from confluent_kafka import Producer  # noqa: PLC0415
 
@@ -251,7 +261,7 @@ def write_feed(feed: DebeziumFeed, topic: str, count: int, producer_config: dict
     )
     size = 0
     for partition, key, value in feed.events(count):
-        size += len(key) + len(value)
+        size += len(key or b"") + len(value)
         while True:
             try:
                 producer.produce(topic, value, key, partition=partition)

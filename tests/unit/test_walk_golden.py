@@ -25,6 +25,7 @@ from encoders.avro import AvroEncoder, Framing
 from encoders.base import Encoder
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
+from pipeline.core.sources import Marker
 from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
@@ -237,6 +238,50 @@ DEBEZIUM_RECORDS = [
     _dbz(18, _dbz_row(id="18"), last="24024500", tx="null"),
 ]
 
+# TiCDC Canal-JSON events the walk writes again, a record per row: several rows, updates with
+# their old values (some columns, others), deletes, numbers of every form as TiCDC's text,
+# types by the word they start with, escapes; a watermark and a DDL event (no rows).
+_CANAL_TYPES = {
+    "id": "bigint",
+    "amount": "decimal(30,10)",
+    "u": "BIGINT(20) UNSIGNED",
+    "f": "double",
+    "b": "bit(1)",
+    "note": "text",
+    "word": "intx",
+    "at": "datetime(6)",
+}
+
+
+def _canal(kind: str, commit: int, data: str, old: str = "null", pk: str = '["id"]') -> str:
+    return (
+        f'{{"id":0,"database":"shop","table":"t","pkNames":{pk},"isDdl":false,"type":"{kind}",'
+        f'"es":1700000000000,"ts":1700000000002,"sql":"","sqlType":{{"id":-5}},'
+        f'"mysqlType":{json.dumps(_CANAL_TYPES)},"data":{data},"old":{old},'
+        f'"_tidb":{{"commitTs":{commit}}}}}'
+    )
+
+
+_TSO = 1700000000000 << 18
+CANAL_RECORDS = [
+    _canal("INSERT", _TSO + 1, '[{"id":"1","amount":"12.3400000000","note":"a"}]'),
+    _canal(
+        "INSERT",
+        _TSO + 2,
+        '[{"id":"2","u":"18446744073709551615","f":"-0"},{"id":"3","f":"1E+400","b":"1"}]',
+    ),
+    _canal(
+        "UPDATE",
+        _TSO + 3,
+        '[{"id":"1","amount":"1e-7","note":"q\\"b\\\\ \\u00e9é😀"},{"id":"2","word":"5"}]',
+        '[{"amount":"12.3400000000"},{"word":"4","extra":null}]',
+    ),
+    _canal("DELETE", _TSO + 4, '[{"id":"3","at":"2025-11-24 16:00:00.123456","note":null}]'),
+    _canal("INSERT", _TSO + 5, '[{"id":"4","note":"k"}]', pk='["id","note"]'),
+    f'{{"type":"TIDB_WATERMARK","_tidb":{{"watermarkTs":{_TSO + 5}}}}}',
+    '{"type":"CREATE","isDdl":true,"_tidb":{"commitTs":1}}',
+]
+
 # HLC texts as the changefeed writes them: wall and logical.
 HLC_TEXTS = [
     "0.0000000000",
@@ -304,7 +349,27 @@ def python_golden() -> dict[str, Any]:
         },
         "avro": avro,
         "debezium": debezium_golden(),
+        "canal": canal_golden(),
     }
+
+
+def canal_golden() -> dict[str, Any]:
+    """Canal-JSON events and what the Python loop writes of them: rows, or a marker."""
+    from pipeline.core.sources.canal import CanalJsonAdapter  # noqa: PLC0415
+
+    encoder = verbatim_encoder()
+    records = []
+    for value in CANAL_RECORDS:
+        rows = through_python_loop(encoder, [("", value)], "canal-json")
+        item = CanalJsonAdapter().decode(None, value.encode())
+        records.append(
+            {
+                "value": value,
+                "rows": [[r["key"].decode(), r["value"].decode()] for r in rows],
+                "marker": str(item.resolved) if isinstance(item, Marker) else None,
+            }
+        )
+    return {"walk": encoder.walk, "records": records}
 
 
 def debezium_golden() -> dict[str, Any]:
@@ -341,6 +406,10 @@ def test_the_python_loop_writes_the_golden_avro_bytes() -> None:
             assert row["key"].hex() == record["out_key"], record["key"]
             value = None if row["value"] is None else row["value"].hex()
             assert value == record["out_value"], record["value"]
+
+
+def test_the_python_loop_writes_the_golden_canal_rows() -> None:
+    assert canal_golden() == golden()["canal"]
 
 
 def test_the_python_loop_writes_the_golden_debezium_envelopes() -> None:

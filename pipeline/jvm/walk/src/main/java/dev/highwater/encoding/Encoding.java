@@ -25,6 +25,12 @@ public interface Encoding extends Serializable {
   /** {@code commits}: Debezium binlogs' transactions and their ENDs' times, as the driver read. */
   static Encoding of(
       JsonNode spec, String topic, String format, java.util.Map<String, long[]> commits) {
+    if (format.equals("canal-json")) {
+      if (!spec.get("kind").asText().equals("verbatim")) {
+        throw new IllegalArgumentException("Canal-JSON is walked to JSON only: " + spec);
+      }
+      return new Canal(members(spec));
+    }
     if (format.equals("debezium")) {
       if (!spec.get("kind").asText().equals("verbatim")) {
         throw new IllegalArgumentException("Debezium's records are walked to JSON only: " + spec);
@@ -62,6 +68,11 @@ public interface Encoding extends Serializable {
     // and its transaction (as the transaction log names it) and place in it, or null
     public String tx;
     public long within;
+    // a record that is a marker (Canal-JSON's watermark): its time, or null
+    public long[] marker;
+    // a record of several rows (Canal-JSON): each row's key and value, in order
+    public final java.util.List<byte[]> rowKeys = new java.util.ArrayList<>();
+    public final java.util.List<byte[]> rowValues = new java.util.ArrayList<>();
     final Buffer buffer = new Buffer();
     final Buffer text = new Buffer();
     // per slot (a field an encoding reads): where its JSON value starts and ends, its bits

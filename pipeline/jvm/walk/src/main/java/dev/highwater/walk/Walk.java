@@ -61,6 +61,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
 
   private static final long serialVersionUID = 1L;
   private static final byte[] RESOLVED = "resolved".getBytes(StandardCharsets.US_ASCII);
+  private static final byte[] NO_KEY = new byte[0]; // Canal-JSON's records are keyed by rows
   // a position beyond a long's: the partition's records go to the Python loop
   private static final long[] UNREADABLE = new long[0];
 
@@ -70,11 +71,13 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     final String topic;
     final Encoding encoding;
     final boolean debezium; // Debezium's change events: no markers, positions, transactions
+    final boolean rows; // records of several rows each, or a marker (Canal-JSON)
 
-    Route(String topic, Encoding encoding, boolean debezium) {
+    Route(String topic, Encoding encoding, String format) {
       this.topic = topic;
       this.encoding = encoding;
-      this.debezium = debezium;
+      this.debezium = format.equals("debezium");
+      this.rows = format.equals("canal-json");
     }
   }
 
@@ -103,7 +106,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
                   .fields()
                   .forEachRemaining(c -> commits.put(c.getKey(), time(c.getValue())));
               Encoding encoding = Encoding.of(e.getValue().get("encoding"), topic, format, commits);
-              routes.put(e.getKey(), new Route(topic, encoding, format.equals("debezium")));
+              routes.put(e.getKey(), new Route(topic, encoding, format));
             });
     for (JsonNode t : root.get("thresholds")) {
       thresholds.put(
@@ -298,6 +301,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     final Encoding.Encoded out = new Encoding.Encoded();
     private Seen last;
     private UTF8String lastTopic;
+    private Route pending; // a record of several rows being written: its route
+    private int row; // and its next row
 
     Walker(Iterator<InternalRow> input) {
       this.input = input;
@@ -305,6 +310,16 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
 
     /** The next change's route (its key and value in {@link #out}); null at the input's end. */
     Route next() {
+      if (pending != null) { // the next row of a record of several
+        if (row < out.rowKeys.size()) {
+          out.key = out.rowKeys.get(row);
+          out.value = out.rowValues.get(row++);
+          last.emitted++;
+          last.bytes += out.key.length + out.value.length;
+          return pending;
+        }
+        pending = null;
+      }
       while (input.hasNext()) {
         Route route = step(input.next());
         if (route != null) {
@@ -349,6 +364,9 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null; // the Python loop walks the rest of this partition
       }
       byte[] value = record.isNullAt(columns[1]) ? null : record.getBinary(columns[1]);
+      if (s.route.rows) {
+        return rows(s, offset, value);
+      }
       if (s.route.debezium) {
         byte[] key = record.isNullAt(columns[0]) ? null : record.getBinary(columns[0]);
         return change(s, offset, key, value);
@@ -358,12 +376,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         if (marker == null) {
           return defer(s, offset);
         }
-        if (compare(marker, s.floor) > 0) {
-          s.floor = marker;
-        }
-        if (s.resolved == null || compare(marker, s.resolved) > 0) {
-          s.resolved = marker;
-        }
+        raise(s, marker);
         return null;
       }
       byte[] key = record.getBinary(columns[0]);
@@ -418,6 +431,47 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       s.emitted++;
       s.bytes += out.key.length + out.value.length;
       return s.route;
+    }
+
+    /**
+     * A record of several rows or a marker (Canal-JSON), as the Python loop takes it: a marker
+     * raises the floor; rows at or below it are duplicates; the others go out one by one
+     * ({@link #next}). A record with any row the walk cannot write is the Python loop's, whole.
+     */
+    private Route rows(Seen s, long offset, byte[] value) {
+      if (value == null || !s.route.encoding.encode(NO_KEY, value, out)) {
+        return defer(s, offset);
+      }
+      if (out.marker != null) {
+        raise(s, out.marker);
+        return null;
+      }
+      int rows = out.rowKeys.size();
+      for (int k = 0; k < rows; k++) {
+        if (out.rowKeys.get(k).length + out.rowValues.get(k).length > room) {
+          return defer(s, offset);
+        }
+      }
+      if (rows == 0) {
+        return null; // DDL
+      }
+      if (compare(out.ts, s.floor) <= 0) {
+        s.duplicates += rows;
+        return null;
+      }
+      pending = s.route;
+      row = 0;
+      return next();
+    }
+
+    /** A marker read: the partition's floor and highest marker rise to it. */
+    private void raise(Seen s, long[] marker) {
+      if (compare(marker, s.floor) > 0) {
+        s.floor = marker;
+      }
+      if (s.resolved == null || compare(marker, s.resolved) > 0) {
+        s.resolved = marker;
+      }
     }
 
     private Route defer(Seen s, long offset) {

@@ -89,4 +89,28 @@ class GoldenTest {
       assertEquals(updated(value), Hlc.text(out.ts), what);
     }
   }
+
+  @Test
+  void canal_events_are_written_row_by_row_as_the_python_loop_writes_them() throws IOException {
+    JsonNode canal = Golden.read().get("canal");
+    Encoding encoding = Encoding.of(canal.get("walk"), "out", "canal-json");
+    assertTrue(encoding instanceof Canal);
+    Encoding.Encoded out = new Encoding.Encoded();
+    int rows = 0;
+    for (JsonNode record : canal.get("records")) {
+      String what = record.get("value").asText();
+      assertTrue(encoding.encode(new byte[0], utf8(what), out), what);
+      JsonNode marker = record.get("marker");
+      assertEquals(marker.isNull() ? null : marker.asText(),
+          out.marker == null ? null : Hlc.text(out.marker), what);
+      assertEquals(record.get("rows").size(), out.rowKeys.size(), what);
+      for (int k = 0; k < out.rowKeys.size(); k++) {
+        JsonNode row = record.get("rows").get(k);
+        assertEquals(row.get(0).asText(), new String(out.rowKeys.get(k), StandardCharsets.UTF_8));
+        assertEquals(row.get(1).asText(), new String(out.rowValues.get(k), StandardCharsets.UTF_8));
+        rows++;
+      }
+    }
+    assertEquals(7, rows);
+  }
 }

@@ -1,0 +1,184 @@
+"""The JVM walk of TiCDC's Canal-JSON events against the Python loop: the same records out.
+
+Events of several rows each (inserts, updates with their old values, deletes) typed by
+``mysqlType`` (numeric types as numbers with the text TiCDC wrote, the rest as it came),
+watermarks (markers), DDL events, and events the walk leaves to the Python loop (a numeric
+column that spells no number, a missing key column, an unknown type, bad JSON). The walk and
+the rests it leaves write the bytes the Python loop alone writes, per source partition in
+order, with the same summaries.
+"""
+
+import json
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from encoders.json import JsonEncoder
+from pipeline.config import EncoderConfig
+from pipeline.core.batch import BatchPlan
+from pipeline.core.walk import walk_plan
+from schemas.hlc import Hlc
+from tests.spark.test_walk_on_spark import (
+    SCHEMA,
+    by_partition,
+    python_loop,
+    summaries,
+    walk_then_rests,
+)
+from tests.support.canal import tso
+from tests.support.json_text import number, string, text
+
+SRC = "tidb.shop.orders"
+MS = 1_700_000_000_000
+TYPES = {
+    "id": "int",
+    "amount": "decimal(30,10)",
+    "f": "double",
+    "u": "bigint(20) unsigned",
+    "b": "bit(1)",
+    "y": "Integer",
+    "note": "text",
+    "at": "datetime(6)",
+    "j": "json",
+    "word": "intx",  # not a numeric type: no word boundary
+}
+NUMERIC = {"amount", "f", "u", "b", "y"}
+
+
+def value(name: str, odd: bool) -> Any:
+    """A column's value as TiCDC writes it: text (numbers as text), or null."""
+    if name in NUMERIC:
+        good = number.map(json.dumps)
+        bad = st.sampled_from(['"abc"', "5", '" 1"', '"1e"', "true"])
+        return st.one_of(st.just("null"), *[good] * 6, *[bad] * odd)
+    return st.one_of(st.just("null"), string, *[text] * odd)
+
+
+def row(odd: bool, columns: list[str]) -> Any:
+    return st.fixed_dictionaries({c: value(c, odd) for c in columns})
+
+
+def event(odd: bool) -> Any:
+    columns = [c for c in TYPES if c != "id"]
+    return st.fixed_dictionaries(
+        {
+            "type": st.sampled_from(
+                ["INSERT", "UPDATE", "DELETE"] + (["TRUNCATE", "TIDB_WATERMARK"] if odd else [])
+            ),
+            "rows": st.lists(row(odd, columns), min_size=1, max_size=3),
+            "old": st.lists(row(odd, columns[:3]), min_size=3, max_size=3),
+            "n": st.integers(0, 30),  # the commit's millisecond: some at or below the floor
+            "logical": st.integers(0, 3),
+            "pk": st.sampled_from(
+                [["id"], ["id"], ["id", "note"]] + ([["nope"], []] if odd else [])
+            ),
+            "spaced": st.booleans(),
+        }
+    )
+
+
+watermark = st.builds(lambda n: ("watermark", n), st.integers(0, 30))
+other = st.sampled_from(["ddl", "not_json", "no_tidb", "null_value"])
+record = st.integers(0, 99).flatmap(
+    lambda k: event(False) if k < 80 else watermark if k < 88 else event(True) if k < 95 else other
+)
+partition_records = st.lists(record, min_size=1, max_size=20)
+
+
+def event_bytes(p: int, offset: int, e: dict[str, Any]) -> bytes:
+    rows = []
+    for r, values in enumerate(e["rows"]):
+        rows.append({"id": json.dumps(str(p * 100_000 + offset * 10 + r)), **values})
+    old = e["old"][: len(rows)]
+    sep = ", " if e["spaced"] else ","
+
+    def obj(values: dict[str, str]) -> str:
+        return "{" + sep.join(f'"{k}":{v}' for k, v in values.items()) + "}"
+
+    ts = tso(MS + e["n"], e["logical"])
+    members = {
+        "id": "0",
+        "database": '"shop"',
+        "table": '"orders"',
+        "pkNames": json.dumps(e["pk"]),
+        "isDdl": "false",
+        "type": json.dumps(e["type"]),
+        "es": str(MS),
+        "ts": str(MS),
+        "sql": '""',
+        "mysqlType": json.dumps(TYPES),
+        "data": "[" + ",".join(obj(r) for r in rows) + "]",
+        "old": "[" + ",".join(obj(o) for o in old) + "]" if e["type"] == "UPDATE" else "null",
+        "_tidb": f'{{"commitTs":{ts}}}'
+        if e["type"] != "TIDB_WATERMARK"
+        else f'{{"watermarkTs":{ts}}}',
+    }
+    return ("{" + sep.join(f'"{k}":{v}' for k, v in members.items()) + "}").encode()
+
+
+def source_records(partitions: list[list[Any]]) -> list[tuple[Any, ...]]:
+    records = []
+    for p, items in enumerate(partitions):
+        for offset, item in enumerate(items):
+            value: bytes | None
+            if isinstance(item, dict):
+                value = event_bytes(p, offset, item)
+            elif isinstance(item, tuple):
+                ts = tso(MS + item[1])
+                value = json.dumps(
+                    {"type": "TIDB_WATERMARK", "_tidb": {"watermarkTs": ts}}
+                ).encode()
+            elif item == "ddl":
+                value = b'{"type":"ALTER","isDdl":true,"_tidb":{"commitTs":1}}'
+            elif item == "not_json":
+                value = b'{"type":"INSERT"'
+            elif item == "no_tidb":
+                value = b'{"type":"INSERT","data":[]}'
+            else:
+                value = None
+            records.append((None, value, SRC, p, offset, [{"key": "h", "value": b"v"}]))
+    return records
+
+
+def plan(dlq: str | None, floor: int, diff: bool) -> BatchPlan:
+    return BatchPlan(
+        thresholds={(SRC, 0): Hlc((MS + floor) * 1_000_000)},
+        tables={SRC: "orders"},
+        formats={SRC: "canal-json"},
+        routes={SRC: "out.orders"},
+        encoders={SRC: JsonEncoder(EncoderConfig(updated=True, diff=diff))},
+        dlq_topic=dlq,
+        new_partition_floor=Hlc((MS + 3) * 1_000_000),
+    )
+
+
+def key_partition(key: bytes) -> int:
+    return int(json.loads(key)[0]) // 100_000
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    partitions=st.lists(partition_records, min_size=1, max_size=3),
+    floor=st.integers(0, 10),
+    dlq=st.sampled_from(["dlq", None]),
+    diff=st.booleans(),
+)
+def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events(
+    spark, dlq: str | None, partitions: list[list[Any]], floor: int, diff: bool
+) -> None:
+    records = source_records(partitions)
+    frame = (
+        spark.createDataFrame(records, SCHEMA)
+        .repartition(len(partitions), "partition")
+        .sortWithinPartitions("offset")
+    )
+    the_plan = plan(dlq, floor, diff)
+    assert walk_plan(the_plan) is not None
+    expected_rows, expected = python_loop(frame, the_plan)
+    rows, result = walk_then_rests(frame, the_plan)
+
+    assert by_partition(rows, key_partition) == by_partition(expected_rows, key_partition)
+    assert summaries(result) == summaries(expected)
