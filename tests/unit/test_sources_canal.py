@@ -255,6 +255,18 @@ def test_a_batch_writes_each_row_of_an_event_skips_ddl_and_rises_on_watermarks()
     assert seen.bad == 1
 
 
+def test_a_number_in_a_text_column_of_an_event_of_several_rows_keeps_its_spelling() -> None:
+    """Text columns keep what TiCDC wrote, whatever it is: here numbers orjson would respell."""
+    p = replace(plan(), formats={SRC: "canal-json"})
+    body = event("INSERT", [{"id": "7", "name": "x"}, {"id": "8", "name": "y"}]).decode()
+    body = body.replace('"name": "x"', '"name": 1.50').replace('"name": "y"', '"name": 1E5')
+    records, _ = run(p, arrow([(None, body.encode())]))
+    assert [r["value"].split(b',"updated"')[0] for r in records] == [
+        b'{"after":{"id":7,"name":1.50}',
+        b'{"after":{"id":8,"name":1E5}',
+    ]
+
+
 def test_mysql_types_become_the_avro_types_that_hold_the_values_read_from_them() -> None:
     """``mysqlType`` as Connect types, then as Avro (``schemas/connect.py``): exact types."""
     from schemas.connect import avro_type  # noqa: PLC0415
