@@ -19,15 +19,9 @@ from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan
 from pipeline.core.walk import walk_plan
 from schemas.hlc import Hlc
-from tests.spark.test_walk_on_spark import (
-    SCHEMA,
-    by_partition,
-    python_loop,
-    summaries,
-    walk_then_rests,
-)
 from tests.support.canal import tso
 from tests.support.json_text import number, string, text
+from tests.support.walk import frame, same_as_the_python_loop
 
 SRC = "tidb.shop.orders"
 MS = 1_700_000_000_000
@@ -169,16 +163,7 @@ def key_partition(key: bytes) -> int:
 def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events(
     spark, dlq: str | None, partitions: list[list[Any]], floor: int, diff: bool
 ) -> None:
-    records = source_records(partitions)
-    frame = (
-        spark.createDataFrame(records, SCHEMA)
-        .repartition(len(partitions), "partition")
-        .sortWithinPartitions("offset")
-    )
     the_plan = plan(dlq, floor, diff)
     assert walk_plan(the_plan) is not None
-    expected_rows, expected = python_loop(frame, the_plan)
-    rows, result = walk_then_rests(frame, the_plan)
-
-    assert by_partition(rows, key_partition) == by_partition(expected_rows, key_partition)
-    assert summaries(result) == summaries(expected)
+    records = source_records(partitions)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, key_partition)

@@ -19,12 +19,12 @@ from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan, BatchResult
+from pipeline.core.batch import BatchPlan
 from pipeline.core.walk import walk_plan
 from schemas.hlc import Hlc
-from tests.spark.test_walk_on_spark import SCHEMA, by_partition, python_loop, walk_then_rests
 from tests.support.debezium_json import column, envelope_schema
 from tests.support.json_text import number, string, text
+from tests.support.walk import frame, same_as_the_python_loop
 
 SRC = "pg.public.orders"
 WALL_US = 1_700_000_000_000_000  # microseconds
@@ -239,23 +239,6 @@ def plan(dlq: str | None, floor: int, diff: bool, position: int | None) -> Batch
     )
 
 
-def summaries(result: BatchResult) -> list[tuple[Any, ...]]:
-    return [
-        (
-            p.partition.partition,
-            p.next_offset,
-            p.emitted,
-            p.duplicates,
-            p.bad,
-            p.first_bad,
-            p.position,
-            p.resent,
-            {t: (sorted(places), low, high) for t, (places, low, high) in p.transactions.items()},
-        )
-        for p in result.partitions
-    ]
-
-
 def key_partition(key: bytes) -> int:
     return int(json.loads(key)[0])
 
@@ -273,16 +256,7 @@ def key_partition(key: bytes) -> int:
 def test_the_walk_writes_what_the_python_loop_writes_of_debezium_events(  # noqa: PLR0917
     spark, dlq: str | None, partitions: list[list[Any]], floor: int, diff: bool, position: Any
 ) -> None:
-    records = source_records(partitions)
-    frame = (
-        spark.createDataFrame(records, SCHEMA)
-        .repartition(len(partitions), "partition")
-        .sortWithinPartitions("offset")
-    )
     the_plan = plan(dlq, floor, diff, position)
     assert walk_plan(the_plan) is not None
-    expected_rows, expected = python_loop(frame, the_plan)
-    rows, result = walk_then_rests(frame, the_plan)
-
-    assert by_partition(rows, key_partition) == by_partition(expected_rows, key_partition)
-    assert summaries(result) == summaries(expected)
+    records = source_records(partitions)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, key_partition)

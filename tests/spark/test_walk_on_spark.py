@@ -8,7 +8,6 @@ the same summaries; values passed on or written again keep every number's text.
 
 import io
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
@@ -16,26 +15,30 @@ import pytest
 from fastavro import parse_schema, schemaless_reader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyspark.sql import Observation
-from pyspark.sql import functions as F
 
 from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan, BatchResult, kafka_records, read_result
-from pipeline.core.walk import Walked, rest_plan, walk_plan
+from pipeline.core.batch import BatchPlan
+from pipeline.core.walk import Walked, walk_plan
 from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 from tests.support.json_text import LAYOUTS, exact, integer, number, row, scalar, string, text
 from tests.support.tables import WIDE
+from tests.support.walk import (
+    SCHEMA,
+    by_partition,
+    frame,
+    json_key_partition,
+    python_loop,
+    same_as_the_python_loop,
+    summaries,
+    walk_then_rests,
+)
 
 SRC = "src.orders"
 WALL = 1700000000000000000
-SCHEMA = (
-    "key binary, value binary, topic string, partition int, offset bigint, "
-    "headers array<struct<key: string, value: binary>>"
-)
 
 # Keys as sources spell them: the first element names the source partition (the test groups
 # the output by it); compact ones pass on as they came, the others are written again.
@@ -110,74 +113,6 @@ def plan(dlq: str | None, floor: int) -> BatchPlan:
     )
 
 
-def python_loop(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
-    observation = Observation("python")
-    rows = kafka_records(frame, the_plan, observation).collect()
-    return rows, read_result(observation)
-
-
-def walk_then_rests(frame: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
-    """As ``stream.write_batch`` does it: the walk, then each rest through the Python loop.
-
-    The rests are cut from the same frame (the changefeed reads them from Kafka again).
-    """
-    walk = walk_plan(the_plan)
-    assert walk is not None
-    records, walked = Walked.rows(frame, walk, 0)
-    rows = records.collect()
-    result, rests = walked.result()
-    print("WALKSTAT", len(rows), sum(r.stop - r.start for r in rests))
-    summaries = list(result.partitions)
-    for rest in rests:
-        p = rest.partition.partition
-        part = frame.where(
-            (F.col("partition") == p)
-            & (F.col("offset") >= rest.start)
-            & (F.col("offset") < rest.stop)
-        )
-        more, more_result = python_loop(part.coalesce(1), rest_plan(the_plan, [rest]))
-        rows += more
-        summaries += more_result.partitions
-    return rows, BatchResult.of(summaries)
-
-
-def json_key_partition(key: bytes) -> int:
-    """The source partition a JSON key names (its first element)."""
-    return int(exact(key)[0][1])
-
-
-def by_partition(
-    rows: list[Any], partition_of: Callable[[bytes], int] = json_key_partition
-) -> dict[int, list[tuple[Any, ...]]]:
-    """The output in order per source partition: data rows by their key, dead letters by header."""
-    out: dict[int, list[tuple[Any, ...]]] = {}
-    for r in rows:
-        headers = [(h["key"], bytes(h["value"])) for h in r["headers"] or []]
-        if r["topic"] == "dlq":
-            source = dict(headers)["highwater.source"].decode()
-            p = int(source.split("/")[1].split("@")[0])
-        else:
-            p = partition_of(bytes(r["key"]))
-        value = None if r["value"] is None else bytes(r["value"])
-        out.setdefault(p, []).append((r["topic"], bytes(r["key"] or b""), value, headers))
-    return out
-
-
-def summaries(result: BatchResult) -> list[tuple[Any, ...]]:
-    return [
-        (
-            p.partition.partition,
-            p.next_offset,
-            p.resolved,
-            p.emitted,
-            p.duplicates,
-            p.bad,
-            p.first_bad,
-        )
-        for p in result.partitions
-    ]
-
-
 @settings(
     max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -190,17 +125,7 @@ def test_the_walk_writes_what_the_python_loop_writes(
     spark, dlq: str | None, partitions: list[list[tuple[Any, ...]]], floor: int
 ) -> None:
     records = source_records(partitions)
-    frame = (
-        spark.createDataFrame(records, SCHEMA)
-        .repartition(len(partitions), "partition")
-        .sortWithinPartitions("offset")
-    )
-    the_plan = plan(dlq, floor)
-    expected_rows, expected = python_loop(frame, the_plan)
-    rows, result = walk_then_rests(frame, the_plan)
-
-    assert by_partition(rows) == by_partition(expected_rows)
-    assert summaries(result) == summaries(expected)
+    rows, _ = same_as_the_python_loop(frame(spark, records, len(partitions)), plan(dlq, floor))
     source_values = {json.dumps(exact(r[0])): r[1] for r in records if r[0] is not None}
     for r in rows:  # every number's text, whether passed on or written again
         if r["topic"] == "out.orders":
@@ -446,17 +371,8 @@ def test_the_avro_walk_writes_what_the_python_loop_writes(
     records = source_records(partitions, AVRO_KEYS)
     if not records:
         return
-    frame = (
-        spark.createDataFrame(records, SCHEMA)
-        .repartition(len(partitions), "partition")
-        .sortWithinPartitions("offset")
-    )
-    the_plan = avro_plan(dlq, floor, options)
-    expected_rows, expected = python_loop(frame, the_plan)
-    rows, result = walk_then_rests(frame, the_plan)
-
-    assert by_partition(rows, avro_key_partition) == by_partition(expected_rows, avro_key_partition)
-    assert summaries(result) == summaries(expected)
+    batch = frame(spark, records, len(partitions))
+    same_as_the_python_loop(batch, avro_plan(dlq, floor, options), avro_key_partition)
 
 
 def test_clean_avro_records_are_written_by_the_walk_as_the_python_loop_writes_them(spark) -> None:

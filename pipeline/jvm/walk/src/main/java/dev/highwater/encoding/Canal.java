@@ -20,16 +20,13 @@ final class Canal implements Encoding {
   private static final byte[][] EVENT =
       Members.names("type", "_tidb", "isDdl", "data", "old", "pkNames", "mysqlType");
   private static final byte[][] TIDB = Members.names("commitTs", "watermarkTs");
-  private static final byte[] WATERMARK = utf8("\"TIDB_WATERMARK\"");
-  private static final byte[][] OPS = {utf8("\"INSERT\""), utf8("\"UPDATE\""), utf8("\"DELETE\"")};
+  private static final byte[] WATERMARK = Members.utf8("\"TIDB_WATERMARK\"");
+  private static final byte[][] OPS = Members.names("\"INSERT\"", "\"UPDATE\"", "\"DELETE\"");
   private static final String[] NUMERIC = {
     "tinyint", "smallint", "mediumint", "int", "integer", "bigint", "decimal", "numeric",
     "float", "double", "real", "bit", "year"
   };
-  private static final byte[] AFTER = utf8("{\"after\":");
-  private static final byte[] BEFORE = utf8(",\"before\":");
-  private static final byte[] UPDATED = utf8(",\"updated\":\"");
-  private static final byte[] NULL = utf8("null");
+  private static final byte[] NULL = Members.utf8("null");
 
   private final boolean diff; // before is written
   private transient Scratch scratch;
@@ -40,67 +37,13 @@ final class Canal implements Encoding {
     final int[] tidb = new int[2 * TIDB.length + 1];
     byte[] types; // the last mysqlType object, as it came, and its numeric columns' names
     List<byte[]> numeric = new ArrayList<>();
-    final Row row = new Row();
-    final Row old = new Row();
+    final CanalRow row = new CanalRow();
+    final CanalRow old = new CanalRow();
     final Buffer out = new Buffer();
   }
 
-  /** One row's columns: names and values as written ({@code text}), by position. */
-  private static final class Row {
-    final Buffer text = new Buffer();
-    int[] spans = new int[32]; // per column: name from, to, value from, to (in text)
-    int count;
-
-    void clear() {
-      text.reset();
-      count = 0;
-    }
-
-    void add(int nameFrom, int nameTo, int valueFrom) {
-      if (4 * count + 4 > spans.length) {
-        spans = Arrays.copyOf(spans, 2 * spans.length);
-      }
-      spans[4 * count] = nameFrom;
-      spans[4 * count + 1] = nameTo;
-      spans[4 * count + 2] = valueFrom;
-      spans[4 * count + 3] = text.size;
-      count++;
-    }
-
-    /** The column named as {@code other}'s column {@code k}, or -1. */
-    int find(Row other, int k) {
-      int[] o = other.spans;
-      for (int j = 0; j < count; j++) {
-        if (Arrays.equals(text.bytes, spans[4 * j], spans[4 * j + 1],
-            other.text.bytes, o[4 * k], o[4 * k + 1])) {
-          return j;
-        }
-      }
-      return -1;
-    }
-
-    void put(int k, Buffer out) {
-      out.put(text.bytes, spans[4 * k + 2], spans[4 * k + 3]);
-    }
-
-    void putName(int k, Buffer out) {
-      out.put('"');
-      out.put(text.bytes, spans[4 * k], spans[4 * k + 1]);
-      out.put('"');
-      out.put(':');
-    }
-  }
-
   Canal(byte[][] members) {
-    boolean before = false;
-    for (byte[] m : members) {
-      before |= Arrays.equals(m, utf8("before"));
-    }
-    this.diff = before;
-  }
-
-  private static byte[] utf8(String text) {
-    return text.getBytes(StandardCharsets.UTF_8);
+    this.diff = Members.has(members, "before");
   }
 
   @Override
@@ -227,12 +170,12 @@ final class Canal implements Encoding {
     int i = Json.ws(b, data + 1);
     int j = update ? Json.ws(b, old + 1) : -1;
     while (i < b.length && b[i] == '{') {
-      i = row(b, i, s.row, s);
+      i = s.row.read(b, i, s.numeric);
       if (i < 0) {
         return false;
       }
       if (update) {
-        j = j < b.length && b[j] == '{' ? row(b, j, s.old, s) : -1;
+        j = j < b.length && b[j] == '{' ? s.old.read(b, j, s.numeric) : -1;
         if (j < 0) {
           return false;
         }
@@ -257,72 +200,9 @@ final class Canal implements Encoding {
     return !out.rowKeys.isEmpty() && i < b.length && b[i] == ']' && (!update || b[j] == ']');
   }
 
-  /** One row at {@code i}, typed by mysqlType, into {@code row}; the index past it, or -1. */
-  private static int row(byte[] b, int i, Row row, Scratch s) {
-    row.clear();
-    Buffer t = row.text;
-    i = Json.ws(b, i + 1);
-    if (i < b.length && b[i] == '}') {
-      return i + 1;
-    }
-    while (i < b.length && b[i] == '"') {
-      int name = i;
-      i = Json.string(b, i, false);
-      if (i < 0) {
-        return -1;
-      }
-      int nameFrom = t.size;
-      t.put(b, name + 1, i - 1);
-      int nameTo = t.size;
-      for (int k = 0; k < row.count; k++) {
-        if (Arrays.equals(t.bytes, row.spans[4 * k], row.spans[4 * k + 1], t.bytes, nameFrom, nameTo)) {
-          return -1; // a column twice
-        }
-      }
-      i = Json.ws(b, i);
-      if (i >= b.length || b[i] != ':') {
-        return -1;
-      }
-      i = Json.ws(b, i + 1);
-      int valueFrom = t.size;
-      if (i < b.length && b[i] != 'n' && isNumeric(t.bytes, nameFrom, nameTo, s)) {
-        int end = b[i] == '"' ? Json.string(b, i, false) : -1; // a number spelled as text
-        if (end < 0 || Json.number(b, i + 1) != end - 1) {
-          return -1;
-        }
-        t.put(b, i + 1, end - 1);
-        i = end;
-      } else {
-        i = Canonical.value(b, i, t, 3);
-      }
-      if (i < 0) {
-        return -1;
-      }
-      row.add(nameFrom, nameTo, valueFrom);
-      i = Json.ws(b, i);
-      if (i < b.length && b[i] == '}') {
-        return i + 1;
-      }
-      i = i < b.length && b[i] == ',' ? Json.ws(b, i + 1) : -1;
-      if (i < 0) {
-        return -1;
-      }
-    }
-    return -1;
-  }
-
-  private static boolean isNumeric(byte[] text, int from, int to, Scratch s) {
-    for (byte[] name : s.numeric) {
-      if (Arrays.equals(name, 0, name.length, text, from, to)) {
-        return true;
-      }
-    }
-    return false;
-  }
-
   /** The row's key (pkNames' values) and envelope, added to {@code out}'s rows. */
   private boolean write(byte[] b, int[] e, int op, Scratch s, Encoded out) {
-    Row row = s.row;
+    CanalRow row = s.row;
     Buffer o = s.out;
     o.reset();
     o.put('[');
@@ -330,11 +210,7 @@ final class Canal implements Encoding {
     int keys = 0;
     while (i < b.length && b[i] == '"') {
       int end = Json.string(b, i, false);
-      int k = -1;
-      for (int j = 0; end > 0 && j < row.count && k < 0; j++) {
-        k = Arrays.equals(row.text.bytes, row.spans[4 * j], row.spans[4 * j + 1], b, i + 1, end - 1)
-            ? j : -1;
-      }
+      int k = end < 0 ? -1 : row.named(b, i + 1, end - 1);
       if (k < 0) {
         return false; // no such column (or an escaped name): the Python side says
       }
@@ -351,67 +227,25 @@ final class Canal implements Encoding {
     o.put(']');
     out.rowKeys.add(o.copy(0));
     o.reset();
-    o.put(AFTER, 0, AFTER.length);
+    Envelope.after(o);
     if (op == 2) {
       o.put(NULL, 0, NULL.length);
     } else {
-      object(row, o);
+      row.object(o);
     }
     if (diff) {
-      o.put(BEFORE, 0, BEFORE.length);
+      Envelope.before(o);
       if (op == 0) {
         o.put(NULL, 0, NULL.length);
       } else if (op == 2) {
-        object(row, o);
+        row.object(o);
       } else {
-        merged(row, s.old, o);
+        row.merged(s.old, o);
       }
     }
-    o.put(UPDATED, 0, UPDATED.length);
-    byte[] time = Hlc.text(out.ts).getBytes(StandardCharsets.US_ASCII);
-    o.put(time, 0, time.length);
-    o.put('"');
-    o.put('}');
+    Envelope.updated(o, out.ts);
     out.rowValues.add(o.copy(0));
     return true;
   }
 
-  private static void object(Row row, Buffer o) {
-    o.put('{');
-    for (int k = 0; k < row.count; k++) {
-      if (k > 0) {
-        o.put(',');
-      }
-      row.putName(k, o);
-      row.put(k, o);
-    }
-    o.put('}');
-  }
-
-  /** {@code {**row, **old}}: the row's columns, old's values over them, then old's others. */
-  private static void merged(Row row, Row old, Buffer o) {
-    o.put('{');
-    for (int k = 0; k < row.count; k++) {
-      if (k > 0) {
-        o.put(',');
-      }
-      row.putName(k, o);
-      int j = old.find(row, k);
-      if (j >= 0) {
-        old.put(j, o);
-      } else {
-        row.put(k, o);
-      }
-    }
-    for (int j = 0; j < old.count; j++) {
-      if (row.find(old, j) < 0) {
-        if (o.bytes[o.size - 1] != '{') {
-          o.put(',');
-        }
-        old.putName(j, o);
-        old.put(j, o);
-      }
-    }
-    o.put('}');
-  }
 }

@@ -4,7 +4,6 @@ import com.fasterxml.jackson.core.JsonParser;
 import com.fasterxml.jackson.databind.JsonNode;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.Map;
 
@@ -26,9 +25,6 @@ final class Debezium implements Encoding {
   private static final byte[][] ENVELOPE = Members.names("schema", "payload");
   private static final byte[][] PAYLOAD =
       Members.names("before", "after", "op", "source", "transaction");
-  private static final byte[] AFTER = utf8("{\"after\":");
-  private static final byte[] BEFORE = utf8(",\"before\":");
-  private static final byte[] UPDATED = utf8(",\"updated\":\"");
 
   private final boolean diff; // before is written
   private final Map<String, long[]> commits; // binlogs: each transaction's END's time
@@ -53,15 +49,7 @@ final class Debezium implements Encoding {
 
   Debezium(byte[][] members, Map<String, long[]> commits) {
     this.commits = commits;
-    boolean before = false;
-    for (byte[] m : members) {
-      before |= Arrays.equals(m, utf8("before"));
-    }
-    this.diff = before;
-  }
-
-  private static byte[] utf8(String text) {
-    return text.getBytes(StandardCharsets.UTF_8);
+    this.diff = Members.has(members, "before");
   }
 
   @Override
@@ -180,12 +168,12 @@ final class Debezium implements Encoding {
     if (deleted != (op == 'd')) {
       return false;
     }
-    o.put(AFTER, 0, AFTER.length);
+    Envelope.after(o);
     if (!image(b, p[2], p[3], typed ? s.after : null, o)) {
       return false;
     }
     int mark = o.size;
-    o.put(BEFORE, 0, BEFORE.length);
+    Envelope.before(o);
     if (!image(b, p[0], p[1], typed ? s.before : null, o)) {
       return false; // read whether written or not, as the Python side reads it
     }
@@ -195,11 +183,7 @@ final class Debezium implements Encoding {
     if (out.ts == null) {
       return true; // a binlog change whose END was not read: not written (yet)
     }
-    o.put(UPDATED, 0, UPDATED.length);
-    byte[] text = Hlc.text(out.ts).getBytes(StandardCharsets.US_ASCII);
-    o.put(text, 0, text.length);
-    o.put('"');
-    o.put('}');
+    Envelope.updated(o, out.ts);
     return true;
   }
 

@@ -19,12 +19,12 @@ final class EventPlace {
           "ts_us", "ts_ms", "ts_ns", "snapshot", "connector", "sequence", "file", "pos", "row");
   private static final long[] NANOS = {1_000, 1_000_000, 1}; // per unit of ts_us, ts_ms, ts_ns
   private static final byte[][] TRANSACTION = Members.names("id");
-  private static final byte[] POSTGRESQL = utf8("\"postgresql\"");
-  private static final byte[] MYSQL = utf8("\"mysql\"");
-  private static final byte[] MARIADB = utf8("\"mariadb\"");
+  private static final byte[] POSTGRESQL = Members.utf8("\"postgresql\"");
+  private static final byte[] MYSQL = Members.utf8("\"mysql\"");
+  private static final byte[] MARIADB = Members.utf8("\"mariadb\"");
   private static final long ROWS = 100_000; // rows of one binlog event
   private static final long IN_COMMIT = 1_000_000 * LOGICAL; // an END's millisecond
-  private static final byte[] FALSE_TEXT = utf8("\"false\"");
+  private static final byte[] FALSE_TEXT = Members.utf8("\"false\"");
 
   private final int[] source = new int[2 * SOURCE.length + 1];
   private final int[] transaction = new int[2 * TRANSACTION.length + 1];
@@ -34,10 +34,6 @@ final class EventPlace {
   /** {@code commits}: each transaction's END's time, as the driver read them (binlogs). */
   EventPlace(Map<String, long[]> commits) {
     this.commits = commits;
-  }
-
-  private static byte[] utf8(String text) {
-    return text.getBytes(StandardCharsets.UTF_8);
   }
 
   /**

@@ -7,6 +7,20 @@ import java.util.Arrays;
 final class Members {
   private Members() {}
 
+  static byte[] utf8(String text) {
+    return text.getBytes(StandardCharsets.UTF_8);
+  }
+
+  /** Whether {@code members} (an envelope's, as the walk's plan names them) has {@code name}. */
+  static boolean has(byte[][] members, String name) {
+    for (byte[] m : members) {
+      if (Arrays.equals(m, utf8(name))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   static byte[][] names(String... names) {
     byte[][] out = new byte[names.length][];
     for (int k = 0; k < names.length; k++) {

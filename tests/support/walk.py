@@ -1,0 +1,113 @@
+"""The JVM walk against the Python loop on a local SparkSession: one comparison for every format.
+
+A batch's records go through the Python loop alone, and through the walk with its rests
+(the records from the first it does not take, per partition) through the Python loop after
+it, as ``stream.write_batch`` does; the two must write the same records, per source
+partition in the same order, with the same summaries.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+from pyspark.sql import Observation
+from pyspark.sql import functions as F
+
+from pipeline.core.batch import BatchPlan, BatchResult, kafka_records, read_result
+from pipeline.core.walk import Walked, rest_plan, walk_plan
+from tests.support.json_text import exact
+
+SCHEMA = (
+    "key binary, value binary, topic string, partition int, offset bigint, "
+    "headers array<struct<key: string, value: binary>>"
+)
+
+
+def frame(spark: Any, records: list[tuple[Any, ...]], partitions: int) -> Any:
+    """The records as Spark's Kafka source gives them: a task per partition, in offset order."""
+    return (
+        spark.createDataFrame(records, SCHEMA)
+        .repartition(partitions, "partition")
+        .sortWithinPartitions("offset")
+    )
+
+
+def python_loop(batch: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
+    observation = Observation("python")
+    rows = kafka_records(batch, the_plan, observation).collect()
+    return rows, read_result(observation)
+
+
+def walk_then_rests(batch: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
+    """As ``stream.write_batch`` does it: the walk, then each rest through the Python loop.
+
+    The rests are cut from the same frame (the changefeed reads them from Kafka again).
+    """
+    walk = walk_plan(the_plan)
+    assert walk is not None
+    records, walked = Walked.rows(batch, walk, 0)
+    rows = records.collect()
+    result, rests = walked.result()
+    summaries = list(result.partitions)
+    for rest in rests:
+        p = rest.partition.partition
+        part = batch.where(
+            (F.col("partition") == p)
+            & (F.col("offset") >= rest.start)
+            & (F.col("offset") < rest.stop)
+        )
+        more, more_result = python_loop(part.coalesce(1), rest_plan(the_plan, [rest]))
+        rows += more
+        summaries += more_result.partitions
+    return rows, BatchResult.of(summaries)
+
+
+def json_key_partition(key: bytes) -> int:
+    """The source partition a JSON key names (its first element)."""
+    return int(exact(key)[0][1])
+
+
+def by_partition(
+    rows: list[Any], partition_of: Callable[[bytes], int] = json_key_partition
+) -> dict[int, list[tuple[Any, ...]]]:
+    """The output in order per source partition: data rows by their key, dead letters by header."""
+    out: dict[int, list[tuple[Any, ...]]] = {}
+    for r in rows:
+        headers = [(h["key"], bytes(h["value"])) for h in r["headers"] or []]
+        if r["topic"] == "dlq":
+            source = dict(headers)["highwater.source"].decode()
+            p = int(source.split("/")[1].split("@")[0])
+        else:
+            p = partition_of(bytes(r["key"]))
+        value = None if r["value"] is None else bytes(r["value"])
+        out.setdefault(p, []).append((r["topic"], bytes(r["key"] or b""), value, headers))
+    return out
+
+
+def summaries(result: BatchResult) -> list[tuple[Any, ...]]:
+    """What each partition's summary says: where it ended, counts, markers, Debezium's places."""
+    return [
+        (
+            p.partition.partition,
+            p.next_offset,
+            p.resolved,
+            p.emitted,
+            p.duplicates,
+            p.bad,
+            p.first_bad,
+            p.position,
+            p.resent,
+            {t: (sorted(places), low, high) for t, (places, low, high) in p.transactions.items()},
+        )
+        for p in result.partitions
+    ]
+
+
+def same_as_the_python_loop(
+    batch: Any, the_plan: BatchPlan, partition_of: Callable[[bytes], int] = json_key_partition
+) -> tuple[list[Any], BatchResult]:
+    """Assert the walk and its rests write what the Python loop writes; their rows, summaries."""
+    expected_rows, expected = python_loop(batch, the_plan)
+    rows, result = walk_then_rests(batch, the_plan)
+    assert by_partition(rows, partition_of) == by_partition(expected_rows, partition_of)
+    assert summaries(result) == summaries(expected)
+    return rows, result
