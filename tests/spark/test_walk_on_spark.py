@@ -219,8 +219,9 @@ def test_a_special_byte_anywhere_in_a_word_is_seen(spark) -> None:
 def test_which_sources_and_encoders_take_the_walk() -> None:
     the_plan = plan(None, 0)
     assert walk_plan(the_plan) is not None
-    debezium = replace(the_plan, formats={SRC: "debezium"})
-    assert json.loads(walk_plan(debezium) or "")["routes"][SRC]["format"] == "debezium"
+    for fmt in ("debezium", "canal-json"):
+        walked = walk_plan(replace(the_plan, formats={SRC: fmt}))
+        assert json.loads(walked or "")["routes"][SRC]["format"] == fmt
     avro = AvroEncoder(
         OutputSchemas.of(WIDE, EncoderConfig(format="avro")),
         Framing.confluent(1, 2, 3),
@@ -229,7 +230,7 @@ def test_which_sources_and_encoders_take_the_walk() -> None:
     )
     assert avro.walk is not None
     for changed in (
-        {"formats": {SRC: "canal-json"}},
+        {"formats": {SRC: "canal-json"}, "encoders": {SRC: avro}},
         {"formats": {SRC: "debezium"}, "registries": {SRC: {"url": "http://registry"}}},
         {"formats": {SRC: "debezium"}, "encoders": {SRC: avro}},  # JSON out only, for now
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=True, key_in_value=True))}},
