@@ -102,21 +102,15 @@ final class Canal implements Encoding {
       return true;
     }
     List<byte[]> numeric = new ArrayList<>();
-    int[] names = new int[16];
-    int count = 0;
+    Members.Names names = new Members.Names();
     int i = Json.ws(b, from + 1);
     while (i < to && b[i] == '"') {
       int name = i;
-      i = Json.string(b, i, false);
-      if (i < 0 || Members.twice(b, names, count, name, i)) {
+      i = names.read(b, i);
+      if (i < 0) {
         return false;
       }
-      if (2 * count + 2 > names.length) {
-        names = Arrays.copyOf(names, 2 * names.length);
-      }
-      names[2 * count] = name;
-      names[2 * count + 1] = i;
-      count++;
+      int nameEnd = i;
       i = Json.ws(b, Json.ws(b, i) + 1); // past the colon (the object was read whole)
       int kind = i;
       i = Json.value(b, i, 1);
@@ -126,7 +120,7 @@ final class Canal implements Encoding {
           return false;
         }
         if (numericType == 1) {
-          numeric.add(Arrays.copyOfRange(b, name + 1, names[2 * count - 1] - 1));
+          numeric.add(Arrays.copyOfRange(b, name + 1, nameEnd - 1));
         }
       }
       i = Json.ws(b, i);

@@ -92,21 +92,14 @@ final class Debezium implements Encoding {
       return false;
     }
     o.put('[');
-    int[] names = new int[8];
-    int count = 0;
+    Members.Names names = new Members.Names();
     int i = Json.ws(b, from + 1);
     while (i < b.length && b[i] == '"') {
-      int name = i;
-      i = Json.string(b, i, false);
-      if (i < 0 || Members.twice(b, names, count, name, i)) {
+      i = names.read(b, i);
+      if (i < 0) {
         return false;
       }
-      if (2 * count + 2 > names.length) {
-        names = Arrays.copyOf(names, 2 * names.length);
-      }
-      names[2 * count] = name;
-      names[2 * count + 1] = i;
-      if (count++ > 0) {
+      if (names.count() > 1) {
         o.put(',');
       }
       i = Json.ws(b, i);

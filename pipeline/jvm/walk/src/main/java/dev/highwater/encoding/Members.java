@@ -91,6 +91,31 @@ final class Members {
     return -1;
   }
 
+  /** The names of one object read so far: each next one is taken once, spelled plainly. */
+  static final class Names {
+    private int[] spans = new int[16]; // from, to of each name (quotes included)
+    private int count;
+
+    /** The name at {@code i}: the index past it; -1 when escaped or read before. */
+    int read(byte[] b, int i) {
+      int end = Json.string(b, i, false);
+      if (end < 0 || twice(b, spans, count, i, end)) {
+        return -1;
+      }
+      if (2 * count + 2 > spans.length) {
+        spans = Arrays.copyOf(spans, 2 * spans.length);
+      }
+      spans[2 * count] = i;
+      spans[2 * count + 1] = end;
+      count++;
+      return end;
+    }
+
+    int count() {
+      return count;
+    }
+  }
+
   /** Whether the name at {@code [from, to)} is one of the {@code count} names before it. */
   static boolean twice(byte[] b, int[] names, int count, int from, int to) {
     for (int k = 0; k < count; k++) {
