@@ -76,17 +76,13 @@ final class Debezium implements Encoding {
 
   /** The key's fields' values, as a JSON array. */
   private static boolean key(byte[] b, Buffer o, Scratch s) {
-    int start = Json.ws(b, 0);
     int[] f = s.envelope;
-    boolean object = start < b.length && b[start] == '{';
-    int end = object ? Members.read(b, start, ENVELOPE, f, s.keySchema) : -1;
-    if (end < 0 || Json.ws(b, end) != b.length) {
+    int from = payload(b, f, s.keySchema);
+    if (from < 0) {
       return false;
     }
-    int from = start;
     if (enveloped(f)) {
       remember(b, f[0], f[1], s.keySchema);
-      from = f[2];
     }
     if (b[from] != '{') {
       return false;
@@ -123,6 +119,21 @@ final class Debezium implements Encoding {
     return false;
   }
 
+  /**
+   * Where a key's or value's payload starts (Python's {@code _payload}): the payload of a
+   * record that is exactly {schema, payload} (their places in {@code f}), else the record
+   * itself; -1 when the record is not one JSON object.
+   */
+  private static int payload(byte[] b, int[] f, byte[][] cached) {
+    int start = Json.ws(b, 0);
+    boolean object = start < b.length && b[start] == '{';
+    int end = object ? Members.read(b, start, ENVELOPE, f, cached) : -1;
+    if (end < 0 || Json.ws(b, end) != b.length) {
+      return -1;
+    }
+    return enveloped(f) ? f[2] : start;
+  }
+
   /** Whether a record's members were exactly schema and payload (Python's {@code _payload}). */
   private static boolean enveloped(int[] f) {
     return f[f.length - 1] == 2 && f[0] >= 0 && f[2] >= 0;
@@ -130,21 +141,14 @@ final class Debezium implements Encoding {
 
   /** The value: the envelope written to {@code o}, the time and places to {@code out}. */
   private boolean value(byte[] b, Buffer o, Scratch s, Encoded out) {
-    int start = Json.ws(b, 0);
     int[] f = s.envelope;
-    boolean object = start < b.length && b[start] == '{';
-    int end = object ? Members.read(b, start, ENVELOPE, f, s.valueSchema) : -1;
-    if (end < 0 || Json.ws(b, end) != b.length) {
+    int from = payload(b, f, s.valueSchema);
+    if (from < 0) {
       return false;
     }
-    int from = start;
-    boolean typed = false;
-    if (enveloped(f)) {
-      typed = b[f[0]] == '{'; // else no schema: the values are kept as they came
-      if (typed && !schema(b, f[0], f[1], s)) {
-        return false;
-      }
-      from = f[2];
+    boolean typed = enveloped(f) && b[f[0]] == '{'; // else the values are kept as they came
+    if (typed && !schema(b, f[0], f[1], s)) {
+      return false;
     }
     int[] p = s.payload;
     if (b[from] != '{' || Members.read(b, from, PAYLOAD, p, null) < 0) {

@@ -2,6 +2,7 @@ package dev.highwater.walk;
 
 import com.fasterxml.jackson.databind.ObjectMapper;
 import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import com.fasterxml.jackson.databind.node.ObjectNode;
 import dev.highwater.encoding.Hlc;
 import java.util.LinkedHashMap;
@@ -65,11 +66,11 @@ final class Seen {
   }
 
   /** The position where the partition's progress stands (the rest, if any, starts there). */
-  ArrayNode position(ObjectMapper json) {
+  ArrayNode position() {
     if (latest == null || latest.length == 0) {
       return null; // none, or one beyond a long's (the rest's summary has it)
     }
-    ArrayNode out = json.createArrayNode();
+    ArrayNode out = JsonNodeFactory.instance.arrayNode();
     for (long p : latest) {
       out.add(p);
     }
@@ -99,7 +100,7 @@ final class Seen {
     s.put("bad", 0);
     s.putNull("first_bad");
     s.put("bytes", bytes);
-    s.set("position", position(json));
+    s.set("position", position());
     s.put("resent", resent);
     if (deferred >= 0) { // [from, to, floor, transaction]: the rest the Python loop runs
       s.putArray("deferred").add(deferred).add(end).add(Hlc.text(deferredFloor)).addNull();

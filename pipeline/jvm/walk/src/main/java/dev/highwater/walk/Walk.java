@@ -274,7 +274,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
 
     private static void end(Pieces pieces, Seen s) throws IOException, InterruptedException {
       boolean rest = s.deferred >= 0; // the Python loop's piece starts there
-      ArrayNode position = s.position(new ObjectMapper());
+      ArrayNode position = s.position();
       pieces.end(rest ? s.deferred : s.end, Hlc.text(rest ? s.deferredFloor : s.floor), position);
     }
   }
