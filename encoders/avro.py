@@ -192,6 +192,7 @@ class AvroEncoder:
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]
         self.walk: Mapping[str, Any] | None = _walk(schemas, after, framing, options)
+        self.scan_walk: Mapping[str, Any] | None = None
         self._writers: tuple[Write, Write, Write] | None = None
         # With fastavro, tuple notation names a union's branch: without it, fastavro validates
         # a row against the record branch to choose it, which costs more than writing it.
@@ -312,6 +313,7 @@ class AvroPending:
 
     verbatim: tuple[str, ...] | None = None
     walk: Mapping[str, Any] | None = None
+    scan_walk: Mapping[str, Any] | None = None
 
     def __init__(self, table: str, resolved_schema: dict[str, Any], header: bytes) -> None:
         self.table = table

@@ -97,6 +97,10 @@ class Encoder(Protocol):
     #: (plain data: ``kind`` and what that kind needs); None: only the Python loop does.
     walk: Mapping[str, Any] | None
 
+    #: How the JVM writes this encoder's initial-scan rows of a native source
+    #: (``pipeline/core/scan_walk.py``); None: only the Python scan does.
+    scan_walk: Mapping[str, Any] | None
+
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The record key."""
         ...

@@ -59,6 +59,15 @@ class JsonEncoder:
         self.walk: Mapping[str, Any] | None = None
         if self.verbatim is not None and self._updated:
             self.walk = {"kind": "verbatim", "members": list(self.verbatim)}
+        # An initial scan's rows are written again whole (``updated`` is the scan's time): the
+        # JVM writes such a wrapped envelope when it holds nothing but the images and times.
+        self.scan_walk: Mapping[str, Any] | None = None
+        if self._envelope == "wrapped" and not (self._key or self._topic):
+            members = ("after", *("before",) * self._diff, *("updated",) * self._updated)
+            self.scan_walk = {
+                "kind": "envelope",
+                "members": [*members, *("mvcc_timestamp",) * self._mvcc],
+            }
         self._last: tuple[Hlc, str] | None = None  # an initial scan's rows share one `updated`
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:

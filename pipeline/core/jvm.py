@@ -6,7 +6,9 @@ driver; the Java they start runs in Spark's tasks on the executors.
 
 * ``dev.highwater.sink.Sink``: every changefeed write of rows to Kafka (:func:`write_rows`);
 * ``dev.highwater.walk.Walk``: the fast walk of a micro-batch (:func:`walk_and_write`,
-  :func:`walk_rows`), its summaries in a :class:`Summaries` accumulator.
+  :func:`walk_rows`), its summaries in a :class:`Summaries` accumulator;
+* ``dev.highwater.walk.Scan``: an initial scan's chunk walked (:func:`scan_and_write`,
+  :func:`scan_rows`), its task's report in a :class:`Summaries` accumulator.
 
 A rename or a changed signature on the Java side is a change here, and only here.
 """
@@ -22,6 +24,7 @@ if TYPE_CHECKING:
 
 SINK = "dev.highwater.sink.Sink"
 WALK = "dev.highwater.walk.Walk"
+SCAN = "dev.highwater.walk.Scan"
 
 
 def _jvm(spark: SparkSession) -> Any:
@@ -101,3 +104,22 @@ def walk_rows(batch: DataFrame, plan: str, summaries: Summaries) -> DataFrame:
 
     walk = _class(batch.sparkSession, WALK)
     return DataFrame(walk.walk(batch._jdf, plan, summaries.accumulator), batch.sparkSession)
+
+
+def scan_and_write(
+    chunk: DataFrame, plan: str, reports: Summaries, options: Mapping[str, str]
+) -> Transactions:
+    """``Scan.write``: walk a scan's sorted ``chunk`` and send its rows.
+
+    ``plan``: the chunk's plan (JSON); returns once Kafka acknowledged every record sent.
+    """
+    scan = _class(chunk.sparkSession, SCAN)
+    return Transactions.of(scan.write(chunk._jdf, plan, reports.accumulator, dict(options)))
+
+
+def scan_rows(chunk: DataFrame, plan: str, reports: Summaries) -> DataFrame:
+    """``Scan.rows``: the same walk, its records as rows (topic, key, value, headers)."""
+    from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
+
+    scan = _class(chunk.sparkSession, SCAN)
+    return DataFrame(scan.rows(chunk._jdf, plan, reports.accumulator), chunk.sparkSession)

@@ -136,14 +136,19 @@ class ScanTask(Task):
         self.written = False  # (``again``) the key has a version after the time
         self.state: PartitionSeen | None = None
         self.sent = 0
+        self.read_to = 0  # past the highest offset read (superseded versions included)
         self.started: float | None = None
         if plan.rate is not None:
             self.flush_rows = plan.step  # rows go out in small steps, each paced
 
     def pieces(self, batch: pa.RecordBatch) -> Iterator[pa.RecordBatch]:
         """Slices of ``step`` records, superseded versions left out (a chunk is one partition)."""
+        import pyarrow.compute as pc  # noqa: PLC0415 - executors only
+
         if self.started is None:
             self.started = self.clock()  # after Spark's sort: pacing starts here
+        if batch.num_rows:  # read, whether or not dropped next
+            self.read_to = max(self.read_to, pc.max(batch.column("offset")).as_py() + 1)
         batch = drop_superseded(batch, self.scan.statement_time, self.times)
         for start in range(0, batch.num_rows, self.scan.step):
             yield batch.slice(start, self.scan.step)
@@ -233,7 +238,7 @@ class ScanTask(Task):
                 self.keep_undecodable(run, i, offsets[i])
                 continue
             self.keep(_Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i))
-        state.next_offset = max(state.next_offset, max(offsets) + 1)
+        state.next_offset = max(state.next_offset, self.read_to)
         self.flush(out)
 
     def commit_time(self, change: Change) -> Hlc:

@@ -1,10 +1,11 @@
 """The scans on the driver: one Spark job per chunk, a few at a time.
 
-Each chunk's job (:func:`chunk_job`) reads its source range, walks it on an executor
-(``pipeline/core/scan.py``) and writes the rows; :class:`InitialScan` runs the pending chunks
-from driver threads, at most one per core, and hands each finished one back; :class:`Scans`
-(the coordinator's side) decides which scan runs at which time in which schema, and records
-each finished chunk in the checkpoint before it counts as done.
+Each chunk's job (:func:`chunk_job`) reads its source range, walks it on an executor (in
+the JVM where it can: ``scan_walk.py``; else ``scan.py``) and writes the rows;
+:class:`InitialScan` runs the pending chunks from driver threads, at most one per core, and
+hands each finished one back; :class:`Scans` (the coordinator's side) decides which scan runs
+at which time in which schema, and records each finished chunk in the checkpoint before it
+counts as done.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from .queries import apply_query
 from .rescan import Rescan, rescan_backfill
 from .rows import with_rows
 from .scan import ScanPlan, chunk_records
+from .scan_walk import scan_walk_plan, write_chunk
 from .setup import check_history_complete
 
 if TYPE_CHECKING:
@@ -154,6 +156,10 @@ def chunk_job(
         frame = source_reader(spark.read, config.kafka).options(**assign_options(chunk)).load()
         topic = chunk.partition.topic
         source_format, registry = config.formats[topic], config.registries.get(topic)
+        delivery = None if claim is None else claim.options("scan", plan.statement_time)
+        walk = None if query is not None else scan_walk_plan(plan)
+        if walk is not None:  # the JVM's, its rest the Python scan's (scan_walk.py)
+            return write_chunk(frame, walk, plan, config, delivery)
         if query is not None:
             frame = apply_query(
                 frame,
@@ -167,7 +173,6 @@ def chunk_job(
             frame = with_rows(frame, source_format, registry, envelopes=False)
         observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
         records = chunk_records(frame, plan, observation)
-        delivery = None if claim is None else claim.options("scan", plan.statement_time)
         transactions = write_records(records, config.sink_kafka, config.sink.producer, delivery)
         result = read_result(observation)
         return replace(result, committed=transactions.committed, aborted=transactions.aborted)
