@@ -15,9 +15,10 @@ back or through the Kafka writer's rows: each costs more than the speed target l
 * ``avro`` (the Avro encoder, for tables of primitive column types): the row's JSON is read
   by the table's schema and written in the Confluent or single-object framing, byte for byte
   what the Python loop's encoder writes;
-* ``debezium`` sources (JSON, to the JSON encoder's walked envelope): PostgreSQL's and
-  binlogs' events (a binlog change at its transaction's END's time, from the plan's
-  ``commits``; one whose END was not read yet stops the walk there) read as
+* ``debezium`` sources (JSON, or Avro in Confluent's wire format read by the registry's
+  writer schemas as ``sources/wire.py`` reads it; to the JSON encoder's walked envelope):
+  PostgreSQL's and binlogs' events (a binlog change at its transaction's END's time, from
+  the plan's ``commits``; one whose END was not read yet stops the walk there) read as
   ``sources/debezium.py`` reads them (the key's fields, the commit's clock and the
   event's place in it, values by their Connect schema) and written as the JSON encoder
   writes them; each re-send dropped and each change counted for its transaction as the loop
@@ -63,7 +64,7 @@ def walkable(plan: BatchPlan) -> bool:
     """Whether the walk can take ``plan``'s batches: a property of the config alone.
 
     Every source native with an encoder the walk can write (``Encoder.walk``), or Debezium
-    JSON (no registry) or Canal-JSON to the JSON encoder's envelope the walk writes; no CDC
+    (JSON or Avro) or Canal-JSON to the JSON encoder's envelope the walk writes; no CDC
     query, no end time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
     """
     if plan.shapes or plan.end_time is not None:
@@ -76,7 +77,7 @@ def _walks(plan: BatchPlan, topic: str, fmt: str) -> bool:
     if walk is None:
         return False
     if fmt in ("debezium", "canal-json"):
-        return walk["kind"] == "verbatim" and topic not in plan.registries
+        return bool(walk["kind"] == "verbatim")
     return fmt == "native"
 
 
@@ -85,7 +86,12 @@ def walk_plan(plan: BatchPlan) -> str | None:
     if not walkable(plan):
         return None
     routes = {
-        topic: {"topic": plan.routes[topic], "encoding": plan.encoders[topic].walk, "format": fmt}
+        topic: {
+            "topic": plan.routes[topic],
+            "encoding": plan.encoders[topic].walk,
+            "format": fmt,
+            "registry": plan.registries.get(topic),  # Debezium's Avro: its writer schemas
+        }
         for topic, fmt in plan.formats.items()
     }
     thresholds = [[t, p, *min(ts, _CEILING)] for (t, p), ts in plan.thresholds.items()]

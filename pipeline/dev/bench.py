@@ -589,7 +589,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             registry = registry_service.start()
             if args.sources_only:
-                sources(spark, info.bootstrap_servers, args.source_rows, args.rounds, SOURCE_BATCH)
+                sources(
+                    spark,
+                    info.bootstrap_servers,
+                    args.source_rows,
+                    args.rounds,
+                    SOURCE_BATCH,
+                    registry.url,
+                )
                 spark.stop()
                 return 0
             source = throughput(
@@ -603,7 +610,14 @@ def main(argv: list[str] | None = None) -> int:
             )
             if not args.throughput_only:
                 raw_limit(spark, info.bootstrap_servers, source, args.rows, args.partitions)
-                sources(spark, info.bootstrap_servers, args.source_rows, args.rounds, SOURCE_BATCH)
+                sources(
+                    spark,
+                    info.bootstrap_servers,
+                    args.source_rows,
+                    args.rounds,
+                    SOURCE_BATCH,
+                    registry.url,
+                )
                 avro_encoders(spark, info.bootstrap_servers, source)
                 for delivery in ("at_least_once", "exactly_once"):
                     resolved_lag(

@@ -2,36 +2,51 @@
 
 Issue 34's measure: a changefeed over a Debezium PostgreSQL topic (``debezium_feed.py``:
 ``JsonConverter`` with schemas, ~4 KB events, NUMERIC as precise bytes, a composite key),
-then over a TiCDC Canal-JSON topic (``canal_feed.py``: one to three rows per event,
-watermarks), drains it, side by side with the plain Spark copy of the same topic, round
-after round; the ratio of the medians is what the issue's bar (0.9) is about. Printed with
-the CPU seconds per million records of each kind of process, so the next step can see where
-time goes, and the raw Kafka limit for records of that size.
+then over the same events as ``AvroConverter`` writes them (Confluent's wire format, the
+schemas in the bench's registry), then over a TiCDC Canal-JSON topic (``canal_feed.py``: one
+to three rows per event, watermarks), drains it, side by side with the plain Spark copy of
+the same topic, round after round; the ratio of the medians is what the issue's bar (0.9) is
+about. Printed with the CPU seconds per million records of each kind of process, so the next
+step can see where time goes, and the raw Kafka limit for records of that size.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import parse_config
 
 from .bench import Run, cpu_seconds, cpu_since, plain_copy, raw_limit, timed
 from .canal_feed import CanalFeed
-from .debezium_feed import DebeziumFeed, Feed, write_feed
+from .debezium_feed import DebeziumAvroFeed, DebeziumFeed, Feed, write_feed
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part of the bench: a source format, its generated topic, its registry if Avro."""
+
+    label: str
+    format: str
+    feed: Feed
+    registry: str | None = None
 
 
 def _config(  # noqa: PLR0917 - one changefeed of the part
-    bootstrap: str, name: str, source: str, fmt: str, max_offsets: int, delivery: str
+    bootstrap: str, name: str, source: str, part: Part, max_offsets: int, delivery: str
 ) -> Any:
-    """Wrapped JSON with updated and diff, as the native part's, over a ``fmt`` topic."""
+    """Wrapped JSON with updated and diff, as the native part's, over the part's topic."""
+    spec: dict[str, Any] = {"topic": source, "table": "orders", "format": part.format}
+    if part.registry is not None:
+        spec["schema_registry"] = {"url": part.registry}
     return parse_config(
         {
             "changefeed_id": name,
             "kafka": {"bootstrap_servers": bootstrap},
             # Debezium: no transaction topic, so the rows alone (what the copy compares with)
-            "sources": [{"topic": source, "table": "orders", "format": fmt}],
+            "sources": [spec],
             "cursor": "0.0000000000",
             "sink": {"topic_prefix": f"{name}.", "partitions": 3},
             "encoder": {"updated": True, "diff": True},
@@ -48,30 +63,35 @@ def _per_million(cpu: dict[str, float], changes: int) -> str:
     return ", ".join(f"{k} {v * 1_000_000 / changes:.0f}" for k, v in cpu.items())
 
 
-def sources(spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: int) -> None:
+def sources(  # noqa: PLR0917 - the bench's settings
+    spark: Any, bootstrap: str, rows: int, rounds: int, max_offsets: int, registry: str
+) -> None:
     """Each source format against a plain copy of its topic, both deliveries, side by side."""
-    _part(spark, bootstrap, "debezium", DebeziumFeed(), rows, rounds, max_offsets)
-    _part(spark, bootstrap, "canal-json", CanalFeed(), rows, rounds, max_offsets)
+    for part in (
+        Part("debezium", "debezium", DebeziumFeed()),
+        Part("debezium-avro", "debezium", DebeziumAvroFeed(registry), registry),
+        Part("canal-json", "canal-json", CanalFeed()),
+    ):
+        _part(spark, bootstrap, part, rows, rounds, max_offsets)
 
 
 def _part(  # noqa: PLR0917 - a part of the bench
-    spark: Any, bootstrap: str, fmt: str, feed: Feed, rows: int, rounds: int, max_offsets: int
+    spark: Any, bootstrap: str, part: Part, rows: int, rounds: int, max_offsets: int
 ) -> None:
     """One format: its generated topic drained by the copy and the changefeed, round by round."""
-    tag = fmt.replace("-", "")
+    fmt, tag = part.label, part.label.replace("-", "")
     source = f"bench.{tag}.orders"
     started = time.perf_counter()
-    size = write_feed(feed, source, rows, {"bootstrap.servers": bootstrap})
+    size = write_feed(part.feed, source, rows, {"bootstrap.servers": bootstrap})
     print(
         f"generated {rows} {fmt} records ({size / rows:,.0f} bytes each, key and value) "
         f"in {time.perf_counter() - started:.0f}s",
         flush=True,
     )
-    raw_limit(spark, bootstrap, source, rows, feed.partitions)  # records of this size
+    raw_limit(spark, bootstrap, source, rows, part.feed.partitions)  # records of this size
     plain_copy(spark, bootstrap, source, f"bench.{tag}.warmup", max_offsets)
-    timed(
-        spark, _config(bootstrap, f"bench-{tag}-warmup", source, fmt, max_offsets, "at_least_once")
-    )
+    warmup = _config(bootstrap, f"bench-{tag}-warmup", source, part, max_offsets, "at_least_once")
+    timed(spark, warmup)
     copies: list[float] = []
     runs: dict[str, list[float]] = {"at_least_once": [], "exactly_once": []}
     for n in range(rounds):
@@ -86,7 +106,7 @@ def _part(  # noqa: PLR0917 - a part of the bench
         for delivery, seconds in runs.items():
             before = cpu_seconds()
             name = f"bench-{tag}-{delivery.replace('_', '-')}{n}"
-            run: Run = timed(spark, _config(bootstrap, name, source, fmt, max_offsets, delivery))
+            run: Run = timed(spark, _config(bootstrap, name, source, part, max_offsets, delivery))
             seconds.append(run.seconds)
             print(
                 f"  {fmt} {delivery}: {rows / run.seconds:,.0f} records/s, ratio to the copy "

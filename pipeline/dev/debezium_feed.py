@@ -162,8 +162,15 @@ class DebeziumFeed:
 
     def events(self, count: int) -> Iterator[tuple[int, bytes, bytes]]:
         """``count`` events, in commit order: (partition, key bytes, value bytes)."""
-        rng = random.Random(self.seed)
         key_schema_, value_schema_ = key_schema(self.table), value_schema(self.table)
+        for key, payload in self.changes(count):
+            key_bytes = orjson.dumps({"schema": key_schema_, "payload": key})
+            value = orjson.dumps({"schema": value_schema_, "payload": payload})
+            yield zlib.crc32(key_bytes) % self.partitions, key_bytes, value
+
+    def changes(self, count: int) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+        """``count`` changes, in commit order: (the key's fields, the event's payload)."""
+        rng = random.Random(self.seed)
         lsn, micros, xid = 24_000_000, 1_764_000_000_000_000, 700
         images: dict[tuple[str, int], dict[str, Any]] = {}
         n = 0
@@ -193,11 +200,7 @@ class DebeziumFeed:
                     "ts_us": micros + 3_000,
                     "ts_ns": (micros + 3_000) * 1000,
                 }
-                key_bytes = orjson.dumps(
-                    {"schema": key_schema_, "payload": dict(zip(KEY, key, strict=True))}
-                )
-                value = orjson.dumps({"schema": value_schema_, "payload": payload})
-                yield zlib.crc32(key_bytes) % self.partitions, key_bytes, value
+                yield dict(zip(KEY, key, strict=True)), payload
                 n += 1
 
     def _image(self, rng: random.Random, key: tuple[str, int], micros: int) -> dict[str, Any]:
@@ -233,6 +236,102 @@ class DebeziumFeed:
             "lsn": lsn,
             "xmin": None,
         }
+
+
+def avro_schema(
+    connect: dict[str, Any], namespace: str | None = None, defined: set[str] | None = None
+) -> Any:
+    """A Connect schema as ``AvroConverter`` writes it in Avro (semantic types named).
+
+    A struct met again (``after`` is ``before``'s ``Value``) is named, not defined twice.
+    """
+    defined = set() if defined is None else defined
+    kinds = {"string": "string", "int32": "int", "int64": "long", "boolean": "boolean"}
+    kinds |= {"bytes": "bytes", "float64": "double", "float32": "float"}
+    if connect["type"] == "struct":
+        full = connect.get("name") or "ConnectDefault"
+        if full in defined:
+            return full
+        defined.add(full)
+        space, _, name = full.rpartition(".")
+        fields = [
+            {"name": f["field"], **_optional(avro_schema(f, space or namespace, defined), f)}
+            for f in connect["fields"]
+        ]
+        avro: Any = {"type": "record", "name": name, "fields": fields}
+        if space:
+            avro["namespace"] = space
+        return avro
+    avro = kinds[connect["type"]]
+    semantic = connect.get("name")
+    if semantic is not None:
+        avro = {"type": avro, "connect.name": semantic, "connect.version": connect.get("version")}
+        if "parameters" in connect:
+            avro["connect.parameters"] = connect["parameters"]
+        if semantic == "org.apache.kafka.connect.data.Decimal":
+            scale = int(connect["parameters"]["scale"])
+            precision = int(connect["parameters"]["connect.decimal.precision"])
+            avro |= {"logicalType": "decimal", "precision": precision, "scale": scale}
+    return avro
+
+
+def _optional(avro: Any, connect: dict[str, Any]) -> dict[str, Any]:
+    if connect.get("optional"):
+        return {"type": ["null", avro], "default": None}
+    return {"type": avro}
+
+
+@dataclass
+class DebeziumAvroFeed:
+    """``DebeziumFeed``'s events as ``AvroConverter`` writes them, schemas in ``registry``."""
+
+    registry: str  # its URL
+    table: str = "orders"
+    partitions: int = 12
+    keys: int = 50_000
+    seed: int = 1
+
+    def events(self, count: int) -> Iterator[tuple[int, bytes, bytes]]:
+        """``count`` events in Confluent's wire format: (partition, key bytes, value bytes)."""
+        import io  # noqa: PLC0415
+
+        import fastavro  # noqa: PLC0415
+        from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: PLC0415
+
+        client = SchemaRegistryClient({"url": self.registry})
+        topic = f"{SERVER}.public.{self.table}"
+        writers = []
+        for side, connect in (("key", key_schema(self.table)), ("value", value_schema(self.table))):
+            avro = avro_schema(connect)
+            schema_id = client.register_schema(
+                f"{topic}-{side}", Schema(orjson.dumps(avro).decode(), "AVRO")
+            )
+            writers.append(
+                (b"\x00" + schema_id.to_bytes(4, "big"), fastavro.parse_schema(_raw(avro)))
+            )
+        (key_id, key_writer), (value_id, value_writer) = writers
+        decimals = [c[0] for c in COLUMNS if c[2] == "org.apache.kafka.connect.data.Decimal"]
+        feed = DebeziumFeed(self.table, self.partitions, self.keys, self.seed)
+        for key, payload in feed.changes(count):
+            for side in ("before", "after"):
+                image = payload[side]
+                if image is not None:
+                    payload[side] = image | {c: base64.b64decode(image[c]) for c in decimals}
+            out = io.BytesIO()
+            fastavro.schemaless_writer(out, key_writer, key)
+            key_bytes = key_id + out.getvalue()
+            out = io.BytesIO()
+            fastavro.schemaless_writer(out, value_writer, payload)
+            yield zlib.crc32(key_bytes) % self.partitions, key_bytes, value_id + out.getvalue()
+
+
+def _raw(schema: Any) -> Any:
+    """``schema`` without Avro logical types: values written as they are stored."""
+    if isinstance(schema, list):
+        return [_raw(s) for s in schema]
+    if isinstance(schema, dict):
+        return {k: _raw(v) for k, v in schema.items() if k != "logicalType"}
+    return schema
 
 
 class Feed(Protocol):

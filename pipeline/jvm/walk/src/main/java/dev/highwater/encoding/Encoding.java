@@ -25,6 +25,19 @@ public interface Encoding extends Serializable {
   /** {@code commits}: Debezium binlogs' transactions and their ENDs' times, as the driver read. */
   static Encoding of(
       JsonNode spec, String topic, String format, java.util.Map<String, long[]> commits) {
+    return of(spec, topic, format, commits, null);
+  }
+
+  /**
+   * {@code registry}: the source's schema registry ({@code {"url": …}}; null: none), which
+   * Debezium's records in Confluent's wire format name their schemas in.
+   */
+  static Encoding of(
+      JsonNode spec,
+      String topic,
+      String format,
+      java.util.Map<String, long[]> commits,
+      JsonNode registry) {
     if (format.equals("canal-json")) {
       if (!spec.get("kind").asText().equals("verbatim")) {
         throw new IllegalArgumentException("Canal-JSON is walked to JSON only: " + spec);
@@ -34,6 +47,9 @@ public interface Encoding extends Serializable {
     if (format.equals("debezium")) {
       if (!spec.get("kind").asText().equals("verbatim")) {
         throw new IllegalArgumentException("Debezium's records are walked to JSON only: " + spec);
+      }
+      if (registry != null) {
+        return new DebeziumAvro(members(spec), commits, Registry.of(registry));
       }
       return new Debezium(members(spec), commits);
     }

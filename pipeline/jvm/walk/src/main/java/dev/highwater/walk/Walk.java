@@ -105,7 +105,14 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
                   .path(e.getKey())
                   .fields()
                   .forEachRemaining(c -> commits.put(c.getKey(), time(c.getValue())));
-              Encoding encoding = Encoding.of(e.getValue().get("encoding"), topic, format, commits);
+              JsonNode registry = e.getValue().path("registry"); // Debezium in Avro
+              Encoding encoding =
+                  Encoding.of(
+                      e.getValue().get("encoding"),
+                      topic,
+                      format,
+                      commits,
+                      registry.isObject() ? registry : null);
               routes.put(e.getKey(), new Route(topic, encoding, format));
             });
     for (JsonNode t : root.get("thresholds")) {

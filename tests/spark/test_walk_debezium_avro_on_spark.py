@@ -1,0 +1,338 @@
+"""The JVM walk of Debezium's Avro events (a real registry) against the Python loop.
+
+Events as ``AvroConverter`` writes them (Confluent's wire format: byte 0, the writer schema's
+registry id, Avro binary), the schema registered in the test session's registry (Apicurio):
+every Avro type a Connect schema becomes (records, unions, arrays, maps, enums, fixed,
+doubles and floats of any bits, text of any characters) and Connect's semantic types
+(decimals, dates, times), two versions of the value schema, keys in Avro or JSON, and bytes
+that are not what they claim. The walk and the rests it leaves write the bytes the Python
+loop alone writes, per source partition in order, with the same summaries.
+"""
+
+import io
+import json
+import math
+import struct
+from typing import Any
+
+import fastavro
+import pytest
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from encoders.json import JsonEncoder
+from pipeline.config import EncoderConfig
+from pipeline.core.batch import BatchPlan
+from pipeline.core.walk import Walked, walk_plan
+from schemas.hlc import Hlc
+from tests.support.walk import frame, same_as_the_python_loop
+
+SRC = "pg.public.avro_orders"
+WALL_US = 1_700_000_000_000_000
+LSN = 24_000_000
+
+
+def optional(name: str, kind: Any, semantic: str | None = None, **extra: Any) -> Any:
+    spec: Any = kind
+    if semantic is not None or extra:
+        spec = {"type": kind, **extra, **({"connect.name": semantic} if semantic else {})}
+    return {"name": name, "type": ["null", spec], "default": None}
+
+
+COLUMNS = [
+    {"name": "id", "type": "int"},
+    optional(
+        "amount",
+        "bytes",
+        "org.apache.kafka.connect.data.Decimal",
+        logicalType="decimal",
+        precision=10,
+        scale=2,
+        **{"connect.parameters": {"scale": "2", "connect.decimal.precision": "10"}},
+    ),
+    optional(
+        "ratio",
+        {
+            "type": "record",
+            "name": "VariableScaleDecimal",
+            "namespace": "io.debezium.data",
+            "fields": [{"name": "scale", "type": "int"}, {"name": "value", "type": "bytes"}],
+            "connect.name": "io.debezium.data.VariableScaleDecimal",
+        },
+    ),
+    optional("day", "int", "io.debezium.time.Date"),
+    optional("at", "long", "io.debezium.time.MicroTimestamp"),
+    optional("clock", "long", "io.debezium.time.MicroTime"),
+    optional("zoned", "string", "io.debezium.time.ZonedTimestamp"),
+    optional("note", "string"),
+    optional("d", "double"),
+    optional("f", "float"),
+    optional("flag", "boolean"),
+    optional("big", "long"),
+    optional("tags", {"type": "array", "items": "string"}),
+    optional("attrs", {"type": "map", "values": "long"}),
+    optional("kind", {"type": "enum", "name": "Kind", "symbols": ["SMALL", "LARGE"]}),
+    optional("raw", {"type": "fixed", "name": "Raw", "size": 4}),
+]
+
+
+def value_schema(columns: list[Any]) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": "pg.public.avro_orders",
+        "fields": [
+            {
+                "name": "before",
+                "type": ["null", {"type": "record", "name": "Value", "fields": columns}],
+                "default": None,
+            },
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {
+                "name": "source",
+                "type": {
+                    "type": "record",
+                    "name": "Source",
+                    "namespace": "io.debezium.connector.postgresql",
+                    "fields": [
+                        {"name": "connector", "type": "string"},
+                        {"name": "ts_ms", "type": "long"},
+                        {"name": "ts_us", "type": ["null", "long"], "default": None},
+                        {"name": "snapshot", "type": ["null", "string"], "default": None},
+                        {"name": "lsn", "type": ["null", "long"], "default": None},
+                        {"name": "sequence", "type": ["null", "string"], "default": None},
+                    ],
+                },
+            },
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+            {
+                "name": "transaction",
+                "type": [
+                    "null",
+                    {
+                        "type": "record",
+                        "name": "block",
+                        "namespace": "event",
+                        "fields": [
+                            {"name": "id", "type": "string"},
+                            {"name": "total_order", "type": "long"},
+                            {"name": "data_collection_order", "type": "long"},
+                        ],
+                    },
+                ],
+                "default": None,
+            },
+        ],
+    }
+
+
+KEY = {
+    "type": "record",
+    "name": "Key",
+    "namespace": "pg.public.avro_orders",
+    "fields": [{"name": "p", "type": "int"}, {"name": "id", "type": "int"}],
+}
+# two versions of the value schema: a column dropped in the second
+SCHEMAS = {"v1": value_schema(COLUMNS), "v2": value_schema(COLUMNS[:-1])}
+
+
+def raw(schema: Any) -> Any:
+    """The schema without logical types: values written as they are stored."""
+    if isinstance(schema, list):
+        return [raw(s) for s in schema]
+    if isinstance(schema, dict):
+        return {k: raw(v) for k, v in schema.items() if k != "logicalType"}
+    return schema
+
+
+@pytest.fixture(scope="module")
+def schema_ids(schema_registry_url: str) -> dict[str, int]:
+    registry = SchemaRegistryClient({"url": schema_registry_url})
+    ids = {}
+    for name, schema in [*SCHEMAS.items(), ("key", KEY)]:
+        subject = f"{SRC}-{'key' if name == 'key' else 'value'}"
+        ids[name] = registry.register_schema(subject, Schema(json.dumps(schema), "AVRO"))
+    return ids
+
+
+def wire(schema_id: int, schema: Any, datum: Any) -> bytes:
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, fastavro.parse_schema(raw(schema)), datum)
+    return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+
+doubles = st.one_of(
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.integers(0, 2**64 - 1).map(lambda b: struct.unpack("<d", b.to_bytes(8, "little"))[0]),
+    st.sampled_from([0.0, -0.0, 1e-5, 1e-6, 1e16, 1e15, 123456789012345.6, 5e-324, 0.1]),
+)
+floats32 = st.integers(0, 2**32 - 1).map(lambda b: struct.unpack("<f", b.to_bytes(4, "little"))[0])
+text = st.text(st.characters(exclude_categories=("Cs",)), max_size=10)
+row = st.fixed_dictionaries(
+    {
+        "amount": st.one_of(st.none(), st.binary(min_size=1, max_size=12)),
+        "ratio": st.one_of(
+            st.none(),
+            st.fixed_dictionaries(
+                {"scale": st.integers(-3, 20), "value": st.binary(min_size=1, max_size=12)}
+            ),
+        ),
+        "day": st.one_of(st.none(), st.integers(-719162, 2932896)),
+        "at": st.one_of(st.none(), st.integers(-(2**50), 2**50)),
+        "clock": st.one_of(st.none(), st.integers(0, 86_399_999_999)),
+        "zoned": st.one_of(st.none(), text),
+        "note": st.one_of(st.none(), text),
+        "d": st.one_of(st.none(), doubles),
+        "f": st.one_of(st.none(), floats32),
+        "flag": st.one_of(st.none(), st.booleans()),
+        "big": st.one_of(st.none(), st.integers(-(2**63), 2**63 - 1)),
+        "tags": st.one_of(st.none(), st.lists(text, max_size=3)),
+        "attrs": st.one_of(st.none(), st.dictionaries(text, st.integers(-5, 5), max_size=3)),
+        "kind": st.one_of(st.none(), st.sampled_from(["SMALL", "LARGE"])),
+        "raw": st.one_of(st.none(), st.binary(min_size=4, max_size=4)),
+    }
+)
+change = st.fixed_dictionaries(
+    {
+        "op": st.sampled_from(["c", "u", "d", "r", "c", "u"]),
+        "after": row,
+        "before": st.one_of(st.none(), row),
+        "schema": st.sampled_from(["v1", "v1", "v2"]),
+        "key": st.sampled_from(["avro", "avro", "json"]),
+        "n": st.integers(0, 30),
+        "lsn": st.integers(0, 40),
+        "tx": st.sampled_from([None, "771", "772"]),
+    }
+)
+other = st.sampled_from(["unknown_id", "truncated", "trailing", "nan", "tombstone"])
+record = st.integers(0, 99).flatmap(lambda k: change if k < 90 else other)
+partition_records = st.lists(record, min_size=1, max_size=20)
+
+
+def event(c: dict[str, Any], p: int, offset: int, ids: dict[str, int]) -> bytes:
+    columns = SCHEMAS[c["schema"]]["fields"][0]["type"][1]["fields"]
+    names = [column["name"] for column in columns]
+
+    def image(values: dict[str, Any] | None) -> dict[str, Any] | None:
+        if values is None:
+            return None
+        return {"id": offset, **{n: values[n] for n in names if n != "id"}}
+
+    lsn = LSN + c["lsn"]
+    datum = {
+        "before": image(c["before"]),
+        "after": None if c["op"] == "d" else image(c["after"]),
+        "source": {
+            "connector": "postgresql",
+            "ts_ms": (WALL_US + c["n"]) // 1000,
+            "ts_us": WALL_US + c["n"],
+            "snapshot": "false",
+            "lsn": lsn,
+            "sequence": json.dumps([str(LSN), str(lsn)]),
+        },
+        "op": c["op"],
+        "ts_ms": WALL_US // 1000,
+        "transaction": None
+        if c["tx"] is None
+        else {"id": f"{c['tx']}:{lsn}", "total_order": 1, "data_collection_order": 1},
+    }
+    return wire(ids[c["schema"]], SCHEMAS[c["schema"]], datum)
+
+
+def source_records(partitions: list[list[Any]], ids: dict[str, int]) -> list[tuple[Any, ...]]:
+    records = []
+    for p, items in enumerate(partitions):
+        for offset, item in enumerate(items):
+            key: bytes | None = wire(ids["key"], KEY, {"p": p, "id": offset})
+            if isinstance(item, dict):
+                value: bytes | None = event(item, p, offset, ids)
+                if item["key"] == "json":
+                    key = json.dumps({"p": p, "id": offset}).encode()
+            elif item == "tombstone":
+                value = None
+            else:
+                good = {"op": "c", "after": None, "before": None, "schema": "v1", "key": "avro"}
+                good |= {"n": 5, "lsn": 5, "tx": None}
+                good["after"] = dict.fromkeys(("amount", "ratio", "day", "at", "clock"))
+                good["after"] |= dict.fromkeys(("zoned", "note", "d", "f", "flag", "big"))
+                good["after"] |= {"tags": None, "attrs": None, "kind": None, "raw": None}
+                value = event(good, p, offset, ids)
+                if item == "unknown_id":
+                    value = b"\x00\x7f\xff\xff\xf0" + value[5:]
+                elif item == "truncated":
+                    value = value[:-3]
+                elif item == "trailing":
+                    value += b"\x00"
+                else:  # a NaN double where the after image's "d" is
+                    good["after"]["d"] = math.nan
+                    value = event(good, p, offset, ids)
+            records.append((key, value, SRC, p, offset, [{"key": "h", "value": b"v"}]))
+    return records
+
+
+def plan(registry: str, dlq: str | None, floor: int, diff: bool) -> BatchPlan:
+    return BatchPlan(
+        thresholds={(SRC, 0): Hlc((WALL_US + floor) * 1000)},
+        tables={SRC: "avro_orders"},
+        formats={SRC: "debezium"},
+        routes={SRC: "out.avro_orders"},
+        encoders={SRC: JsonEncoder(EncoderConfig(updated=True, diff=diff))},
+        dlq_topic=dlq,
+        new_partition_floor=Hlc((WALL_US + 3) * 1000),
+        registries={SRC: {"url": registry}},
+    )
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    partitions=st.lists(partition_records, min_size=1, max_size=3),
+    floor=st.integers(0, 10),
+    dlq=st.sampled_from(["dlq", None]),
+    diff=st.booleans(),
+)
+def test_the_walk_writes_what_the_python_loop_writes_of_debezium_avro_events(  # noqa: PLR0917
+    spark: Any,
+    schema_registry_url: str,
+    schema_ids: dict[str, int],
+    dlq: str | None,
+    partitions: list[list[Any]],
+    floor: int,
+    diff: bool,
+) -> None:
+    the_plan = plan(schema_registry_url, dlq, floor, diff)
+    assert walk_plan(the_plan) is not None
+    records = source_records(partitions, schema_ids)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan)
+
+
+def test_clean_events_are_all_the_walks(
+    spark: Any, schema_registry_url: str, schema_ids: dict[str, int]
+) -> None:
+    """Connector-made events with doubles and floats: the walk takes them all, no rest."""
+    items: list[Any] = []
+    for n, d in enumerate([0.1, 1e-7, 1e16, -0.0, 2.5, 123456789.125]):
+        after = {c["name"]: None for c in COLUMNS if c["name"] != "id"}
+        after |= {"d": d, "f": struct.unpack("<f", struct.pack("<f", d))[0], "note": "é\n"}
+        after |= {"tags": ["a"], "attrs": {"k": 1}, "kind": "LARGE", "raw": b"\x00\x01\x02\x03"}
+        items.append({"op": "c", "after": after, "before": None, "schema": "v1", "key": "avro"})
+        items[-1] |= {"n": 10 + n, "lsn": 10 + n, "tx": None}
+    the_plan = plan(schema_registry_url, None, 0, True)
+    walk = walk_plan(the_plan)
+    assert walk is not None
+    batch = frame(spark, source_records([items], schema_ids), 1)
+    records, walked = Walked.rows(batch, walk, 0)
+    rows = records.collect()
+    _, rests = walked.result()
+    assert rests == []
+    assert len(rows) == len(items)
+    first = json.loads(rows[0]["value"])
+    assert (first["after"]["d"], first["after"]["tags"], first["after"]["raw"]) == (
+        0.1,
+        ["a"],
+        "AAECAw==",
+    )
+    same_as_the_python_loop(batch, the_plan)
