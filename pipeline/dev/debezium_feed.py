@@ -20,6 +20,7 @@ from typing import Any, Protocol
 
 import orjson
 
+from pipeline.core.sources.wire import without_logical_types
 from sinks.admin import ensure_topics
 
 SERVER = "bench"
@@ -307,7 +308,10 @@ class DebeziumAvroFeed:
                 f"{topic}-{side}", Schema(orjson.dumps(avro).decode(), "AVRO")
             )
             writers.append(
-                (b"\x00" + schema_id.to_bytes(4, "big"), fastavro.parse_schema(_raw(avro)))
+                (
+                    b"\x00" + schema_id.to_bytes(4, "big"),
+                    fastavro.parse_schema(without_logical_types(avro)),
+                )
             )
         (key_id, key_writer), (value_id, value_writer) = writers
         decimals = [c[0] for c in COLUMNS if c[2] == "org.apache.kafka.connect.data.Decimal"]
@@ -323,15 +327,6 @@ class DebeziumAvroFeed:
             out = io.BytesIO()
             fastavro.schemaless_writer(out, value_writer, payload)
             yield zlib.crc32(key_bytes) % self.partitions, key_bytes, value_id + out.getvalue()
-
-
-def _raw(schema: Any) -> Any:
-    """``schema`` without Avro logical types: values written as they are stored."""
-    if isinstance(schema, list):
-        return [_raw(s) for s in schema]
-    if isinstance(schema, dict):
-        return {k: _raw(v) for k, v in schema.items() if k != "logicalType"}
-    return schema
 
 
 class Feed(Protocol):

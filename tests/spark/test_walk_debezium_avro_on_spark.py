@@ -24,8 +24,10 @@ from hypothesis import strategies as st
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan
+from pipeline.core.sources.wire import without_logical_types
 from pipeline.core.walk import Walked, walk_plan
 from schemas.hlc import Hlc
+from tests.support.debezium_avro import avro_envelope
 from tests.support.walk import frame, same_as_the_python_loop
 
 SRC = "pg.public.avro_orders"
@@ -34,6 +36,7 @@ LSN = 24_000_000
 
 
 def optional(name: str, kind: Any, semantic: str | None = None, **extra: Any) -> Any:
+    """An optional column (``semantic``: its Connect name)."""
     spec: Any = kind
     if semantic is not None or extra:
         spec = {"type": kind, **extra, **({"connect.name": semantic} if semantic else {})}
@@ -77,57 +80,6 @@ COLUMNS = [
 ]
 
 
-def value_schema(columns: list[Any]) -> dict[str, Any]:
-    return {
-        "type": "record",
-        "name": "Envelope",
-        "namespace": "pg.public.avro_orders",
-        "fields": [
-            {
-                "name": "before",
-                "type": ["null", {"type": "record", "name": "Value", "fields": columns}],
-                "default": None,
-            },
-            {"name": "after", "type": ["null", "Value"], "default": None},
-            {
-                "name": "source",
-                "type": {
-                    "type": "record",
-                    "name": "Source",
-                    "namespace": "io.debezium.connector.postgresql",
-                    "fields": [
-                        {"name": "connector", "type": "string"},
-                        {"name": "ts_ms", "type": "long"},
-                        {"name": "ts_us", "type": ["null", "long"], "default": None},
-                        {"name": "snapshot", "type": ["null", "string"], "default": None},
-                        {"name": "lsn", "type": ["null", "long"], "default": None},
-                        {"name": "sequence", "type": ["null", "string"], "default": None},
-                    ],
-                },
-            },
-            {"name": "op", "type": "string"},
-            {"name": "ts_ms", "type": ["null", "long"], "default": None},
-            {
-                "name": "transaction",
-                "type": [
-                    "null",
-                    {
-                        "type": "record",
-                        "name": "block",
-                        "namespace": "event",
-                        "fields": [
-                            {"name": "id", "type": "string"},
-                            {"name": "total_order", "type": "long"},
-                            {"name": "data_collection_order", "type": "long"},
-                        ],
-                    },
-                ],
-                "default": None,
-            },
-        ],
-    }
-
-
 KEY = {
     "type": "record",
     "name": "Key",
@@ -135,16 +87,7 @@ KEY = {
     "fields": [{"name": "p", "type": "int"}, {"name": "id", "type": "int"}],
 }
 # two versions of the value schema: a column dropped in the second
-SCHEMAS = {"v1": value_schema(COLUMNS), "v2": value_schema(COLUMNS[:-1])}
-
-
-def raw(schema: Any) -> Any:
-    """The schema without logical types: values written as they are stored."""
-    if isinstance(schema, list):
-        return [raw(s) for s in schema]
-    if isinstance(schema, dict):
-        return {k: raw(v) for k, v in schema.items() if k != "logicalType"}
-    return schema
+SCHEMAS = {"v1": avro_envelope(COLUMNS, SRC), "v2": avro_envelope(COLUMNS[:-1], SRC)}
 
 
 @pytest.fixture(scope="module")
@@ -159,7 +102,7 @@ def schema_ids(schema_registry_url: str) -> dict[str, int]:
 
 def wire(schema_id: int, schema: Any, datum: Any) -> bytes:
     out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(raw(schema)), datum)
+    fastavro.schemaless_writer(out, fastavro.parse_schema(without_logical_types(schema)), datum)
     return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
 
 
@@ -228,7 +171,7 @@ def event(c: dict[str, Any], p: int, offset: int, ids: dict[str, int]) -> bytes:
             "connector": "postgresql",
             "ts_ms": (WALL_US + c["n"]) // 1000,
             "ts_us": WALL_US + c["n"],
-            "snapshot": "false",
+            "ts_ns": None,
             "lsn": lsn,
             "sequence": json.dumps([str(LSN), str(lsn)]),
         },

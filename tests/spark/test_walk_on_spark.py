@@ -222,6 +222,9 @@ def test_which_sources_and_encoders_take_the_walk() -> None:
     for fmt in ("debezium", "canal-json"):
         walked = walk_plan(replace(the_plan, formats={SRC: fmt}))
         assert json.loads(walked or "")["routes"][SRC]["format"] == fmt
+    registry = {"url": "http://registry"}  # Debezium's Avro: the walk reads by its schemas
+    walked = walk_plan(replace(the_plan, formats={SRC: "debezium"}, registries={SRC: registry}))
+    assert json.loads(walked or "")["routes"][SRC]["registry"] == registry
     avro = AvroEncoder(
         OutputSchemas.of(WIDE, EncoderConfig(format="avro")),
         Framing.confluent(1, 2, 3),
@@ -231,7 +234,6 @@ def test_which_sources_and_encoders_take_the_walk() -> None:
     assert avro.walk is not None
     for changed in (
         {"formats": {SRC: "canal-json"}, "encoders": {SRC: avro}},
-        {"formats": {SRC: "debezium"}, "registries": {SRC: {"url": "http://registry"}}},
         {"formats": {SRC: "debezium"}, "encoders": {SRC: avro}},  # JSON out only, for now
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=True, key_in_value=True))}},
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=False))}},

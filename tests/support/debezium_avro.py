@@ -52,54 +52,61 @@ AVRO_COLUMNS = [
     avro_column("zoned", "string", "io.debezium.time.ZonedTimestamp"),
     {"name": "note", "type": ["null", "string"], "default": None},
 ]
-AVRO_VALUE = {
-    "type": "record",
-    "name": "Envelope",
-    "namespace": "pg.public.orders",
-    "fields": [
-        {
-            "name": "before",
-            "type": ["null", {"type": "record", "name": "Value", "fields": AVRO_COLUMNS}],
-            "default": None,
-        },
-        {"name": "after", "type": ["null", "Value"], "default": None},
-        {
-            "name": "source",
-            "type": {
-                "type": "record",
-                "name": "Source",
-                "namespace": "io.debezium.connector.postgresql",
-                "fields": [
-                    {"name": "connector", "type": "string"},
-                    {"name": "ts_ms", "type": "long"},
-                    {"name": "ts_us", "type": ["null", "long"], "default": None},
-                    {"name": "ts_ns", "type": ["null", "long"], "default": None},
-                    {"name": "lsn", "type": ["null", "long"], "default": None},
-                    {"name": "sequence", "type": ["null", "string"], "default": None},
-                ],
+
+
+def avro_envelope(columns: list[Any], namespace: str = "pg.public.orders") -> dict[str, Any]:
+    """A change event's value schema, its row images of ``columns``."""
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": namespace,
+        "fields": [
+            {
+                "name": "before",
+                "type": ["null", {"type": "record", "name": "Value", "fields": columns}],
+                "default": None,
             },
-        },
-        {"name": "op", "type": "string"},
-        {"name": "ts_ms", "type": ["null", "long"], "default": None},
-        {
-            "name": "transaction",
-            "type": [
-                "null",
-                {
+            {"name": "after", "type": ["null", "Value"], "default": None},
+            {
+                "name": "source",
+                "type": {
                     "type": "record",
-                    "name": "block",
-                    "namespace": "event",
+                    "name": "Source",
+                    "namespace": "io.debezium.connector.postgresql",
                     "fields": [
-                        {"name": "id", "type": "string"},
-                        {"name": "total_order", "type": "long"},
-                        {"name": "data_collection_order", "type": "long"},
+                        {"name": "connector", "type": "string"},
+                        {"name": "ts_ms", "type": "long"},
+                        {"name": "ts_us", "type": ["null", "long"], "default": None},
+                        {"name": "ts_ns", "type": ["null", "long"], "default": None},
+                        {"name": "lsn", "type": ["null", "long"], "default": None},
+                        {"name": "sequence", "type": ["null", "string"], "default": None},
                     ],
                 },
-            ],
-            "default": None,
-        },
-    ],
-}
+            },
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+            {
+                "name": "transaction",
+                "type": [
+                    "null",
+                    {
+                        "type": "record",
+                        "name": "block",
+                        "namespace": "event",
+                        "fields": [
+                            {"name": "id", "type": "string"},
+                            {"name": "total_order", "type": "long"},
+                            {"name": "data_collection_order", "type": "long"},
+                        ],
+                    },
+                ],
+                "default": None,
+            },
+        ],
+    }
+
+
+AVRO_VALUE = avro_envelope(AVRO_COLUMNS)
 AVRO_KEY = {"type": "record", "name": "Key", "fields": [{"name": "id", "type": "int"}]}
 
 

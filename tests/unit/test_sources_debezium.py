@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
 from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number
-from pipeline.core.sources.wire import WireReader, _raw
+from pipeline.core.sources.wire import WireReader, without_logical_types
 from pipeline.core.walk import rest_plan
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
@@ -308,7 +308,7 @@ class NotFound(Exception):
 def wire(schema_id: int, schema: Any, record: Any) -> bytes:
     """``record`` in Confluent's wire format, its values as stored (logical types raw)."""
     out = io.BytesIO()
-    fastavro.schemaless_writer(out, fastavro.parse_schema(_raw(schema)), record)
+    fastavro.schemaless_writer(out, fastavro.parse_schema(without_logical_types(schema)), record)
     return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
 
 

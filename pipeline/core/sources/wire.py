@@ -81,18 +81,18 @@ class WireReader:
                 f"the schema registry {self.name} did not answer for schema id {schema_id}: {exc}"
             ) from exc
         writer = json.loads(text)
-        parsed = fastavro.parse_schema(_raw(writer))
+        parsed = fastavro.parse_schema(without_logical_types(writer))
         with _LOCK:
             _SCHEMAS[key] = parsed, connect_schema(writer)
         return _SCHEMAS[key]
 
 
-def _raw(schema: Any) -> Any:
-    """``schema`` without Avro logical types: values read as they are stored."""
+def without_logical_types(schema: Any) -> Any:
+    """``schema`` without Avro logical types: values read (or written) as they are stored."""
     if isinstance(schema, list):
-        return [_raw(s) for s in schema]
+        return [without_logical_types(s) for s in schema]
     if isinstance(schema, dict):
-        return {k: _raw(v) for k, v in schema.items() if k != "logicalType"}
+        return {k: without_logical_types(v) for k, v in schema.items() if k != "logicalType"}
     return schema
 
 

@@ -16,14 +16,12 @@ import java.util.Base64;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
-import java.util.NoSuchElementException;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.VoidFunction;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -130,33 +128,7 @@ public final class Scan implements Serializable {
   private Iterator<InternalRow> walk(Iterator<InternalRow> input) {
     Walker walker = new Walker(input);
     UTF8String to = UTF8String.fromString(topic);
-    return new Iterator<>() {
-      private InternalRow next;
-      private boolean ended;
-
-      @Override
-      public boolean hasNext() {
-        if (next == null && !ended) {
-          if (walker.next()) {
-            next = new GenericInternalRow(new Object[] {to, walker.out.key, walker.out.value, null});
-          } else {
-            ended = true;
-            walker.report(false);
-          }
-        }
-        return next != null;
-      }
-
-      @Override
-      public InternalRow next() {
-        if (!hasNext()) {
-          throw new NoSuchElementException();
-        }
-        InternalRow row = next;
-        next = null;
-        return row;
-      }
-    };
+    return Rows.of(() -> walker.next() ? Rows.row(to, walker.out) : null, () -> walker.report(false));
   }
 
   /** One task's walk, sent; under exactly once in one transaction with the chunk's progress. */

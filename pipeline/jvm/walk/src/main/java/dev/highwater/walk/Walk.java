@@ -16,14 +16,12 @@ import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.Map;
-import java.util.NoSuchElementException;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.VoidFunction;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.catalyst.InternalRow;
-import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
 import org.apache.spark.sql.classic.Dataset;
 import org.apache.spark.sql.types.StructType;
 import org.apache.spark.unsafe.types.UTF8String;
@@ -190,38 +188,12 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   @Override
   public Iterator<InternalRow> call(Iterator<InternalRow> input) {
     Walker walker = new Walker(input);
-    return new Iterator<>() {
-      private InternalRow next;
-      private boolean ended;
-
-      @Override
-      public boolean hasNext() {
-        if (next == null && !ended) {
+    return Rows.of(
+        () -> {
           Route route = walker.next();
-          if (route == null) {
-            ended = true;
-            walker.report();
-          } else {
-            next =
-                new GenericInternalRow(
-                    new Object[] {
-                      UTF8String.fromString(route.topic), walker.out.key, walker.out.value, null
-                    });
-          }
-        }
-        return next != null;
-      }
-
-      @Override
-      public InternalRow next() {
-        if (!hasNext()) {
-          throw new NoSuchElementException();
-        }
-        InternalRow row = next;
-        next = null;
-        return row;
-      }
-    };
+          return route == null ? null : Rows.row(UTF8String.fromString(route.topic), walker.out);
+        },
+        walker::report);
   }
 
   /**
