@@ -569,6 +569,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--source-rows", type=int, default=200_000, help="of the sources part")
     parser.add_argument(
+        "--source-formats",
+        default="debezium,debezium-avro,canal-json",
+        help="the sources part's formats, comma-separated",
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="the throughput part only, on a local cluster: three Kafka nodes (3 copies) and "
@@ -588,6 +593,7 @@ def main(argv: list[str] | None = None) -> int:
                 SparkConfig(master="local[2]", conf={"spark.driver.memory": "4g"}), "bench"
             )
             registry = registry_service.start()
+            only = tuple(args.source_formats.split(","))
             if args.sources_only:
                 sources(
                     spark,
@@ -596,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.rounds,
                     SOURCE_BATCH,
                     registry.url,
+                    only,
                 )
                 spark.stop()
                 return 0
@@ -617,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
                     args.rounds,
                     SOURCE_BATCH,
                     registry.url,
+                    only,
                 )
                 avro_encoders(spark, info.bootstrap_servers, source)
                 for delivery in ("at_least_once", "exactly_once"):

@@ -54,6 +54,15 @@ final class Debezium implements Encoding {
 
   @Override
   public boolean encode(byte[] key, byte[] value, Encoded out) {
+    return encode(key, value, null, out);
+  }
+
+  /**
+   * A change read as {@link #encode(byte[], byte[], Encoded)} reads JsonConverter's JSON, or,
+   * with {@code typed} ({after, before} columns: an Avro writer schema's, {@link DebeziumAvro}),
+   * a bare key and payload whose images are read by those columns.
+   */
+  boolean encode(byte[] key, byte[] value, Connect.Column[][] typed, Encoded out) {
     if (scratch == null) {
       scratch = new Scratch(commits);
     }
@@ -67,7 +76,7 @@ final class Debezium implements Encoding {
     o.reset();
     out.position = null;
     out.tx = null;
-    if (!value(value, o, s, out)) {
+    if (!value(value, o, s, typed, out)) {
       return false;
     }
     out.value = out.ts == null ? null : o.copy(0);
@@ -139,16 +148,29 @@ final class Debezium implements Encoding {
     return f[f.length - 1] == 2 && f[0] >= 0 && f[2] >= 0;
   }
 
-  /** The value: the envelope written to {@code o}, the time and places to {@code out}. */
-  private boolean value(byte[] b, Buffer o, Scratch s, Encoded out) {
-    int[] f = s.envelope;
-    int from = payload(b, f, s.valueSchema);
-    if (from < 0) {
-      return false;
-    }
-    boolean typed = enveloped(f) && b[f[0]] == '{'; // else the values are kept as they came
-    if (typed && !schema(b, f[0], f[1], s)) {
-      return false;
+  /**
+   * The value: the envelope written to {@code o}, the time and places to {@code out}; {@code
+   * given}: a bare payload, its images' columns.
+   */
+  private boolean value(byte[] b, Buffer o, Scratch s, Connect.Column[][] given, Encoded out) {
+    int from = 0;
+    Connect.Column[] after = null; // null: the values are kept as they came
+    Connect.Column[] before = null;
+    if (given != null) {
+      after = given[0];
+      before = given[1];
+    } else {
+      int[] f = s.envelope;
+      from = payload(b, f, s.valueSchema);
+      if (from < 0) {
+        return false;
+      }
+      boolean typed = enveloped(f) && b[f[0]] == '{';
+      if (typed && !schema(b, f[0], f[1], s)) {
+        return false;
+      }
+      after = typed ? s.after : null;
+      before = typed ? s.before : null;
     }
     int[] p = s.payload;
     if (b[from] != '{' || Members.read(b, from, PAYLOAD, p, null) < 0) {
@@ -166,12 +188,12 @@ final class Debezium implements Encoding {
       return false;
     }
     Envelope.after(o);
-    if (!image(b, p[2], p[3], typed ? s.after : null, o)) {
+    if (!image(b, p[2], p[3], after, o)) {
       return false;
     }
     int mark = o.size;
     Envelope.before(o);
-    if (!image(b, p[0], p[1], typed ? s.before : null, o)) {
+    if (!image(b, p[0], p[1], before, o)) {
       return false; // read whether written or not, as the Python side reads it
     }
     if (!diff) {

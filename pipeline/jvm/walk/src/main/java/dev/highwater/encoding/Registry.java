@@ -34,12 +34,27 @@ final class Registry implements Serializable {
   /** A writer schema as the walk reads by it. */
   static final class Schema {
     final AvroJson.Node node;
-    final byte[] connect; // the Connect-style schema, JSON
+    // an envelope's {after, before} columns by the Connect-style schema; null: not told apart
+    final Connect.Column[][] typed;
+    final boolean enveloped; // a record of exactly the fields schema and payload
 
-    Schema(AvroJson.Node node, byte[] connect) {
+    Schema(AvroJson.Node node, JsonNode connect) {
       this.node = node;
-      this.connect = connect;
+      Connect.Column[] after = Connect.columns(connect, "after");
+      Connect.Column[] before = Connect.columns(connect, "before");
+      this.typed = after == null || before == null ? null : new Connect.Column[][] {after, before};
+      this.enveloped = node.type == AvroJson.Type.RECORD && names(node).equals(ENVELOPE);
     }
+  }
+
+  private static final java.util.Set<String> ENVELOPE = java.util.Set.of("schema", "payload");
+
+  private static java.util.Set<String> names(AvroJson.Node record) {
+    java.util.Set<String> names = new java.util.HashSet<>();
+    for (byte[] quoted : record.names) {
+      names.add(new String(quoted, 1, quoted.length - 2, StandardCharsets.UTF_8));
+    }
+    return names;
   }
 
   private final String url;
@@ -84,7 +99,7 @@ final class Registry implements Serializable {
         return null;
       }
       JsonNode writer = JSON.readTree(JSON.readTree(answer.body()).path("schema").asText());
-      return new Schema(AvroJson.parse(writer), JSON.writeValueAsBytes(connect(writer)));
+      return new Schema(AvroJson.parse(writer), connect(writer));
     } catch (IOException | IllegalArgumentException e) {
       return null;
     } catch (InterruptedException e) {
