@@ -6,7 +6,9 @@ it, as ``stream.write_batch`` does; the two must write the same records, per sou
 partition in the same order, with the same summaries.
 """
 
+import operator
 from collections.abc import Callable
+from functools import reduce
 from typing import Any
 
 from pyspark.sql import Observation
@@ -38,9 +40,10 @@ def python_loop(batch: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult
 
 
 def walk_then_rests(batch: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
-    """As ``stream.write_batch`` does it: the walk, then each rest through the Python loop.
+    """As ``stream.write_batch`` does it: the walk, then its rests through the Python loop.
 
-    The rests are cut from the same frame (the changefeed reads them from Kafka again).
+    The rests are cut from the same frame, all in one job as ``walk.write_rest`` reads them
+    (the changefeed reads them from Kafka again).
     """
     walk = walk_plan(the_plan)
     assert walk is not None
@@ -48,14 +51,16 @@ def walk_then_rests(batch: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchRe
     rows = records.collect()
     result, rests = walked.result()
     summaries = list(result.partitions)
-    for rest in rests:
-        p = rest.partition.partition
-        part = batch.where(
-            (F.col("partition") == p)
+    if rests:
+        cut = [
+            (F.col("partition") == rest.partition.partition)
             & (F.col("offset") >= rest.start)
             & (F.col("offset") < rest.stop)
+            for rest in rests
+        ]
+        more, more_result = python_loop(
+            batch.where(reduce(operator.or_, cut)), rest_plan(the_plan, rests)
         )
-        more, more_result = python_loop(part.coalesce(1), rest_plan(the_plan, [rest]))
         rows += more
         summaries += more_result.partitions
     return rows, BatchResult.of(summaries)
