@@ -30,6 +30,7 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -594,16 +595,18 @@ def main(argv: list[str] | None = None) -> int:
             )
             registry = registry_service.start()
             only = tuple(args.source_formats.split(","))
+            sources_part = partial(
+                sources,
+                spark,
+                info.bootstrap_servers,
+                args.source_rows,
+                args.rounds,
+                SOURCE_BATCH,
+                registry.url,
+                only,
+            )
             if args.sources_only:
-                sources(
-                    spark,
-                    info.bootstrap_servers,
-                    args.source_rows,
-                    args.rounds,
-                    SOURCE_BATCH,
-                    registry.url,
-                    only,
-                )
+                sources_part()
                 spark.stop()
                 return 0
             source = throughput(
@@ -617,15 +620,7 @@ def main(argv: list[str] | None = None) -> int:
             )
             if not args.throughput_only:
                 raw_limit(spark, info.bootstrap_servers, source, args.rows, args.partitions)
-                sources(
-                    spark,
-                    info.bootstrap_servers,
-                    args.source_rows,
-                    args.rounds,
-                    SOURCE_BATCH,
-                    registry.url,
-                    only,
-                )
+                sources_part()
                 avro_encoders(spark, info.bootstrap_servers, source)
                 for delivery in ("at_least_once", "exactly_once"):
                     resolved_lag(

@@ -27,7 +27,7 @@ from pipeline.core.batch import BatchPlan
 from pipeline.core.sources.wire import without_logical_types
 from pipeline.core.walk import Walked, walk_plan
 from schemas.hlc import Hlc
-from tests.support.debezium_avro import avro_envelope
+from tests.support.debezium_avro import avro_column, avro_envelope
 from tests.support.walk import frame, same_as_the_python_loop
 
 SRC = "pg.public.avro_orders"
@@ -36,11 +36,10 @@ LSN = 24_000_000
 
 
 def optional(name: str, kind: Any, semantic: str | None = None, **extra: Any) -> Any:
-    """An optional column (``semantic``: its Connect name)."""
-    spec: Any = kind
-    if semantic is not None or extra:
-        spec = {"type": kind, **extra, **({"connect.name": semantic} if semantic else {})}
-    return {"name": name, "type": ["null", spec], "default": None}
+    """An optional column (``semantic``: its Connect name); a complex ``kind`` as it is."""
+    if semantic is None and not extra:
+        return {"name": name, "type": ["null", kind], "default": None}
+    return avro_column(name, kind, semantic, **extra)
 
 
 COLUMNS = [

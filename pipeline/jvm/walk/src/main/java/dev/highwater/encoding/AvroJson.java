@@ -82,6 +82,9 @@ final class AvroJson {
       }
       return union;
     }
+    if (s.path("type").isContainerNode()) { // {"type": <a schema>}: that schema
+      return parse(s.get("type"), namespace, named);
+    }
     String type = s.path("type").asText("");
     switch (type) {
       case "record":

@@ -165,6 +165,12 @@ class AvroJsonTest {
   }
 
   @Test
+  void a_schema_given_as_its_type_is_that_schema() throws Exception {
+    AvroJson.Node node = schema("{\"type\":{\"type\":\"array\",\"items\":\"int\"}}");
+    assertEquals("[1]", read(node, bytes(0x02, 0x02, 0x00)));
+  }
+
+  @Test
   void a_name_is_looked_up_in_its_namespace() throws Exception {
     AvroJson.Node node =
         schema(
