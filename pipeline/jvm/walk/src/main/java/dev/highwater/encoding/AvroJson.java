@@ -22,6 +22,7 @@ import java.util.Map;
  */
 final class AvroJson {
   static final int MAX_DEPTH = 64;
+  private static final byte[] HEX = "0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
   private static final ObjectMapper JSON = new ObjectMapper();
 
   enum Type {
@@ -211,7 +212,7 @@ final class AvroJson {
           if (at[0] < 0 || (n.type == Type.INT && v != (int) v)) {
             return false;
           }
-          ascii(Long.toString(v), out);
+          digits(v, out);
           return true;
         }
       case FLOAT:
@@ -340,8 +341,13 @@ final class AvroJson {
         out.put('\\');
         out.put(c);
         i++;
-      } else if (c < 0x20) {
-        ascii(String.format("\\u%04x", c), out);
+      } else if (c < 0x20) { // escaped by its code (Canonical writes it again as orjson does)
+        out.put('\\');
+        out.put('u');
+        out.put('0');
+        out.put('0');
+        out.put(HEX[c >> 4]);
+        out.put(HEX[c & 0xf]);
         i++;
       } else if (c < 0x80) {
         out.put(c);
@@ -384,6 +390,28 @@ final class AvroJson {
     }
     at[0] = i;
     return (n >>> 1) ^ -(n & 1);
+  }
+
+  /** A long's decimal digits (Long.toString's, without the String). */
+  private static void digits(long v, Encoding.Buffer out) {
+    if (v == Long.MIN_VALUE) {
+      ascii(Long.toString(v), out);
+      return;
+    }
+    if (v < 0) {
+      out.put('-');
+      v = -v;
+    }
+    int length = 1;
+    for (long rest = v / 10; rest > 0; rest /= 10) {
+      length++;
+    }
+    out.room(length);
+    for (int k = out.size + length - 1; k >= out.size; k--) {
+      out.bytes[k] = (byte) ('0' + v % 10);
+      v /= 10;
+    }
+    out.size += length;
   }
 
   private static void ascii(String text, Encoding.Buffer out) {
