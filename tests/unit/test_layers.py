@@ -11,6 +11,7 @@
 ``pipeline/cli.py``,   everything but ``pipeline/dev/`` (which plugs into the command through
 ``pipeline/job.py``    an entry point)
 ``pipeline/dev/``      everything; nothing of the product imports it
+``highwater_consumer`` ``schemas``, ``encoders`` (the consumer library: no Spark, no pipeline)
 =====================  =====================================================================
 """
 
@@ -22,7 +23,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("schemas", "encoders", "sinks", "pipeline")
+PACKAGES = ("schemas", "encoders", "sinks", "pipeline", "highwater_consumer")
 ENTRY_POINTS = {"pipeline.cli", "pipeline.job"}
 # a part of the tree -> the parts of ours it must never import (prefixes of module names)
 FORBIDDEN = {
@@ -35,6 +36,7 @@ FORBIDDEN = {
     "pipeline.control": {"pipeline.dev", *ENTRY_POINTS},
     "pipeline.cli": {"pipeline.dev", "pipeline.job"},
     "pipeline.job": {"pipeline.dev", "pipeline.cli"},
+    "highwater_consumer": {"pipeline", "sinks", "pyspark"},
 }
 ALLOWED_WITHIN = {"pipeline.config": {"pipeline.config"}}
 
@@ -124,7 +126,8 @@ def test_the_rules_see_relative_imports() -> None:
 def test_importing_the_pure_layers_and_the_command_does_not_load_spark() -> None:
     code = (
         "import sys, schemas.errors, schemas.hlc, encoders, sinks.partitioning, "
-        "pipeline.config, pipeline.core.policy, pipeline.cli; print('pyspark' in sys.modules)"
+        "pipeline.config, pipeline.core.policy, pipeline.cli, highwater_consumer; "
+        "print('pyspark' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT
