@@ -22,7 +22,6 @@ import java.util.Map;
  */
 final class AvroJson {
   static final int MAX_DEPTH = 64;
-  private static final byte[] HEX = "0123456789abcdef".getBytes(StandardCharsets.US_ASCII);
   private static final ObjectMapper JSON = new ObjectMapper();
 
   enum Type {
@@ -337,17 +336,8 @@ final class AvroJson {
     int i = at[0];
     while (i < end) {
       int c = b[i] & 0xff;
-      if (c == '"' || c == '\\') {
-        out.put('\\');
-        out.put(c);
-        i++;
-      } else if (c < 0x20) { // escaped by its code (Canonical writes it again as orjson does)
-        out.put('\\');
-        out.put('u');
-        out.put('0');
-        out.put('0');
-        out.put(HEX[c >> 4]);
-        out.put(HEX[c & 0xf]);
+      if (c == '"' || c == '\\' || c < 0x20) {
+        Canonical.character(c, out); // escaped as orjson escapes it
         i++;
       } else if (c < 0x80) {
         out.put(c);

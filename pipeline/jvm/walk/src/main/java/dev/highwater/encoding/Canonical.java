@@ -242,7 +242,7 @@ final class Canonical {
   }
 
   /** One character as orjson writes it in a string. */
-  private static void character(int code, Encoding.Buffer out) {
+  static void character(int code, Encoding.Buffer out) {
     if (code == '"' || code == '\\') {
       out.put('\\');
       out.put(code);
