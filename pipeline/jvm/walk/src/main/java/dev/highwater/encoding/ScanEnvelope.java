@@ -143,17 +143,18 @@ public final class ScanEnvelope implements Serializable {
       return false;
     }
     out.ts = ts;
-    boolean deleted = value[out.from[0]] == 'n';
-    if (snapshot && deleted) {
-      out.key = null;
-      out.value = null;
-      return true;
-    }
+    // the key is read first: one the Python scan cannot read is its bad record, deleted or not
     Encoding.Buffer o = out.buffer;
     o.reset();
     i = Canonical.value(key, Json.ws(key, 0), o, 0);
     if (i < 0 || o.bytes[0] != '[' || Json.ws(key, i) != key.length) {
       return false;
+    }
+    boolean deleted = value[out.from[0]] == 'n';
+    if (snapshot && deleted) {
+      out.key = null;
+      out.value = null;
+      return true;
     }
     out.key = o.copy(0);
     o.reset();
