@@ -23,8 +23,9 @@ consumer around it reads, pauses and commits (issue 35).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from schemas.hlc import Hlc
 
@@ -41,6 +42,10 @@ class Row:
     value: bytes | None = field(compare=False)  # the envelope; None: a tombstone
     partition: Partition = field(compare=False)
     offset: int = field(compare=False)
+    # decoded (decoding.py): the key's values, and the row after (None: deleted) and before
+    key_values: Any = field(compare=False, default=None)
+    after: Mapping[str, Any] | None = field(compare=False, default=None)
+    before: Mapping[str, Any] | None = field(compare=False, default=None)
 
 
 @dataclass(frozen=True)
@@ -109,6 +114,10 @@ class Windows:
         if held.marker is None or resolved > held.marker:
             held.marker, held.marker_at = resolved, offset
 
+    def skipped(self, partition: Partition, offset: int) -> None:
+        """A record read on ``partition`` at ``offset`` that is neither (a bad one, reported)."""
+        self._read(partition, offset)
+
     def _read(self, partition: Partition, offset: int) -> _Held:
         held = self.partitions.get(partition)
         if held is None:
@@ -123,6 +132,19 @@ class Windows:
         if any(m is None for m in markers):
             return None
         return min(m for m in markers if m is not None)
+
+    def ahead(self) -> set[Partition]:
+        """The partitions whose latest marker is above the frontier: what they hold waits."""
+        frontier = self.frontier
+        return {
+            partition
+            for partition, held in self.partitions.items()
+            if held.marker is not None and (frontier is None or held.marker > frontier)
+        }
+
+    def held(self) -> int:
+        """How many rows are held above the last window."""
+        return len(self.rows)
 
     def ready(self) -> Iterator[Window]:
         """The windows the frontier resolves now, in pieces of at most ``piece`` rows.

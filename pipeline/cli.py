@@ -7,6 +7,8 @@
     highwater safepoint set | delete | query  hold source data back from GC (operators)
     highwater gc run [--once]               trim the source topics below the GC safe point
     highwater server                        the REST API (safepoints, changefeeds)
+    highwater tail CHANGEFEED [--json]      a changefeed's output as resolved windows
+    highwater apply CHANGEFEED --dsn DSN    ... applied to PostgreSQL tables, exactly once
     highwater dev …                         broker, jars, Kafka CLI, generator, demo
 
 Errors of ours print as one clear message (no traceback) and exit non-zero: 2 for a config
@@ -26,6 +28,7 @@ import sys
 from importlib.metadata import entry_points
 from pathlib import Path
 
+from highwater_consumer.cli import add_commands as add_consumer_commands
 from pipeline.config import load_config
 from pipeline.control.cli import add_operator_commands
 from pipeline.runtime import jars
@@ -63,6 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(handler=_fetch_jars)
 
     add_operator_commands(commands)
+    add_consumer_commands(commands)
     for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         plugin.load()(commands)
     return parser

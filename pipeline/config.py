@@ -647,6 +647,20 @@ class ChangefeedConfig(_Section):
         )
         return f"{self.sink.topic_prefix}{table}"
 
+    def output_description(self) -> dict[str, Any]:
+        """Where and how the changefeed writes, as its job status tells consumers."""
+        encoder = self.encoder
+        avro = encoder.format == "avro"
+        registry = encoder.schema_registry
+        return {
+            "topics": {self.output_topic(s): s.table for s in self.sources},
+            "format": encoder.format,
+            "envelope": encoder.envelope,
+            "updated": encoder.updated,
+            "registry": registry.url if avro and registry is not None else None,
+            "schema_topic": encoder.schema_topic if avro and registry is None else None,
+        }
+
 
 def load_config(path: str | Path, base_dir: str | Path | None = None) -> ChangefeedConfig:
     """Read and validate a YAML config file; raise :class:`ConfigError` listing every problem.

@@ -328,6 +328,17 @@ class TableSchemaStatus(_Part):
     added: tuple[str, ...]  # the columns it added
 
 
+class OutputFields(_Part):
+    """Where and how a changefeed writes, for its consumers (``highwater_consumer``)."""
+
+    topics: dict[str, str]  # output topic -> the table it carries
+    format: Literal["json", "avro"]
+    envelope: str
+    updated: bool
+    registry: str | None = None  # Avro: the registry's URL (its credentials are not written)
+    schema_topic: str | None = None  # registry-free Avro: where the schemas are published
+
+
 class StatusRecord(Record):
     """What an operator reads about a changefeed without its logs."""
 
@@ -349,8 +360,9 @@ class StatusRecord(Record):
     schemas: dict[str, TableSchemaStatus] | None = None  # Avro: per table
     delivery: Literal["at_least_once", "exactly_once"] | None = None  # None: written before it
     generation: int | None = None  # exactly once: the run's generation (progress.py)
+    output: OutputFields | None = None  # None: written before it
 
     def encode(self) -> bytes:
         """The record's bytes; the fields added since version 1 only where they are set."""
-        later = {name for name in ("delivery", "generation") if getattr(self, name) is None}
+        later = {n for n in ("delivery", "generation", "output") if getattr(self, n) is None}
         return self.model_dump_json(exclude=later).encode()

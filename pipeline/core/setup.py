@@ -127,6 +127,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     status.schemas = schemas.status() or None
     status.delivery = config.delivery
     status.generation = None if claim is None else claim.generation
+    status.output = config.output_description()
     return Outputs(
         schemas=schemas,
         checkpoints=checkpoints,

@@ -36,6 +36,7 @@ from .backfill import ScanProgress
 from .batch import BatchResult
 from .position import Position
 from .records import (
+    OutputFields,
     SafepointFields,
     StatusRecord,
     TableSchemaStatus,
@@ -49,6 +50,7 @@ log = logging.getLogger(__name__)
 
 # how an error names the parts of the status (they are validated when it is written)
 _SAFEPOINT, _SCHEMA = "job status's safepoint", "job status's schema"
+_OUTPUT = "job status's output"
 
 
 def _now() -> str:
@@ -74,6 +76,7 @@ class JobStatus:
     schemas: Mapping[str, Any] | None = None
     delivery: str | None = None  # at_least_once or exactly_once
     generation: int | None = None  # exactly once: the run's generation
+    output: Mapping[str, Any] | None = None  # where and how it writes (records.OutputFields)
 
     def encode(self) -> bytes:
         """The record's bytes (:class:`.records.StatusRecord`)."""
@@ -96,13 +99,14 @@ class JobStatus:
             else {t: read_part(TableSchemaStatus, v, _SCHEMA) for t, v in self.schemas.items()},
             delivery=self.delivery,
             generation=self.generation,
+            output=None if self.output is None else read_part(OutputFields, self.output, _OUTPUT),
         ).encode()
 
     @classmethod
     def decode(cls, data: bytes, *, where: str | None = None) -> JobStatus:
         """Parse a status record (``where``: its topic and key, for the error)."""
         record = records.decode(StatusRecord, data, where=where)
-        dumped = record.model_dump(mode="json", include={"scan", "safepoint", "schemas"})
+        dumped = record.model_dump(mode="json", include={"scan", "safepoint", "schemas", "output"})
         return cls(
             changefeed_id=record.changefeed_id,
             state=record.state,
@@ -118,6 +122,7 @@ class JobStatus:
             schemas=dumped["schemas"],
             delivery=record.delivery,
             generation=record.generation,
+            output=dumped["output"],
         )
 
 
@@ -179,6 +184,7 @@ class StatusPublisher:
         self.schemas: Mapping[str, Any] | None = None  # Avro: each table's output schema
         self.delivery: str | None = None  # at_least_once or exactly_once
         self.generation: int | None = None  # exactly once: the run's generation
+        self.output: Mapping[str, Any] | None = None  # where and how it writes, for consumers
 
     def publish(
         self,
@@ -207,6 +213,7 @@ class StatusPublisher:
             schemas=self.schemas,
             delivery=self.delivery,
             generation=self.generation,
+            output=self.output,
         )
         try:
             self.jobs.put(self.changefeed_id, status.encode())

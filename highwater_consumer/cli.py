@@ -1,0 +1,187 @@
+"""``highwater tail`` and ``highwater apply``: the consumer library from the command line.
+
+    highwater tail CHANGEFEED [--json]            windows as they resolve, for people or scripts
+    highwater apply CHANGEFEED --dsn DSN          windows into PostgreSQL, exactly once
+
+The output is found from the changefeed's job status (``--jobs-topic``), or given with
+``--topic`` (then ``--format``, ``--registry`` or ``--schema-topic`` say how it is written).
+Also ``python -m highwater_consumer``, where Highwater's changefeed side is not installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import datetime
+import logging
+import decimal
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from schemas.errors import HighwaterError
+from schemas.hlc import Hlc
+from schemas.jsontext import Number
+
+from .consumer import ChangefeedConsumer
+from .decoding import BadRecord
+from .output import JOBS_TOPIC, Output
+from .windows import Row, Window
+
+
+def add_commands(commands: Any) -> None:
+    """Add ``tail`` and ``apply`` to a command tree (``highwater``'s, or this module's own)."""
+    tail = commands.add_parser("tail", help="print a changefeed's windows as they resolve")
+    _output_args(tail)
+    tail.add_argument("--json", action="store_true", help="one JSON object a line, for scripts")
+    tail.set_defaults(handler=_tail)
+    apply = commands.add_parser(
+        "apply", help="apply a changefeed's windows to PostgreSQL tables, exactly once"
+    )
+    _output_args(apply)
+    apply.add_argument("--dsn", required=True, help="libpq connection string of the target")
+    apply.add_argument(
+        "--table",
+        action="append",
+        default=[],
+        metavar="TABLE=TARGET",
+        help="the target of a changefeed table (default: the table of the same name)",
+    )
+    apply.add_argument("--group", help="the consumer group (highwater-apply-<changefeed>)")
+    apply.set_defaults(handler=_apply)
+
+
+def _output_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("changefeed", help="the changefeed id")
+    parser.add_argument(
+        "--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+    )
+    parser.add_argument("--jobs-topic", default=JOBS_TOPIC, help=f"({JOBS_TOPIC})")
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        metavar="TOPIC[=TABLE]",
+        help="read these output topics instead of the job status's",
+    )
+    parser.add_argument("--format", choices=["json", "avro"], default="json", help="with --topic")
+    parser.add_argument("--registry", help="the schema registry's URL (Avro, with --topic)")
+    parser.add_argument("--registry-auth", help="USER:PASSWORD for the registry")
+    parser.add_argument("--schema-topic", help="registry-free Avro's schema topic (with --topic)")
+    parser.add_argument("--until", type=Hlc.parse, help="stop after the window at or above R")
+    parser.add_argument("--idle", type=float, help="stop after this many seconds of no records")
+
+
+def output_of(args: argparse.Namespace) -> Output:
+    """The output the arguments name."""
+    auth = {} if args.registry_auth is None else {"basic.auth.user.info": args.registry_auth}
+    if not args.topic:
+        return Output.of_changefeed(
+            args.bootstrap_servers, args.changefeed, jobs_topic=args.jobs_topic, registry=auth
+        )
+    topics = {}
+    for given in args.topic:
+        topic, _, table = given.partition("=")
+        topics[topic] = table or topic
+    return Output(
+        bootstrap=args.bootstrap_servers,
+        topics=topics,
+        format=args.format,
+        registry=None if args.registry is None else {"url": args.registry, **auth},
+        schema_topic=args.schema_topic,
+    )
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Number):
+        return orjson.Fragment(value.text)
+    if isinstance(value, decimal.Decimal):
+        return orjson.Fragment(str(value)) if value.is_finite() else str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(value).decode()
+    if isinstance(value, (datetime.date, datetime.time, uuid.UUID)):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} has no JSON form")
+
+
+def _json(value: Any) -> str:
+    return orjson.dumps(value, default=_plain).decode()
+
+
+def _printer(as_json: bool) -> Callable[[Window], None]:
+    def readable(window: Window) -> None:
+        for row in window.rows:
+            what = "delete" if row.after is None else _json(row.after)
+            print(f"  {row.table} {_json(row.key_values)} @{row.updated} {what}")
+        if window.last:
+            print(f"resolved {window.resolved}", flush=True)
+
+    def scripted(window: Window) -> None:
+        for row in window.rows:
+            print(_json(_row(row)))
+        if window.last:
+            print(_json({"resolved": str(window.resolved)}), flush=True)
+
+    return scripted if as_json else readable
+
+
+def _row(row: Row) -> dict[str, Any]:
+    return {
+        "table": row.table,
+        "key": row.key_values,
+        "updated": str(row.updated),
+        "after": row.after,
+        "before": row.before,
+    }
+
+
+def _tail(args: argparse.Namespace) -> int:
+    bad: list[BadRecord] = []
+
+    def report(record: BadRecord) -> None:
+        bad.append(record)
+        print(f"bad record {record}", file=sys.stderr, flush=True)
+
+    show = _printer(args.json)
+    group = f"highwater-tail-{uuid.uuid4().hex[:12]}"  # reads it all, commits nothing
+    with ChangefeedConsumer(output_of(args), group, on_bad=report) as consumer:
+        for window in consumer.windows(until=args.until, idle=args.idle):
+            show(window)
+    return 1 if bad else 0
+
+
+def _apply(args: argparse.Namespace) -> int:
+    from .postgres import PostgresApplier, apply  # noqa: PLC0415 - psycopg only here
+
+    tables = dict(t.split("=", 1) for t in args.table)
+    applier = PostgresApplier(args.dsn, args.changefeed, tables)
+    try:
+        after = applier.start()
+        group = args.group or f"highwater-apply-{args.changefeed}"
+        with ChangefeedConsumer(output_of(args), group, after=after) as consumer:
+            windows = apply(consumer, applier, until=args.until, idle=args.idle)
+    finally:
+        applier.close()
+    print(f"applied {windows} windows, {applier.applied} rows", file=sys.stderr)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m highwater_consumer``."""
+    parser = argparse.ArgumentParser(prog="highwater_consumer", description=__doc__.split("\n")[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    add_commands(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        return int(args.handler(args))
+    except HighwaterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,227 @@
+"""A changefeed's output topics read as resolved windows, committed once acknowledged.
+
+    with ChangefeedConsumer(Output.of_changefeed("localhost:9092", "orders-feed"), "my-app") as c:
+        for window in c.windows():
+            apply(window.rows)          # in commit order, every row once
+            c.ack(window)               # offsets (and R) committed only now
+
+Every partition of every output topic is read (assigned, not balanced: windows need them all)
+with ``isolation.level=read_committed``, so exactly-once output shows only committed rows.
+A partition whose latest marker is above the frontier is paused until the others catch up:
+what it would read now could only wait in memory. The committed offsets carry R in their
+metadata: a restarted consumer resumes after the last acknowledged window and drops replays
+(``after``, or the R a sink stored itself, e.g. in the same SQL transaction as its rows).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+
+from schemas.hlc import Hlc
+
+from .decoding import BadRecord, ConsumerError, Marker
+from .output import Output
+from .windows import Partition, Row, Window, Windows
+
+log = logging.getLogger(__name__)
+
+METADATA_PREFIX = "highwater R="  # a committed offset's metadata: the acknowledged window's R
+
+
+class ChangefeedConsumer:
+    """Reads ``output`` as consumer group ``group`` and hands over resolved windows.
+
+    ``after``: the last window the application holds (None: the R committed with the group's
+    offsets, if any); ``piece``: the most rows handed over at once (a bigger window comes in
+    pieces, the last marked); ``on_bad``: called with each :class:`BadRecord` (None: raise it,
+    stopping at the record).
+    """
+
+    def __init__(
+        self,
+        output: Output,
+        group: str,
+        *,
+        after: Hlc | None = None,
+        piece: int = 100_000,
+        on_bad: Callable[[BadRecord], None] | None = None,
+        batch: int = 10_000,
+        poll_seconds: float = 0.5,
+    ) -> None:
+        self.output = output
+        self.decode = output.decoder()
+        self.on_bad = on_bad
+        self.batch = batch
+        self.poll_seconds = poll_seconds
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": output.bootstrap,
+                "group.id": group,
+                "enable.auto.commit": False,
+                "isolation.level": "read_committed",
+                "auto.offset.reset": "earliest",
+                **output.kafka,
+            }
+        )
+        partitions = self._partitions()
+        committed = self.consumer.committed([TopicPartition(t, p) for t, p in partitions], 30)
+        stored = [_stored(tp.metadata) for tp in committed if tp.offset >= 0]
+        found = [r for r in stored if r is not None]
+        self.after = after if after is not None else max(found, default=None)
+        self.state = Windows(partitions, self.after, piece)
+        starts = {(tp.topic, tp.partition): tp.offset for tp in committed}
+        self.consumer.assign(
+            [
+                TopicPartition(t, p, starts[(t, p)] if starts[(t, p)] >= 0 else OFFSET_BEGINNING)
+                for t, p in partitions
+            ]
+        )
+        self.paused: set[Partition] = set()
+        self.reported = time.monotonic()  # when the state was last logged
+        self.pending: dict[Hlc, dict[Partition, int]] = {}  # handed over, not acknowledged
+
+    def _partitions(self) -> list[Partition]:
+        out: list[Partition] = []
+        for topic in sorted(self.output.topics):
+            metadata = self.consumer.list_topics(topic, timeout=30).topics.get(topic)
+            if metadata is None or metadata.error is not None or not metadata.partitions:
+                raise ConsumerError(f"output topic {topic!r} cannot be read")
+            out.extend((topic, p) for p in sorted(metadata.partitions))
+        return out
+
+    def windows(self, *, until: Hlc | None = None, idle: float | None = None) -> Iterator[Window]:
+        """Windows as they resolve, each one's pieces in commit order.
+
+        Forever, or until a window at or above ``until`` was handed over (or was before the
+        start), or ``idle`` seconds passed with nothing to read.
+        """
+        quiet_since = time.monotonic()
+        while until is None or self.state.after is None or self.state.after < until:
+            messages = self.consumer.consume(self.batch, self.poll_seconds)
+            if messages:
+                quiet_since = time.monotonic()
+            for message in messages:
+                self._read(message)
+            for window in self.state.ready():
+                log.info(
+                    "window %s: %d rows (last piece: %s)",
+                    window.resolved,
+                    len(window.rows),
+                    window.last,
+                )
+                if window.last:
+                    self.pending[window.resolved] = self.state.committable()
+                yield window
+                if until is not None and window.last and window.resolved >= until:
+                    return
+            self._pause_ahead()
+            if time.monotonic() - self.reported > 10:
+                self.reported = time.monotonic()
+                markers = {f"{t}/{p}": str(h.marker) for (t, p), h in self.state.partitions.items()}
+                log.info(
+                    "waiting above %s: markers %s, paused %s, %d rows held",
+                    self.state.after,
+                    markers,
+                    sorted(self.paused),
+                    self.state.held(),
+                )
+            if idle is not None and time.monotonic() - quiet_since > idle:
+                return
+
+    def _read(self, message: Message) -> None:
+        error = message.error()
+        if error is not None:
+            if error.retriable() or not error.fatal():
+                return  # librdkafka retries on its own; a fatal one stops the consumer
+            raise ConsumerError(f"reading the output failed: {error}")
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        if topic is None or partition is None or offset is None:
+            return  # not a record (librdkafka's events carry no place)
+        place = (topic, partition)
+        key, value = message.key(), message.value()
+        try:
+            decoded = self.decode(topic, partition, offset, key, value)
+        except BadRecord as bad:
+            if self.on_bad is None:
+                raise
+            self.on_bad(bad)
+            self.state.skipped(place, offset)
+            return
+        if isinstance(decoded, Marker):
+            self.state.marker(place, offset, decoded.resolved)
+            return
+        self.state.row(
+            Row(
+                decoded.updated,
+                self.output.topics[topic],
+                key or b"",
+                value,
+                place,
+                offset,
+                decoded.key,
+                decoded.after,
+                decoded.before,
+            )
+        )
+
+    def _pause_ahead(self) -> None:
+        ahead = self.state.ahead()
+        pause, resume = ahead - self.paused, self.paused - ahead
+        if pause or resume:
+            log.info(
+                "paused %s, resumed %s (frontier %s, %d rows held)",
+                sorted(pause),
+                sorted(resume),
+                self.state.frontier,
+                self.state.held(),
+            )
+        if pause:
+            self.consumer.pause([TopicPartition(t, p) for t, p in sorted(pause)])
+        if resume:
+            self.consumer.resume([TopicPartition(t, p) for t, p in sorted(resume)])
+        self.paused = ahead
+
+    def ack(self, window: Window) -> None:
+        """The application holds ``window``: commit the offsets a restart resumes from, with R.
+
+        A piece that is not its window's last commits nothing (the window is acknowledged
+        whole); windows handed over before it are acknowledged with it.
+        """
+        if not window.last:
+            return
+        offsets = self.pending.pop(window.resolved, None)
+        if offsets is None:
+            raise ConsumerError(f"window {window.resolved} was not handed over, or acknowledged")
+        for older in [r for r in self.pending if r < window.resolved]:
+            del self.pending[older]
+        metadata = f"{METADATA_PREFIX}{window.resolved}"
+        commit = [TopicPartition(t, p, o, metadata=metadata) for (t, p), o in offsets.items()]
+        if commit:
+            try:
+                self.consumer.commit(offsets=commit, asynchronous=False)
+            except KafkaException as exc:
+                raise ConsumerError(
+                    f"committing the offsets of window {window.resolved} failed: {exc}"
+                ) from exc
+        self.after = window.resolved
+
+    def close(self) -> None:
+        """Leave (uncommitted windows are handed over again to the next consumer)."""
+        self.consumer.close()
+
+    def __enter__(self) -> ChangefeedConsumer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _stored(metadata: str | None) -> Hlc | None:
+    if not metadata or not metadata.startswith(METADATA_PREFIX):
+        return None
+    return Hlc.parse(metadata.removeprefix(METADATA_PREFIX))

@@ -1,0 +1,243 @@
+"""``highwater apply`` on the real chain: source topic -> changefeed -> consumer -> PostgreSQL.
+
+A seeded workload (numbers of every form, text of any characters, nested JSON, deletes, a
+column added mid-stream, upstream duplicates, bad records, a lagging partition) flows through
+a changefeed (``highwater run``, at least once: a kill replays rows) into the output topics;
+``highwater apply`` (a process of its own, SIGKILLed at random moments and started again)
+applies its windows to a real PostgreSQL. All along, a reader takes snapshots of the target
+(the stored R and the table, in one transaction): at every stored R the table must equal the
+source's state at R, value for value. After the drain, the applier runs to the final marker
+and the table equals the source's final state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from pipeline.config import load_config
+from pipeline.dev.postgres import EmbeddedPostgres, PostgresInfo
+from schemas.hlc import Hlc
+from sinks.admin import ensure_topics
+from tests.support.changefeed import run_to_end
+from tests.support.process import ROOT, run_killed_at, write_config
+from tests.support.producer import SteadyProducer
+from tests.support.workload import SourceChange, Workload
+
+PARTITIONS = 3
+SEED = int(os.environ.get("HIGHWATER_APPLY_SEED", "11"))
+KILLS = int(os.environ.get("HIGHWATER_APPLY_KILLS", "1"))  # of the changefeed
+TABLE = """
+CREATE TABLE {name} (
+    region text, id bigint, amount numeric, note text, meta json, maybe text, extra numeric,
+    PRIMARY KEY (region, id)
+)
+"""
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[PostgresInfo]:
+    folder = Path(tempfile.mkdtemp(prefix="highwater-apply-"))
+    folder.chmod(0o755)  # the postgres user reaches it (pytest's own folders are root's)
+    server = EmbeddedPostgres(folder / "pg")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def source_state(changes: list[SourceChange], resolved: Hlc) -> dict[tuple[str, int], str]:
+    """Each live key's ``after`` text at ``resolved`` (the changes are in commit order)."""
+    state: dict[tuple[str, int], str] = {}
+    for change in changes:
+        if change.wall > resolved.wall:
+            break
+        region, number = json.loads(change.key)
+        if change.after == "null":
+            state.pop((region, number), None)
+        else:
+            state[(region, number)] = change.after
+    return state
+
+
+def expected_row(after: str) -> tuple[Any, ...]:
+    """What the table must hold of an ``after`` text: numbers by value, JSON by its text."""
+    values = json.loads(after, parse_float=Decimal, parse_int=Decimal)
+    meta = re.search(r'"meta":(\{"tags".*?\]\]\}\})', after)
+    assert meta is not None
+    extra = values.get("extra")
+    return (values["amount"], values["note"], meta.group(1), values["maybe"], extra)
+
+
+def snapshot(dsn: str, changefeed: str, table: str) -> tuple[Hlc | None, dict[Any, Any]]:
+    """The stored R and the table, read in one transaction."""
+    with psycopg.connect(dsn) as connection:
+        connection.execute("BEGIN ISOLATION LEVEL REPEATABLE READ")
+        if connection.execute("SELECT to_regclass('highwater_applied')").fetchone() == (None,):
+            return None, {}  # before the applier's first start
+        found = connection.execute(
+            "SELECT resolved FROM highwater_applied WHERE changefeed = %s", (changefeed,)
+        ).fetchone()
+        rows = connection.execute(
+            f"SELECT region, id, amount, note, meta::text, maybe, extra FROM {table}"  # noqa: S608
+        ).fetchall()
+    resolved = None if found is None else Hlc.parse(found[0])
+    return resolved, {(r[0], r[1]): tuple(r[2:]) for r in rows}
+
+
+def differences(workload: Workload, resolved: Hlc, table: dict[Any, Any]) -> list[str]:
+    """How the table differs from the source at ``resolved`` (empty: equal)."""
+    want = {
+        key: expected_row(after) for key, after in source_state(workload.changes, resolved).items()
+    }
+    out = [f"missing {k}" for k in want.keys() - table.keys()]
+    out += [f"not deleted {k}" for k in table.keys() - want.keys()]
+    out += [
+        f"{k}: {table[k]} != {want[k]}" for k in want.keys() & table.keys() if table[k] != want[k]
+    ]
+    return out
+
+
+class Applier:
+    """``highwater apply`` as a process, SIGKILLed at random moments until told to finish."""
+
+    def __init__(self, args: list[str], log: Path, rnd: random.Random) -> None:
+        self.args, self.log, self.rnd = args, log, rnd
+        self.kills = 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Applier:
+        self.thread.start()
+        return self
+
+    def process(self, *more: str) -> subprocess.Popen[bytes]:
+        with self.log.open("ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "highwater_consumer", "-v", "apply", *self.args, *more],
+                cwd=ROOT,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+
+    def _run(self) -> None:
+        while not self.stop.is_set():
+            process = self.process()
+            try:
+                process.wait(self.rnd.uniform(2.0, 6.0))
+                time.sleep(0.5)  # it failed: before the changefeed's first run, no status yet
+            except subprocess.TimeoutExpired:
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                self.kills += 1
+
+    def finish(self, until: Hlc) -> None:
+        """Stop killing; one last run to the window at ``until``."""
+        self.stop.set()
+        self.thread.join(30)
+        done = self.process("--until", str(until)).wait(180)
+        assert done == 0, self.log.read_text(errors="replace")[-3000:]
+
+
+class Checker:
+    """Snapshots of the target while it is being applied: each one equal to the source at R."""
+
+    def __init__(self, dsn: str, changefeed: str, table: str, workload: Workload) -> None:
+        self.dsn, self.changefeed, self.table, self.workload = dsn, changefeed, table, workload
+        self.checked: set[Hlc] = set()
+        self.failures: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Checker:
+        self.thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.3):
+            resolved, table = snapshot(self.dsn, self.changefeed, self.table)
+            if resolved is None or resolved in self.checked:
+                continue
+            wrong = differences(self.workload, resolved, table)
+            if wrong:
+                self.failures.append(f"at R {resolved}: {wrong[:5]}")
+            self.checked.add(resolved)
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+
+
+def test_applied_tables_equal_the_source_at_every_stored_r_across_kills(
+    kafka_bootstrap: str, unique_name: Any, tmp_path: Path, postgres: PostgresInfo, spark: Any
+) -> None:
+    rnd = random.Random(SEED)
+    source, changefeed_id = unique_name("src"), unique_name("cf")
+    table = "orders_applied"
+    with psycopg.connect(postgres.dsn, autocommit=True) as connection:
+        connection.execute(TABLE.format(name=table))
+    workload = Workload(partitions=PARTITIONS, seed=SEED)
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: PARTITIONS})
+    raw = {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "sources": [{"topic": source, "table": "orders"}],
+        "cursor": "0.0000000000",
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+        "encoder": {"updated": True, "diff": True},
+        "resolved": {"interval": "0s"},
+        "checkpoint": {"min_checkpoint_frequency": "0s"},
+        "on_error": "dlq",
+        "spark": {"trigger": {"processing_time": "300ms"}, "max_offsets_per_trigger": 300},
+    }
+    config = write_config(tmp_path / "cf.yaml", raw)
+    producer = SteadyProducer(kafka_bootstrap, source, workload).start()
+    args = [changefeed_id, "--bootstrap-servers", kafka_bootstrap, "--dsn", postgres.dsn]
+    applier = Applier([*args, "--table", f"orders={table}"], tmp_path / "apply.log", rnd)
+    checker = Checker(postgres.dsn, changefeed_id, table, workload)
+    applier.start()
+    checker.start()
+    try:
+        for _ in range(KILLS):  # the changefeed SIGKILLed at a random point of its work
+            crash = (
+                f"{rnd.choice(['during_write', 'after_write', 'after_marker'])}:{rnd.randint(3, 6)}"
+            )
+            run_killed_at(config, tmp_path / "runs.log", crash, timeout=240)
+        producer.stop()
+        producer.finish()
+        drain = {**raw, "spark": {"trigger": {"available_now": True}}}
+        run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
+        final = Hlc(max(c.wall for c in workload.changes) + 1_000)  # the final markers' time
+        applier.finish(final)
+    finally:
+        producer.stop()
+        checker.finish()
+        applier.stop.set()
+    resolved, rows = snapshot(postgres.dsn, changefeed_id, table)
+    assert resolved is not None and resolved >= final
+    assert differences(workload, resolved, rows) == []
+    assert len(rows) > 100, "a table of the workload's live keys"
+    assert checker.failures == []
+    print(
+        f"apply: {len(workload.changes)} changes, {len(rows)} rows, {KILLS} changefeed kills, "
+        f"{applier.kills} applier kills, {len(checker.checked)} stored R checked"
+    )
+    assert applier.kills >= 1, "the applier was killed while applying"
+    assert len(checker.checked) >= 5, "snapshots taken at several stored R"
