@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
-import logging
 import decimal
+import logging
 import os
 import sys
 import uuid

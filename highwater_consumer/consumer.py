@@ -7,8 +7,9 @@
 
 Every partition of every output topic is read (assigned, not balanced: windows need them all)
 with ``isolation.level=read_committed``, so exactly-once output shows only committed rows.
-A partition whose latest marker is above the frontier is paused until the others catch up:
-what it would read now could only wait in memory. The committed offsets carry R in their
+While more than ``hold`` rows wait above the frontier, a partition whose latest marker is
+above it is paused until the others catch up: what it would read could only wait in memory.
+The committed offsets carry R in their
 metadata: a restarted consumer resumes after the last acknowledged window and drops replays
 (``after``, or the R a sink stored itself, e.g. in the same SQL transaction as its rows).
 """
@@ -20,15 +21,30 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Message, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    TopicPartition,
+)
 
 from schemas.hlc import Hlc
 
 from .decoding import BadRecord, ConsumerError, Marker
 from .output import Output
-from .windows import Partition, Row, Window, Windows
+from .windows import Partition, Window, Windows
 
 log = logging.getLogger(__name__)
+
+# the group's coordinator is being chosen or loaded (a new broker, a moved partition): wait
+_COORDINATOR_MOVING = {
+    KafkaError.NOT_COORDINATOR,
+    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    KafkaError.COORDINATOR_NOT_AVAILABLE,
+    KafkaError._TIMED_OUT,
+}
 
 METADATA_PREFIX = "highwater R="  # a committed offset's metadata: the acknowledged window's R
 
@@ -39,7 +55,8 @@ class ChangefeedConsumer:
     ``after``: the last window the application holds (None: the R committed with the group's
     offsets, if any); ``piece``: the most rows handed over at once (a bigger window comes in
     pieces, the last marked); ``on_bad``: called with each :class:`BadRecord` (None: raise it,
-    stopping at the record).
+    stopping at the record); ``hold``: the rows held above the frontier beyond which the
+    partitions running ahead are paused.
     """
 
     def __init__(
@@ -52,12 +69,14 @@ class ChangefeedConsumer:
         on_bad: Callable[[BadRecord], None] | None = None,
         batch: int = 10_000,
         poll_seconds: float = 0.5,
+        hold: int = 500_000,
     ) -> None:
         self.output = output
         self.decode = output.decoder()
         self.on_bad = on_bad
         self.batch = batch
         self.poll_seconds = poll_seconds
+        self.hold = hold
         self.consumer = Consumer(
             {
                 "bootstrap.servers": output.bootstrap,
@@ -69,11 +88,11 @@ class ChangefeedConsumer:
             }
         )
         partitions = self._partitions()
-        committed = self.consumer.committed([TopicPartition(t, p) for t, p in partitions], 30)
+        committed = self._committed(partitions)
         stored = [_stored(tp.metadata) for tp in committed if tp.offset >= 0]
         found = [r for r in stored if r is not None]
         self.after = after if after is not None else max(found, default=None)
-        self.state = Windows(partitions, self.after, piece)
+        self.state = Windows(partitions, self.after, piece, self.decode.change)
         starts = {(tp.topic, tp.partition): tp.offset for tp in committed}
         self.consumer.assign(
             [
@@ -84,6 +103,22 @@ class ChangefeedConsumer:
         self.paused: set[Partition] = set()
         self.reported = time.monotonic()  # when the state was last logged
         self.pending: dict[Hlc, dict[Partition, int]] = {}  # handed over, not acknowledged
+
+    def _committed(self, partitions: list[Partition], timeout: float = 60) -> list[TopicPartition]:
+        """The group's committed offsets (a new broker's coordinator may need a moment)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return list(self.consumer.committed([TopicPartition(*p) for p in partitions], 30))
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                code = error.code() if isinstance(error, KafkaError) else None
+                retriable = code in _COORDINATOR_MOVING or (
+                    isinstance(error, KafkaError) and error.retriable()
+                )
+                if not retriable or time.monotonic() > deadline:
+                    raise ConsumerError(f"the group's committed offsets: {exc}") from exc
+                time.sleep(0.5)
 
     def _partitions(self) -> list[Partition]:
         out: list[Partition] = []
@@ -145,32 +180,25 @@ class ChangefeedConsumer:
         place = (topic, partition)
         key, value = message.key(), message.value()
         try:
-            decoded = self.decode(topic, partition, offset, key, value)
+            read = self.decode(topic, partition, offset, key, value)
         except BadRecord as bad:
             if self.on_bad is None:
                 raise
             self.on_bad(bad)
             self.state.skipped(place, offset)
             return
-        if isinstance(decoded, Marker):
-            self.state.marker(place, offset, decoded.resolved)
+        if isinstance(read, Marker):
+            self.state.marker(place, offset, read.resolved)
             return
-        self.state.row(
-            Row(
-                decoded.updated,
-                self.output.topics[topic],
-                key or b"",
-                value,
-                place,
-                offset,
-                decoded.key,
-                decoded.after,
-                decoded.before,
-            )
-        )
+        self.state.add(read, self.output.topics[topic], key or b"", value, place, offset)
 
     def _pause_ahead(self) -> None:
-        ahead = self.state.ahead()
+        """Above ``hold`` rows held, pause the partitions running ahead; below, read them all.
+
+        Pausing costs reading speed (a resumed partition is fetched again), so it only bounds
+        memory: while the frontier waits on a slow partition, the others stop at their marker.
+        """
+        ahead = self.state.ahead() if self.state.held() > self.hold else set()
         pause, resume = ahead - self.paused, self.paused - ahead
         if pause or resume:
             log.info(

@@ -18,14 +18,14 @@ import io
 import json
 import struct
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import fastavro
+import orjson
 
 from schemas.errors import HighwaterError, RecordRef
 from schemas.hlc import Hlc
-from schemas.jsontext import loads_exact
+from schemas.jsontext import loads_exact, lossy
 
 CONFLUENT_MAGIC = b"\x00"
 SINGLE_OBJECT_MAGIC = b"\xc3\x01"
@@ -44,37 +44,40 @@ class BadRecord(ConsumerError):
         super().__init__(f"{record}: {reason}")
 
 
-@dataclass(frozen=True)
-class Marker:
+class Marker(NamedTuple):
     """A resolved marker: nothing at or below ``resolved`` not yet seen follows."""
 
     resolved: Hlc
 
 
-@dataclass(frozen=True)
-class Change:
-    """A row change: the key's values, the row after (None: deleted) and before, its time."""
+class Change(NamedTuple):
+    """A row change: its time, the key's values, the row after (None: deleted) and before."""
 
     updated: Hlc
     key: Any  # JSON: the array of key values; Avro: the key record
-    after: Mapping[str, Any] | None
-    before: Mapping[str, Any] | None
+    after: dict[str, Any] | None
+    before: dict[str, Any] | None
 
 
-Decoded = Marker | Change
+Read = Marker | Hlc  # what reading a record tells: a marker, or a row change's time
 SchemaLookup = Callable[[bytes], Mapping[str, Any] | None]  # a schema by its header
+TOMBSTONE = "a tombstone: the envelope must be wrapped (a delete has 'after': null)"
 
 
 def _time(value: Any, what: str) -> Hlc:
-    if not isinstance(value, str):
+    if type(value) is not str:
         raise ValueError(f"{what} is not an HLC text")
     return Hlc.parse(value)
 
 
-def _change(key: Any, value: Mapping[str, Any]) -> Decoded:
-    if set(value) == {"resolved"}:
+def _envelope(key: Any, value: Any) -> Read:
+    """A decoded record's marker, or its row change's time; ``ValueError`` if neither."""
+    if type(value) is not dict:
+        raise ValueError("the value is not an object (a record)")
+    if len(value) == 1 and "resolved" in value:
         return Marker(_time(value["resolved"], "resolved"))
-    if "updated" not in value or value["updated"] is None:
+    updated = value.get("updated")
+    if updated is None:
         raise ValueError(
             "no 'updated' in the envelope: consuming windows needs the changefeed's "
             "envelope: wrapped with updated: true"
@@ -82,32 +85,55 @@ def _change(key: Any, value: Mapping[str, Any]) -> Decoded:
     if "after" not in value:
         raise ValueError("no 'after' in the envelope: not Highwater's wrapped envelope")
     after, before = value["after"], value.get("before")
-    for name, image in (("after", after), ("before", before)):
-        if image is not None and not isinstance(image, Mapping):
-            raise ValueError(f"'{name}' is neither an object nor null")
-    return Change(_time(value["updated"], "updated"), key, after, before)
+    if (after is not None and type(after) is not dict) or (
+        before is not None and type(before) is not dict
+    ):
+        raise ValueError("'after' or 'before' is neither an object nor null")
+    if key is None:
+        raise ValueError("a row change without a key")
+    return _time(updated, "updated")
+
+
+def _exact(data: bytes) -> Any:
+    """JSON with every number as written: orjson where it loses nothing, else the exact reader."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return loads_exact(data)  # numbers beyond a double, lone surrogates: or not JSON
+    return loads_exact(data) if lossy(value, data) else value
 
 
 class JsonDecoder:
-    """The JSON envelope, numbers exact."""
+    """The JSON envelope.
 
-    def decode(self, key: bytes | None, value: bytes | None) -> Decoded:
-        """A record's meaning; ``ValueError`` says why it is not Highwater's."""
+    Reading validates a record whole (orjson) and keeps only its time; a row's exact values
+    are read when asked for (:meth:`change`).
+    """
+
+    def read(self, key: bytes | None, value: bytes | None) -> Read:
+        """A record's marker or time; ``ValueError`` says why it is not Highwater's."""
         if value is None:
-            raise ValueError(
-                "a tombstone: the envelope must be wrapped (a delete has 'after': null)"
-            )
-        parsed = loads_exact(value)
-        if not isinstance(parsed, dict):
-            raise ValueError("the value is not a JSON object")
-        if set(parsed) == {"resolved"}:
-            return _change(None, parsed)
-        if key is None:
-            raise ValueError("a row change without a key")
-        key_values = loads_exact(key)
-        if not isinstance(key_values, list):
-            raise ValueError("the key is not a JSON array")
-        return _change(key_values, parsed)
+            raise ValueError(TOMBSTONE)
+        try:
+            parsed = orjson.loads(value)
+        except orjson.JSONDecodeError:
+            parsed = loads_exact(value)
+        read = _envelope(key, parsed)
+        if type(read) is Hlc:
+            try:
+                key_values = orjson.loads(key)  # type: ignore[arg-type]
+            except orjson.JSONDecodeError:
+                key_values = loads_exact(key)  # type: ignore[arg-type]
+            if type(key_values) is not list:
+                raise ValueError("the key is not a JSON array")
+        return read
+
+    def change(self, key: bytes, value: bytes) -> Change:
+        """A row change read whole, numbers exact (a record :meth:`read` took)."""
+        envelope = _exact(value)
+        return Change(
+            Hlc.parse(envelope["updated"]), _exact(key), envelope["after"], envelope.get("before")
+        )
 
 
 class AvroDecoder:
@@ -137,20 +163,24 @@ class AvroDecoder:
             raise ValueError(f"{len(data) - body.tell()} bytes left over after the Avro datum")
         return datum
 
-    def decode(self, key: bytes | None, value: bytes | None) -> Decoded:
-        """A record's meaning; ``ValueError`` (or an Avro error) says why it is not ours."""
+    def read(self, key: bytes | None, value: bytes | None) -> Read:
+        """A record's marker or time; ``ValueError`` (or an Avro error) if it is not ours."""
         if value is None:
-            raise ValueError(
-                "a tombstone: the envelope must be wrapped (a delete has 'after': null)"
-            )
-        datum = self._read(value)
-        if not isinstance(datum, dict):
-            raise ValueError("the value is not an Avro record")
-        if set(datum) == {"resolved"}:
-            return _change(None, datum)
-        if key is None:
-            raise ValueError("a row change without a key")
-        return _change(self._read(key), datum)
+            raise ValueError(TOMBSTONE)
+        read = _envelope(key, self._read(value))
+        if type(read) is Hlc and type(self._read(key)) is not dict:  # type: ignore[arg-type]
+            raise ValueError("the key is not an Avro record")
+        return read
+
+    def change(self, key: bytes, value: bytes) -> Change:
+        """A row change read whole (a record :meth:`read` took)."""
+        envelope = self._read(value)
+        return Change(
+            Hlc.parse(envelope["updated"]),
+            self._read(key),
+            envelope["after"],
+            envelope.get("before"),
+        )
 
 
 class Decoder:
@@ -158,13 +188,14 @@ class Decoder:
 
     def __init__(self, reader: JsonDecoder | AvroDecoder) -> None:
         self.reader = reader
+        self.change = reader.change
 
     def __call__(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
-    ) -> Decoded:
-        """The record's meaning, or :class:`BadRecord`."""
+    ) -> Read:
+        """The record's marker or row change time, or :class:`BadRecord`."""
         try:
-            return self.reader.decode(key, value)
+            return self.reader.read(key, value)
         except (ValueError, TypeError, EOFError, RecursionError, struct.error) as exc:
             raise BadRecord(
                 RecordRef(topic, partition, offset), str(exc) or type(exc).__name__
@@ -173,6 +204,17 @@ class Decoder:
             raise BadRecord(
                 RecordRef(topic, partition, offset), f"{type(exc).__name__}: {exc}"
             ) from exc
+
+    def decode(
+        self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
+    ) -> Marker | Change:
+        """The record whole: a marker or a row change, or :class:`BadRecord`."""
+        read = self(topic, partition, offset, key, value)
+        if type(read) is Marker:
+            return read
+        if key is None or value is None:  # read() refuses both
+            raise BadRecord(RecordRef(topic, partition, offset), "a row change without a key")
+        return self.change(key, value)
 
 
 def registry_lookup(config: Mapping[str, Any]) -> SchemaLookup:

@@ -23,18 +23,25 @@ consumer around it reads, pauses and commits (issue 35).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
 from schemas.hlc import Hlc
 
+from .decoding import Change
+
 Partition = tuple[str, int]  # an output topic and partition
+# a held row: ((wall, logical), table, key, value, partition, offset); sorts in commit order
+_Tuple = tuple[tuple[int, int], str, bytes, "bytes | None", Partition, int]
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(order=True, slots=True)
 class Row:
-    """One output record of a row change, ordered as windows hand rows over."""
+    """One output record of a row change, ordered as windows hand rows over.
+
+    (Slots, not frozen: one is made per record read, and a frozen dataclass's init is slow.)
+    """
 
     updated: Hlc
     table: str
@@ -42,10 +49,37 @@ class Row:
     value: bytes | None = field(compare=False)  # the envelope; None: a tombstone
     partition: Partition = field(compare=False)
     offset: int = field(compare=False)
-    # decoded (decoding.py): the key's values, and the row after (None: deleted) and before
-    key_values: Any = field(compare=False, default=None)
-    after: Mapping[str, Any] | None = field(compare=False, default=None)
-    before: Mapping[str, Any] | None = field(compare=False, default=None)
+    # how to read the record whole when asked (decoding.Decoder.change); None: it cannot be
+    reader: Callable[[bytes, bytes], Change] | None = field(compare=False, default=None, repr=False)
+    _change: Change | None = field(compare=False, default=None, init=False, repr=False)
+
+    @property
+    def change(self) -> Change:
+        """The row change read whole, values exact.
+
+        Read when first asked for: a held row keeps its bytes only (few objects for the
+        garbage collector to walk while a window fills).
+        """
+        if self._change is None:
+            if self.reader is None or self.value is None:
+                raise ValueError(f"row {self.partition}@{self.offset} has no reader")
+            self._change = self.reader(self.key, self.value)
+        return self._change
+
+    @property
+    def key_values(self) -> Any:
+        """The key's values (JSON: the array; Avro: the key record)."""
+        return self.change.key
+
+    @property
+    def after(self) -> dict[str, Any] | None:
+        """The row after the change, values exact; None: deleted."""
+        return self.change.after
+
+    @property
+    def before(self) -> dict[str, Any] | None:
+        """The row before the change (the changefeed's ``diff``), or None."""
+        return self.change.before
 
 
 @dataclass(frozen=True)
@@ -79,11 +113,20 @@ class Windows:
 
     ``partitions``: all of them (a partition without a marker holds the frontier back, as it
     must); ``after``: the last window acknowledged before (a restart), rows at or below it are
-    replays; ``piece``: the most rows handed over at once.
+    replays; ``piece``: the most rows handed over at once; ``reader``: how the rows handed
+    over read their record whole (:attr:`Row.reader`).
+
+    Rows are held as plain tuples of their time's parts, table, key, value, partition and
+    offset: tuples of strings, bytes and numbers that the garbage collector stops tracking,
+    so a large window's rows cost it nothing while they wait. Rows are made at hand-over.
     """
 
     def __init__(
-        self, partitions: Iterable[Partition], after: Hlc | None = None, piece: int = 100_000
+        self,
+        partitions: Iterable[Partition],
+        after: Hlc | None = None,
+        piece: int = 100_000,
+        reader: Callable[[bytes, bytes], Change] | None = None,
     ) -> None:
         if piece < 1:
             raise ValueError("piece must be at least 1")
@@ -92,21 +135,37 @@ class Windows:
             raise ValueError("a changefeed's output has at least one partition")
         self.after = after  # the last window handed over (whole)
         self.piece = piece
-        self.rows: dict[tuple[str, bytes, Hlc], Row] = {}  # above ``after``, not handed over
+        self.reader = reader
+        # above ``after``, not handed over: (table, key, (wall, logical)) -> _Tuple
+        self.rows: dict[tuple[str, bytes, tuple[int, int]], _Tuple] = {}
         self.duplicates = 0
 
     def row(self, row: Row) -> None:
         """A row change read on ``row.partition`` at ``row.offset``."""
-        held = self._read(row.partition, row.offset)
-        if self.after is not None and row.updated <= self.after:
+        self.add(row.updated, row.table, row.key, row.value, row.partition, row.offset)
+
+    def add(  # noqa: PLR0917 - a row's parts, without making a Row per record
+        self,
+        updated: Hlc,
+        table: str,
+        key: bytes,
+        value: bytes | None,
+        partition: Partition,
+        offset: int,
+    ) -> None:
+        """A row change (its parts) read on ``partition`` at ``offset``."""
+        held = self._read(partition, offset)
+        after = self.after
+        if after is not None and updated <= after:
             self.duplicates += 1
             return
-        place = (row.table, row.key, row.updated)
+        time = (updated[0], updated[1])
+        place = (table, key, time)
         if place in self.rows:
             self.duplicates += 1
             return
-        self.rows[place] = row
-        heapq.heappush(held.offsets, row.offset)
+        self.rows[place] = (time, table, key, value, partition, offset)
+        heapq.heappush(held.offsets, offset)
 
     def marker(self, partition: Partition, offset: int, resolved: Hlc) -> None:
         """A resolved marker read on ``partition`` at ``offset``."""
@@ -155,10 +214,12 @@ class Windows:
         frontier = self.frontier
         if frontier is None or (self.after is not None and frontier <= self.after):
             return
-        rows = sorted(r for r in self.rows.values() if r.updated <= frontier)
-        for row in rows:
-            del self.rows[(row.table, row.key, row.updated)]
-            self.partitions[row.partition].gone.add(row.offset)
+        resolved = sorted(r for r in self.rows.values() if r[0] <= frontier)  # commit order
+        rows = []
+        for time, table, key, value, partition, offset in resolved:
+            del self.rows[(table, key, time)]
+            self.partitions[partition].gone.add(offset)
+            rows.append(Row(Hlc(*time), table, key, value, partition, offset, self.reader))
         self.after = frontier
         if not rows:
             yield Window(frontier, ())

@@ -51,6 +51,15 @@ class Hlc(_HlcFields):
     @classmethod
     def parse(cls, text: str) -> Hlc:
         """Parse the wire form ``"<wall>.<logical>"`` (the logical part may be omitted)."""
+        wall_text, _, logical_text = text.partition(".")
+        if (  # the common form, without a regular expression
+            0 < len(wall_text) <= 20  # _WIRE's bounds
+            and 0 < len(logical_text) <= 10
+            and text.isascii()
+            and wall_text.isdigit()
+            and logical_text.isdigit()
+        ):
+            return cls(int(wall_text), int(logical_text))
         match = _WIRE.match(text.strip())
         if match is None:
             raise ValueError(f"not an HLC timestamp: {text!r}")

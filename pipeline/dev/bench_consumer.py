@@ -1,0 +1,190 @@
+"""The consumer library's benchmark (``make bench``'s consumer part, or on its own).
+
+    python -m pipeline.dev.bench_consumer [--rows 1000000] [--rounds 3] [--apply-rows 200000]
+
+A topic shaped as a changefeed's JSON output (wrapped envelopes of ~170 bytes with ``updated``
+and ``before``, numbers with fractions, keys of text and number; a marker on every partition
+every ``--marker-every`` changes) is written once; then, side by side in each round:
+
+* **raw**: a plain confluent-kafka consumer reading every record (the Kafka limit of a Python
+  client here);
+* **windows**: :class:`ChangefeedConsumer` handing over every change in resolved windows
+  (decoded, deduplicated, ordered), the offsets of each window committed.
+
+Then ``highwater apply``'s library applies ``--apply-rows`` changes of another such topic to
+a real PostgreSQL table (one transaction per window): rows per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from confluent_kafka import Consumer, Producer
+
+from highwater_consumer import ChangefeedConsumer, Output
+from highwater_consumer.postgres import PostgresApplier, apply
+from schemas.hlc import Hlc
+from sinks.admin import ensure_topics
+from sinks.partitioning import default_partition
+
+from .broker import EmbeddedKafka
+from .postgres import EmbeddedPostgres
+
+WALL = 1_700_000_000_000_000_000
+TABLE = (
+    "CREATE TABLE bench "
+    "(region text, id bigint, amount numeric, note text, items int, PRIMARY KEY (region, id))"
+)
+
+
+def write_output(bootstrap: str, topic: str, rows: int, partitions: int, marker_every: int) -> Hlc:
+    """A changefeed-shaped JSON output of ``rows`` changes; its last marker."""
+    ensure_topics({"bootstrap.servers": bootstrap}, {topic: partitions})
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "linger.ms": 50,
+            "batch.size": 1_000_000,
+            "compression.type": "lz4",
+        }
+    )
+    last = Hlc(WALL)
+    for n in range(rows):
+        wall = WALL + (n + 1) * 1000
+        key = f'["eu-{n % 7}",{n % 200_000}]'.encode()
+        value = (
+            f'{{"after":{{"amount":{n % 9973}.{n % 100:02d},"note":"change {n} é",'
+            f'"items":{n % 13}}},'
+            f'"before":null,"updated":"{wall}.0000000000"}}'
+        ).encode()
+        producer.produce(topic, key=key, value=value, partition=default_partition(key, partitions))
+        if (n + 1) % marker_every == 0 or n + 1 == rows:
+            last = Hlc(wall)
+            marker = f'{{"resolved":"{last}"}}'.encode()
+            for p in range(partitions):
+                producer.produce(topic, value=marker, partition=p)
+        if n % 10_000 == 0:
+            producer.poll(0)
+    if producer.flush(120) != 0:
+        raise RuntimeError(f"{topic}: records not acknowledged")
+    return last
+
+
+def raw(bootstrap: str, topic: str, records: int) -> float:
+    """Seconds a plain consumer takes to read ``records`` records."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"raw-{uuid.uuid4()}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    started, seen = time.perf_counter(), 0
+    while seen < records:
+        seen += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
+    elapsed = time.perf_counter() - started
+    consumer.close()
+    return elapsed
+
+
+def windows(bootstrap: str, topic: str, until: Hlc) -> tuple[float, int, int]:
+    """Seconds, changes and windows of a ChangefeedConsumer reading the whole output."""
+    output = Output(bootstrap, {topic: "bench"})
+    changes = count = 0
+    with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
+        started = time.perf_counter()
+        for window in consumer.windows(until=until):
+            changes += len(window.rows)
+            count += window.last
+            consumer.ack(window)
+        elapsed = time.perf_counter() - started
+    return elapsed, changes, count
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Both parts on a broker of their own."""
+    parser = argparse.ArgumentParser(prog="bench_consumer", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--partitions", type=int, default=6)
+    parser.add_argument("--marker-every", type=int, default=5_000)
+    parser.add_argument("--apply-rows", type=int, default=200_000)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="highwater-bench-consumer-") as scratch:
+        broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
+        bootstrap = broker.start().bootstrap_servers
+        try:
+            consumer_part(bootstrap, args.rows, args.rounds, args.partitions, args.marker_every)
+            apply_part(
+                bootstrap, Path(scratch), args.apply_rows, args.partitions, args.marker_every
+            )
+        finally:
+            broker.stop()
+    return 0
+
+
+def consumer_part(
+    bootstrap: str, rows: int, rounds: int, partitions: int, marker_every: int
+) -> None:
+    """The consumer alone against a plain consumer of the same topic, side by side."""
+    topic = f"bench-output-{uuid.uuid4().hex[:8]}"
+    last = write_output(bootstrap, topic, rows, partitions, marker_every)
+    records = rows + partitions * -(-rows // marker_every)
+    ratios = []
+    for round_ in range(rounds):
+        plain = raw(bootstrap, topic, records)
+        before = time.process_time()
+        elapsed, changes, count = windows(bootstrap, topic, last)
+        cpu = time.process_time() - before
+        if changes != rows:
+            raise RuntimeError(f"{changes} changes handed over of {rows}")
+        ratios.append(plain / elapsed)
+        print(
+            f"consumer round {round_ + 1}: raw {records / plain:,.0f} records/s ({plain:.1f} s); "
+            f"windows {changes / elapsed:,.0f} changes/s ({elapsed:.1f} s, {count} windows, "
+            f"CPU {cpu:.1f} s); ratio {plain / elapsed:.2f} of raw",
+            flush=True,
+        )
+    print(f"consumer: median ratio to a plain consumer {statistics.median(ratios):.2f}")
+
+
+def apply_part(
+    bootstrap: str, scratch: Path, rows: int, partitions: int, marker_every: int
+) -> None:
+    """Windows applied to a real PostgreSQL table: rows per second."""
+    topic = f"bench-apply-{uuid.uuid4().hex[:8]}"
+    last = write_output(bootstrap, topic, rows, partitions, marker_every)
+    folder = Path(tempfile.mkdtemp(prefix="highwater-bench-pg-"))  # the postgres user reaches it
+    folder.chmod(0o755)
+    server = EmbeddedPostgres(folder / "pg")
+    info = server.start()
+    try:
+        server.sql(TABLE)
+        applier = PostgresApplier(info.dsn, "bench")
+        applier.start()
+        output = Output(bootstrap, {topic: "bench"})
+        with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
+            started = time.perf_counter()
+            count = apply(consumer, applier, until=last)
+            elapsed = time.perf_counter() - started
+        applier.close()
+        print(
+            f"apply: {applier.applied:,} rows written of {rows:,} changes in {count} windows, "
+            f"{elapsed:.1f} s: {rows / elapsed:,.0f} changes/s, "
+            f"{applier.applied / elapsed:,.0f} rows/s",
+            flush=True,
+        )
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
