@@ -196,14 +196,17 @@ class Decoder:
         """The record's marker or row change time, or :class:`BadRecord`."""
         try:
             return self.reader.read(key, value)
-        except (ValueError, TypeError, EOFError, RecursionError, struct.error) as exc:
-            raise BadRecord(
-                RecordRef(topic, partition, offset), str(exc) or type(exc).__name__
-            ) from exc
         except Exception as exc:  # fastavro raises whatever a corrupt datum makes it raise
-            raise BadRecord(
-                RecordRef(topic, partition, offset), f"{type(exc).__name__}: {exc}"
-            ) from exc
+            raise self.bad(topic, partition, offset, exc) from exc
+
+    @staticmethod
+    def bad(topic: str, partition: int, offset: int, exc: Exception) -> BadRecord:
+        """The bad record a reader's exception says a record is."""
+        plain = (ValueError, TypeError, EOFError, RecursionError, struct.error)
+        reason = str(exc) or type(exc).__name__
+        if not isinstance(exc, plain):
+            reason = f"{type(exc).__name__}: {exc}"
+        return BadRecord(RecordRef(topic, partition, offset), reason)
 
     def decode(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None

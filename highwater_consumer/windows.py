@@ -154,7 +154,11 @@ class Windows:
         offset: int,
     ) -> None:
         """A row change (its parts) read on ``partition`` at ``offset``."""
-        held = self._read(partition, offset)
+        held = self.partitions.get(partition)
+        if held is None:
+            raise KeyError(f"{partition[0]}/{partition[1]} is not a partition of this output")
+        if held.read_to is None or held.read_to <= offset:
+            held.read_to = offset + 1
         after = self.after
         if after is not None and updated <= after:
             self.duplicates += 1
@@ -219,7 +223,8 @@ class Windows:
         for time, table, key, value, partition, offset in resolved:
             del self.rows[(table, key, time)]
             self.partitions[partition].gone.add(offset)
-            rows.append(Row(Hlc(*time), table, key, value, partition, offset, self.reader))
+            updated = tuple.__new__(Hlc, time)  # an Hlc's parts, checked when it was read
+            rows.append(Row(updated, table, key, value, partition, offset, self.reader))
         self.after = frontier
         if not rows:
             yield Window(frontier, ())

@@ -25,7 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from highwater_consumer import ChangefeedConsumer, Output
 from highwater_consumer.postgres import PostgresApplier, apply
@@ -85,7 +85,8 @@ def raw(bootstrap: str, topic: str, records: int) -> float:
             "auto.offset.reset": "earliest",
         }
     )
-    consumer.subscribe([topic])
+    partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
     started, seen = time.perf_counter(), 0
     while seen < records:
         seen += sum(1 for m in consumer.consume(10_000, 1.0) if m.error() is None)
