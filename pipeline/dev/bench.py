@@ -575,12 +575,19 @@ def main(argv: list[str] | None = None) -> int:
         help="the sources part's formats, comma-separated",
     )
     parser.add_argument(
+        "--consumer-only",
+        action="store_true",
+        help="the consumer library's part only (bench_consumer: windows vs a plain consumer, "
+        "apply to PostgreSQL)",
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="the throughput part only, on a local cluster: three Kafka nodes (3 copies) and "
         "a Spark standalone master with two one-core workers",
     )
     args = parser.parse_args(argv)
+    from .bench_consumer import apply_part, consumer_part  # noqa: PLC0415 - a part of its own
     from .bench_sources import sources  # noqa: PLC0415 - it builds on this module
 
     if args.cluster:
@@ -609,6 +616,11 @@ def main(argv: list[str] | None = None) -> int:
                 sources_part()
                 spark.stop()
                 return 0
+            if args.consumer_only:
+                consumer_part(info.bootstrap_servers, 1_000_000, 3, 6, 5_000)
+                apply_part(info.bootstrap_servers, 200_000, 6, 5_000)
+                spark.stop()
+                return 0
             source = throughput(
                 spark,
                 info.bootstrap_servers,
@@ -622,6 +634,8 @@ def main(argv: list[str] | None = None) -> int:
                 raw_limit(spark, info.bootstrap_servers, source, args.rows, args.partitions)
                 sources_part()
                 avro_encoders(spark, info.bootstrap_servers, source)
+                consumer_part(info.bootstrap_servers, 1_000_000, 3, 6, 5_000)
+                apply_part(info.bootstrap_servers, 200_000, 6, 5_000)
                 for delivery in ("at_least_once", "exactly_once"):
                     resolved_lag(
                         spark,

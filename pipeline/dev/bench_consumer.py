@@ -123,9 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap = broker.start().bootstrap_servers
         try:
             consumer_part(bootstrap, args.rows, args.rounds, args.partitions, args.marker_every)
-            apply_part(
-                bootstrap, Path(scratch), args.apply_rows, args.partitions, args.marker_every
-            )
+            apply_part(bootstrap, args.apply_rows, args.partitions, args.marker_every)
         finally:
             broker.stop()
     return 0
@@ -156,9 +154,7 @@ def consumer_part(
     print(f"consumer: median ratio to a plain consumer {statistics.median(ratios):.2f}")
 
 
-def apply_part(
-    bootstrap: str, scratch: Path, rows: int, partitions: int, marker_every: int
-) -> None:
+def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) -> None:
     """Windows applied to a real PostgreSQL table: rows per second."""
     topic = f"bench-apply-{uuid.uuid4().hex[:8]}"
     last = write_output(bootstrap, topic, rows, partitions, marker_every)
