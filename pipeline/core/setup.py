@@ -125,9 +125,8 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         scan=_previous_scan(config, previous),
     )
     status.schemas = schemas.status() or None
-    status.delivery = config.delivery
+    status.delivery, status.output = config.delivery, config.output_description()
     status.generation = None if claim is None else claim.generation
-    status.output = config.output_description()
     return Outputs(
         schemas=schemas,
         checkpoints=checkpoints,

@@ -35,6 +35,7 @@ from pipeline.config import load_config
 from pipeline.dev.postgres import EmbeddedPostgres, PostgresInfo
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
+from tests.integration.test_chaos import config_for
 from tests.support.changefeed import run_to_end
 from tests.support.process import ROOT, run_killed_at, write_config
 from tests.support.producer import SteadyProducer
@@ -195,22 +196,12 @@ def test_applied_tables_equal_the_source_at_every_stored_r_across_kills(
         connection.execute(TABLE.format(name=table))
     workload = Workload(partitions=PARTITIONS, seed=SEED)
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: PARTITIONS})
-    raw = {
-        "changefeed_id": changefeed_id,
-        "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "sources": [{"topic": source, "table": "orders"}],
-        "cursor": "0.0000000000",
-        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
-        "encoder": {"updated": True, "diff": True},
-        "resolved": {"interval": "0s"},
-        "checkpoint": {"min_checkpoint_frequency": "0s"},
-        "on_error": "dlq",
-        "spark": {"trigger": {"processing_time": "300ms"}, "max_offsets_per_trigger": 300},
-    }
+    # at least once: the run after the kill writes again what it wrote since its checkpoint
+    raw = {**config_for(kafka_bootstrap, changefeed_id, source), "delivery": "at_least_once"}
     config = write_config(tmp_path / "cf.yaml", raw)
     producer = SteadyProducer(kafka_bootstrap, source, workload).start()
     args = [changefeed_id, "--bootstrap-servers", kafka_bootstrap, "--dsn", postgres.dsn]
-    applier = Applier([*args, "--table", f"orders={table}"], tmp_path / "apply.log", rnd)
+    applier = Applier([*args, "--table", f"t={table}"], tmp_path / "apply.log", rnd)
     checker = Checker(postgres.dsn, changefeed_id, table, workload)
     applier.start()
     checker.start()

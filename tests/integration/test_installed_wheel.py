@@ -30,7 +30,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.support.changefeed import read_output
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
+PACKAGES = ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer")
 T = "1700000000000000{:03d}.0000000000"
 
 

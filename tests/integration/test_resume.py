@@ -94,19 +94,19 @@ def test_many_partitions_fit_the_budget_and_a_tiny_budget_falls_back_safely(
 ) -> None:
     source = unique_name("src")
     write(
-        GeneratorSpec(topic=source, rows=2000, partitions=120, resolved_every=1000),
+        GeneratorSpec(topic=source, rows=2000, partitions=200, resolved_every=1000),
         {"bootstrap.servers": kafka_bootstrap},
     )
     roomy = changefeed_config(kafka_bootstrap, unique_name("cf"), [(source, "orders")])
     run_to_end(roomy, spark)
     record = read_checkpoint(kafka_bootstrap, roomy)
     assert record["fallback"] is None
-    assert len(record["partitions"][source]["offsets"]) == 120
+    assert len(record["partitions"][source]["offsets"]) == 200
     assert len(json.dumps(record)) < roomy.checkpoint.frontier_checkpoint_max_bytes
 
     # at least once: a resume reads from the checkpoint's offsets, here none, so from the
     # start, dropping what lies at or below the high-water mark (exactly once would resume
-    # each partition from its committed progress instead, and claim 240 transactional ids)
+    # each partition from its committed progress instead, and claim 400 transactional ids)
     tiny = changefeed_config(
         kafka_bootstrap,
         unique_name("cf"),
@@ -121,7 +121,7 @@ def test_many_partitions_fit_the_budget_and_a_tiny_budget_falls_back_safely(
     assert record["partitions"] == {}
     write(
         GeneratorSpec(
-            topic=source, rows=1000, partitions=120, resolved_every=1000, first_order_id=10**6
+            topic=source, rows=1000, partitions=200, resolved_every=1000, first_order_id=10**6
         ),
         {"bootstrap.servers": kafka_bootstrap},
     )
