@@ -15,6 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run of the suite (CI included): a failure is
+# one anyone can run again, not a draw of that day. Exploring new draws is a run of its own:
+# HIGHWATER_HYPOTHESIS=explore (random draws, failures kept in .hypothesis/ and replayed).
+settings.register_profile("suite", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HIGHWATER_HYPOTHESIS", "suite"))
 
 _TIER_BY_FOLDER = {"unit": "unit", "integration": "integration", "spark": "spark"}
 
