@@ -23,12 +23,10 @@ from typing import Any, NamedTuple
 import fastavro
 import orjson
 
+from encoders.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC
 from schemas.errors import HighwaterError, RecordRef
 from schemas.hlc import Hlc
 from schemas.jsontext import loads_exact, lossy
-
-CONFLUENT_MAGIC = b"\x00"
-SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 
 
 class ConsumerError(HighwaterError):
