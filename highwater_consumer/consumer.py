@@ -16,9 +16,11 @@ metadata: a restarted consumer resumes after the last acknowledged window and dr
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from confluent_kafka import (
@@ -32,7 +34,7 @@ from confluent_kafka import (
 
 from schemas.hlc import Hlc
 
-from .decoding import BadRecord, ConsumerError, Marker
+from .decoding import BadRecord, ConsumerError
 from .output import Output
 from .windows import Partition, Window, Windows
 
@@ -56,7 +58,9 @@ class ChangefeedConsumer:
     offsets, if any); ``piece``: the most rows handed over at once (a bigger window comes in
     pieces, the last marked); ``on_bad``: called with each :class:`BadRecord` (None: raise it,
     stopping at the record); ``hold``: the rows held above the frontier beyond which the
-    partitions running ahead are paused.
+    partitions running ahead are paused; ``batch``: the most records read at once (they live
+    in memory together: 20,000 of 4 KB are 80 MB; smaller batches read slower, 2,000 at 0.6
+    of the speed).
     """
 
     def __init__(
@@ -67,7 +71,7 @@ class ChangefeedConsumer:
         after: Hlc | None = None,
         piece: int = 100_000,
         on_bad: Callable[[BadRecord], None] | None = None,
-        batch: int = 10_000,
+        batch: int = 20_000,
         poll_seconds: float = 0.5,
         hold: int = 500_000,
     ) -> None:
@@ -86,6 +90,10 @@ class ChangefeedConsumer:
                 "auto.offset.reset": "earliest",
                 # larger fetches than librdkafka's 1 MB a partition: ~40 % more records a second
                 "max.partition.fetch.bytes": 8 * 1024 * 1024,
+                # a partition whose fetched records wait beyond librdkafka's queue thresholds is
+                # fetched again after this long (librdkafka: 1 s): the reader sat idle a third
+                # of the time (109k -> 118k changes/s)
+                "fetch.queue.backoff.ms": 20,
                 **output.kafka,
             }
         )
@@ -94,7 +102,8 @@ class ChangefeedConsumer:
         stored = [_stored(tp.metadata) for tp in committed if tp.offset >= 0]
         found = [r for r in stored if r is not None]
         self.after = after if after is not None else max(found, default=None)
-        self.state = Windows(partitions, self.after, piece, self.decode.change)
+        tables = {(t, p): output.topics[t] for t, p in partitions}
+        self.state = Windows(tables, self.after, piece, self.decode.change)
         starts = {(tp.topic, tp.partition): tp.offset for tp in committed}
         self.consumer.assign(
             [
@@ -139,11 +148,14 @@ class ChangefeedConsumer:
         """
         quiet_since = time.monotonic()
         while until is None or self.state.after is None or self.state.after < until:
-            messages = self.consumer.consume(self.batch, self.poll_seconds)
-            if messages:
+            with _collector_paused():
+                messages = self.consumer.consume(self.batch, self.poll_seconds)
+                self._read(messages)
+                ready = list(self.state.ready())
+                read, messages = len(messages), []  # the batch's Messages go now, in the pause
+            if read:
                 quiet_since = time.monotonic()
-            self._read(messages)
-            for window in self.state.ready():
+            for window in ready:
                 log.info(
                     "window %s: %d rows (last piece: %s)",
                     window.resolved,
@@ -171,24 +183,23 @@ class ChangefeedConsumer:
 
     def _read(self, messages: list[Message]) -> None:
         """A batch of records into the windows (the loop every record goes through)."""
-        read, bad = self.decode.reader.read, self.decode.bad
-        add, marker, tables = self.state.add, self.state.marker, self.output.topics
+        read, add = self.decode.reader.read, self.state.add
         for message in messages:
             if message.error() is not None:
                 self._failed(message)
                 continue
-            topic, partition, offset = message.topic(), message.partition(), message.offset()
             key, value = message.key(), message.value()
-            place = (topic, partition)
             try:
                 found = read(key, value)
             except Exception as exc:
-                self._bad(bad(topic, partition, offset, exc), place, offset)  # type: ignore[arg-type]
+                self._bad(message, exc)
                 continue
-            if type(found) is Marker:
-                marker(place, offset, found.resolved)  # type: ignore[arg-type]
+            place: Partition = (message.topic(), message.partition())  # type: ignore[assignment]
+            offset: int = message.offset()  # type: ignore[assignment]
+            if type(found) is int:
+                add(place, offset, found, key, value)  # type: ignore[arg-type]
             else:
-                add(found, tables[topic], key or b"", value, place, offset)  # type: ignore[arg-type,index]
+                self.state.marker(place, offset, found.resolved)  # type: ignore[union-attr]
 
     def _failed(self, message: Message) -> None:
         error = message.error()
@@ -196,11 +207,13 @@ class ChangefeedConsumer:
             raise ConsumerError(f"reading the output failed: {error}")
         # else librdkafka retries on its own (an event, not a record)
 
-    def _bad(self, record: BadRecord, place: Partition, offset: int) -> None:
+    def _bad(self, message: Message, exc: Exception) -> None:
+        topic, partition, offset = message.topic(), message.partition(), message.offset()
+        record = self.decode.bad(topic, partition, offset, exc)  # type: ignore[arg-type]
         if self.on_bad is None:
-            raise record
+            raise record from exc
         self.on_bad(record)
-        self.state.skipped(place, offset)
+        self.state.skipped((topic, partition), offset)  # type: ignore[arg-type]
 
     def _pause_ahead(self) -> None:
         """Above ``hold`` rows held, pause the partitions running ahead; below, read them all.
@@ -257,6 +270,26 @@ class ChangefeedConsumer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector paused while a batch is read and its windows made.
+
+    A batch is thousands of Message objects that die together at its end, and a window
+    thousands of rows: the collector would walk them (and every older object) dozens of times
+    a batch while they live (20 % of the consumer's time), yet nothing here makes a cycle.
+    The collector runs as before once the batch is done (and if the application paused it
+    itself, it stays paused).
+    """
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _stored(metadata: str | None) -> Hlc | None:

@@ -25,7 +25,7 @@ import orjson
 
 from encoders.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC
 from schemas.errors import HighwaterError, RecordRef
-from schemas.hlc import Hlc
+from schemas.hlc import Hlc, parse_packed
 from schemas.jsontext import loads_exact, lossy
 
 
@@ -57,39 +57,45 @@ class Change(NamedTuple):
     before: dict[str, Any] | None
 
 
-Read = Marker | Hlc  # what reading a record tells: a marker, or a row change's time
+Read = Marker | int  # what reading a record tells: a marker, or a row change's time (packed)
 SchemaLookup = Callable[[bytes], Mapping[str, Any] | None]  # a schema by its header
 TOMBSTONE = "a tombstone: the envelope must be wrapped (a delete has 'after': null)"
 
 
-def _time(value: Any, what: str) -> Hlc:
+def _text(value: Any, what: str) -> str:
     if type(value) is not str:
         raise ValueError(f"{what} is not an HLC text")
-    return Hlc.parse(value)
+    return value
 
 
 def _envelope(key: Any, value: Any) -> Read:
-    """A decoded record's marker, or its row change's time; ``ValueError`` if neither."""
+    """A decoded record's marker, or its row change's packed time; ``ValueError`` if neither."""
     if type(value) is not dict:
         raise ValueError("the value is not an object (a record)")
-    if len(value) == 1 and "resolved" in value:
-        return Marker(_time(value["resolved"], "resolved"))
     updated = value.get("updated")
     if updated is None:
+        if len(value) == 1 and "resolved" in value:
+            return Marker(Hlc.parse(_text(value["resolved"], "resolved")))
         raise ValueError(
             "no 'updated' in the envelope: consuming windows needs the changefeed's "
             "envelope: wrapped with updated: true"
         )
-    if "after" not in value:
+    after = value.get("after", _ABSENT)
+    if after is _ABSENT:
         raise ValueError("no 'after' in the envelope: not Highwater's wrapped envelope")
-    after, before = value["after"], value.get("before")
+    before = value.get("before")
     if (after is not None and type(after) is not dict) or (
         before is not None and type(before) is not dict
     ):
         raise ValueError("'after' or 'before' is neither an object nor null")
     if key is None:
         raise ValueError("a row change without a key")
-    return _time(updated, "updated")
+    if type(updated) is not str:
+        raise ValueError("updated is not an HLC text")
+    return parse_packed(updated)
+
+
+_ABSENT = object()
 
 
 def _exact(data: bytes) -> Any:
@@ -117,7 +123,7 @@ class JsonDecoder:
         except orjson.JSONDecodeError:
             parsed = loads_exact(value)
         read = _envelope(key, parsed)
-        if type(read) is Hlc:
+        if type(read) is int:
             try:
                 key_values = orjson.loads(key)  # type: ignore[arg-type]
             except orjson.JSONDecodeError:
@@ -166,7 +172,7 @@ class AvroDecoder:
         if value is None:
             raise ValueError(TOMBSTONE)
         read = _envelope(key, self._read(value))
-        if type(read) is Hlc and type(self._read(key)) is not dict:  # type: ignore[arg-type]
+        if type(read) is int and type(self._read(key)) is not dict:  # type: ignore[arg-type]
             raise ValueError("the key is not an Avro record")
         return read
 
@@ -191,7 +197,7 @@ class Decoder:
     def __call__(
         self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None
     ) -> Read:
-        """The record's marker or row change time, or :class:`BadRecord`."""
+        """The record's marker or row change time (packed), or :class:`BadRecord`."""
         try:
             return self.reader.read(key, value)
         except Exception as exc:  # fastavro raises whatever a corrupt datum makes it raise

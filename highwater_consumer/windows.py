@@ -22,49 +22,67 @@ consumer around it reads, pauses and commits (issue 35).
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from bisect import bisect_right
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from itertools import compress, islice, repeat
+from operator import le
+from typing import Any, NamedTuple
 
 from schemas.hlc import Hlc
 
 from .decoding import Change
 
 Partition = tuple[str, int]  # an output topic and partition
-# a held row: ((wall, logical), table, key, value, partition, offset); sorts in commit order
-_Tuple = tuple[tuple[int, int], str, bytes, "bytes | None", Partition, int]
+Reader = Callable[[bytes, bytes], Change]  # a record read whole (decoding.Decoder.change)
 
 
-@dataclass(order=True, slots=True)
-class Row:
-    """One output record of a row change, ordered as windows hand rows over.
-
-    (Slots, not frozen: one is made per record read, and a frozen dataclass's init is slow.)
-    """
-
-    updated: Hlc
+class _RowFields(NamedTuple):
+    time: int  # the commit time packed into one int, ordered as the HLC (Hlc.packed)
     table: str
     key: bytes  # the record's key, as written (the JSON array or the Avro key record)
-    value: bytes | None = field(compare=False)  # the envelope; None: a tombstone
-    partition: Partition = field(compare=False)
-    offset: int = field(compare=False)
-    # how to read the record whole when asked (decoding.Decoder.change); None: it cannot be
-    reader: Callable[[bytes, bytes], Change] | None = field(compare=False, default=None, repr=False)
-    _change: Change | None = field(compare=False, default=None, init=False, repr=False)
+    value: bytes | None  # the envelope; None: a tombstone
+    partition: Partition
+    offset: int
+    reader: Reader | None  # how to read the record whole when asked; None: it cannot be
+
+
+class Row(_RowFields):
+    """One output record of a row change; rows compare in commit order (time, table, key).
+
+    A tuple, made at hand-over from the parts a window held (no decoding on the way); the
+    record is read whole when :attr:`change` (or ``key_values``, ``after``, ``before``) is
+    first asked for, and kept.
+    """
+
+    # no __slots__: a row keeps its change, read when asked, in its __dict__
+
+    @classmethod
+    def of(  # noqa: PLR0917 - a row's parts
+        cls,
+        updated: Hlc,
+        table: str,
+        key: bytes,
+        value: bytes | None,
+        partition: Partition,
+        offset: int,
+        reader: Reader | None = None,
+    ) -> Row:
+        """A row from its parts, its time an :class:`Hlc`."""
+        return cls(updated.packed(), table, key, value, partition, offset, reader)
 
     @property
-    def change(self) -> Change:
-        """The row change read whole, values exact.
+    def updated(self) -> Hlc:
+        """The row's commit time."""
+        return Hlc.unpack(self[0])
 
-        Read when first asked for: a held row keeps its bytes only (few objects for the
-        garbage collector to walk while a window fills).
-        """
-        if self._change is None:
-            if self.reader is None or self.value is None:
-                raise ValueError(f"row {self.partition}@{self.offset} has no reader")
-            self._change = self.reader(self.key, self.value)
-        return self._change
+    @cached_property
+    def change(self) -> Change:
+        """The row change read whole, values exact."""
+        if self.reader is None or self.value is None:
+            raise ValueError(f"row {self.partition}@{self.offset} has no reader")
+        return self.reader(self.key, self.value)
 
     @property
     def key_values(self) -> Any:
@@ -81,6 +99,12 @@ class Row:
         """The row before the change (the changefeed's ``diff``), or None."""
         return self.change.before
 
+    def __repr__(self) -> str:
+        return (
+            f"Row({self.updated}, {self.table!r}, {self.key!r}, "
+            f"{self.partition[0]}/{self.partition[1]}@{self.offset})"
+        )
+
 
 @dataclass(frozen=True)
 class Window:
@@ -91,101 +115,153 @@ class Window:
     last: bool = True
 
 
-@dataclass
 class _Held:
-    """One partition's state: its latest marker, where it was read to, its rows' offsets held."""
+    """One partition: its table, latest marker, where it was read to, and its rows held.
 
-    marker: Hlc | None = None
-    marker_at: int | None = None  # the offset of the record that said it
-    read_to: int | None = None  # just past the last record read
-    offsets: list[int] = field(default_factory=list)  # a heap: the held rows' offsets
-    gone: set[int] = field(default_factory=set)  # offsets in the heap handed over since
+    The rows are four parallel lists of ints and bytes in the order read: a million held
+    rows are four lists to the garbage collector, not a million objects it walks. Read in
+    time order (as a changefeed writes a partition, replays aside), the rows a window takes
+    are a prefix of them, found by bisection: a window costs its own rows, not those held.
+    """
+
+    __slots__ = (
+        "by_offset",
+        "by_time",
+        "keys",
+        "marker",
+        "marker_at",
+        "offsets",
+        "read_to",
+        "table",
+        "times",
+        "values",
+    )
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self.marker: Hlc | None = None
+        self.marker_at: int | None = None  # the offset of the record that said it
+        self.read_to = 0  # just past the last record read (0: none read)
+        self.times: list[int] = []  # packed
+        self.keys: list[bytes] = []
+        self.values: list[bytes | None] = []
+        self.offsets: list[int] = []
+        self.by_time = True  # the held rows' times ascend
+        self.by_offset = True  # and their offsets (false once a partition is read again)
+
+    def add(self, offset: int, time: int, key: bytes, value: bytes | None) -> None:
+        times = self.times
+        if times:
+            if time < times[-1]:
+                self.by_time = False
+            if offset < self.offsets[-1]:
+                self.by_offset = False
+        times.append(time)
+        self.keys.append(key)
+        self.values.append(value)
+        self.offsets.append(offset)
 
     def first(self) -> int | None:
-        """The first offset of a row still held, or None."""
-        while self.offsets and self.offsets[0] in self.gone:
-            self.gone.discard(heapq.heappop(self.offsets))
-        return self.offsets[0] if self.offsets else None
+        """The first offset of a row held, or None."""
+        if not self.offsets:
+            return None
+        return self.offsets[0] if self.by_offset else min(self.offsets)
+
+    def take(self, upto: int, reader: Reader | None, partition: Partition) -> Iterator[Row]:
+        """Hands over the rows held at or below ``upto`` (packed), keeping the others."""
+        times = self.times
+        parts = (self.times, self.keys, self.values, self.offsets)
+        cut = bisect_right(times, upto) if self.by_time else None
+        if cut == len(times):  # the common case: all of them
+            gone: list[list[Any]] = list(parts)
+            self.times, self.keys, self.values, self.offsets = [], [], [], []
+            self.by_time = self.by_offset = True
+        elif cut is not None:
+            gone = [part[:cut] for part in parts]
+            for part in parts:
+                del part[:cut]
+        else:  # replays of older rows among them: row by row
+            go = [t <= upto for t in times]
+            stay = [not g for g in go]
+            gone = [list(compress(part, go)) for part in parts]
+            kept: list[list[Any]] = [list(compress(part, stay)) for part in parts]
+            self.times, self.keys, self.values, self.offsets = kept
+            self.by_time = all(map(le, self.times, islice(self.times, 1, None)))
+        times, keys, values, offsets = gone
+        return map(
+            tuple.__new__,  # Row._make without its Python frame
+            repeat(Row),
+            zip(
+                times,
+                repeat(self.table),
+                keys,
+                values,
+                repeat(partition),
+                offsets,
+                repeat(reader),
+                strict=False,  # repeat() is endless; the lists are one length
+            ),
+        )
 
 
 class Windows:
     """Assembles resolved windows from the records of every partition of a changefeed's output.
 
-    ``partitions``: all of them (a partition without a marker holds the frontier back, as it
-    must); ``after``: the last window acknowledged before (a restart), rows at or below it are
-    replays; ``piece``: the most rows handed over at once; ``reader``: how the rows handed
-    over read their record whole (:attr:`Row.reader`).
+    ``partitions``: all of them, each with its table (a partition without a marker holds the
+    frontier back, as it must); ``after``: the last window acknowledged before (a restart),
+    rows at or below it are replays; ``piece``: the most rows handed over at once;
+    ``reader``: how the rows handed over read their record whole (:attr:`Row.change`).
 
-    Rows are held as plain tuples of their time's parts, table, key, value, partition and
-    offset: tuples of strings, bytes and numbers that the garbage collector stops tracking,
-    so a large window's rows cost it nothing while they wait. Rows are made at hand-over.
+    A row is held as its parts (:class:`_Held`); replays of a row held are dropped when its
+    window is handed over, where the window's rows are sorted anyway.
     """
 
     def __init__(
         self,
-        partitions: Iterable[Partition],
+        partitions: Mapping[Partition, str],
         after: Hlc | None = None,
         piece: int = 100_000,
-        reader: Callable[[bytes, bytes], Change] | None = None,
+        reader: Reader | None = None,
     ) -> None:
         if piece < 1:
             raise ValueError("piece must be at least 1")
-        self.partitions = {p: _Held() for p in partitions}
+        self.partitions = {p: _Held(table) for p, table in partitions.items()}
         if not self.partitions:
             raise ValueError("a changefeed's output has at least one partition")
         self.after = after  # the last window handed over (whole)
+        self._after = -1 if after is None else after.packed()
         self.piece = piece
         self.reader = reader
-        # above ``after``, not handed over: (table, key, (wall, logical)) -> _Tuple
-        self.rows: dict[tuple[str, bytes, tuple[int, int]], _Tuple] = {}
         self.duplicates = 0
 
-    def row(self, row: Row) -> None:
-        """A row change read on ``row.partition`` at ``row.offset``."""
-        self.add(row.updated, row.table, row.key, row.value, row.partition, row.offset)
-
-    def add(  # noqa: PLR0917 - a row's parts, without making a Row per record
-        self,
-        updated: Hlc,
-        table: str,
-        key: bytes,
-        value: bytes | None,
-        partition: Partition,
-        offset: int,
-    ) -> None:
-        """A row change (its parts) read on ``partition`` at ``offset``."""
+    def add(self, partition: Partition, offset: int, time: int, key: bytes, value: bytes) -> None:
+        """A row change read on ``partition`` at ``offset``: its packed time, key and value."""
         held = self.partitions.get(partition)
         if held is None:
             raise KeyError(f"{partition[0]}/{partition[1]} is not a partition of this output")
-        if held.read_to is None or held.read_to <= offset:
+        if held.read_to <= offset:
             held.read_to = offset + 1
-        after = self.after
-        if after is not None and updated <= after:
+        if time <= self._after:
             self.duplicates += 1
             return
-        time = (updated[0], updated[1])
-        place = (table, key, time)
-        if place in self.rows:
-            self.duplicates += 1
-            return
-        self.rows[place] = (time, table, key, value, partition, offset)
-        heapq.heappush(held.offsets, offset)
+        held.add(offset, time, key, value)
 
     def marker(self, partition: Partition, offset: int, resolved: Hlc) -> None:
         """A resolved marker read on ``partition`` at ``offset``."""
-        held = self._read(partition, offset)
+        held = self._held(partition)
+        held.read_to = max(held.read_to, offset + 1)
         if held.marker is None or resolved > held.marker:
             held.marker, held.marker_at = resolved, offset
 
     def skipped(self, partition: Partition, offset: int) -> None:
         """A record read on ``partition`` at ``offset`` that is neither (a bad one, reported)."""
-        self._read(partition, offset)
+        held = self._held(partition)
+        held.read_to = max(held.read_to, offset + 1)
 
-    def _read(self, partition: Partition, offset: int) -> _Held:
+    def _held(self, partition: Partition) -> _Held:
         held = self.partitions.get(partition)
         if held is None:
             raise KeyError(f"{partition[0]}/{partition[1]} is not a partition of this output")
-        held.read_to = offset + 1 if held.read_to is None else max(held.read_to, offset + 1)
         return held
 
     @property
@@ -206,8 +282,8 @@ class Windows:
         }
 
     def held(self) -> int:
-        """How many rows are held above the last window."""
-        return len(self.rows)
+        """How many rows are held above the last window (replays of a held row included)."""
+        return sum(len(held.times) for held in self.partitions.values())
 
     def ready(self) -> Iterator[Window]:
         """The windows the frontier resolves now, in pieces of at most ``piece`` rows.
@@ -218,14 +294,14 @@ class Windows:
         frontier = self.frontier
         if frontier is None or (self.after is not None and frontier <= self.after):
             return
-        resolved = sorted(r for r in self.rows.values() if r[0] <= frontier)  # commit order
-        rows = []
-        for time, table, key, value, partition, offset in resolved:
-            del self.rows[(table, key, time)]
-            self.partitions[partition].gone.add(offset)
-            updated = tuple.__new__(Hlc, time)  # an Hlc's parts, checked when it was read
-            rows.append(Row(updated, table, key, value, partition, offset, self.reader))
-        self.after = frontier
+        upto = frontier.packed()
+        resolved: list[Row] = []
+        for partition, held in self.partitions.items():
+            resolved.extend(held.take(upto, self.reader, partition))
+        resolved.sort()  # commit order: time, table, key (then where read: replays adjoin)
+        rows = _once(resolved)
+        self.duplicates += len(resolved) - len(rows)
+        self.after, self._after = frontier, upto
         if not rows:
             yield Window(frontier, ())
             return
@@ -241,10 +317,22 @@ class Windows:
         """
         out = {}
         for partition, held in self.partitions.items():
-            starts = [held.first(), held.marker_at]  # the marker is read again: no wait for one
+            # the first row still held; the marker is read again: no wait for the next one
+            starts = [held.first(), held.marker_at]
             found = [offset for offset in starts if offset is not None]
             if found:
                 out[partition] = min(found)
-            elif held.read_to is not None:
+            elif held.read_to:
                 out[partition] = held.read_to
         return out
+
+
+def _once(rows: list[Row]) -> list[Row]:
+    """Sorted rows without the replays: each (time, table, key) once."""
+    out = []
+    last: Any = None
+    for row in rows:
+        if last is None or row[0] != last[0] or row[2] != last[2] or row[1] != last[1]:
+            out.append(row)
+            last = row
+    return out

@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from highwater_consumer import Row, Window, Windows
+from highwater_consumer import Change, Row, Window, Windows
 from schemas.hlc import Hlc
 
 PARTITIONS = [("out.a", 0), ("out.a", 1), ("out.b", 0)]
 TABLE = {"out.a": "a", "out.b": "b"}
+TABLES = {p: TABLE[p[0]] for p in PARTITIONS}
 
 
 @st.composite
@@ -57,8 +58,7 @@ def feed(windows: Windows, records: list[tuple[int, int, tuple[Any, ...]]]) -> l
             windows.marker((topic, partition), offset, Hlc(record[1]))
         else:
             key = f"[{record[1]}]".encode()
-            row = Row(Hlc(record[2]), TABLE[topic], key, b"{}", (topic, partition), offset)
-            windows.row(row)
+            windows.add((topic, partition), offset, Hlc(record[2]).packed(), key, b"{}")
         handed += windows.ready()
     return handed
 
@@ -83,6 +83,9 @@ def check(handed: list[Window], records: list[tuple[int, int, Any]]) -> None:
     }
     assert sorted((r.table, r.key, r.updated) for r in rows) == sorted(expected), "once each"
     assert rows == sorted(rows), "commit order across windows"
+    assert [(r.updated, r.table, r.key) for r in rows] == sorted(
+        (r.updated, r.table, r.key) for r in rows
+    ), "rows compare in commit order"
     previous = None
     for window in handed:
         assert all(r.updated <= window.resolved for r in window.rows)
@@ -97,10 +100,10 @@ def test_every_row_once_in_commit_order_never_before_its_marker(
     partitions: list[list[tuple[Any, ...]]], data: Any, piece: int
 ) -> None:
     records = interleave(data.draw, partitions)
-    windows = Windows(PARTITIONS, piece=piece)
+    windows = Windows(TABLES, piece=piece)
     handed = feed(windows, records)
     check(handed, records)
-    assert not windows.rows, "the last markers are above every row: nothing left"
+    assert windows.held() == 0, "the last markers are above every row: nothing left"
     assert all(len(w.rows) <= piece for w in handed)
     for window in handed:  # a window's rows are handed over only once its marker is read
         for row in window.rows:
@@ -115,20 +118,20 @@ def test_a_restart_from_the_committed_offsets_loses_nothing_and_repeats_nothing(
 ) -> None:
     records = interleave(data.draw, partitions)
     kill = min(kill, len(records))
-    first = Windows(PARTITIONS)
+    first = Windows(TABLES)
     handed = feed(first, records[:kill])
     acknowledged = [w for w in handed if w.last]
     after = acknowledged[-1].resolved if acknowledged else None
     commits = first.committable()
     # the restart reads every partition from its committed offset (the start when none)
     again = [(p, o, r) for p, o, r in records if o >= commits.get(PARTITIONS[p], 0)]
-    second = Windows(PARTITIONS, after=after)
+    second = Windows(TABLES, after=after)
     handed += feed(second, again)
     check(handed, records)
 
 
 def test_an_empty_window_still_says_its_time_and_a_silent_partition_holds_back() -> None:
-    windows = Windows(PARTITIONS)
+    windows = Windows(TABLES)
     windows.marker(PARTITIONS[0], 0, Hlc(5))
     windows.marker(PARTITIONS[1], 0, Hlc(5))
     assert list(windows.ready()) == [], "out.b/0 has no marker yet"
@@ -137,3 +140,23 @@ def test_an_empty_window_still_says_its_time_and_a_silent_partition_holds_back()
     assert list(windows.ready()) == [], "handed over once"
     with pytest.raises(KeyError, match=r"out\.c/0"):
         windows.marker(("out.c", 0), 0, Hlc(1))
+
+
+def test_a_row_reads_its_record_when_first_asked_and_keeps_it() -> None:
+    reads: list[bytes] = []
+
+    def reader(key: bytes, value: bytes) -> Change:
+        reads.append(value)
+        return Change(Hlc(7, 2), [1], {"a": 1}, None)
+
+    row = Row.of(Hlc(7, 2), "a", b"[1]", b"{}", ("out.a", 0), 4, reader)
+    assert row.updated == Hlc(7, 2)
+    assert row.time == Hlc(7, 2).packed()
+    assert reads == [], "nothing read until asked"
+    assert (row.key_values, row.after, row.before) == ([1], {"a": 1}, None)
+    assert reads == [b"{}"], "read once"
+    assert (
+        Row.of(Hlc(7, 1), "b", b"[9]", b"{}", ("out.b", 0), 0)
+        < row
+        < Row.of(Hlc(7, 2), "b", b"[0]", b"{}", ("out.b", 0), 0)
+    ), "commit order: time, then table, then key"

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from schemas.hlc import Hlc, HlcClock, parse_time
+from schemas.hlc import Hlc, HlcClock, parse_packed, parse_time
 
 walls = st.integers(min_value=0, max_value=2**63 - 1)
 logicals = st.integers(min_value=0, max_value=10**10 - 1)
@@ -44,3 +44,31 @@ def test_clock_is_strictly_increasing_even_when_wall_stands_still() -> None:
     issued = [clock.now() for _ in range(4)]
     assert issued == [Hlc(100, 0), Hlc(100, 1), Hlc(100, 2), Hlc(200, 0)]
     assert clock.last == Hlc(200, 0)
+
+
+@given(
+    st.one_of(
+        st.text(alphabet="0123456789.", max_size=34),
+        st.text(max_size=34),
+        st.builds(str, st.builds(Hlc, st.integers(0, 10**20 - 1), logicals)),
+    )
+)
+def test_a_packed_time_is_the_parsed_one_in_one_int(text: str) -> None:
+    try:
+        want: int | None = Hlc.parse(text).packed()
+    except ValueError:
+        want = None
+    try:
+        got: int | None = parse_packed(text)
+    except ValueError:
+        got = None
+    assert got == want
+    if want is not None:
+        assert Hlc.unpack(want) == Hlc.parse(text)
+
+
+def test_packed_times_order_as_their_hlcs_and_other_scripts_digits_are_not_a_time() -> None:
+    times = [Hlc(1, 9_999_999_999), Hlc(2, 0), Hlc(2, 1), Hlc(10**19, 0)]
+    assert [t.packed() for t in times] == sorted(t.packed() for t in times)
+    with pytest.raises(ValueError, match="not an HLC"):
+        Hlc.parse("\uff11.0000000000")  # a fullwidth one
