@@ -9,15 +9,21 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test check jvm-test jars system clean bench bench-scan soak cluster-test
+.PHONY: demo test durations check jvm-test jars system clean bench bench-scan soak cluster-test
 
 demo: jars
 	$(BIN)/highwater dev demo
 
 # pytest on two workers, each with its broker, registry and Spark (a test file stays on one):
 # most of a test's time is waiting on Kafka, Spark and the processes it kills, not a core.
+SUITE = -n 2 --dist loadfile --no-loadscope-reorder
 test: check jvm-test
-	$(BIN)/pytest -n 2 --dist loadfile
+	$(BIN)/pytest $(SUITE)
+
+# A full run timed per file into tests/durations.json: the suite takes the longest files first.
+durations: jars
+	$(BIN)/pytest $(SUITE) --durations=0 -p no:cacheprovider | tee .durations.log
+	$(BIN)/python -m tests.support.durations .durations.log > tests/durations.json
 
 # The JUnit tests of our Java (pipeline/jvm/walk), built against the installed pyspark's jars.
 jvm-test: jars

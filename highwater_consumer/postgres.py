@@ -107,6 +107,7 @@ class PostgresApplier:
         self.names = dict(tables or {})
         self.tables: dict[str, Table] = {}
         self.open = False  # a window's transaction is open
+        self.stale = False  # the open window is at or below the R stored: not written
         self.applied = 0  # rows written
 
     def start(self) -> Hlc | None:
@@ -149,14 +150,25 @@ class PostgresApplier:
         table = self.tables[name] = Table(target, ident, {c: t for c, t, _ in rows}, key)
         return table
 
-    def apply(self, window: Window) -> None:
-        """Write a window (or a piece of one); its last piece commits it with its R."""
+    def apply(self, window: Window) -> bool:
+        """Write a window (or a piece of one); its last piece commits it with its R.
+
+        False: the window is at or below the R stored already (another applier of the same
+        changefeed got there first, or this one is behind): nothing is written, so the tables
+        never go back to an older R.
+        """
         if not self.open:
             self.connection.execute("BEGIN")
             self.open = True
+            self.stale = self._behind(window.resolved)
         try:
-            self._write(window.rows)
+            if not self.stale:
+                self._write(window.rows)
             if window.last:
+                if self.stale:
+                    self.connection.rollback()
+                    self.open = False
+                    return False
                 self.connection.execute(
                     sql.SQL(
                         "INSERT INTO {} (changefeed, resolved) VALUES (%s, %s) "
@@ -171,6 +183,23 @@ class PostgresApplier:
             self.connection.rollback()
             self.open = False
             raise
+        return not self.stale
+
+    def _behind(self, resolved: Hlc) -> bool:
+        """Whether ``resolved`` is at or below the R stored, read under the changefeed's lock.
+
+        The lock (a transaction-scoped advisory lock) makes the appliers of one changefeed
+        apply their windows one at a time: a second applier waits, then finds the first's R.
+        """
+        self.connection.execute(
+            "SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+            (f"{STATE_TABLE}/{self.changefeed}",),
+        )
+        found = self.connection.execute(
+            sql.SQL("SELECT resolved FROM {} WHERE changefeed = %s").format(_STATE),
+            (self.changefeed,),
+        ).fetchone()
+        return found is not None and resolved <= Hlc.parse(found[0])
 
     def _write(self, rows: Sequence[Row]) -> None:
         last: dict[tuple[str, bytes], Row] = {}
@@ -238,12 +267,12 @@ def apply(
 ) -> int:
     """Apply ``consumer``'s windows, each acknowledged once its transaction committed.
 
-    ``until``, ``idle``: as :meth:`ChangefeedConsumer.windows`. Returns the windows applied.
+    ``until``, ``idle``: as :meth:`ChangefeedConsumer.windows`. Returns the windows written.
     """
     applied = 0
     for window in consumer.windows(until=until, idle=idle):
-        applier.apply(window)
+        written = applier.apply(window)
         if window.last:
-            consumer.ack(window)
-            applied += 1
+            consumer.ack(window)  # written, or another applier's R covers it
+            applied += written
     return applied

@@ -7,6 +7,7 @@ session-scoped, so the suite pays for one start.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import uuid
@@ -27,13 +28,31 @@ settings.load_profile(os.environ.get("HIGHWATER_HYPOTHESIS", "suite"))
 _TIER_BY_FOLDER = {"unit": "unit", "integration": "integration", "spark": "spark"}
 
 
+# Seconds each test file took in a full run (``make durations`` writes it again): the suite's
+# workers take the longest files first, so none is left running one alone at the end.
+_DURATIONS = Path(__file__).with_name("durations.json")
+_UNKNOWN_FILE_SECONDS = {"integration": 60, "spark": 20}  # a file not timed yet
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Tests are marked by the folder they live in: tests/unit, tests/spark, tests/integration."""
+    """Tests are marked by the folder they live in: tests/unit, tests/spark, tests/integration.
+
+    And ordered longest file first (a file's tests keep their order): with ``make test``'s
+    ``--dist loadfile --no-loadscope-reorder`` the workers take files in this order.
+    """
     for item in items:
         folder = Path(str(item.fspath)).parent.name
         tier = _TIER_BY_FOLDER.get(folder)
         if tier and not any(item.iter_markers(tier)):
             item.add_marker(getattr(pytest.mark, tier))
+    timed = json.loads(_DURATIONS.read_text(encoding="utf-8")) if _DURATIONS.exists() else {}
+
+    def seconds(item: pytest.Item) -> float:
+        path = item.nodeid.split("::", 1)[0]
+        folder = Path(path).parent.name
+        return float(timed.get(path, _UNKNOWN_FILE_SECONDS.get(folder, 0)))
+
+    items.sort(key=lambda item: -seconds(item))  # stable: a file's tests stay in order
 
 
 def _docker_answers() -> bool:

@@ -233,3 +233,53 @@ def test_applied_tables_equal_the_source_at_every_stored_r_across_kills(
     )
     assert applier.kills >= 1, "the applier was killed while applying"
     assert len(checker.checked) >= 5, "snapshots taken at several stored R"
+
+
+def test_two_appliers_of_one_changefeed_never_take_the_table_back_to_an_older_r(
+    postgres: PostgresInfo,
+) -> None:
+    """Two ``highwater apply`` of one changefeed (a restart overlapping a run still going).
+
+    Each window is applied once, in R order; one at or below the R stored is skipped; while
+    one applier's window is open, the other's waits.
+    """
+    from highwater_consumer.decoding import JsonDecoder  # noqa: PLC0415
+    from highwater_consumer.postgres import PostgresApplier  # noqa: PLC0415
+    from highwater_consumer.windows import Row, Window  # noqa: PLC0415
+
+    with psycopg.connect(postgres.dsn, autocommit=True) as connection:
+        connection.execute(TABLE.format(name="twice"))
+
+    def window(time: int, note: str) -> Window:
+        value = json.dumps({"after": {"note": note}, "updated": f"{time}.0000000000"}).encode()
+        row = Row.of(Hlc(time), "twice", b'["eu",1]', value, ("out", 0), time, JsonDecoder().change)
+        return Window(Hlc(time), (row,))
+
+    first, second = PostgresApplier(postgres.dsn, "two"), PostgresApplier(postgres.dsn, "two")
+    try:
+        assert first.start() is None
+        assert second.start() is None
+        assert first.apply(window(5, "at 5"))
+        assert second.apply(window(7, "at 7"))
+        assert not first.apply(window(6, "at 6")), "6 is below the 7 stored: skipped"
+        assert not first.apply(window(7, "at 7 again"))
+        assert first.apply(window(8, "at 8"))
+        nine = window(9, "at 9")
+        assert first.apply(Window(nine.resolved, nine.rows, last=False)), "open, not committed"
+        waiting = threading.Thread(target=second.apply, args=(window(10, "at 10"),))
+        waiting.start()
+        waiting.join(1.0)
+        assert waiting.is_alive(), "the second applier waits for the first's window"
+        assert first.apply(Window(nine.resolved, (), last=True))
+        waiting.join(30)
+        assert not waiting.is_alive()
+    finally:
+        first.close()
+        second.close()
+    with psycopg.connect(postgres.dsn) as connection:
+        stored = connection.execute(
+            "SELECT resolved FROM highwater_applied WHERE changefeed = 'two'"
+        ).fetchone()
+        rows = connection.execute("SELECT region, id, note FROM twice").fetchall()
+    assert stored == ("10.0000000000",)
+    assert rows == [("eu", 1, "at 10")]

@@ -287,7 +287,15 @@ def check(upstream: Upstream, result: Run) -> None:
             k: [None if a is None else upstream.text(a.get(column), column) for _, a in vs]
             for k, vs in first.items()
         }
-        assert got == want, table
+        differ = {
+            k: (got.get(k), want.get(k))
+            for k in got.keys() | want.keys()
+            if got.get(k) != want.get(k)
+        }
+        assert not differ, (
+            f"seed {SEED}: {table}: key -> (emitted, Debezium's): {str(differ)[:2000]}\n"
+            + _story(upstream, result.written[table], rows, sorted(differ)[:2], column)
+        )
         # per key the first emissions rise in time; after a marker no new row at or below it
         violations = order_and_resolved(output)
         assert violations == {}, f"{table}: {str(violations)[:3000]}"
@@ -324,6 +332,35 @@ def _versions(upstream: Upstream, messages: list[Message], column: str) -> dict[
     for (key, _), value in sorted(changes.items(), key=lambda kv: (kv[0][1], kv[0][0])):
         out.setdefault(key, []).append(value)
     return out
+
+
+def _story(
+    upstream: Upstream, events: list[Message], rows: list[Message], keys: list[str], column: str
+) -> str:
+    """What Debezium wrote for ``keys`` and what the changefeed emitted for them, in order."""
+    lines = []
+    for key in keys:
+        lines.append(f"key {key}: Debezium's events (partition@offset op snapshot place value):")
+        for m in events:
+            if m.value is None or json.dumps(list(json.loads(m.key)["payload"].values())) != key:
+                continue
+            payload = json.loads(m.value)["payload"]
+            source = payload["source"]
+            after = payload["after"]
+            value = None if after is None else upstream.text(after.get(column), column)
+            place = None if payload["op"] == "r" else upstream.place(source)
+            lines.append(
+                f"  {m.partition}@{m.offset} {payload['op']} {source.get('snapshot')} {place} "
+                f"ts_ms={source.get('ts_ms')} {value!r}"
+            )
+        lines.append("  emitted (partition@offset updated value):")
+        for m in rows:
+            if m.key.decode() == key:
+                body = exact(m.value)
+                after = body["after"]
+                value = None if after is None else upstream.text(after.get(column), column)
+                lines.append(f"  {m.partition}@{m.offset} {body['updated']} {value!r}")
+    return "\n".join(lines)[:6000]
 
 
 def _sent_again(upstream: Upstream, messages: list[Message]) -> int:
