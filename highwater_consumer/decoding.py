@@ -62,12 +62,6 @@ SchemaLookup = Callable[[bytes], Mapping[str, Any] | None]  # a schema by its he
 TOMBSTONE = "a tombstone: the envelope must be wrapped (a delete has 'after': null)"
 
 
-def _text(value: Any, what: str) -> str:
-    if type(value) is not str:
-        raise ValueError(f"{what} is not an HLC text")
-    return value
-
-
 def _envelope(key: Any, value: Any) -> Read:
     """A decoded record's marker, or its row change's packed time; ``ValueError`` if neither."""
     if type(value) is not dict:
@@ -75,7 +69,7 @@ def _envelope(key: Any, value: Any) -> Read:
     updated = value.get("updated")
     if updated is None:
         if len(value) == 1 and "resolved" in value:
-            return Marker(Hlc.parse(_text(value["resolved"], "resolved")))
+            return Marker(Hlc.parse(_hlc_text(value["resolved"], "resolved")))
         raise ValueError(
             "no 'updated' in the envelope: consuming windows needs the changefeed's "
             "envelope: wrapped with updated: true"
@@ -90,9 +84,13 @@ def _envelope(key: Any, value: Any) -> Read:
         raise ValueError("'after' or 'before' is neither an object nor null")
     if key is None:
         raise ValueError("a row change without a key")
-    if type(updated) is not str:
-        raise ValueError("updated is not an HLC text")
-    return parse_packed(updated)
+    return parse_packed(_hlc_text(updated, "updated"))
+
+
+def _hlc_text(value: Any, what: str) -> str:
+    if type(value) is not str:
+        raise ValueError(f"{what} is not an HLC text")
+    return value
 
 
 _ABSENT = object()

@@ -236,7 +236,7 @@ class Windows:
 
     def add(self, partition: Partition, offset: int, time: int, key: bytes, value: bytes) -> None:
         """A row change read on ``partition`` at ``offset``: its packed time, key and value."""
-        held = self.partitions.get(partition)
+        held = self.partitions.get(partition)  # _read, inlined: every record comes here
         if held is None:
             raise KeyError(f"{partition[0]}/{partition[1]} is not a partition of this output")
         if held.read_to <= offset:
@@ -248,20 +248,20 @@ class Windows:
 
     def marker(self, partition: Partition, offset: int, resolved: Hlc) -> None:
         """A resolved marker read on ``partition`` at ``offset``."""
-        held = self._held(partition)
-        held.read_to = max(held.read_to, offset + 1)
+        held = self._read(partition, offset)
         if held.marker is None or resolved > held.marker:
             held.marker, held.marker_at = resolved, offset
 
     def skipped(self, partition: Partition, offset: int) -> None:
         """A record read on ``partition`` at ``offset`` that is neither (a bad one, reported)."""
-        held = self._held(partition)
-        held.read_to = max(held.read_to, offset + 1)
+        self._read(partition, offset)
 
-    def _held(self, partition: Partition) -> _Held:
+    def _read(self, partition: Partition, offset: int) -> _Held:
+        """The partition's state, read now to just past ``offset``."""
         held = self.partitions.get(partition)
         if held is None:
             raise KeyError(f"{partition[0]}/{partition[1]} is not a partition of this output")
+        held.read_to = max(held.read_to, offset + 1)
         return held
 
     @property
