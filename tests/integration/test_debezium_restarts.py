@@ -29,6 +29,7 @@ from tests.support.debezium_chaos import Upstream
 pytestmark = pytest.mark.integration
 
 ORDERS, CUSTOMERS = 12, 6
+BULK = 100_001  # 5,000 more rows: the initial snapshot lasts long enough to be killed in
 SETUP = f"""
 CREATE TABLE orders (id int PRIMARY KEY, amount numeric(30,10), note text);
 CREATE TABLE customers (id bigint PRIMARY KEY, name text);
@@ -36,6 +37,7 @@ ALTER TABLE orders REPLICA IDENTITY FULL;
 ALTER TABLE customers REPLICA IDENTITY FULL;
 INSERT INTO orders SELECT i, i * 1.0000000001, 'snapshot ' || i FROM generate_series(1, {ORDERS}) i;
 INSERT INTO customers SELECT i, 'snapshot ' || i FROM generate_series(1, {CUSTOMERS}) i;
+INSERT INTO orders SELECT i, i, 'bulk ' || i FROM generate_series({BULK}, {BULK + 4999}) i;
 """
 LAST = "INSERT INTO customers VALUES (999999, 'the last transaction');"
 
@@ -94,4 +96,6 @@ def test_connect_and_the_changefeed_killed_mid_transaction_lose_nothing_and_send
         text=as_psql,
         separator="|",
     )
-    debezium_chaos.check(upstream, debezium_chaos.run(upstream, kafka_bootstrap, spark, tmp_path))
+    result = debezium_chaos.run(upstream, kafka_bootstrap, spark, tmp_path)
+    debezium_chaos.check(upstream, result)
+    debezium_chaos.negative_controls(upstream, result)

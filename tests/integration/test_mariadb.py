@@ -38,6 +38,7 @@ from tests.support.debezium_chaos import TRANSACTIONS, Upstream
 pytestmark = pytest.mark.integration
 
 ORDERS, CUSTOMERS = 12, 6
+BULK = 100_001  # 5,000 more rows: the initial snapshot lasts long enough to be killed in
 DOC = json.dumps(
     {"n": [0, -1.5, 1e-7, 12345678901234567890123], "deep": [[[{"é": "𝄞 👩‍💻"}]]], "t": True},
     ensure_ascii=False,
@@ -50,6 +51,8 @@ CREATE TABLE events (id int PRIMARY KEY, note text) CHARACTER SET utf8mb4;
 INSERT INTO orders SELECT seq, seq * 1.0000000001, '2026-01-02 03:04:05.000001', '{DOC}',
   CONCAT('snapshot ', seq) FROM seq_1_to_{ORDERS};
 INSERT INTO customers SELECT seq, CONCAT('snapshot ', seq) FROM seq_1_to_{CUSTOMERS};
+INSERT INTO orders SELECT seq, seq, '2026-01-02 03:04:05', '{DOC}', CONCAT('bulk ', seq)
+  FROM seq_{BULK}_to_{BULK + 4999};
 """
 LAST = "INSERT INTO orders (id, note) VALUES (999999, 'the last transaction');"
 ALTER_AT = TRANSACTIONS // 2  # the column is added before this transaction
@@ -131,4 +134,6 @@ def test_mariadb_through_debezium_with_restarts_loses_nothing_and_sends_no_news_
         separator="\t",
         concurrent=event,
     )
-    debezium_chaos.check(upstream, debezium_chaos.run(upstream, kafka_bootstrap, spark, tmp_path))
+    result = debezium_chaos.run(upstream, kafka_bootstrap, spark, tmp_path)
+    debezium_chaos.check(upstream, result)
+    debezium_chaos.negative_controls(upstream, result)

@@ -80,7 +80,7 @@ def avro_config(
     return write_config(folder / f"{name}.yaml", raw)
 
 
-def test_a_column_added_upstream_pauses_the_avro_changefeed_and_an_update_lets_it_through(
+def test_a_column_added_upstream_pauses_the_avro_changefeed_and_resuming_on_a_new_schema_goes_on(
     kafka_bootstrap: str, schema_registry_url: str, unique_name: Any, tmp_path: Path, spark: Any
 ) -> None:
     source, changefeed_id = unique_name("src"), unique_name("cf")

@@ -2,19 +2,32 @@
 
 Shared by the restart tests of each upstream (``tests/integration/test_debezium_restarts.py``
 for PostgreSQL, ``test_mariadb.py``). :func:`run` writes an upstream's transactions while Kafka
-Connect is SIGKILLed at random moments and started again (it resumes from its last flushed
-offsets, inside a transaction most of the time, and sends again what followed them), and the
-changefeed (``highwater run``) is SIGKILLed while writing a batch and after a few markers; a
-drain ends it. :func:`check` then reads the output topics, independently of Highwater:
+Connect is SIGKILLed: first inside its initial snapshot (at the snapshot's first record on
+Kafka; started again, it has no flushed offsets and snapshots again), then at random moments
+(it resumes from its last flushed offsets, inside a transaction most of the time, and sends
+again what followed them); the changefeed (``highwater run``) is SIGKILLed while writing a
+batch and after a few markers; a drain ends it. :func:`check` then reads the output topics
+as a ``read_committed`` consumer does, independently of Highwater:
 
-* per key, the versions first emitted are exactly the distinct changes Debezium wrote for
-  it, in the order of their places in the source (an LSN, a binlog position), each once: a
-  re-sent change is never news;
+* per key, the versions emitted are exactly the distinct changes Debezium wrote for it, in
+  the order it wrote them, each once: a re-sent change is never news. A change is known by
+  its place in the source (an LSN, a binlog position); a snapshot's read by its snapshot
+  (the snapshot's place and time), so a snapshot done again after a kill reads each row
+  again as a new version at the new snapshot's time, with the row's content as of then (the
+  README's Debezium section says why: Debezium gives those reads a new time and place);
+* under ``delivery: exactly_once`` every ``(key, updated)`` once, counted;
 * their times (``updated``) rise with them; after a marker no new row at or below it;
 * the tables rebuilt from the output equal the final ``SELECT``, value for value;
 * markers on every output partition, the last at or above the last transaction's commit;
-* the kills hurt: Debezium did send changes again, and a transaction's BEGIN again, and the
+* the kills hurt: Debezium did snapshot again after the first kill (which landed before the
+  first snapshot's last read), sent changes again, and a transaction's BEGIN again, and the
   changefeed dropped changes as re-sent.
+
+:func:`negative_controls` shows the check can fail: on the run's own output with a row sent
+twice, a version lost, a marker sent ahead of a row, it must.
+
+The seed (``tests/support/seeds.py``) is the suite's own in ``make test`` and new in the soak;
+it is printed with the result.
 """
 
 from __future__ import annotations
@@ -29,9 +42,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
+
+import pytest
+from confluent_kafka import Consumer
 
 from pipeline.config import parse_config
 from pipeline.core.sources.debezium import transaction_key
@@ -39,9 +55,10 @@ from pipeline.dev.connect import Database, EmbeddedConnect
 from tests.support.changefeed import run_to_end
 from tests.support.kafka import Message, consume_all
 from tests.support.process import run_killed_at, write_config
+from tests.support.seeds import suite_seed
 from tests.support.validator import exact, hlc_order, order_and_resolved
 
-SEED = int(os.environ.get("HIGHWATER_SEED") or random.randrange(2**32))
+SEED = suite_seed()
 CONNECT_KILLS = int(os.environ.get("HIGHWATER_CONNECT_KILLS", "3"))  # make soak: 10
 # make test kills the changefeed once (mid-batch, or after markers, as the seed picks); the soak
 # both times
@@ -93,6 +110,7 @@ class Run:
     """What a run left: the raw change and transaction topics, the output, the final state."""
 
     changefeed_id: str
+    delivery: str
     written: dict[str, list[Message]]  # table -> Debezium's change topic
     transactions: list[dict[str, Any]]  # the transaction topic's payloads
     outputs: dict[str, list[Message]]  # table -> the changefeed's output topic
@@ -181,6 +199,7 @@ def run(upstream: Upstream, kafka_bootstrap: str, spark: Any, tmp_path: Path) ->
                 flush_interval_ms=3000,
             )
 
+        watcher = _watch([f"{name}.{table}" for table in upstream.tables], kafka_bootstrap)
         info = capture()
         raw = {
             "changefeed_id": changefeed_id,
@@ -204,6 +223,8 @@ def run(upstream: Upstream, kafka_bootstrap: str, spark: Any, tmp_path: Path) ->
         other = threading.Thread(target=chaos.interleave, args=(writer.is_alive,))
         writer.start()
         other.start()
+        _kill_inside_the_snapshot(connect, watcher)  # no offsets flushed yet: it snapshots again
+        capture()
         runs.start()
         for _ in range(CONNECT_KILLS):  # Connect SIGKILLed at random moments while writing
             time.sleep(rng.uniform(5, 12))
@@ -246,7 +267,40 @@ def run(upstream: Upstream, kafka_bootstrap: str, spark: Any, tmp_path: Path) ->
     resent = drained.stats.resent + sum(
         int(n) for log in chaos.logs for n in re.findall(r"(\d+) re-sent dropped", log)
     )
-    return Run(changefeed_id, written, transactions, outputs, final, resent)
+    return Run(changefeed_id, DELIVERY, written, transactions, outputs, final, resent)
+
+
+def _watch(topics: list[str], bootstrap: str) -> Consumer:
+    """A consumer of the change topics, subscribed before Debezium creates them."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"watch-{uuid.uuid4().hex}",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 100,
+        }
+    )
+    consumer.subscribe(["^(" + "|".join(re.escape(t) for t in topics) + ")$"])
+    return consumer
+
+
+def _kill_inside_the_snapshot(connect: EmbeddedConnect, watcher: Consumer) -> None:
+    """SIGKILL Connect as its initial snapshot's first read reaches Kafka.
+
+    (The snapshot of a few thousand rows takes a second or more; :func:`check` shows from
+    the topics that the kill landed before its last read.)
+    """
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline:
+            message = watcher.poll(0.02)
+            if message is not None and message.error() is None and message.value() is not None:
+                connect.kill()
+                return
+        raise AssertionError("Debezium's snapshot never reached Kafka")
+    finally:
+        watcher.close()
 
 
 def check(upstream: Upstream, result: Run) -> None:
@@ -254,9 +308,16 @@ def check(upstream: Upstream, result: Run) -> None:
     again = sum(_sent_again(upstream, messages) for messages in result.written.values())
     begins = [transaction_key(e["id"]) for e in result.transactions if e["status"] == "BEGIN"]
     begun_again = len(begins) - len(set(begins))
+    snapshots = {table: _snapshots(upstream, m) for table, m in result.written.items()}
     print(
-        f"seed {SEED}: Debezium sent {again} changes again, {begun_again} BEGINs again; "
-        f"the changefeed dropped {result.resent} re-sent"
+        f"seed {SEED}: Debezium snapshotted {max(len(s) for s in snapshots.values())} times "
+        f"(the first unfinished in {[t for t, s in snapshots.items() if not s[0][1]]}), sent "
+        f"{again} changes again, {begun_again} BEGINs again; the changefeed "
+        f"({result.delivery}) dropped {result.resent} re-sent"
+    )
+    assert any(len(s) > 1 and not s[0][1] for s in snapshots.values()), (
+        f"seed {SEED}: the first Connect kill did not land inside the initial snapshot "
+        f"(per table, each snapshot's id and whether it reached its last read): {snapshots}"
     )
     assert again > 0, f"seed {SEED}: no Connect kill made Debezium send a change again"
     assert begun_again > 0, f"seed {SEED}: no Connect kill made Debezium begin one again"
@@ -273,15 +334,19 @@ def check(upstream: Upstream, result: Run) -> None:
         column = upstream.watched[table]
         output = result.outputs[table]
         rows = [m for m in output if m.key is not None]
-        # per key, the first emissions are Debezium's distinct changes in source order, once
+        # per key, the versions emitted are Debezium's distinct changes in its order, once
         first: dict[str, list[tuple[tuple[int, int], Any]]] = {}  # key: [(time, after)]
         shown: set[tuple[bytes, str]] = set()
+        twice: list[tuple[bytes, str]] = []
         for m in rows:
             body = exact(m.value)
             if (m.key, body["updated"]) in shown:
+                twice.append((m.key, body["updated"]))
                 continue  # a replay of the changefeed's own (at least once)
             shown.add((m.key, body["updated"]))
             first.setdefault(m.key.decode(), []).append((hlc_order(body["updated"]), body["after"]))
+        if result.delivery == "exactly_once":  # a read_committed reader sees each once
+            assert not twice, f"seed {SEED}: {table}: {len(twice)} rows twice: {twice[:5]}"
         want = _versions(upstream, result.written[table], column)
         got = {
             k: [None if a is None else upstream.text(a.get(column), column) for _, a in vs]
@@ -298,7 +363,7 @@ def check(upstream: Upstream, result: Run) -> None:
         )
         # per key the first emissions rise in time; after a marker no new row at or below it
         violations = order_and_resolved(output)
-        assert violations == {}, f"{table}: {str(violations)[:3000]}"
+        assert violations == {}, f"seed {SEED}: {table}: violations {str(violations)[:3000]}"
         markers = [m for m in output if m.key is None]
         assert {m.partition for m in markers} == {0, 1, 2}, table
         top = max(hlc_order(json.loads(m.value)["resolved"]) for m in markers)
@@ -313,24 +378,79 @@ def check(upstream: Upstream, result: Run) -> None:
     assert result.resent > 0, "the changefeed dropped no change as re-sent"
 
 
-def _versions(upstream: Upstream, messages: list[Message], column: str) -> dict[str, list[Any]]:
-    """Per key, Debezium's distinct changes in source order: the column's text (None: deleted).
+def negative_controls(upstream: Upstream, result: Run) -> None:
+    """:func:`check` fails on the run's own output broken three ways (it passed as it was).
 
-    Read from the raw JSON, not with Highwater's adapter: each change once by its place, the
-    snapshot's reads first.
+    A row a read_committed reader sees twice (exactly once only: at least once allows it), a
+    version lost, and a marker sent ahead of a row it covers.
     """
-    changes: dict[tuple[str, tuple[int, ...]], Any] = {}
+    table = max(result.outputs, key=lambda t: len(result.outputs[t]))
+    output = result.outputs[table]
+    at = max(i for i, m in enumerate(output) if m.key is not None)  # the table's last row
+    row = output[at]
+    updated = json.loads(row.value or b"{}")["updated"]
+    broken = {
+        "twice": [*output[: at + 1], row, *output[at + 1 :]],
+        "key -> \\(emitted, Debezium's\\)": [
+            m
+            for m in output
+            if m.key != row.key or json.loads(m.value or b"{}")["updated"] != updated
+        ],
+        "violations": [
+            *output[:at],
+            replace(row, key=None, value=json.dumps({"resolved": updated}).encode()),
+            *output[at:],
+        ],
+    }
+    if result.delivery != "exactly_once":
+        del broken["twice"]
+    for says, rows in broken.items():
+        with pytest.raises(AssertionError, match=says):
+            check(upstream, replace(result, outputs={**result.outputs, table: rows}))
+
+
+def _identity(upstream: Upstream, payload: dict[str, Any]) -> tuple[Any, ...]:
+    """What a raw event is: a change by its place, a snapshot's read by its snapshot."""
+    source = payload["source"]
+    if payload["op"] == "r":
+        return ("read", upstream.place(source), source["ts_ms"])
+    return ("change", upstream.place(source))
+
+
+def _snapshots(upstream: Upstream, messages: list[Message]) -> list[tuple[Any, bool]]:
+    """A table's snapshots in the order Debezium began them, and whether each was finished."""
+    done: dict[Any, bool] = {}
+    for m in messages:
+        if m.value is not None:
+            payload = json.loads(m.value)["payload"]
+            if payload["op"] == "r":
+                snapshot = _identity(upstream, payload)[1:]
+                last = payload["source"].get("snapshot") in ("last", "last_in_data_collection")
+                done[snapshot] = done.get(snapshot, False) or last
+    return sorted(done.items(), key=lambda kv: kv[0][1])  # by the snapshot's time
+
+
+def _versions(upstream: Upstream, messages: list[Message], column: str) -> dict[str, list[Any]]:
+    """Per key, Debezium's distinct changes in the order it wrote them: the column's text.
+
+    (None: deleted.) Read from the raw JSON, not with Highwater's adapter: each change once
+    by its :func:`_identity`, a key's events in their partition's order.
+    """
+    seen: set[tuple[str, tuple[Any, ...]]] = set()
+    out: dict[str, list[Any]] = {}
     for m in messages:
         if m.value is None:
             continue  # a tombstone
         payload = json.loads(m.value)["payload"]
         key = json.dumps(list(json.loads(m.key)["payload"].values()))
-        place = (-1,) if payload["op"] == "r" else upstream.place(payload["source"])
+        identity = (key, _identity(upstream, payload))
+        if identity in seen:
+            continue  # sent again
+        seen.add(identity)
         after = payload["after"]
-        changes[(key, place)] = None if after is None else upstream.text(after.get(column), column)
-    out: dict[str, list[Any]] = {}
-    for (key, _), value in sorted(changes.items(), key=lambda kv: (kv[0][1], kv[0][0])):
-        out.setdefault(key, []).append(value)
+        out.setdefault(key, []).append(
+            None if after is None else upstream.text(after.get(column), column)
+        )
     return out
 
 
@@ -348,7 +468,7 @@ def _story(
             source = payload["source"]
             after = payload["after"]
             value = None if after is None else upstream.text(after.get(column), column)
-            place = None if payload["op"] == "r" else upstream.place(source)
+            place = _identity(upstream, payload)
             lines.append(
                 f"  {m.partition}@{m.offset} {payload['op']} {source.get('snapshot')} {place} "
                 f"ts_ms={source.get('ts_ms')} {value!r}"
