@@ -62,7 +62,7 @@ from .queries import RowShape
 from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
 from .sources.base import Position
-from .sources.debezium import in_commit
+from .sources.debezium import in_commit, snapshot_read
 from .summary import Summary
 
 if TYPE_CHECKING:
@@ -760,6 +760,12 @@ class Task(Frames):
                 for change in changes:
                     ts = change.ts
                     position, tx = change.position, change.tx
+                    if change.point is not None:  # a binlog snapshot's read: never a re-send
+                        if ts <= floor:
+                            state.duplicates += 1
+                            continue
+                        ts, read_at = snapshot_read(change.point, floor, latest)
+                        latest = read_at if latest is None or read_at > latest else latest
                     resent = position is not None and latest is not None and position <= latest
                     if change.order is not None and tx is not None:  # a binlog change
                         end = commits.get(tx[0])
@@ -767,6 +773,8 @@ class Task(Frames):
                             waits = tx[0]
                             break
                         ts = None if end is None else in_commit(end, change.order)
+                        if ts is not None and position is not None:
+                            position = (*position, ts.wall, ts.logical)  # see snapshot_read
                     if tx is not None:  # Debezium: counted for its transaction
                         state.saw(tx, ts)
                     if resent:

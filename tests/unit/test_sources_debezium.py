@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
-from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number
+from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number, in_commit
 from pipeline.core.sources.wire import WireReader, without_logical_types
 from pipeline.core.walk import rest_plan
 from schemas.hlc import Hlc
@@ -447,7 +447,10 @@ def test_a_binlog_change_before_its_end_defers_the_rest_of_its_partition() -> No
     first, result = run(replace(base, commits={SRC: {"0-1-7": END}}), arrow(records, start=10))
     assert [json.loads(r["value"])["after"]["note"] for r in first] == ["a"]
     (rest,) = result.rests
-    assert (rest.start, rest.stop, rest.waits_for, rest.position) == (11, 14, "0-1-8", (1, 900, 0))
+    # the position read last, with the time its END gave it (a binlog snapshot read's floor)
+    a = in_commit(END, 2**32 + 900)
+    assert (rest.start, rest.stop, rest.waits_for) == (11, 14, "0-1-8")
+    assert rest.position == (1, 900, 0, a.wall, a.logical)
     assert result.partitions[0].next_offset == 11  # a checkpoint resumes there
     later = Hlc(END.wall + 10**9, 0)
     again = rest_plan(replace(base, commits={SRC: {"0-1-7": END, "0-1-8": later}}), [rest])
@@ -457,3 +460,68 @@ def test_a_binlog_change_before_its_end_defers_the_rest_of_its_partition() -> No
     assert (whole.rests, whole.emitted, whole.resent) == ([], 3, 1)
     assert whole.partitions[0].next_offset == 14
     assert set(whole.partitions[0].transactions) == {"0-1-7", "0-1-8"}
+
+
+def binlog_read(pos: int, note: str, ts_ms: int, key: int = 1) -> tuple[bytes, bytes]:
+    """A MariaDB snapshot's read of ``key``: its snapshot began at ``pos``, its scan ``ts_ms``."""
+    event = binlog("binlog.000001", pos, 0, ts_ms=ts_ms, snapshot="true")
+    event["source"]["ts_us"] = ts_ms * 1000
+    event = {**event, "op": "r", "after": {"id": key, "note": note}}
+    return json.dumps({"id": key}).encode(), json.dumps(event).encode()
+
+
+def test_a_binlog_snapshot_read_is_timed_between_the_changes_before_and_after_its_point() -> None:
+    """Debezium times a read by its table's scan start, seconds after its snapshot's point.
+
+    A change committed after the point (streamed after the read, its END a second after the
+    change before) then carries an earlier time than the read: timed by ``ts_ms``, the read's
+    stale row would come out after the newer version, and an applier would keep it. Timed by
+    what its partition passed, the read lies between the changes before and after its point.
+    """
+    later = Hlc(END.wall + 10**9, 0)
+    plan = replace(
+        batch_plan(), formats={SRC: "debezium"}, commits={SRC: {"0-1-7": END, "0-1-9": later}}
+    )
+    scan_start = END.wall // 10**6 + 10_000  # ms: ten seconds after the first END
+    records = [
+        binlog_tx(900, "0-1-7", "before"),  # streamed before the (re-done) snapshot
+        binlog_read(1000, "read", scan_start),  # the snapshot began at 1000
+        binlog_read(1000, "other", scan_start, key=2),
+        binlog_tx(1100, "0-1-9", "after"),  # committed after the point, before the scan
+    ]
+    out, result = run(plan, arrow(records))
+    rows = [
+        (json.loads(r["value"])["after"]["note"], json.loads(r["value"])["updated"]) for r in out
+    ]
+    assert [note for note, _ in rows] == ["before", "read", "other", "after"]
+    times = [Hlc.parse(t) for _, t in rows]
+    before = in_commit(END, 2**32 + 900)
+    assert times[:3] == [before, before.next(), before.next().next()]  # each read above the last
+    assert times[3] == in_commit(later, 2**32 + 1100) > times[2]
+    assert times[1].wall < scan_start * 10**6  # not Debezium's
+    assert result.partitions[0].position == (1, 1100, 0, times[3].wall, times[3].logical)
+
+
+def test_binlog_snapshot_reads_start_above_the_floor_and_below_it_are_duplicates() -> None:
+    """A new partition's reads rise from its floor; a read Debezium timed at or below it is old."""
+    floor = Hlc(1_600_000_000_000 * 10**6, 0)
+    plan = replace(batch_plan(), formats={SRC: "debezium"}, thresholds={(SRC, 0): floor})
+    records = [
+        binlog_read(500, "old", floor.wall // 10**6 - 1000),  # before the changefeed's start
+        binlog_read(700, "new", 1_700_000_000_000),
+        binlog_read(700, "new too", 1_700_000_000_000, key=2),
+    ]
+    out, result = run(plan, arrow(records))
+    rows = [
+        (json.loads(r["value"])["after"]["note"], json.loads(r["value"])["updated"]) for r in out
+    ]
+    assert rows == [("new", str(floor.next())), ("new too", str(floor.next().next()))]
+    assert result.duplicates == 1
+
+
+def test_a_binlog_snapshot_read_without_its_point_is_a_bad_record() -> None:
+    _, value = binlog_read(700, "x", 1_700_000_000_000)
+    event = json.loads(value)
+    del event["source"]["pos"]
+    with pytest.raises(BadRecord, match="where its snapshot began"):
+        decode({"id": 1}, event)

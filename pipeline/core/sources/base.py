@@ -56,6 +56,10 @@ class Change(NamedTuple):
     # ``ts`` is then only its statement's start (the binlog's event time, in seconds); its
     # commit time is its transaction's END's, which the batch puts (``batch.py``)
     order: int | None = None
+    # a binlog snapshot's read (MySQL, MariaDB): where its snapshot began, (file, pos). Its
+    # ``ts`` is its table's scan start, which can lie above changes committed after that
+    # point; the batch times it just above what its partition has passed (``batch.py``)
+    point: Position | None = None
 
 
 class Marker(NamedTuple):

@@ -153,6 +153,26 @@ def commit_time_of(change: Change, commits: Mapping[str, Hlc]) -> Hlc | None:
 _MILLISECOND = 1_000_000  # an END's time is in milliseconds
 
 
+def snapshot_read(point: Position, floor: Hlc, latest: Position | None) -> tuple[Hlc, Position]:
+    """The time of a binlog snapshot's read, and the position that remembers it.
+
+    A snapshot begins where the binlog then ends (``point``): after every change its
+    partition sent before it, before every change streamed after it. So the read is timed
+    just above what its partition has passed: its floor, and the time of the latest change
+    or read there (a binlog position read carries the time it was given: file, pos and row,
+    then wall and logical). That is above every version of its key emitted before (a
+    snapshot done again after a restart is news, not below it) and below every commit that
+    follows (Debezium's own ``ts_ms``, its table's scan start, is not: ``snapshot_point``).
+    The position is the point, row -1 (below the events there), and that time, so the next
+    read is timed above this one. The batch's loop (``batch.py``) calls it per read.
+    """
+    passed = floor
+    if latest is not None and len(latest) == 5:  # file, pos, row, wall, logical
+        passed = max(passed, Hlc(latest[3], latest[4]))
+    ts = passed.next()
+    return ts, (*point, -1, ts.wall, ts.logical)
+
+
 def place_of(source: dict[str, Any]) -> Place | None:
     """The event's place in the source (see the module); None for a snapshot's read."""
     if source.get("snapshot") not in (None, "false", False):
@@ -166,6 +186,27 @@ def place_of(source: dict[str, Any]) -> Place | None:
         f"connector {connector!r}: Highwater knows the source positions of postgresql, mysql "
         "and mariadb; without one an event sent again after a restart cannot be told from news"
     )
+
+
+def snapshot_point(source: dict[str, Any]) -> Position | None:
+    """Where a binlog snapshot's read began, ``(file number, pos)``; None for PostgreSQL's.
+
+    A read's ``ts_ms`` is the database's ``CURRENT_TIMESTAMP`` when its table's scan began
+    (Debezium's ``getSnapshotSourceTimestamp``). PostgreSQL's is the snapshot transaction's
+    start, at or below its point: a good time. A binlog's is the scan's own statement, later
+    than the point by every table scanned before it, so changes committed after the point
+    (streamed after the read) can carry earlier times: such a read is timed by the batch.
+    """
+    if source.get("connector") not in ("mysql", "mariadb"):
+        return None
+    name, pos = source.get("file"), whole(source.get("pos"))
+    number = name.rpartition(".")[2] if type(name) is str else ""
+    if not number.isdigit() or pos is None or pos < 0:
+        raise BadRecord(
+            "a snapshot read's 'source.file' and 'pos' are not a binlog file "
+            "'<name>.<number>' and a position: where its snapshot began is needed"
+        )
+    return (int(number), pos)
 
 
 def _pg_place(source: dict[str, Any]) -> Place:
@@ -270,6 +311,7 @@ class DebeziumAdapter:
         source, clock, scale = commit_time(payload.get("source"))
         place = None if code == "r" else place_of(source)  # a snapshot read: before the stream
         ts = at(clock, scale, place)
+        point = snapshot_point(source) if place is None else None
         tx = _in_transaction(payload.get("transaction"), place)
         try:
             images = []
@@ -288,8 +330,11 @@ class DebeziumAdapter:
             exc.position = None if place is None else place.position
             raise
         if place is None:
-            return Change(key_values, after, before, op, ts, None, tx)
-        order = place.order if place.from_end and tx is not None else None
+            return Change(key_values, after, before, op, ts, None, tx, point=point)
+        if place.from_end and tx is None:  # a binlog's statement time is all there is
+            position = (*place.position, ts.wall, ts.logical)
+            return Change(key_values, after, before, op, ts, None, tx, position)
+        order = place.order if place.from_end else None
         return Change(key_values, after, before, op, ts, None, tx, place.position, order)
 
     def marker(self, value: bytes | None) -> Marker | None:

@@ -12,6 +12,7 @@ import dev.highwater.sink.Sink;
 import java.io.IOException;
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -258,6 +259,14 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     }
   }
 
+  /** A binlog position with its change's time after it (debezium.py's snapshot_read). */
+  private static long[] timed(long[] position, long[] ts) {
+    long[] timed = Arrays.copyOf(position, position.length + 2);
+    timed[position.length] = ts[0];
+    timed[position.length + 1] = ts[1];
+    return timed;
+  }
+
   /** Times ({wall, logical}) and positions alike: element by element, then the longer. */
   static int compare(long[] a, long[] b) {
     for (int k = 0; k < Math.min(a.length, b.length); k++) {
@@ -401,7 +410,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null;
       }
       if (position != null) {
-        s.latest = position;
+        s.latest = out.binlog ? timed(position, out.ts) : position;
       }
       if (compare(out.ts, s.floor) <= 0) {
         s.duplicates++;
