@@ -6,8 +6,10 @@ a changefeed (``highwater run``, at least once: a kill replays rows) into the ou
 ``highwater apply`` (a process of its own, SIGKILLed at random moments and started again)
 applies its windows to a real PostgreSQL. All along, a reader takes snapshots of the target
 (the stored R and the table, in one transaction): at every stored R the table must equal the
-source's state at R, value for value. After the drain, the applier runs to the final marker
-and the table equals the source's final state.
+source's state at R, value for value. The broker itself (one of its own, not the suite's) is
+SIGKILLed and started again under the applier between the changefeed's runs; the applier goes
+on storing newer R after it. After the drain, the applier runs to the final marker and the
+table equals the source's final state.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ import psycopg
 import pytest
 
 from pipeline.config import load_config
+from pipeline.dev.broker import EmbeddedKafka, lone_node
 from pipeline.dev.postgres import EmbeddedPostgres, PostgresInfo
+from pipeline.dev.service import free_ports, kill
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import config_for
@@ -181,14 +185,40 @@ class Checker:
                 self.failures.append(f"at R {resolved}: {wrong[:5]}")
             self.checked.add(resolved)
 
+    def newer_than(self, resolved: Hlc | None, timeout: float) -> Hlc:
+        """Wait for a stored R above ``resolved``; return it."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            newer = [r for r in set(self.checked) if resolved is None or r > resolved]
+            if newer:
+                return max(newer)
+            time.sleep(0.3)
+        raise AssertionError(f"no stored R above {resolved} in {timeout} s")
+
     def finish(self) -> None:
         self.stop.set()
         self.thread.join(30)
 
 
+@pytest.fixture
+def own_broker(tmp_path: Path) -> Iterator[EmbeddedKafka]:
+    """A broker of the test's own, on ports it keeps across a restart."""
+    broker = EmbeddedKafka(tmp_path / "kafka", node=lone_node(*free_ports(2)))
+    broker.start()
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
 def test_applied_tables_equal_the_source_at_every_stored_r_across_kills(
-    kafka_bootstrap: str, unique_name: Any, tmp_path: Path, postgres: PostgresInfo, spark: Any
+    own_broker: EmbeddedKafka,
+    unique_name: Any,
+    tmp_path: Path,
+    postgres: PostgresInfo,
+    spark: Any,
 ) -> None:
+    kafka_bootstrap = own_broker.start().bootstrap_servers  # running: its info
     rnd = random.Random(SEED)
     source, changefeed_id = unique_name("src"), unique_name("cf")
     table = "orders_applied"
@@ -212,9 +242,17 @@ def test_applied_tables_equal_the_source_at_every_stored_r_across_kills(
             )
             run_killed_at(config, tmp_path / "runs.log", crash, timeout=240)
         producer.stop()
+        # the broker SIGKILLed under the applier, and started again on its ports
+        before = checker.newer_than(None, 60)
+        info = own_broker.status()
+        assert info is not None
+        kill([info.pid])
+        time.sleep(3)
+        own_broker.start()
         producer.finish()
         drain = {**raw, "spark": {"trigger": {"available_now": True}}}
         run_to_end(load_config(write_config(tmp_path / "drain.yaml", drain)), spark)
+        after = checker.newer_than(before, 120)  # the applier went on after the restart
         final = Hlc(max(c.wall for c in workload.changes) + 1_000)  # the final markers' time
         applier.finish(final)
     finally:
@@ -229,7 +267,8 @@ def test_applied_tables_equal_the_source_at_every_stored_r_across_kills(
     assert checker.failures == []
     print(
         f"apply: {len(workload.changes)} changes, {len(rows)} rows, {KILLS} changefeed kills, "
-        f"{applier.kills} applier kills, {len(checker.checked)} stored R checked"
+        f"{applier.kills} applier kills, a broker restart (stored R {before} before it, "
+        f"{after} after), {len(checker.checked)} stored R checked"
     )
     assert applier.kills >= 1, "the applier was killed while applying"
     assert len(checker.checked) >= 5, "snapshots taken at several stored R"
