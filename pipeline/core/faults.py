@@ -13,8 +13,24 @@ test can show where the kill landed; ``highwater run`` then exits with 137 (128 
 * ``after_chunk``: an initial-scan chunk was recorded as done (others are in flight);
 * ``chunk_written``: an initial-scan chunk's rows are acknowledged, not yet recorded.
 
-Executors have theirs (``Pieces.java``, ``HIGHWATER_TASK_FAULT``): a task failed after its
-transaction's commit, or a commit held back until the coordinator aborted the transaction.
+Under ``delivery: exactly_once`` two more are inside a task's write of one piece (a source
+partition's rows of a batch, or a scan chunk, in one Kafka transaction with its progress
+record), reached by the executor in Java (``CrashPoints.java``, called from ``Pieces.end``)
+and counted per JVM across tasks; this module accepts them and never reaches them:
+
+* ``in_transaction``: the piece's rows and its progress record were sent, flushed and
+  acknowledged (they are on the broker, uncommitted), its commit not yet asked for;
+* ``piece_committed``: its transaction committed and was acknowledged, the task has not
+  reported to the driver, so no checkpoint covers it.
+
+They kill the same process group with the same record: in local mode the executor is the
+spark-submit JVM, the group's leader (an executor elsewhere ignores them). Under at-least-once
+no piece has a transaction, so they are never reached and the run goes on: the nearest driver
+points are ``during_write`` (inside the write) and ``after_write``.
+
+Executors also fail single tasks (``TaskFaults.java``, ``HIGHWATER_TASK_FAULT``): a task failed
+after its transaction's commit, or a commit held back until the coordinator aborted the
+transaction; Spark runs the task again and the job goes on.
 """
 
 from __future__ import annotations
@@ -24,6 +40,8 @@ import signal
 import threading
 
 _COUNTS: dict[str, int] = {}
+# the executor's (CrashPoints.java, from Pieces.end): accepted here, reached in Java only
+JVM_POINTS = ("in_transaction", "piece_committed")
 POINTS = (
     "during_write",
     "after_write",
@@ -31,6 +49,7 @@ POINTS = (
     "after_marker",
     "after_chunk",
     "chunk_written",
+    *JVM_POINTS,
 )
 
 
@@ -53,9 +72,9 @@ def _die(point: str, nth: int) -> None:
 
 
 def reached(point: str) -> None:
-    """Crash here if the environment asks for it."""
+    """Crash here if the environment asks for it (a point of the JVM's: never here)."""
     target = _target()
-    if target is None or target[0] != point:
+    if target is None or target[0] != point or point in JVM_POINTS:
         return
     _COUNTS[point] = _COUNTS.get(point, 0) + 1
     if _COUNTS[point] != target[1]:

@@ -25,11 +25,11 @@ from schemas.errors import FencedError
 from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
 from sinks.producer import AcknowledgedProducer
-from tests.integration.test_chaos import SOAK, config_for
+from tests.integration.test_chaos import config_for
 from tests.support.changefeed import changefeed_config, checkpoint_records, run_to_end
-from tests.support.kafka import consume_all
+from tests.support.kafka import Message, consume_all
 from tests.support.process import run_killed_at, write_config
-from tests.support.validator import validate
+from tests.support.validator import duplicates_by_run, validate
 from tests.support.workload import Workload
 
 PARTITIONS = 3
@@ -56,35 +56,63 @@ def exactly_once_config(
     return raw
 
 
+# The task faults (HIGHWATER_TASK_FAULT, TaskFaults.java): a task failed after its commit, and
+# a commit held back until the coordinator aborted its transaction. Points of a commit: a run
+# at least once reaches neither.
+FAULTS = "after_commit,slow_commit"
+
+
 @pytest.mark.parametrize(
     "case",
     [
-        pytest.param((True, "exactly_once"), id="walk"),
-        pytest.param((False, "exactly_once"), id="loop"),
-        # the same kills at least once: the duplicates the check above must not find
+        # after a batch's commits, before its checkpoint (tasks failed and retried before it);
+        # then, resumed from the committed progress, inside the first piece's transaction: its
+        # rows and progress flushed to the broker, uncommitted (CrashPoints.java)
         pytest.param(
-            (True, "at_least_once"),
+            (True, "exactly_once", (("after_write:2", FAULTS), ("in_transaction:1", ""))),
+            id="walk",
+        ),
+        # a piece of the second batch committed, its task not reported, the batch's other piece
+        # in flight: the first batch's three pieces reached the point once each (a task
+        # retried after its commit skips its piece; the one whose commit was aborted commits
+        # on its retry)
+        pytest.param((False, "exactly_once", (("piece_committed:4", FAULTS),)), id="loop"),
+        # the negative control: the walk's kills at least once, which the same check must find
+        # duplicates after. after_write's whole batch is written again by the next run, for
+        # sure. Without transactions in_transaction is never reached: its counterpart is the
+        # driver's during_write, a kill while the executors write (what they wrote by then is
+        # seen, and written again by the drain), in the run's second write: 0.3 s into its
+        # first, which starts the job's Spark work, nothing is on the broker yet. How much
+        # that kill leaves is timing (printed, not asserted). No task faults: points of a
+        # commit.
+        pytest.param(
+            (True, "at_least_once", (("after_write:2", ""), ("during_write:2", ""))),
             id="at-least-once",
-            marks=pytest.mark.skipif(not SOAK, reason="soak only: the baseline"),
         ),
     ],
 )
-def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
+def test_a_kill_inside_a_transaction_or_before_the_checkpoint_writes_nothing_twice(
     kafka_bootstrap: str,
     unique_name: Any,
     tmp_path: Path,
     spark: Any,
-    case: tuple[bool, str],
+    case: tuple[bool, str, tuple[tuple[str, str], ...]],
 ) -> None:
-    """Retried tasks and a kill between a batch's commit and its checkpoint: nothing twice.
+    """Retried tasks, and the job SIGKILLed inside a transaction and before a checkpoint.
 
     A task fails right after its commit (Spark runs it again: it must skip what committed); a
     task's transaction outlives its timeout and the coordinator aborts it (the commit fails,
-    the task runs again); then the job is SIGKILLed after a batch's write, before its
-    checkpoint (the next run must resume from the committed progress, not the checkpoint).
+    the task runs again); the job is SIGKILLed after a batch's commits, before its checkpoint
+    (the next run must resume from the committed progress, not the checkpoint), or after one
+    piece's commit, or inside a piece's transaction with its rows on the broker (the next run
+    aborts it, and writes the piece again). Each kill lands where it says (``run_killed_at``);
+    a drain in-process writes the rest. A read_committed reader then sees each change once,
+    and a reader that does not honour transactions sees the rows the kills left uncommitted
+    twice: the kills hurt, so the check could fail. At least once, the same check fails.
     """
-    walk, delivery = case
+    walk, delivery, kills = case
     source, changefeed_id = unique_name("src"), unique_name("cf")
+    output_topic = f"{changefeed_id}.t"
     workload = Workload(partitions=PARTITIONS, seed=33)
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: PARTITIONS})
     produce(kafka_bootstrap, source, workload.records(900))
@@ -92,29 +120,41 @@ def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
     raw = exactly_once_config(kafka_bootstrap, changefeed_id, source, walk=walk, delivery=delivery)
     config = write_config(tmp_path / "cf.yaml", raw)
     log = tmp_path / "run.log"
-    faults = "after_commit,slow_commit"
-    run_log = run_killed_at(config, log, "after_write:2", HIGHWATER_TASK_FAULT=faults)
-    if delivery == "exactly_once":  # the fault points are a transaction's commit
-        assert "fault injected after_commit" in run_log, run_log[-3000:]
-        assert "fault injected slow_commit" in run_log, run_log[-3000:]
-        # the timed-out transaction failed its task; the task ran again
-        assert "transaction outlived transaction.timeout.ms" in run_log, run_log[-3000:]
-        assert re.search(r"transactions committed, [1-9]\d* aborted", run_log), run_log[-3000:]
+    ends: list[dict[int, int]] = []  # where each killed run left the output topic
+    for crash, faults in kills:
+        run_log = run_killed_at(config, log, crash, HIGHWATER_TASK_FAULT=faults)  # "": none
+        ends.append(topic_ends(kafka_bootstrap, output_topic))
+        if faults:
+            assert "fault injected after_commit" in run_log, run_log[-3000:]
+            assert "fault injected slow_commit" in run_log, run_log[-3000:]
+            # the timed-out transaction failed its task; the task ran again
+            assert "transaction outlived transaction.timeout.ms" in run_log, run_log[-3000:]
+            assert re.search(r"transactions committed, [1-9]\d* aborted", run_log), run_log[-3000:]
 
     raw["spark"]["trigger"] = {"available_now": True}
     drain = run_to_end(parse_config(raw, env={}), spark)  # in-process: the rest, from Kafka
 
-    output = consume_all(kafka_bootstrap, f"{changefeed_id}.t")  # read_committed
+    output = consume_all(kafka_bootstrap, output_topic)  # read_committed
     dead = consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}")
-    report = validate(workload, output, dead, exactly_once=delivery == "exactly_once")
+    report = validate(workload, output, dead, exactly_once=True)
     assert report.distinct == len(workload.changes), report.summary()
     if delivery == "at_least_once":
-        assert report.duplicates > 0, report.summary()
+        # the exactly-once check fails here, on duplicates alone; each run's share of them
+        # (the run after a kill writes again what the kill left unchecked): the second run's
+        # first batch is the after_write kill's batch again, whole, before its own kill
+        replayed = duplicates_by_run(output, ends)
+        assert report.duplicates > 0, (report.summary(), replayed)
+        assert replayed[1] > 0, (report.summary(), replayed)
+        assert set(report.violations) == {"duplicates"}, report.summary()
+        print(f"at least once: {report.summary()}; duplicates by run {replayed}")
         return
     assert not report.violations, dict(report.violations)
     assert report.duplicates == 0, report.summary()
     markers = [m for m in output if m.key is None]
     assert {m.partition for m in markers} == set(range(3)), "a marker on every output partition"
+    uncommitted_rows_were_written_again(
+        kafka_bootstrap, output_topic, output, workload=workload, kills=kills, ends=ends
+    )
     transactions = {
         outcome: drain.metrics.registry.get_sample_value(
             "highwater_transactions_total", {"changefeed": changefeed_id, "outcome": outcome}
@@ -125,24 +165,62 @@ def test_a_retried_task_and_a_kill_before_the_checkpoint_write_nothing_twice(
     assert transactions["aborted"] == 0, transactions
     assert drain.outputs.status.delivery == "exactly_once"
 
-    # each source partition's last progress record: where it ends, claimed by the second run
+    # each source partition's last progress record: where it ends, claimed by the drain
+    generation = len(kills) + 1
     progress = {
         m.key.decode(): json.loads(m.value)
         for m in consume_all(kafka_bootstrap, f"_highwater_progress_{changefeed_id}")
         if m.key is not None and m.value is not None
     }
-    ends = source_ends(kafka_bootstrap, source)
+    source_ends = topic_ends(kafka_bootstrap, source)
     checkpoint = checkpoint_records(kafka_bootstrap, changefeed_id)[-1]
     for p in range(PARTITIONS):
         record = progress[progress_key(SourcePartition(source, p))]
-        assert record["generation"] == 2, record
-        assert record["next_offset"] <= ends[p], record
+        assert record["generation"] == generation, record
+        assert record["next_offset"] <= source_ends[p], record
         assert checkpoint["partitions"][source]["offsets"][p] >= record["next_offset"], checkpoint
-    assert progress["generation"] == {"format_version": 1, "generation": 2}
+    assert progress["generation"] == {"format_version": 1, "generation": generation}
 
 
-def source_ends(bootstrap: str, topic: str) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "ends"})
+def uncommitted_rows_were_written_again(
+    bootstrap: str,
+    topic: str,
+    output: list[Message],
+    *,
+    workload: Workload,
+    kills: tuple[tuple[str, str], ...],
+    ends: list[dict[int, int]],
+) -> None:
+    """The rows the kills and aborted commits left on the broker: never seen, written again.
+
+    Read as a reader that does not honour transactions reads them (``read_uncommitted``), the
+    output holds records at offsets the read_committed ``output`` skipped: rows only (an
+    aborted transaction's), each one delivered again at another offset, so the very check
+    that found no duplicates in ``output`` finds each of them twice. An ``in_transaction``
+    kill leaves some among the offsets its own run wrote: its piece's rows were flushed and
+    answered before it.
+    """
+    committed = {(m.partition, m.offset) for m in output}
+    uncommitted = consume_all(bootstrap, topic, isolation="read_uncommitted")
+    unseen = [m for m in uncommitted if (m.partition, m.offset) not in committed]
+    assert all(m.key is not None for m in unseen), "a marker not seen by read_committed"
+    again = validate(workload, uncommitted, [], exactly_once=True)
+    assert again.duplicates == len(unseen), (again.summary(), len(unseen))
+    by_run = []
+    for run, (crash, _) in enumerate(kills):
+        since = ends[run - 1] if run else {}
+        rows = [m for m in unseen if since.get(m.partition, 0) <= m.offset < ends[run][m.partition]]
+        by_run.append(len(rows))
+        if crash.startswith("in_transaction"):
+            assert rows, f"{crash}: no uncommitted row among the offsets its run wrote"
+    print(f"rows uncommitted, not seen, written again: {len(unseen)}; by killed run {by_run}")
+
+
+def topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
+    """Each partition's end (high watermark: aborted and open transactions' records too)."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "ends", "isolation.level": "read_uncommitted"}
+    )
     try:
         return {
             p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
@@ -195,7 +273,7 @@ def test_an_initial_scan_chunk_is_written_once_across_a_retry_and_a_kill(
         for m in consume_all(kafka_bootstrap, f"_highwater_progress_{changefeed_id}")
         if m.key is not None and m.value is not None and m.key.startswith(b"scan/")
     }
-    ends = source_ends(kafka_bootstrap, source)
+    ends = topic_ends(kafka_bootstrap, source)
     assert {k: (v["next_offset"], v["time"]) for k, v in scans.items()} == {
         f"scan/{source}/{p}": (ends[p], "0.0000000000") for p in range(PARTITIONS)
     }

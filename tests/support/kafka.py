@@ -20,12 +20,16 @@ class Message:
     timestamp_ms: int = 0  # the record's Kafka timestamp (CreateTime: when it was produced)
 
 
-def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Message]:
+def consume_all(
+    bootstrap: str, topic: str, timeout: float = 60.0, *, isolation: str = "read_committed"
+) -> list[Message]:
     """Every record of every partition of ``topic``, in offset order per partition.
 
     Reads committed records up to each partition's end as of the call (the consumer's
     end-of-partition event: a transaction's control record may be a partition's last offset),
-    so the result is exact (no 'wait until quiet' guessing).
+    so the result is exact (no 'wait until quiet' guessing). ``isolation``
+    ``read_uncommitted``: also the records of transactions aborted or still open, as a reader
+    that does not honour transactions sees them (control records are never returned).
     """
     consumer = Consumer(
         {
@@ -33,7 +37,7 @@ def consume_all(bootstrap: str, topic: str, timeout: float = 60.0) -> list[Messa
             "group.id": f"test-{uuid.uuid4().hex}",
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
-            "isolation.level": "read_committed",
+            "isolation.level": isolation,
             "enable.partition.eof": True,
         }
     )

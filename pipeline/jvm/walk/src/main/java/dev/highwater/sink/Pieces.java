@@ -207,6 +207,7 @@ public final class Pieces implements AutoCloseable {
   /**
    * The piece ends where the partition's next batch starts ({@code nextOffset}, the floor
    * {@code resolved} there): its progress record, then the commit; returns once committed.
+   * The tests' kills of the job ({@link CrashPoints}) are on either side of the commit.
    */
   public void end(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
@@ -230,6 +231,12 @@ public final class Pieces implements AutoCloseable {
                 Progress.slot(key, slots),
                 key.getBytes(StandardCharsets.UTF_8),
                 value));
+        if (CrashPoints.armed(CrashPoints.IN_TRANSACTION)) {
+          // the kill lands with the piece on the broker, uncommitted: flushed and answered
+          held.producer.flush();
+          acks.await(answerMillis);
+          CrashPoints.reach(CrashPoints.IN_TRANSACTION);
+        }
         TaskFaults.reach("slow_commit");
         held.producer.commitTransaction();
         open = false;
@@ -238,6 +245,7 @@ public final class Pieces implements AutoCloseable {
         }
         acks.await(answerMillis);
         held.committed = new Progress(nextOffset, delivery.generation, delivery.scanTime);
+        CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
         TaskFaults.reach("after_commit");
       }
     } catch (KafkaException e) {
@@ -329,5 +337,6 @@ public final class Pieces implements AutoCloseable {
   static void forget() {
     Producers.forget();
     TaskFaults.forget();
+    CrashPoints.use(null);
   }
 }

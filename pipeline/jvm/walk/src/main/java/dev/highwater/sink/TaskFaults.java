@@ -6,7 +6,10 @@ import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
 import org.apache.spark.TaskContext;
 
-/** Fault points inside a task's exactly-once write, for the tests that kill and retry it. */
+/**
+ * Fault points inside a task's exactly-once write, for the tests that fail and retry it (the
+ * task alone; the job's SIGKILLs at the same places are {@link CrashPoints}').
+ */
 final class TaskFaults {
   private static final Set<String> REACHED = ConcurrentHashMap.newKeySet();
   private static final long SLOW_COMMIT_MS = 20_000L;
