@@ -1,9 +1,19 @@
-"""kill -9 at the worst moments, restart, and check every guarantee of contract §5."""
+"""kill -9 at the worst moments, restart, and check every guarantee of contract §5.
+
+``make soak``'s (marked ``soak``): in ``make test`` the same kills hold the same guarantees in
+faster tests: at least once's replay from the checkpoint after ``after_write`` and
+``during_write`` in ``test_lagging_partition.py`` (with a tighter bound: one batch) and
+``test_resume.py``; a marker only after its checkpoint, and the validator's order, resolved
+and completeness checks after ``after_marker`` and ``during_write`` in ``test_chaos.py``;
+kills inside a write and before a checkpoint, exactly once, in ``test_exactly_once.py``.
+"""
 
 import json
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from pipeline.config import load_config
 from pipeline.dev.generator import GeneratorSpec, write
@@ -12,6 +22,7 @@ from tests.support.kafka import Message, consume_all
 from tests.support.process import run_killed_at, write_config
 from tests.support.validator import hlc_order
 
+pytestmark = pytest.mark.soak
 CRASHES = ["during_write:3", "after_write:2", "after_marker:2"]
 
 
