@@ -10,7 +10,10 @@ jars, the connector with the ``debezium`` jar set (``pipeline/jvm/debezium/pom.x
 go on one classpath. The connector is set up as Highwater wants a Debezium source:
 
 * ``JsonConverter`` with schemas (a value's schema carries NUMERIC's scale and the semantic
-  types), ``decimal.handling.mode=precise``;
+  types), ``decimal.handling.mode=precise``; or, given a schema registry, Apicurio's
+  ``AvroConverter`` for keys and values (the transaction topic's too), writing Confluent's wire
+  format (byte 0, the schema's 4-byte id, Avro binary) and registering each topic's schemas in
+  that registry (:func:`avro_converters`);
 * PostgreSQL: ``plugin.name=pgoutput`` (built into PostgreSQL), a slot and a publication of
   its own;
 * MariaDB: the binlog read as a replica with a server id of its own, the schema history in a
@@ -36,6 +39,7 @@ import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pipeline.runtime.jars import broker_classpath, debezium_classpath
 from schemas.errors import PlatformError
@@ -47,6 +51,8 @@ from .service import LocalService, free_port, kill
 
 log = logging.getLogger(__name__)
 
+AVRO_CONVERTER = "io.apicurio.registry.utils.converter.AvroConverter"
+_CCOMPAT, _NATIVE = "/apis/ccompat/v7", "/apis/registry/v3"
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
 
 Database = PostgresInfo | MariaDBInfo
@@ -65,6 +71,8 @@ class ConnectInfo:
     port: int
     topic_prefix: str
     connector: str = "highwater-pg"
+    # the registry's Confluent-compatible URL when the topics are in Avro, else None (JSON)
+    schema_registry: str | None = None
 
     @property
     def url(self) -> str:
@@ -80,14 +88,21 @@ class ConnectInfo:
         """The transaction metadata topic (BEGIN/END events)."""
         return f"{self.topic_prefix}.transaction"
 
-    def sources(self, tables: list[str]) -> list[dict[str, str]]:
-        """The ``sources`` of a changefeed over the captured ``tables`` (``schema.table``)."""
+    def sources(self, tables: list[str]) -> list[dict[str, Any]]:
+        """The ``sources`` of a changefeed over the captured ``tables`` (``schema.table``).
+
+        In Avro, each reads its records' schemas through the registry.
+        """
+        registry = (
+            {"schema_registry": {"url": self.schema_registry}} if self.schema_registry else {}
+        )
         return [
             {
                 "topic": self.topic(table),
                 "table": table.rpartition(".")[2],
                 "format": "debezium",
                 "transactions": self.transaction_topic,
+                **registry,
             }
             for table in tables
         ]
@@ -117,6 +132,37 @@ def connector_config(
         "topic.creation.transactions.partitions": "1",
         "topic.creation.transactions.replication.factor": "-1",
         "heartbeat.interval.ms": "1000",
+    }
+
+
+def avro_converters(registry: str) -> dict[str, str]:
+    """The worker's settings for Apicurio's ``AvroConverter`` against ``registry``.
+
+    ``registry``: the registry's Confluent-compatible URL (``…/apis/ccompat/v7``, what a
+    source's ``schema_registry.url`` takes); the converter speaks Apicurio's own API beside it
+    (``…/apis/registry/v3``). Each record carries its schema's id in the payload as
+    Confluent's wire format (byte 0, 4-byte big-endian id, not in headers): the id is the
+    schema's content id, the one the Confluent-compatible API serves at
+    ``/schemas/ids/<id>``. Schemas are registered on first use, as artifacts named by topic
+    (``<topic>-key``, ``<topic>-value``, Confluent's subjects).
+    """
+    base = registry.rstrip("/")
+    base = base.removesuffix(_CCOMPAT) + _NATIVE if base.endswith(_CCOMPAT) else base
+    own = {
+        "apicurio.registry.url": base,
+        "apicurio.registry.auto-register": "true",
+        "apicurio.registry.headers.enabled": "false",  # the id in the payload
+        "apicurio.registry.id-handler": "io.apicurio.registry.serde.Default4ByteIdHandler",
+        "apicurio.registry.use-id": "contentId",  # what the ccompat API calls a schema id
+        # each schema whole, as Confluent's AvroConverter registers it: without this, Apicurio
+        # registers the envelope's records (Value, Source, event.block, …) as schemas of their
+        # own that the envelope references by name, which a reader must fetch too
+        "apicurio.registry.dereference-schema": "true",
+    }
+    return {
+        f"{side}.converter{suffix}": value
+        for side in ("key", "value")
+        for suffix, value in (("", AVRO_CONVERTER), *((f".{k}", v) for k, v in own.items()))
     }
 
 
@@ -192,29 +238,45 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
         partitions: int = 3,
         timeout: float = 180.0,
         flush_interval_ms: int = 1000,
+        schema_registry: str | None = None,
     ) -> ConnectInfo:
         """Start the worker capturing ``tables`` (``schema.table``) once its task runs.
 
         Started again in the same directory (after :meth:`kill`), it resumes from the offsets
         it flushed last (every ``flush_interval_ms``): what it sent after them, it sends again.
+        In JSON, unless ``schema_registry`` (a registry's Confluent-compatible URL) is given:
+        then in Avro, the schemas in that registry (:func:`avro_converters`).
         """
         running = self.status()
         if running is not None:
             return running
         self.directory.mkdir(parents=True, exist_ok=True)
         port = free_port()
+        converters = (
+            avro_converters(schema_registry)
+            if schema_registry
+            else {
+                "key.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "value.converter": "org.apache.kafka.connect.json.JsonConverter",
+                "key.converter.schemas.enable": "true",
+                "value.converter.schemas.enable": "true",
+            }
+        )
         worker = {
             "bootstrap.servers": bootstrap,
-            "key.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "value.converter": "org.apache.kafka.connect.json.JsonConverter",
-            "key.converter.schemas.enable": "true",
-            "value.converter.schemas.enable": "true",
+            **converters,
             "offset.storage.file.filename": str(self.directory / "offsets"),
             "offset.flush.interval.ms": str(flush_interval_ms),
             "listeners": f"http://127.0.0.1:{port}",
             "topic.creation.enable": "true",
         }
         connector = connector_config(database, tables, topic_prefix, partitions, bootstrap)
+        if schema_registry:
+            # Avro names are letters, digits and underscores: a topic prefix's "-" in a schema's
+            # namespace (``<prefix>.public.orders.Value``) or a column's name would make the
+            # schema one the registry stores but cannot serve back through its ccompat API
+            connector["schema.name.adjustment.mode"] = "avro"
+            connector["field.name.adjustment.mode"] = "avro"
         _write(self.directory / "worker.properties", worker)
         _write(self.directory / "connector.properties", connector)
         classpath = f"{broker_classpath()}:{debezium_classpath()}"
@@ -231,7 +293,14 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
             str(self.directory / "connector.properties"),
         ]
         process = self.spawn(command, "connect.out")
-        info = ConnectInfo(str(self.directory), process.pid, port, topic_prefix, connector["name"])
+        info = ConnectInfo(
+            str(self.directory),
+            process.pid,
+            port,
+            topic_prefix,
+            connector["name"],
+            schema_registry.rstrip("/") if schema_registry else None,
+        )
         self.record(info)
         self.wait_ready(process, lambda: self._running(info), timeout)
         log.info("Kafka Connect capturing %s at %s (pid %s)", tables, info.url, info.pid)

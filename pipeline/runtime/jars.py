@@ -1,7 +1,8 @@
 """JVM artifacts from Maven Central: broker, CLI tools, Connect, Spark's connector and more.
 
 The schema registry (Apicurio) comes as an application archive, unpacked in place; Debezium's
-PostgreSQL connector as its jars, for the Kafka Connect among the broker jars.
+PostgreSQL connector as its jars, for the Kafka Connect among the broker jars, with Apicurio's
+Avro converter for Connect.
 
 What running changefeeds needs (:func:`fetch_runtime`, ``highwater fetch-jars``): Spark's
 Kafka connector and our own Java built against it (:class:`WalkJar`). The development tools'
@@ -91,6 +92,9 @@ class JarSet:
     # One artifact to copy (``group:artifact:version:type:classifier``) instead of the POM's
     # dependencies; a .tar.gz is unpacked in place.
     artifact: str | None = None
+    # Maven goals run after copying the POM's dependencies, into the same folder (e.g. a copy
+    # of the artifactItems the POM configures, for artifacts Maven cannot resolve)
+    goals: tuple[str, ...] = ()
 
     @property
     def directory(self) -> Path:
@@ -102,7 +106,9 @@ class JarSet:
         digest = hashlib.sha256(self.pom.read_bytes()).hexdigest()[:16]
         props = ",".join(f"{k}={v}" for k, v in sorted(self.properties.items()))
         artifact = f"artifact={self.artifact}" if self.artifact else ""
-        return " ".join(p for p in (self.pom.parent.name, f"pom={digest}", props, artifact) if p)
+        goals = f"goals={','.join(self.goals)}" if self.goals else ""
+        parts = (self.pom.parent.name, f"pom={digest}", props, artifact, goals)
+        return " ".join(p for p in parts if p)
 
     def is_current(self) -> bool:
         """True when the folder holds a complete copy from this very POM and properties."""
@@ -127,7 +133,7 @@ class JarSet:
             "-q",
             "-f",
             str(self.pom),
-            *(goal or ["dependency:copy-dependencies"]),
+            *(goal or ["dependency:copy-dependencies", *self.goals]),
             f"-DoutputDirectory={scratch}",
             *(f"-D{k}={v}" for k, v in sorted(self.properties.items())),
         ]
@@ -166,8 +172,17 @@ def registry_app() -> JarSet:
 
 
 def debezium_jars() -> JarSet:
-    """Debezium's PostgreSQL and MariaDB connectors for the broker jars' Kafka Connect."""
-    return JarSet("debezium", _JVM / "debezium" / "pom.xml")
+    """Debezium's PostgreSQL and MariaDB connectors for the broker jars' Kafka Connect.
+
+    With Apicurio's Avro converter: its artifacts, whose parent POM is not on Maven Central,
+    are the POM's ``artifactItems``, copied by maven-dependency-plugin 2.8 (newer ones read
+    that parent first and fail).
+    """
+    return JarSet(
+        "debezium",
+        _JVM / "debezium" / "pom.xml",
+        goals=("org.apache.maven.plugins:maven-dependency-plugin:2.8:copy",),
+    )
 
 
 class WalkJar:

@@ -67,6 +67,13 @@ def test_stamp_changes_with_the_spark_version() -> None:
     assert jars.spark_jar_set("4.0.0").stamp() != jars.spark_jar_set("4.0.1").stamp()
 
 
+def test_the_debezium_set_copies_apicurios_converter_after_the_poms_dependencies() -> None:
+    debezium = jars.debezium_jars()
+    assert debezium.goals == ("org.apache.maven.plugins:maven-dependency-plugin:2.8:copy",)
+    assert debezium.stamp().endswith(" goals=" + debezium.goals[0])  # a new goal fetches again
+    assert "apicurio-registry-utils-converter" in debezium.pom.read_text(encoding="utf-8")
+
+
 def test_the_run_time_fetch_is_the_connector_then_the_walk() -> None:
     assert [s.name for s in jars.runtime_sets()] == ["spark", "walk"]
 
