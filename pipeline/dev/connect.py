@@ -154,10 +154,10 @@ def avro_converters(registry: str) -> dict[str, str]:
         "apicurio.registry.headers.enabled": "false",  # the id in the payload
         "apicurio.registry.id-handler": "io.apicurio.registry.serde.Default4ByteIdHandler",
         "apicurio.registry.use-id": "contentId",  # what the ccompat API calls a schema id
-        # each schema whole, as Confluent's AvroConverter registers it: without this, Apicurio
-        # registers the envelope's records (Value, Source, event.block, …) as schemas of their
-        # own that the envelope references by name, which a reader must fetch too
-        "apicurio.registry.dereference-schema": "true",
+        # Apicurio's default, kept: the envelope's records (Value, Source, block, …) are
+        # registered as schemas of their own that the envelope references by name, which the
+        # reader writes in (wire.py's whole_schema); ``dereference-schema=true`` would register
+        # each whole, as Confluent's AvroConverter does
     }
     return {
         f"{side}.converter{suffix}": value

@@ -8,7 +8,7 @@ from pipeline.dev.connect import AVRO_CONVERTER, ConnectInfo, avro_converters
 CCOMPAT = "http://127.0.0.1:8081/apis/ccompat/v7"
 
 
-def test_the_avro_converters_write_confluents_wire_format_with_whole_schemas() -> None:
+def test_the_avro_converters_write_confluents_wire_format() -> None:
     settings = avro_converters(CCOMPAT + "/")
     for side in ("key", "value"):
         assert settings[f"{side}.converter"] == AVRO_CONVERTER
@@ -23,8 +23,7 @@ def test_the_avro_converters_write_confluents_wire_format_with_whole_schemas() -
             "apicurio.registry.headers.enabled": "false",
             "apicurio.registry.id-handler": "io.apicurio.registry.serde.Default4ByteIdHandler",
             "apicurio.registry.use-id": "contentId",
-            "apicurio.registry.dereference-schema": "true",
-        }
+        }  # Apicurio's own default: schemas that reference others (wire.py writes them in)
     # a URL that is not the ccompat API's is the converter's own
     native = "http://r:1/apis/registry/v3"
     assert avro_converters(native)["value.converter.apicurio.registry.url"] == native

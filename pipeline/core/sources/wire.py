@@ -27,16 +27,93 @@ from schemas.connect import non_null
 from .base import BadRecord, SourceUnavailable
 
 MAGIC = b"\x00"
+# a registry's answers that say "not now" (auth, timeout, throttled): the batch runs again
+_RETRIED = frozenset({401, 403, 408, 429})
 _SCHEMAS: dict[tuple[str, int], tuple[Any, dict[str, Any]]] = {}  # per process
 _LOCK = threading.Lock()
 
 
 def registry_fetch(config: Mapping[str, str]) -> Callable[[int], str]:
-    """The schema text of a registry id, from the registry ``config`` names."""
+    """The whole schema text of a registry id, from the registry ``config`` names.
+
+    A schema that references others (Apicurio's converter registers an envelope's records,
+    ``Value``, ``Source`` and more, as schemas of their own and refers to them by name) comes
+    with each written in where it is first used (:func:`whole_schema`).
+    """
     from confluent_kafka.schema_registry import SchemaRegistryClient  # noqa: PLC0415
 
     client = SchemaRegistryClient(dict(config))
-    return lambda schema_id: client.get_schema(schema_id).schema_str or ""
+
+    def referenced(subject: str, version: int) -> tuple[str, list[Any]]:
+        found = client.get_version(subject, version).schema
+        return found.schema_str or "", list(found.references or ())
+
+    def fetch(schema_id: int) -> str:
+        schema = client.get_schema(schema_id)
+        if not schema.references:
+            return schema.schema_str or ""
+        return json.dumps(whole_schema(schema.schema_str or "", schema.references, referenced))
+
+    return fetch
+
+
+def whole_schema(
+    text: str, references: Any, referenced: Callable[[str, int], tuple[str, list[Any]]]
+) -> Any:
+    """A schema's JSON with the named schemas it references written in at their first use.
+
+    ``references``: the registry's (each a ``name``, the full name the schema uses, and the
+    ``subject`` and ``version`` that hold it); ``referenced``: a subject's version -> its text
+    and its own references. Avro defines a named type where it first appears and refers to
+    it by name after, so the result is one self-contained schema, as Confluent's own
+    converter registers them.
+    """
+    named: dict[str, Any] = {}
+
+    def gather(refs: Any) -> None:
+        for ref in refs:
+            if ref.name not in named:
+                ref_text, ref_refs = referenced(ref.subject, ref.version)
+                named[ref.name] = json.loads(ref_text)
+                gather(ref_refs)
+
+    gather(references)
+    defined: set[str] = set()
+
+    def inline(schema: Any, namespace: str | None) -> Any:
+        if isinstance(schema, str):
+            full = schema if "." in schema or not namespace else f"{namespace}.{schema}"
+            for candidate in (full, schema):
+                if candidate in named and candidate not in defined:
+                    defined.add(candidate)
+                    body = named[candidate]
+                    short = isinstance(body, dict) and "." not in str(body.get("name", ""))
+                    if short and not body.get("namespace"):
+                        body = {**body, "name": candidate}  # its full name, wherever it lands
+                    return inline(body, namespace)
+            return schema
+        if isinstance(schema, list):
+            return [inline(branch, namespace) for branch in schema]
+        if not isinstance(schema, dict):
+            return schema
+        name = schema.get("name")
+        if schema.get("type") in ("record", "error", "enum", "fixed") and isinstance(name, str):
+            own = name.rpartition(".")[0] if "." in name else schema.get("namespace", namespace)
+            defined.add(name if "." in name or not own else f"{own}.{name}")
+            namespace = own or None
+        out = dict(schema)
+        if "fields" in schema:
+            out["fields"] = [
+                {**f, "type": inline(f.get("type"), namespace)} for f in schema["fields"]
+            ]
+        for key in ("items", "values"):
+            if key in schema:
+                out[key] = inline(schema[key], namespace)
+        if isinstance(schema.get("type"), (dict, list)) or schema.get("type") in named:
+            out["type"] = inline(schema["type"], namespace)
+        return out
+
+    return inline(json.loads(text), None)
 
 
 class WireReader:
@@ -75,13 +152,23 @@ class WireReader:
         try:
             text = self.fetch(schema_id)
         except Exception as exc:
-            if getattr(exc, "http_status_code", None) == 404:
+            status = getattr(exc, "http_status_code", None)
+            if status == 404:
                 raise BadRecord(f"schema id {schema_id} is not in the registry") from None
+            if isinstance(status, int) and 400 <= status < 500 and status not in _RETRIED:
+                # the registry answered that it cannot serve this schema: no retry will change
+                # that, and the batch must not wait on it forever (a wedged feed)
+                raise BadRecord(
+                    f"the schema registry cannot serve schema id {schema_id} (HTTP {status}): {exc}"
+                ) from None
             raise SourceUnavailable(
                 f"the schema registry {self.name} did not answer for schema id {schema_id}: {exc}"
             ) from exc
-        writer = json.loads(text)
-        parsed = fastavro.parse_schema(without_logical_types(writer))
+        try:
+            writer = json.loads(text)
+            parsed = fastavro.parse_schema(without_logical_types(writer))
+        except Exception as exc:  # not Avro the reader can use: its records are bad
+            raise BadRecord(f"schema id {schema_id} is not a usable Avro schema: {exc}") from None
         with _LOCK:
             _SCHEMAS[key] = parsed, connect_schema(writer)
         return _SCHEMAS[key]
