@@ -62,7 +62,7 @@ from .queries import RowShape
 from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
 from .sources.base import Position
-from .sources.debezium import in_commit, snapshot_read
+from .sources.debezium import in_commit, snapshot_read, timed
 from .summary import Summary
 
 if TYPE_CHECKING:
@@ -578,7 +578,9 @@ def _reader(
     The exact JSON reader reads the records the source adapter flags (``exact``), for the
     whole stretch at once. A change the encoder passes on as the source wrote it
     (``verbatim``: its members) needs no exact numbers: with such an encoder, records are read
-    by orjson alone, and the flags are found at the first change it would write itself.
+    by orjson alone, and the flags are found at the first change it would write itself, or
+    at a bad record: its reason quotes its values as read exactly, whatever came before it in
+    the stretch (where a batch or the JVM walk stopped must not change a dead letter's reason).
     """
     decode = source.decode
     if not verbatim:
@@ -589,7 +591,11 @@ def _reader(
     def read(i: int, key: bytes | None, value: bytes | None) -> Change | Marker | Rows | None:
         if exact:
             return decode(key, value, exact[i])
-        item = decode(key, value, False)
+        try:
+            item = decode(key, value, False)
+        except BadRecord:
+            exact.extend(source.exact(keys, values))
+            return decode(key, value, exact[i])
         written = type(item) is tuple or (
             type(item) is Change and (item.text is None or item.text.members != verbatim)
         )
@@ -760,12 +766,11 @@ class Task(Frames):
                 for change in changes:
                     ts = change.ts
                     position, tx = change.position, change.tx
-                    if change.point is not None:  # a binlog snapshot's read: never a re-send
-                        if ts <= floor:
+                    if change.point is not None:  # a snapshot's read: never a re-send
+                        if ts <= floor:  # Debezium's own time: a snapshot before the start
                             state.duplicates += 1
                             continue
-                        ts, read_at = snapshot_read(change.point, floor, latest)
-                        latest = read_at if latest is None or read_at > latest else latest
+                        ts, latest = snapshot_read(change.point, floor, latest)
                     resent = position is not None and latest is not None and position <= latest
                     if change.order is not None and tx is not None:  # a binlog change
                         end = commits.get(tx[0])
@@ -773,16 +778,14 @@ class Task(Frames):
                             waits = tx[0]
                             break
                         ts = None if end is None else in_commit(end, change.order)
-                        if ts is not None and position is not None:
-                            position = (*position, ts.wall, ts.logical)  # see snapshot_read
                     if tx is not None:  # Debezium: counted for its transaction
                         state.saw(tx, ts)
                     if resent:
                         state.resent += 1
                         continue
-                    if position is not None:
-                        latest = position
                     assert ts is not None  # noqa: S101 - only a re-send's commit may be unknown
+                    if position is not None:
+                        latest = timed(position, ts)  # a read after it starts above its time
                     if ts <= floor:
                         state.duplicates += 1
                         continue

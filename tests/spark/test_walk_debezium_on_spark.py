@@ -14,7 +14,7 @@ import base64
 import json
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
@@ -243,6 +243,43 @@ def key_partition(key: bytes) -> int:
     return int(json.loads(key)[0])
 
 
+# A change as PostgreSQL's connector writes it; after it, one whose Timestamp column reads 1e3
+# (bad: not an integer). The walk stops at the bad one (or at [1,2] before it), so its rest
+# starts there; the Python loop alone reads it after a change it wrote. Its reason must be the
+# same either way: in the summary (first_bad, no dead-letter topic) and the dead letter's header.
+PLAIN: dict[str, Any] = {
+    "op": "c",
+    "after": dict.fromkeys(NAMES, "null"),
+    "before": None,
+    "schemas": "full",
+    "layout": "debezium",
+    "clock": "ts_us",
+    "n": 5,
+    "lsn": 1,
+    "last": "lsn",
+    "snapshot": '"false"',
+    "connector": "postgresql",
+    "row": 0,
+    "tx": None,
+    "key": "schema",
+}
+MS_1E3 = {**PLAIN, "after": {**PLAIN["after"], "ms": "1e3"}}
+
+
+@example(
+    partitions=[[PLAIN, {**MS_1E3, "lsn": 2, "n": 7}]],
+    floor=0,
+    dlq=None,
+    diff=False,
+    position=None,
+)
+@example(
+    partitions=[[PLAIN, "array", {**MS_1E3, "lsn": 3, "n": 8}]],
+    floor=0,
+    dlq="dlq",
+    diff=False,
+    position=None,
+)
 @settings(
     max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

@@ -13,8 +13,9 @@ as a ``read_committed`` consumer does, independently of Highwater:
   the order it wrote them, each once: a re-sent change is never news. A change is known by
   its place in the source (an LSN, a binlog position); a snapshot's read by its snapshot
   (the snapshot's place and time), so a snapshot done again after a kill reads each row
-  again as a new version at the new snapshot's time, with the row's content as of then (the
-  README's Debezium section says why: Debezium gives those reads a new time and place);
+  again as a new version (timed just above what its partition had passed), with the row's
+  content as of then (the README's Debezium section says why: Debezium gives those reads a
+  new place, and a read's time is not Debezium's);
 * under ``delivery: exactly_once`` every ``(key, updated)`` once, counted;
 * their times (``updated``) rise with them; after a marker no new row at or below it;
 * the tables rebuilt from the output equal the final ``SELECT``, value for value;

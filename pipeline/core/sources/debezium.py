@@ -153,24 +153,41 @@ def commit_time_of(change: Change, commits: Mapping[str, Hlc]) -> Hlc | None:
 _MILLISECOND = 1_000_000  # an END's time is in milliseconds
 
 
-def snapshot_read(point: Position, floor: Hlc, latest: Position | None) -> tuple[Hlc, Position]:
-    """The time of a binlog snapshot's read, and the position that remembers it.
+# A position read carries the time its change was given after it: the place, this mark, then
+# wall and logical (the mark tells it from a place written before times were kept)
+_TIMED = -1
 
-    A snapshot begins where the binlog then ends (``point``): after every change its
-    partition sent before it, before every change streamed after it. So the read is timed
-    just above what its partition has passed: its floor, and the time of the latest change
-    or read there (a binlog position read carries the time it was given: file, pos and row,
-    then wall and logical). That is above every version of its key emitted before (a
-    snapshot done again after a restart is news, not below it) and below every commit that
-    follows (Debezium's own ``ts_ms``, its table's scan start, is not: ``snapshot_point``).
-    The position is the point, row -1 (below the events there), and that time, so the next
-    read is timed above this one. The batch's loop (``batch.py``) calls it per read.
+
+def timed(position: Position, ts: Hlc) -> Position:
+    """``position`` with the time it was read at (what :func:`snapshot_read` starts above)."""
+    return (*position, _TIMED, ts.wall, ts.logical)
+
+
+def time_of(position: Position | None) -> Hlc | None:
+    """The time a :func:`timed` position carries; None for a place alone."""
+    if position is None or len(position) < 3 or position[-3] != _TIMED:
+        return None
+    return Hlc(position[-2], position[-1])
+
+
+def snapshot_read(point: Position, floor: Hlc, latest: Position | None) -> tuple[Hlc, Position]:
+    """The time of a snapshot's read, and the partition's latest position after it.
+
+    A snapshot reads the tables as of one point of the source's history (``point``: a place
+    just below the first change streamed after it), after every change its partition sent
+    before it and before every change streamed after it. Debezium's own time for a read is
+    no such point (:func:`snapshot_point`), so the read is timed just above what its
+    partition has passed: its floor and the time of the latest change or read there. That
+    is above every version of its key emitted before (a snapshot done again after a restart
+    is news, not below them) and below every commit that follows. The latest position keeps
+    its place (or takes the point's, on a partition that has none yet) with the read's time,
+    so the next read is timed above this one. The batch's loop (``batch.py``) calls it.
     """
-    passed = floor
-    if latest is not None and len(latest) == 5:  # file, pos, row, wall, logical
-        passed = max(passed, Hlc(latest[3], latest[4]))
+    passed = time_of(latest)
+    passed = floor if passed is None else max(floor, passed)
     ts = passed.next()
-    return ts, (*point, -1, ts.wall, ts.logical)
+    place = point if latest is None else latest[:-3] if time_of(latest) else latest
+    return ts, timed(place, ts)
 
 
 def place_of(source: dict[str, Any]) -> Place | None:
@@ -189,14 +206,30 @@ def place_of(source: dict[str, Any]) -> Place | None:
 
 
 def snapshot_point(source: dict[str, Any]) -> Position | None:
-    """Where a binlog snapshot's read began, ``(file number, pos)``; None for PostgreSQL's.
+    """A place just below every change streamed after a snapshot's read (see the module).
 
     A read's ``ts_ms`` is the database's ``CURRENT_TIMESTAMP`` when its table's scan began
-    (Debezium's ``getSnapshotSourceTimestamp``). PostgreSQL's is the snapshot transaction's
-    start, at or below its point: a good time. A binlog's is the scan's own statement, later
-    than the point by every table scanned before it, so changes committed after the point
-    (streamed after the read) can carry earlier times: such a read is timed by the batch.
+    (Debezium's ``getSnapshotSourceTimestamp``), not the snapshot's point: on a binlog the
+    scan's own statement, later than the point by every table scanned before it; on
+    PostgreSQL the snapshot transaction's start, after the replication slot's consistent
+    point by however long the slot took (a commit between the two is streamed after the
+    read, seen here). A change committed after the point can carry an earlier time than the
+    read, so :func:`snapshot_read` times it. The place: a binlog's ``(file number, pos, -1)``
+    (row -1, below the events there); PostgreSQL's ``(0, LSN - 1)`` (the read's LSN is where
+    the stream begins; a change's place is ``(last commit LSN or 0, LSN)``). None for other
+    connectors' reads (their changes have no place: bad records), timed as Debezium says.
     """
+    if source.get("connector") == "postgresql":
+        lsn = _lsn(source.get("lsn"))
+        if lsn is None:
+            sequence = source.get("sequence")
+            pair = _json_list(sequence) if type(sequence) is str else None
+            lsn = _lsn(pair[1]) if pair is not None and len(pair) == 2 else None
+        if lsn is None:
+            raise BadRecord(
+                "a snapshot read's 'source.lsn' is not an LSN: where its snapshot began is needed"
+            )
+        return (0, lsn - 1)
     if source.get("connector") not in ("mysql", "mariadb"):
         return None
     name, pos = source.get("file"), whole(source.get("pos"))
@@ -206,7 +239,7 @@ def snapshot_point(source: dict[str, Any]) -> Position | None:
             "a snapshot read's 'source.file' and 'pos' are not a binlog file "
             "'<name>.<number>' and a position: where its snapshot began is needed"
         )
-    return (int(number), pos)
+    return (int(number), pos, -1)
 
 
 def _pg_place(source: dict[str, Any]) -> Place:
@@ -311,7 +344,7 @@ class DebeziumAdapter:
         source, clock, scale = commit_time(payload.get("source"))
         place = None if code == "r" else place_of(source)  # a snapshot read: before the stream
         ts = at(clock, scale, place)
-        point = snapshot_point(source) if place is None else None
+        point = snapshot_point(source) if place is None else None  # a snapshot's read
         tx = _in_transaction(payload.get("transaction"), place)
         try:
             images = []
@@ -331,10 +364,7 @@ class DebeziumAdapter:
             raise
         if place is None:
             return Change(key_values, after, before, op, ts, None, tx, point=point)
-        if place.from_end and tx is None:  # a binlog's statement time is all there is
-            position = (*place.position, ts.wall, ts.logical)
-            return Change(key_values, after, before, op, ts, None, tx, position)
-        order = place.order if place.from_end else None
+        order = place.order if place.from_end and tx is not None else None
         return Change(key_values, after, before, op, ts, None, tx, place.position, order)
 
     def marker(self, value: bytes | None) -> Marker | None:

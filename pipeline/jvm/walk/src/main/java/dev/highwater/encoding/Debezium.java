@@ -75,7 +75,6 @@ final class Debezium implements Encoding {
     out.key = o.copy(0);
     o.reset();
     out.position = null;
-    out.binlog = false;
     out.tx = null;
     if (!value(value, o, s, typed, out)) {
       return false;

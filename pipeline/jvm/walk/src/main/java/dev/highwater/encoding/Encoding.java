@@ -81,10 +81,6 @@ public interface Encoding extends Serializable {
     public byte[] value; // null: a tombstone (or, ts null too, a change not written yet)
     // a change that says where its source put it (Debezium): its position there, or null
     public long[] position;
-    // a binlog's change in a transaction: once its END gives it a time, its position takes
-    // that time after it (wall, logical), so a snapshot's read after it is timed above it
-    // (debezium.py's snapshot_read; the Python loop times binlog snapshot reads)
-    public boolean binlog;
     // and its transaction (as the transaction log names it) and place in it, or null
     public String tx;
     public long within;

@@ -61,8 +61,8 @@ final class EventPlace {
       return false;
     }
     if (snapshot == 1) { // a snapshot's read: before the stream, no place
-      if (is(b, src, 4, MYSQL) || is(b, src, 4, MARIADB)) {
-        return false; // a binlog's: timed by what its partition passed (the Python loop)
+      if (is(b, src, 4, POSTGRESQL) || is(b, src, 4, MYSQL) || is(b, src, 4, MARIADB)) {
+        return false; // timed by what its partition passed (debezium.py's snapshot_read)
       }
       out.ts = new long[] {clock * nanos, 0};
       return true;
@@ -115,10 +115,8 @@ final class EventPlace {
       long room = nanos * LOGICAL;
       long o = Math.min(order, room - 1);
       out.ts = new long[] {clock * nanos + o / LOGICAL, o % LOGICAL};
-      out.position = new long[] {files, pos, row, out.ts[0], out.ts[1]};
       return true;
     }
-    out.binlog = true;
     long[] end = commits.get(out.tx);
     if (end == null) {
       out.ts = null; // its END not read yet

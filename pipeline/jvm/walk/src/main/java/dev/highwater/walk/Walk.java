@@ -259,11 +259,12 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     }
   }
 
-  /** A binlog position with its change's time after it (debezium.py's snapshot_read). */
+  /** A position with the time its change was read at (debezium.py's {@code timed}). */
   private static long[] timed(long[] position, long[] ts) {
-    long[] timed = Arrays.copyOf(position, position.length + 2);
-    timed[position.length] = ts[0];
-    timed[position.length + 1] = ts[1];
+    long[] timed = Arrays.copyOf(position, position.length + 3);
+    timed[position.length] = -1; // the mark: a time follows
+    timed[position.length + 1] = ts[0];
+    timed[position.length + 2] = ts[1];
     return timed;
   }
 
@@ -410,7 +411,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null;
       }
       if (position != null) {
-        s.latest = out.binlog ? timed(position, out.ts) : position;
+        s.latest = timed(position, out.ts); // a snapshot read after it starts above its time
       }
       if (compare(out.ts, s.floor) <= 0) {
         s.duplicates++;

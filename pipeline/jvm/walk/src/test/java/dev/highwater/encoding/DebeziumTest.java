@@ -94,8 +94,17 @@ class DebeziumTest {
   }
 
   @Test
-  void a_snapshot_read_has_no_position_nor_transaction() {
-    Encoding.Encoded out = encode(KEY, EVENT.replace("\"op\":\"c\"", "\"op\":\"r\""));
+  void a_snapshot_read_is_timed_by_the_python_loop_from_what_its_partition_passed() {
+    // debezium.py's snapshot_read: Debezium's own time for a read is not its snapshot's point
+    assertNull(encode(KEY, EVENT.replace("\"op\":\"c\"", "\"op\":\"r\"")));
+    String mariadb = EVENT.replace("\"connector\":\"postgresql\"", "\"connector\":\"mariadb\"");
+    assertNull(encode(KEY, mariadb.replace("\"op\":\"c\"", "\"op\":\"r\"")));
+  }
+
+  @Test
+  void another_connectors_snapshot_read_has_no_position_nor_transaction() {
+    String other = EVENT.replace("\"connector\":\"postgresql\"", "\"connector\":\"sqlserver\"");
+    Encoding.Encoded out = encode(KEY, other.replace("\"op\":\"c\"", "\"op\":\"r\""));
     assertNull(out.position);
     assertNull(out.tx);
     assertEquals("1700000000123456000.0000000000", Hlc.text(out.ts));

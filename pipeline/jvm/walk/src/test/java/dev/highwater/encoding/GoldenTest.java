@@ -1,6 +1,7 @@
 package dev.highwater.encoding;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -81,6 +82,10 @@ class GoldenTest {
     assertEquals(20, records.size());
     for (JsonNode record : records) {
       String what = record.get("value").asText();
+      if (record.path("loop_only").asBoolean()) { // a snapshot's read: the Python loop times it
+        assertFalse(encoding.encode(utf8(record.get("key").asText()), utf8(what), out), what);
+        continue;
+      }
       assertTrue(
           encoding.encode(utf8(record.get("key").asText()), utf8(what), out), what);
       assertEquals(record.get("out_key").asText(), new String(out.key, StandardCharsets.UTF_8));
