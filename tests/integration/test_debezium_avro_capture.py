@@ -43,7 +43,7 @@ from pipeline.config import parse_config
 from pipeline.core.sources.wire import whole_schema
 from pipeline.dev.connect import EmbeddedConnect
 from pipeline.dev.postgres import EmbeddedPostgres
-from tests.support.changefeed import run_to_end
+from tests.support.changefeed import over_capture, run_to_end
 from tests.support.kafka import Message, consume_all
 from tests.support.validator import exact, hlc_order, order_and_resolved
 
@@ -225,18 +225,7 @@ def capture_and_run(
         wait_for("Debezium's changes", changes_there)
         wait_for("the last END", last_end_there)
         captured = time.monotonic()
-        raw: dict[str, Any] = {
-            "changefeed_id": changefeed_id,
-            "kafka": {"bootstrap_servers": kafka_bootstrap},
-            "sources": info.sources(tables),
-            "initial_scan": "no",
-            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
-            "encoder": {"updated": True},
-            "resolved": {"interval": "0s"},
-            "checkpoint": {"min_checkpoint_frequency": "0s"},
-            "safepoints": {"enabled": False},
-            "spark": {"trigger": {"available_now": True}},
-        }
+        raw = over_capture(kafka_bootstrap, changefeed_id, info.sources(tables))
         assert all(s["schema_registry"] == {"url": schema_registry_url} for s in raw["sources"])
         run_to_end(parse_config(raw, env={}), spark)
         final = {table: postgres.sql(select) for table, (select, _) in SELECTS.items()}

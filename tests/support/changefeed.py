@@ -12,6 +12,29 @@ from schemas.hlc import ZERO
 from tests.support.kafka import Message, consume_all
 
 
+def over_capture(
+    bootstrap: str, changefeed_id: str, sources: list[dict[str, Any]], **sections: Any
+) -> dict[str, Any]:
+    """The raw config of a changefeed over a Debezium capture's topics, from their start.
+
+    Its own snapshot comes from Debezium (``initial_scan: no``), markers and checkpoints at
+    every batch, no safepoints; ``sections`` replace the defaults (``spark``, ``delivery``).
+    """
+    return {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": sources,
+        "initial_scan": "no",
+        "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
+        "encoder": {"updated": True},
+        "resolved": {"interval": "0s"},
+        "checkpoint": {"min_checkpoint_frequency": "0s"},
+        "safepoints": {"enabled": False},
+        "spark": {"trigger": {"available_now": True}},
+        **sections,
+    }
+
+
 def changefeed_config(
     bootstrap: str,
     changefeed_id: str,

@@ -53,7 +53,7 @@ from confluent_kafka import Consumer
 from pipeline.config import parse_config
 from pipeline.core.sources.debezium import transaction_key
 from pipeline.dev.connect import Database, EmbeddedConnect
-from tests.support.changefeed import run_to_end
+from tests.support.changefeed import over_capture, run_to_end
 from tests.support.kafka import Message, consume_all
 from tests.support.process import run_killed_at, write_config
 from tests.support.seeds import suite_seed
@@ -202,19 +202,13 @@ def run(upstream: Upstream, kafka_bootstrap: str, spark: Any, tmp_path: Path) ->
 
         watcher = _watch([f"{name}.{table}" for table in upstream.tables], kafka_bootstrap)
         info = capture()
-        raw = {
-            "changefeed_id": changefeed_id,
-            "kafka": {"bootstrap_servers": kafka_bootstrap},
-            "sources": info.sources(upstream.tables),
-            "initial_scan": "no",
-            "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
-            "encoder": {"updated": True},
-            "resolved": {"interval": "0s"},
-            "checkpoint": {"min_checkpoint_frequency": "0s"},
-            "safepoints": {"enabled": False},
-            "spark": {"trigger": {"processing_time": "1s"}},
-            "delivery": DELIVERY,
-        }
+        raw = over_capture(
+            kafka_bootstrap,
+            changefeed_id,
+            info.sources(upstream.tables),
+            spark={"trigger": {"processing_time": "1s"}},
+            delivery=DELIVERY,
+        )
         config_file = write_config(tmp_path / "cf.yaml", raw)
         chaos = _Chaos(upstream, random.Random(rng.random()))
         runs = threading.Thread(
