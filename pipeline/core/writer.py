@@ -38,6 +38,7 @@ from pipeline.config import ChangefeedConfig
 
 from . import faults
 from .batch import BatchPlan, BatchResult, Deferred, Settled, kafka_records, read_result
+from .frontier import SourcePartition
 from .jvm import Transactions
 from .kafka_clients import write_records
 from .queries import apply_query
@@ -145,7 +146,7 @@ class WalkWriter(BatchWriter):
 
         walk = walk_plan(plan)
         if walk is None:  # an encoder evolved to one the walk cannot write
-            return super()._first(batch, batch_id, plan)
+            return self._through_the_loop(batch, batch_id, plan)
         config = self.config
         walked = Walked.write(
             batch, walk, batch_id, config.sink_kafka, config.sink.producer, delivery=self.delivery
@@ -159,6 +160,33 @@ class WalkWriter(BatchWriter):
             write_rest(batch.sparkSession, rests, plan, config, more, delivery=self.delivery)
         )
         return BatchResult.of([*result.partitions, *read_result(more).partitions])
+
+    def _through_the_loop(self, batch: DataFrame, batch_id: int, plan: BatchPlan) -> BatchResult:
+        """The whole batch through the Python loop, read again with its records' headers.
+
+        The walk's stream reads no headers, which the loop keeps on dead letters: each
+        partition's offset range of the batch runs as a rest (as the walk's rests do).
+        """
+        from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        ranges = batch.groupBy("topic", "partition").agg(F.min("offset"), F.max("offset"))
+        rests = [
+            Deferred(
+                SourcePartition(topic, partition),
+                first,
+                last + 1,
+                plan.thresholds.get((topic, partition), plan.new_partition_floor),
+            )
+            for topic, partition, first, last in ranges.collect()
+        ]
+        if not rests:
+            return BatchResult.of([])
+        more = Observation(f"batch-{batch_id}-loop")
+        self._count(
+            write_rest(batch.sparkSession, rests, plan, self.config, more, delivery=self.delivery)
+        )
+        return read_result(more)
 
 
 def batch_writer(
