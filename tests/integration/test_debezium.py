@@ -873,9 +873,12 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
         before_tier, before_vip = str(tier_at.previous()), str(vip_at.previous())
         assert {r["updated"] for r in again} == {before_tier, before_vip}
         # every row live then, the column's default in those that predate it (as PostgreSQL
-        # filled them); 3 (deleted later) only where its delete was not written before the
-        # scan (it would undo it): where it shares the partition the change stopped, the
-        # partition of the change's first row (Connect's partitioner: known from the topic)
+        # filled them). Key 3, deleted later, is there when its delete was not written before
+        # the scan (the scan leaves out a key whose delete is out, or it would undo it): always
+        # when it shares the partition the change stopped (Connect's partitioner, read from
+        # the topic), as the change's first row stops it; on another partition it depends on
+        # where that partition's batch ended when the change was met, which is timing (seen
+        # both ways: alone it was written first, under load it was not), so either there
         partition = {
             c.key[0]: m.partition
             for m in feed.written[feed.accounts]
@@ -885,16 +888,18 @@ def test_schema_changes_upstream_follow_the_policy_and_an_update_resumes_without
             column: next(k for k, ts, after in changes if column in after and Hlc.parse(ts) == at)
             for column, at in (("tier", tier_at), ("vip", vip_at))
         }
-        kept = {c: partition[3] == partition[first_key[c]] for c in ("tier", "vip")}
+        stopped = {c: partition[3] == partition[first_key[c]] for c in ("tier", "vip")}
         tiers = {(r["key"], r["after"]["tier"]) for r in again if r["updated"] == before_tier}
-        assert tiers == {(1, 5), (2, 5), *([(3, 5)] if kept["tier"] else [])}, (tiers, partition)
+        must = {(1, 5), (2, 5), *([(3, 5)] if stopped["tier"] else [])}
+        assert must <= tiers <= {(1, 5), (2, 5), (3, 5)}, (tiers, partition)
         vips = {
             (r["key"], r["after"]["tier"], r["after"]["vip"])
             for r in again
             if r["updated"] == before_vip
         }
         live = {(1, 5, None), (2, 5, None), (4, 7, None)}
-        assert vips == {*live, *([(3, 5, None)] if kept["vip"] else [])}, (vips, partition)
+        must_vip = {*live, *([(3, 5, None)] if stopped["vip"] else [])}
+        assert must_vip <= vips <= {*live, (3, 5, None)}, (vips, partition)
     else:
         assert again == []
     # the registry: the value subject's envelopes, each row record's columns, in order
