@@ -197,6 +197,13 @@ class AcknowledgedProducer:
             self._broken = SinkError(f"producer {self.transactional_id!r} is closed")
         try:
             live.flush(self._timeout)
-        except KafkaException as exc:
+        except (KafkaException, SystemError) as exc:
+            # confluent-kafka can surface a fatal error met in a delivery callback during the
+            # flush as a SystemError caused by it: the KafkaException is its cause
+            cause = exc if isinstance(exc, KafkaException) else exc.__cause__
+            if not isinstance(cause, KafkaException):
+                raise
+            if cause.args[0].code() in _FENCED and broken is None:
+                raise self._fence("closing the producer") from None
             if broken is None:
-                raise SinkError(f"closing the producer failed: {exc.args[0].str()}") from None
+                raise SinkError(f"closing the producer failed: {cause.args[0].str()}") from None
