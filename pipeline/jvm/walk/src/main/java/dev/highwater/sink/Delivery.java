@@ -36,13 +36,15 @@ public final class Delivery implements Serializable {
   // the write's transactions, failed tasks' too (null: not counted, in tests)
   final LongAccumulator committed;
   final LongAccumulator aborted;
+  // kept producers found fenced at a piece's start and opened anew (Pieces: on trial)
+  final LongAccumulator reopened;
 
   Delivery(String ids, String progressTopic, long generation) {
-    this(ids, progressTopic, generation, "rows", null, null, null);
+    this(ids, progressTopic, generation, "rows", null, null, null, null);
   }
 
   Delivery(String ids, String progressTopic, long generation, String kind, String scanTime) {
-    this(ids, progressTopic, generation, kind, scanTime, null, null);
+    this(ids, progressTopic, generation, kind, scanTime, null, null, null);
   }
 
   private Delivery(
@@ -52,7 +54,8 @@ public final class Delivery implements Serializable {
       String kind,
       String scanTime,
       LongAccumulator committed,
-      LongAccumulator aborted) {
+      LongAccumulator aborted,
+      LongAccumulator reopened) {
     this.ids = ids;
     this.progressTopic = progressTopic;
     this.generation = generation;
@@ -60,6 +63,7 @@ public final class Delivery implements Serializable {
     this.scanTime = scanTime;
     this.committed = committed;
     this.aborted = aborted;
+    this.reopened = reopened;
   }
 
   /** This write's counts: transactions committed, aborted ({0, 0} at least once). */
@@ -93,7 +97,8 @@ public final class Delivery implements Serializable {
         d.kind,
         d.scanTime,
         counter("highwater transactions committed"),
-        counter("highwater transactions aborted"));
+        counter("highwater transactions aborted"),
+        counter("highwater producers reopened"));
   }
 
   /** The delivery {@code options} ask for (not counted): null for at least once. */

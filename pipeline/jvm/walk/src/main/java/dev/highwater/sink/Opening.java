@@ -52,9 +52,13 @@ final class Opening {
   /** One more record, held until the producer is there. */
   void hold(ProducerRecord<byte[], byte[]> record) {
     waiting.add(record);
-    waitingBytes +=
-        (record.key() == null ? 0 : record.key().length)
-            + (record.value() == null ? 0 : record.value().length);
+    waitingBytes += size(record);
+  }
+
+  /** A record's key and value bytes. */
+  static long size(ProducerRecord<byte[], byte[]> record) {
+    return (record.key() == null ? 0 : record.key().length)
+        + (record.value() == null ? 0 : record.value().length);
   }
 
   /** The records held, in order. */

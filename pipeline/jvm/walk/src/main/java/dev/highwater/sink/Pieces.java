@@ -3,7 +3,9 @@ package dev.highwater.sink;
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletionException;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -13,6 +15,8 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * One task's writes under exactly-once delivery ({@link Delivery}): each source partition's
@@ -29,9 +33,23 @@ import org.apache.kafka.common.errors.ProducerFencedException;
  * means a newer instance claimed the partition, and this one stops. A piece with no row
  * commits nothing. Any failure aborts the open transaction and closes the producer, so a retry
  * starts from what Kafka committed.
+ *
+ * <p><b>A kept producer is on trial</b> until Kafka took one of the piece's records under it:
+ * the partition's task may have run on another executor since (Spark places a batch's tasks
+ * where a core is free), whose new producer fenced this one. Kafka says so only when the
+ * producer next talks to its coordinator, i.e. at the piece's first records. Found fenced
+ * then, nothing of the piece is written (its partitions were never added to the transaction):
+ * the producer is closed and the id opened anew ({@code initTransactions}: it fences the other
+ * executor's, which meets the same at its next piece), the partition's progress is read, and
+ * the piece's records sent so far go again under the new producer, or are dropped if what is
+ * committed says the piece is (the other executor wrote it). The read is the claim's check: a
+ * newer run's generation stops the task as ever. So a partition moving between executors costs
+ * an {@code initTransactions} and a progress read, not a failed task. A fence met once Kafka
+ * took a record (a newer instance, or another attempt writing now) fails the task.
  */
 public final class Pieces implements AutoCloseable {
   static final String TAKEN = "another instance of this changefeed took over its writes";
+  private static final Logger LOG = LoggerFactory.getLogger(Pieces.class);
 
   /** Where producers and committed progress come from (Kafka; tests give their own). */
   interface Kafka {
@@ -54,6 +72,10 @@ public final class Pieces implements AutoCloseable {
   private boolean skip;
   private boolean open;
   private Sink.Acks acks;
+  // a kept producer's piece before Kafka took one of its records: they are kept to send again
+  private boolean trial;
+  private List<ProducerRecord<byte[], byte[]>> tried = new ArrayList<>();
+  private long triedBytes;
 
   Pieces(Delivery delivery, Map<String, Object> config, Kafka kafka, int slots) {
     this.delivery = delivery;
@@ -109,6 +131,7 @@ public final class Pieces implements AutoCloseable {
     Producers.Held kept = Producers.reuse(id, delivery.generation);
     if (kept != null) {
       decide(kept);
+      trial = !skip; // it may have been fenced since its last piece (settle)
     } else {
       String key = Progress.key(delivery.kind, topic, partition);
       opening = Opening.start(() -> open(id, key));
@@ -192,15 +215,95 @@ public final class Pieces implements AutoCloseable {
     if (skip) {
       return;
     }
+    if (trial) {
+      tried.add(record);
+      triedBytes += Opening.size(record);
+    }
     try {
       if (!open) {
         held.producer.beginTransaction();
         acks = new Sink.Acks();
         open = true;
       }
-      acks.send(held.producer, record);
+      acks.send(held.producer, record); // raises a failure Kafka reported for an earlier one
+    } catch (KafkaException | IOException e) {
+      if (trial && fenced(e)) {
+        reopen();
+        return;
+      }
+      throw e instanceof KafkaException k ? failed(k) : (IOException) e;
+    }
+    if (trial) {
+      settle(triedBytes >= Opening.WAITING_BYTES);
+    }
+  }
+
+  /**
+   * A kept producer on trial ({@link Pieces}): once Kafka took one of the piece's records, it
+   * holds the id and the records kept to send again are dropped; found fenced, the id is
+   * opened anew ({@link #reopen}). {@code wait}: waits for Kafka's first answer.
+   */
+  private void settle(boolean wait) throws IOException {
+    if (!trial || !open) {
+      return;
+    }
+    try {
+      if (wait && acks.failure() == null && !acks.tookOne()) {
+        held.producer.flush();
+        acks.awaitFirst(answerMillis);
+      }
     } catch (KafkaException e) {
-      throw failed(e);
+      if (!fenced(e)) {
+        throw failed(e);
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while writing the piece of " + where(), e);
+    }
+    Exception e = acks.failure();
+    if (e != null && fenced(e)) {
+      reopen();
+    } else if (e == null && acks.tookOne()) {
+      trial = false;
+      tried = new ArrayList<>();
+      triedBytes = 0;
+    } // another failure: raised by the next send, or by end
+  }
+
+  /**
+   * The kept producer was fenced before Kafka took any record of the piece under it: closed,
+   * the id opened anew (its progress read: a newer run's claim stops the task here), and the
+   * piece's records sent so far sent again (dropped if the piece is committed).
+   */
+  private void reopen() throws IOException {
+    Producers.Held fenced = held;
+    List<ProducerRecord<byte[], byte[]>> again = tried;
+    held = null;
+    open = false; // its transaction never reached the coordinator: nothing to abort
+    trial = false;
+    tried = new ArrayList<>();
+    triedBytes = 0;
+    Producers.release(fenced, false);
+    LOG.info(
+        "source partition {}: the producer this executor kept for {} was fenced (the"
+            + " partition's task ran on another executor since); opening it anew",
+        where(),
+        fenced.id);
+    if (delivery.reopened != null) {
+      delivery.reopened.add(1);
+    }
+    Producers.Held fresh;
+    try {
+      fresh = open(fenced.id, Progress.key(delivery.kind, topic, partition));
+    } catch (CompletionException e) {
+      if (e.getCause() instanceof IOException io) {
+        throw io;
+      }
+      throw e;
+    }
+    decide(fresh);
+    for (ProducerRecord<byte[], byte[]> record : again) {
+      transmit(record);
     }
   }
 
@@ -212,6 +315,7 @@ public final class Pieces implements AutoCloseable {
   public void end(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
     ready(true);
+    settle(true); // a kept producer: Kafka took the piece's first records under it, or a new one
     try {
       if (open) {
         String key = Progress.key(delivery.kind, topic, partition);
@@ -262,13 +366,23 @@ public final class Pieces implements AutoCloseable {
    */
   public void abandon() throws IOException {
     ready(true);
+    boolean wasTrial = trial;
+    trial = false;
+    tried = new ArrayList<>();
+    triedBytes = 0;
     try {
       if (open) {
         held.producer.abortTransaction();
         aborted();
       }
     } catch (KafkaException e) {
-      throw failed(e);
+      if (!(wasTrial && fenced(e))) {
+        throw failed(e);
+      }
+      aborted(); // fenced before Kafka took any of it: nothing written; the producer is closed
+      Producers.release(held, false);
+      held = null;
+      return;
     }
     Producers.release(held, true);
     held = null;
@@ -277,6 +391,9 @@ public final class Pieces implements AutoCloseable {
   /** Ends the task's use: an open piece's transaction is aborted (a failed task's). */
   @Override
   public void close() {
+    trial = false;
+    tried = new ArrayList<>();
+    triedBytes = 0;
     if (opening != null) { // a failed task's producer still opening: closed once it is open
       opening.cancel();
       opening = null;

@@ -209,6 +209,36 @@ public final class Sink {
       notifyAll();
     }
 
+    /** The first failure Kafka reported so far, or null. */
+    Exception failure() {
+      return failed;
+    }
+
+    /** Whether Kafka took a record sent so far (answered it, and refused none). */
+    synchronized boolean tookOne() {
+      return answered > 0 && failed == null;
+    }
+
+    /**
+     * Waits until Kafka answered one of the records sent (or refused one), at most {@code
+     * millis}; returns at once when none was sent.
+     */
+    synchronized void awaitFirst(long millis) throws IOException, InterruptedException {
+      long deadline = System.nanoTime() + millis * 1_000_000L;
+      while (sent > 0 && answered == 0 && failed == null) {
+        long left = (deadline - System.nanoTime()) / 1_000_000L;
+        if (left <= 0) {
+          throw new IOException(
+              "writing to Kafka failed: the producer answered none of "
+                  + sent
+                  + " records within "
+                  + millis
+                  + " ms (delivery.timeout.ms and a margin)");
+        }
+        wait(left);
+      }
+    }
+
     private void check() throws IOException {
       Exception e = failed;
       if (e != null) {

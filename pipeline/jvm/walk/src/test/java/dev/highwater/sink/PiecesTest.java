@@ -18,6 +18,7 @@ import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.clients.producer.MockProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -282,6 +283,173 @@ class PiecesTest {
     assertEquals(2, kafka.opened.size());
     assertEquals(2, kafka.reads);
     assertTrue(kafka.opened.get(1).transactionCommitted());
+  }
+
+  /** A Fake whose producers answer a record only when told (or at a flush, as at a commit). */
+  static final class Answering extends Fake {
+    @Override
+    public Producer<byte[], byte[]> open(Map<String, Object> config) {
+      MockProducer<byte[], byte[]> p =
+          new MockProducer<>(false, new ByteArraySerializer(), new ByteArraySerializer()) {
+            @Override
+            public synchronized void commitTransaction() {
+              flush(); // KafkaProducer's commit waits for every record's answer first
+              super.commitTransaction();
+            }
+          };
+      opened.add(p);
+      ids.add((String) config.get("transactional.id"));
+      return p;
+    }
+  }
+
+  /** What {@code p} committed: "out" and the row's number, or the progress topic. */
+  static List<String> sent(MockProducer<byte[], byte[]> p) {
+    List<String> sent = new ArrayList<>();
+    p.history().forEach(r -> sent.add(r.topic() + (r.topic().equals("out") ? r.key()[0] : "")));
+    return sent;
+  }
+
+  /** Partition src/0's piece [0, 2) committed by this executor: its producer kept. */
+  static MockProducer<byte[], byte[]> committedHere(Fake kafka) throws Exception {
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 0);
+      pieces.send(row(1));
+      pieces.end(2, "5.0000000000", null);
+    }
+    assertEquals(1, Producers.kept());
+    return kafka.opened.get(0);
+  }
+
+  @Test
+  void a_kept_producer_another_executor_fenced_is_opened_anew_and_the_piece_commits()
+      throws Exception {
+    Fake kafka = new Fake();
+    MockProducer<byte[], byte[]> kept = committedHere(kafka);
+    // the partition's next piece [2, 5) ran on another executor, whose new producer fenced it
+    kafka.committed.put("rows/src/0", new Progress(5, 2));
+    kept.fenceProducer();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 5); // back on this executor: the kept producer is taken
+      assertTrue(pieces.writing());
+      pieces.send(row(2)); // its transaction cannot begin: fenced
+      pieces.send(row(3));
+      pieces.end(7, "5.0000000000", null);
+    }
+    assertTrue(kept.closed());
+    assertEquals(List.of("highwater-cf-rows-src-0", "highwater-cf-rows-src-0"), kafka.ids);
+    MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
+    assertTrue(fresh.transactionInitialized()); // it fenced the other executor's in turn
+    assertEquals(1, fresh.commitCount());
+    assertEquals(List.of("out2", "out3", "_progress"), sent(fresh));
+    assertEquals(7, Progress.parse(fresh.history().get(2).value()).nextOffset);
+    assertEquals(2, kafka.reads); // what is committed, read for the new one
+    assertEquals(1, Producers.kept()); // the new one, for the partition's next piece
+  }
+
+  @Test
+  void a_kept_producer_kafka_answers_fenced_before_taking_a_record_is_opened_anew()
+      throws Exception {
+    Answering kafka = new Answering();
+    MockProducer<byte[], byte[]> kept = committedHere(kafka);
+    kafka.committed.put("rows/src/0", new Progress(5, 2)); // [2, 5) written elsewhere
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 5);
+      pieces.send(row(2)); // handed to the producer: KafkaProducer learns of a fence later
+      kept.errorNext(new ProducerFencedException("fenced by another executor's producer"));
+      kept.fenceProducer();
+      pieces.send(row(3));
+      pieces.send(row(4));
+      pieces.end(8, "5.0000000000", null);
+    }
+    assertTrue(kept.closed());
+    MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
+    assertEquals(List.of("out2", "out3", "out4", "_progress"), sent(fresh));
+    assertEquals(1, fresh.commitCount());
+    assertEquals(2, kafka.reads);
+  }
+
+  @Test
+  void a_kept_producer_fenced_at_the_pieces_end_before_any_answer_is_opened_anew()
+      throws Exception {
+    Answering kafka = new Answering();
+    MockProducer<byte[], byte[]> kept = committedHere(kafka);
+    kafka.committed.put("rows/src/0", new Progress(5, 2));
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 5);
+      pieces.send(row(2));
+      pieces.send(row(3));
+      kept.errorNext(new ProducerFencedException("fenced")); // answered only now
+      kept.errorNext(new ProducerFencedException("fenced"));
+      kept.fenceProducer();
+      pieces.end(7, "5.0000000000", null);
+    }
+    assertEquals(List.of("out2", "out3", "_progress"), sent(kafka.opened.get(1)));
+  }
+
+  @Test
+  void a_piece_committed_elsewhere_meanwhile_is_not_sent_again_by_the_reopened_producer()
+      throws Exception {
+    Fake kafka = new Fake();
+    MockProducer<byte[], byte[]> kept = committedHere(kafka);
+    // a retry of this task ran on another executor and committed [5, 7): its producer fenced
+    kafka.committed.put("rows/src/0", new Progress(7, 2));
+    kept.fenceProducer();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 5); // this executor kept only what it committed itself: up to 2
+      pieces.send(row(2));
+      pieces.send(row(3));
+      pieces.end(7, "5.0000000000", null);
+    }
+    MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
+    assertTrue(fresh.history().isEmpty());
+    assertEquals(0, fresh.commitCount());
+  }
+
+  @Test
+  void a_kept_producer_fenced_by_a_newer_runs_claim_still_stops_the_task() throws Exception {
+    Fake kafka = new Fake();
+    MockProducer<byte[], byte[]> kept = committedHere(kafka);
+    kafka.committed.put("rows/src/0", new Progress(2, 3)); // a newer instance claimed it
+    kept.fenceProducer();
+    Pieces pieces = pieces(kafka);
+    pieces.begin("src", 0, 2);
+    IOException e =
+        assertThrows(
+            IOException.class,
+            () -> {
+              pieces.send(row(2));
+              pieces.end(3, "5.0000000000", null);
+            });
+    assertEquals(
+        Pieces.TAKEN
+            + ": source partition src/0 was claimed by run generation 3 (this run is generation 2)",
+        e.getMessage());
+    pieces.close();
+    assertEquals(2, kafka.opened.size());
+    assertTrue(kafka.opened.get(1).closed());
+    assertTrue(kafka.opened.get(1).history().isEmpty());
+    assertEquals(0, Producers.kept());
+  }
+
+  @Test
+  void a_kept_producer_fenced_after_kafka_took_a_record_of_the_piece_fails_the_task()
+      throws Exception {
+    Answering kafka = new Answering();
+    MockProducer<byte[], byte[]> kept = committedHere(kafka);
+    Pieces pieces = pieces(kafka);
+    pieces.begin("src", 0, 2);
+    pieces.send(row(2));
+    kept.completeNext(); // Kafka took it: the producer held the id at the piece's start
+    pieces.send(row(3));
+    kept.fenceProducer(); // and lost it since: another attempt or instance writes now
+    IOException e =
+        assertThrows(IOException.class, () -> pieces.end(4, "5.0000000000", null));
+    assertTrue(e.getMessage().startsWith(Pieces.TAKEN + " (or another attempt of this task did"));
+    pieces.close();
+    assertEquals(1, kafka.opened.size()); // not opened anew
+    assertTrue(kept.closed());
+    assertEquals(0, Producers.kept());
   }
 
   @Test
