@@ -1,8 +1,9 @@
 """One micro-batch on the executors: decode, drop what is already resolved, encode, route.
 
 Spark's Kafka source reads every source partition's offset range of a batch in offset order;
-the ranges are coalesced into one task per core. Each task runs :func:`process` over its
-records as Arrow batches (``mapInArrow``), in one pass, keeping a state per source partition:
+the ranges are coalesced into one task per core, each range on the executor the source prefers
+for it (``Placement.java``). Each task runs :func:`process` over its records as Arrow batches
+(``mapInArrow``), in one pass, keeping a state per source partition:
 
 * the source adapter decodes the record (``pipeline/core/sources.py``);
 * a marker raises the partition's *floor*, which starts at the frontier's resolved time for
@@ -58,6 +59,7 @@ from schemas.errors import (
 from schemas.hlc import ZERO, Hlc
 
 from .frontier import Frontier, SourcePartition
+from .jvm import coalesce_in_place
 from .queries import RowShape
 from .rows import pick_row
 from .sources import Adapter, BadRecord, Change, Marker, Rows, SourceUnavailable, adapter
@@ -938,9 +940,10 @@ def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -
     """The batch's Kafka records (``topic, key, value, headers``); summaries are observed."""
     source = batch.select(*source_columns(batch, plan))
     # A Python task costs ~0.2 s to set up, whatever its size: at most one task per core,
-    # each walking several source partitions one after the other (coalesce keeps the order
-    # within each, and never adds tasks).
-    source = source.coalesce(source.sparkSession.sparkContext.defaultParallelism)
+    # each walking several source partitions one after the other (in order within each), each
+    # partition on the executor Spark's Kafka source prefers for it, batch after batch (under
+    # exactly once its transactional producer stays there; Spark's coalesce moves it).
+    source = coalesce_in_place(source, source.sparkSession.sparkContext.defaultParallelism)
     processed = source.mapInArrow(partial(process, plan), OUTPUT_SCHEMA)
     return records_observed(processed, observation, framed=plan.exactly_once)
 

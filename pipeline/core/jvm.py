@@ -8,7 +8,9 @@ driver; the Java they start runs in Spark's tasks on the executors.
 * ``dev.highwater.walk.Walk``: the fast walk of a micro-batch (:func:`walk_and_write`,
   :func:`walk_rows`), its summaries in a :class:`Summaries` accumulator;
 * ``dev.highwater.walk.Scan``: an initial scan's chunk walked (:func:`scan_and_write`,
-  :func:`scan_rows`), its task's report in a :class:`Summaries` accumulator.
+  :func:`scan_rows`), its task's report in a :class:`Summaries` accumulator;
+* ``dev.highwater.placement.Placement``: a batch's source ranges in one task per core, each
+  on the executor Spark's Kafka source prefers for it (:func:`coalesce_in_place`).
 
 A rename or a changed signature on the Java side is a change here, and only here.
 """
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
 SINK = "dev.highwater.sink.Sink"
 WALK = "dev.highwater.walk.Walk"
 SCAN = "dev.highwater.walk.Scan"
+PLACEMENT = "dev.highwater.placement.Placement"
 
 
 def _jvm(spark: SparkSession) -> Any:
@@ -85,6 +88,18 @@ def write_rows(records: DataFrame, options: Mapping[str, str]) -> Transactions:
     """
     sink = _class(records.sparkSession, SINK)
     return Transactions.of(sink.write(records._jdf, dict(options)))
+
+
+def coalesce_in_place(batch: DataFrame, tasks: int) -> DataFrame:
+    """``Placement.coalesce``: ``batch`` in at most ``tasks`` partitions, in place.
+
+    No source range moves off the executor Spark's Kafka source prefers for it (Spark's own
+    coalesce moves them for balance).
+    """
+    from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
+
+    placement = _class(batch.sparkSession, PLACEMENT)
+    return DataFrame(placement.coalesce(batch._jdf, tasks), batch.sparkSession)
 
 
 def walk_and_write(
