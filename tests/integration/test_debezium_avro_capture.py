@@ -7,8 +7,10 @@ Confluent-compatible API read with confluent-kafka's ``SchemaRegistryClient``). 
 with the column kinds the converter writes (int and bigint keys, text, NUMERIC with a scale
 and without one, NULLs, a timestamp, boolean, json), a snapshot, then multi-statement
 transactions: inserts, a key updated twice in one transaction, updates to NULL, deletes.
-A changefeed (JSON output) reads the Avro topics through the registry to their end.
-Checked, independently of Highwater's reader:
+A changefeed (JSON output) reads the Avro topics through the registry to their end, and a
+second one writes ``accounts`` in Avro with no ``table_schema``: its output schema derived
+from the converter's (every column kind of the table: int, text, NUMERIC(20,4), bigint,
+boolean, timestamp, json; optional or not). Checked, independently of Highwater's reader:
 
 * the source is the real thing: every key and value is Confluent's wire format (byte 0,
   4-byte id) with no schema id in headers; each id resolves through the ccompat API to the
@@ -17,7 +19,10 @@ Checked, independently of Highwater's reader:
 * per key the versions emitted are Debezium's changes in its order (read with
   confluent-kafka's ``AvroDeserializer``), value for value as PostgreSQL prints them, and
   the tables the output rebuilds are the final ``SELECT``;
-* markers on every output partition, the last at or above the last commit.
+* markers on every output partition, the last at or above the last commit;
+* the Avro output, read with confluent-kafka's ``AvroDeserializer``, holds the same versions
+  per key, its schema's column types those of the converter's (a decimal(20,4), a
+  timestamp-micros, an optional string for the json column, not-null ``owner``).
 """
 
 from __future__ import annotations
@@ -160,6 +165,8 @@ class Capture:
     transaction_topic: str
     written: dict[str, list[Message]]  # topic -> its records (the transaction topic's too)
     outputs: dict[str, list[Message]]  # table -> the changefeed's output topic
+    avro_topic: str  # the Avro changefeed's output topic of accounts
+    avro_output: list[Message]  # its records
     final: dict[str, str]  # table -> the final SELECT's psql output
     last_commit: int  # the last transaction's commit time, ns
 
@@ -228,6 +235,18 @@ def capture_and_run(
         raw = over_capture(kafka_bootstrap, changefeed_id, info.sources(tables))
         assert all(s["schema_registry"] == {"url": schema_registry_url} for s in raw["sources"])
         run_to_end(parse_config(raw, env={}), spark)
+        accounts = [s for s in raw["sources"] if s["table"].endswith("accounts")]
+        avro = over_capture(
+            kafka_bootstrap,
+            f"{changefeed_id}-avro",
+            accounts,
+            encoder={
+                "format": "avro",
+                "updated": True,
+                "schema_registry": {"url": schema_registry_url},
+            },
+        )
+        run_to_end(parse_config(avro, env={}), spark)
         final = {table: postgres.sql(select) for table, (select, _) in SELECTS.items()}
         written = {t: read(t) for t in [*topics.values(), info.transaction_topic]}
     except BaseException:
@@ -246,6 +265,8 @@ def capture_and_run(
         info.transaction_topic,
         written,
         {t: read(f"{changefeed_id}.{t}") for t in topics},
+        f"{changefeed_id}-avro.accounts",
+        read(f"{changefeed_id}-avro.accounts"),
         final,
         max(commits()) * 1_000_000,
     )
@@ -290,10 +311,9 @@ def check_wire_format(registry: SchemaRegistryClient, run: Capture) -> None:
     assert before["name"] == "Value", before  # the row's record inline, named again in "after"
 
 
-def check_table(run: Capture, table: str, decoder: Decoder) -> None:
-    """Per key Debezium's changes in its order, value for value; the final SELECT; markers."""
+def debezium_versions(run: Capture, table: str, decoder: Decoder) -> dict[str, list[Any]]:
+    """Per key, Debezium's changes in its order (read with confluent-kafka), as psql prints."""
     columns = SELECTS[table][1]
-    # Debezium's changes, read with confluent-kafka: per key in the order it wrote them
     want: dict[str, list[dict[str, str] | None]] = {}
     for m in run.written[run.topics[table]]:
         event = decoder.value(run.topics[table], m)
@@ -302,6 +322,13 @@ def check_table(run: Capture, table: str, decoder: Decoder) -> None:
         after = event["after"]
         image = None if after is None else {c: avro_text(after[c], c) for c in columns}
         want.setdefault(f"[{(after or event['before'])['id']}]", []).append(image)
+    return want
+
+
+def check_table(run: Capture, table: str, decoder: Decoder) -> None:
+    """Per key Debezium's changes in its order, value for value; the final SELECT; markers."""
+    columns = SELECTS[table][1]
+    want = debezium_versions(run, table, decoder)
     watched = WATCHED[table]
     texts = {k: [None if v is None else v[watched] for v in vs] for k, vs in want.items()}
     assert texts == WRITTEN[table], table
@@ -334,6 +361,52 @@ def check_table(run: Capture, table: str, decoder: Decoder) -> None:
     assert top[0] >= run.last_commit, f"{table}: the last marker {top} is below the last commit"
 
 
+def check_avro_output(run: Capture, registry: SchemaRegistryClient, decoder: Decoder) -> None:
+    """The Avro changefeed's accounts: Debezium's versions per key; the derived schema's types."""
+    columns = SELECTS["accounts"][1]
+    topic = run.avro_topic
+    read_key, read_value = AvroDeserializer(registry), AvroDeserializer(registry)
+    got: dict[str, list[tuple[tuple[int, int], dict[str, str] | None]]] = {}
+    for m in run.avro_output:
+        if m.key is None:
+            continue  # a marker
+        key = read_key(m.key, SerializationContext(topic, MessageField.KEY))
+        body = read_value(m.value, SerializationContext(topic, MessageField.VALUE))
+        after = body["after"]
+        image = None if after is None else {c: avro_output_text(after[c]) for c in columns}
+        got.setdefault(f"[{key['id']}]", []).append((hlc_order(body["updated"]), image))
+    emitted = {k: [image for _, image in sorted(vs, key=lambda v: v[0])] for k, vs in got.items()}
+    assert emitted == debezium_versions(run, "accounts", decoder)
+    schema = registry.get_latest_version(f"{topic}-value").schema
+    record = json.loads(schema.schema_str or "")
+    after_type = next(f for f in record["fields"] if f["name"] == "after")["type"]
+    row = next(t for t in after_type if isinstance(t, dict))
+    types = {f["name"]: f["type"] for f in row["fields"]}
+    assert types["owner"] == "string", types  # NOT NULL: not optional
+    assert types["visits"] == "long", types
+    assert types["balance"][1] == {
+        "type": "bytes",
+        "logicalType": "decimal",
+        "precision": 20,
+        "scale": 4,
+    }, types
+    assert types["opened"][1] == {"type": "long", "logicalType": "timestamp-micros"}, types
+    assert types["profile"] == ["null", "string"], types
+
+
+def avro_output_text(value: Any) -> str:
+    """A value of the Avro output (confluent-kafka's reading) as psql prints it."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "t" if value else "f"
+    if isinstance(value, Decimal):
+        return format(value, "f")
+    if isinstance(value, datetime):
+        return pg_timestamp(value.replace(tzinfo=None))
+    return str(value)
+
+
 def test_a_real_debezium_capture_in_avro_through_the_registry_becomes_exact_json(
     kafka_bootstrap: str, schema_registry_url: str, spark: Any
 ) -> None:
@@ -345,6 +418,7 @@ def test_a_real_debezium_capture_in_avro_through_the_registry_becomes_exact_json
     check_wire_format(registry, run)
     for table in SELECTS:
         check_table(run, table, decoder)
+    check_avro_output(run, registry, decoder)
     # the values as psql prints them, exactly: 2^53 + 1, NUMERIC's digits, bigint's range
     accounts = run.final["accounts"].splitlines()
     assert accounts[0] == "1|tx2 nulls||9007199254740994|||", accounts

@@ -16,8 +16,15 @@ from typing import Any
 import fastavro
 import pytest
 
-from pipeline.core.sources import BadRecord, SourceUnavailable
-from pipeline.core.sources.wire import WireReader, whole_schema
+from pipeline.core.sources import BadRecord, Change, SourceUnavailable
+from pipeline.core.sources.debezium import DebeziumAdapter
+from pipeline.core.sources.wire import (
+    WireReader,
+    connect_column,
+    whole_schema,
+    without_logical_types,
+)
+from schemas.connect import derived_table
 
 VALUE = {
     "type": "record",
@@ -115,3 +122,209 @@ def test_a_schema_that_is_not_usable_avro_makes_a_bad_record() -> None:
         reader(
             lambda _: '{"type": "record", "name": "x", "fields": [{"name": "a", "type": "nope"}]}'
         ).read(record(4))
+
+
+# A Debezium PostgreSQL envelope as AvroConverter writes its schema (Connect's AvroData):
+# plain primitives, int16 said by connect.type, optional unions with defaults, semantic types
+# in connect.name/connect.parameters, Decimal with its logical type, a named record defined in
+# ``before`` and named again in ``after`` (short name here, full name in the test's twin)
+DECIMAL = {
+    "type": "bytes",
+    "scale": 4,
+    "precision": 20,
+    "connect.version": 1,
+    "connect.parameters": {"scale": "4", "connect.decimal.precision": "20"},
+    "connect.name": "org.apache.kafka.connect.data.Decimal",
+    "logicalType": "decimal",
+}
+ROW_VALUE = {
+    "type": "record",
+    "name": "Value",
+    "fields": [
+        {"name": "id", "type": "int"},
+        {"name": "small", "type": {"type": "int", "connect.type": "int16"}},
+        {"name": "owner", "type": "string"},
+        {"name": "region", "type": ["null", "string"], "default": None},
+        {"name": "visits", "type": "long"},
+        {"name": "balance", "type": ["null", DECIMAL], "default": None},
+        {"name": "active", "type": ["null", "boolean"], "default": None},
+        {"name": "ratio", "type": ["null", "double"], "default": None},
+        {"name": "score", "type": ["null", "float"], "default": None},
+        {
+            "name": "opened",
+            "type": [
+                "null",
+                {
+                    "type": "long",
+                    "connect.version": 1,
+                    "connect.name": "io.debezium.time.MicroTimestamp",
+                },
+            ],
+            "default": None,
+        },
+        {
+            "name": "born",
+            "type": {"type": "int", "connect.version": 1, "connect.name": "io.debezium.time.Date"},
+        },
+        {
+            "name": "profile",
+            "type": [
+                "null",
+                {"type": "string", "connect.version": 1, "connect.name": "io.debezium.data.Json"},
+            ],
+            "default": None,
+        },
+        {
+            "name": "mood",
+            "type": [
+                "null",
+                {
+                    "type": "string",
+                    "connect.version": 1,
+                    "connect.parameters": {"allowed": "sad,ok,happy"},
+                    "connect.name": "io.debezium.data.Enum",
+                },
+            ],
+            "default": None,
+        },
+    ],
+    "connect.name": "pg.public.accounts.Value",
+}
+
+
+def envelope(after: str) -> dict[str, Any]:
+    return {
+        "type": "record",
+        "name": "Envelope",
+        "namespace": "pg.public.accounts",
+        "fields": [
+            {"name": "before", "type": ["null", ROW_VALUE], "default": None},
+            {"name": "after", "type": ["null", after], "default": None},
+            {
+                "name": "source",
+                "type": {
+                    "type": "record",
+                    "name": "Source",
+                    "namespace": "io.debezium.connector.postgresql",
+                    "fields": [
+                        {"name": "connector", "type": "string"},
+                        {"name": "ts_ms", "type": "long"},
+                        {"name": "lsn", "type": ["null", "long"], "default": None},
+                        {"name": "sequence", "type": ["null", "string"], "default": None},
+                    ],
+                },
+            },
+            {"name": "op", "type": "string"},
+            {"name": "ts_ms", "type": ["null", "long"], "default": None},
+        ],
+        "connect.version": 1,
+        "connect.name": "pg.public.accounts.Envelope",
+    }
+
+
+# the same table's columns as JsonConverter (schemas.enable) describes them
+JSON_TWIN = {
+    "id": {"type": "int32", "optional": False},
+    "small": {"type": "int16", "optional": False},
+    "owner": {"type": "string", "optional": False},
+    "region": {"type": "string", "optional": True},
+    "visits": {"type": "int64", "optional": False},
+    "balance": {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "4", "connect.decimal.precision": "20"},
+    },
+    "active": {"type": "boolean", "optional": True},
+    "ratio": {"type": "float64", "optional": True},
+    "score": {"type": "float32", "optional": True},
+    "opened": {"type": "int64", "optional": True, "name": "io.debezium.time.MicroTimestamp"},
+    "born": {"type": "int32", "optional": False, "name": "io.debezium.time.Date"},
+    "profile": {"type": "string", "optional": True, "name": "io.debezium.data.Json"},
+    "mood": {
+        "type": "string",
+        "optional": True,
+        "name": "io.debezium.data.Enum",
+        "parameters": {"allowed": "sad,ok,happy"},
+    },
+}
+
+
+@pytest.mark.parametrize("after", ["Value", "pg.public.accounts.Value"])
+def test_an_avro_converter_schema_derives_the_output_schema_its_json_twin_does(after: str) -> None:
+    schemas = {1: {"type": "record", "name": "Key", "fields": [{"name": "id", "type": "int"}]}}
+    schemas[2] = envelope(after)
+    wire = WireReader(f"test-{after}", lambda schema_id: json.dumps(schemas[schema_id]))
+    row = {
+        "id": 7,
+        "small": -3,
+        "owner": "ü 𝄞",
+        "region": None,
+        "visits": 2**63 - 1,
+        "balance": (-1234567).to_bytes(4, "big", signed=True),
+        "active": True,
+        "ratio": 1.5e300,
+        "score": 0.25,
+        "opened": 1_700_000_000_123_456,
+        "born": 19_000,
+        "profile": '{"a": [1]}',
+        "mood": "ok",
+    }
+
+    def framed(schema_id: int, record: Any) -> bytes:
+        out = io.BytesIO()
+        parsed = fastavro.parse_schema(without_logical_types(schemas[schema_id]))
+        fastavro.schemaless_writer(out, parsed, record)
+        return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
+
+    source = {"connector": "postgresql", "ts_ms": 1, "lsn": 90, "sequence": '["80","90"]'}
+    value = framed(2, {"before": None, "after": row, "source": source, "op": "c", "ts_ms": 1})
+    shape = DebeziumAdapter(wire).shape(framed(1, {"id": 7}), value)
+    assert shape is not None
+    columns = {
+        name: {k: v for k, v in c.items() if k != "field"} for name, c in shape.columns.items()
+    }
+    twin = {name: {"parameters": {}, **c} if "name" in c else c for name, c in JSON_TWIN.items()}
+    assert columns == twin
+    derived = derived_table("accounts", shape.columns, shape.key)
+    json_derived = derived_table(
+        "accounts", {n: {**c, "field": n} for n, c in JSON_TWIN.items()}, ("id",)
+    )
+    assert derived.record == json_derived.record
+    types = {f["name"]: f["type"] for f in derived.record["fields"]}
+    assert types["small"] == "int"
+    assert types["region"] == ["null", "string"]
+    assert types["visits"] == "long"
+    assert types["balance"] == [
+        "null",
+        {"type": "bytes", "logicalType": "decimal", "precision": 20, "scale": 4},
+    ]
+    assert types["opened"] == ["null", {"type": "long", "logicalType": "timestamp-micros"}]
+    assert types["born"] == {"type": "int", "logicalType": "date"}
+    assert types["mood"] == ["null", "string"]
+    change = DebeziumAdapter(wire).decode(framed(1, {"id": 7}), value)
+    assert isinstance(change, Change)
+    assert change.after is not None
+    assert change.after["balance"].text == "-123.4567"  # the exact number
+
+
+def test_connects_own_logical_types_without_connect_names_still_say_their_kind() -> None:
+    bare = {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}
+    assert connect_column(["null", bare], {}) == {
+        "type": "bytes",
+        "optional": True,
+        "name": "org.apache.kafka.connect.data.Decimal",
+        "parameters": {"scale": "2", "connect.decimal.precision": "9"},
+    }
+    assert connect_column({"type": "int", "logicalType": "date"}, {})["name"] == (
+        "org.apache.kafka.connect.data.Date"
+    )
+    # a union of several types, a recursive record: described as far as Connect can say
+    assert connect_column(["null", "int", "string"], {}) == {"type": None, "optional": True}
+    node = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "next", "type": ["null", "Node"]}],
+    }
+    described = connect_column(node, {"Node": node})
+    assert described["fields"][0] == {"type": "struct", "optional": True, "field": "next"}

@@ -167,10 +167,11 @@ class WireReader:
         try:
             writer = json.loads(text)
             parsed = fastavro.parse_schema(without_logical_types(writer))
+            connect = connect_schema(writer)
         except Exception as exc:  # not Avro the reader can use: its records are bad
             raise BadRecord(f"schema id {schema_id} is not a usable Avro schema: {exc}") from None
         with _LOCK:
-            _SCHEMAS[key] = parsed, connect_schema(writer)
+            _SCHEMAS[key] = parsed, connect
         return _SCHEMAS[key]
 
 
@@ -195,22 +196,99 @@ def _json_like(value: Any) -> Any:
 
 
 def connect_schema(writer: Any) -> dict[str, Any]:
-    """The Connect-style schema of an envelope: each record field's columns, named by type.
+    """The Connect-style schema of an envelope: each record field's columns, typed as Connect's.
 
-    A record defined once and named again (Debezium's ``after`` names ``before``'s ``Value``)
-    is looked up by its name.
+    Each column as ``JsonConverter`` would have described it (``type``, ``optional``, the
+    semantic ``name`` and ``parameters``: :func:`connect_column`), so an output schema derives
+    from an Avro source as from a JSON one (``schemas/connect.py``). A record defined once and
+    named again (Debezium's ``after`` names ``before``'s ``Value``) is looked up by its name.
     """
     named: dict[str, Any] = {}
     _collect(writer, None, named)
     fields = []
     for field in non_null(writer).get("fields") or ():
-        inner = non_null(field["type"])
-        inner = named.get(inner, inner) if isinstance(inner, str) else inner
+        inner = _named(non_null(field["type"]), named)
         entry: dict[str, Any] = {"field": field["name"]}
         if isinstance(inner, dict) and inner.get("type") == "record":
-            entry["fields"] = [_column(c, named) for c in inner.get("fields") or ()]
+            entry["fields"] = [
+                {**connect_column(c["type"], named), "field": c["name"]}
+                for c in inner.get("fields") or ()
+            ]
         fields.append(entry)
     return {"fields": fields}
+
+
+# Avro's primitive types as Connect's (``connect.type`` says int8 and int16 apart)
+_CONNECT_TYPES = {
+    "int": "int32",
+    "long": "int64",
+    "float": "float32",
+    "double": "float64",
+    "boolean": "boolean",
+    "string": "string",
+    "bytes": "bytes",
+    "fixed": "bytes",
+    "enum": "string",
+    "record": "struct",
+    "array": "array",
+    "map": "map",
+}
+# Connect's own logical types, for a writer that left out ``connect.name``
+_CONNECT_LOGICAL = {
+    "decimal": "org.apache.kafka.connect.data.Decimal",
+    "date": "org.apache.kafka.connect.data.Date",
+    "time-millis": "org.apache.kafka.connect.data.Time",
+    "timestamp-millis": "org.apache.kafka.connect.data.Timestamp",
+}
+
+
+def connect_column(
+    avro: Any, named: Mapping[str, Any], within: frozenset[str] = frozenset()
+) -> dict[str, Any]:
+    """The Connect schema of a column written as Avro type ``avro`` by ``AvroConverter``.
+
+    ``["null", T]`` is an optional ``T``; a named type given by its name is looked up in
+    ``named``; the semantic type is ``connect.name`` (or Connect's own logical type), its
+    ``connect.parameters`` kept. A union of several types is none Connect declares
+    (``type`` None), and no Avro output type is derived for it.
+    """
+    optional = isinstance(avro, list) and "null" in avro
+    kind = _named(non_null(avro), named)
+    if isinstance(kind, list):  # a union of several types: not one of Connect's
+        return {"type": None, "optional": optional}
+    spec: dict[str, Any] = kind if isinstance(kind, dict) else {"type": kind}
+    base = spec.get("type")
+    if isinstance(base, (dict, list)):  # {"type": {"type": "long", ...}}: the inner one
+        return {**connect_column(base, named, within), "optional": optional}
+    out: dict[str, Any] = {
+        "type": spec.get("connect.type") or _CONNECT_TYPES.get(str(base)),
+        "optional": optional,
+    }
+    semantic = spec.get("connect.name")
+    logical = spec.get("logicalType")
+    if semantic is None and logical in _CONNECT_LOGICAL and base != "record":
+        semantic = _CONNECT_LOGICAL[logical]
+    if semantic is not None:  # a struct's too (Debezium's VariableScaleDecimal, Geometry)
+        out["name"] = semantic
+        parameters = dict(spec.get("connect.parameters") or {})
+        if logical == "decimal":
+            parameters.setdefault("scale", str(spec.get("scale", 0)))
+            if "precision" in spec:
+                parameters.setdefault("connect.decimal.precision", str(spec["precision"]))
+        out["parameters"] = parameters
+    name = spec.get("name")
+    if base == "record" and name not in within:
+        inside = within | {str(name)}
+        out["fields"] = [
+            {**connect_column(f["type"], named, inside), "field": f["name"]}
+            for f in spec.get("fields") or ()
+        ]
+    return out
+
+
+def _named(kind: Any, named: Mapping[str, Any]) -> Any:
+    """A named type's definition when ``kind`` is its (short or full) name; else ``kind``."""
+    return named.get(kind, kind) if isinstance(kind, str) else kind
 
 
 def _collect(schema: Any, namespace: str | None, named: dict[str, Any]) -> None:
@@ -232,13 +310,3 @@ def _collect(schema: Any, namespace: str | None, named: dict[str, Any]) -> None:
     for key in ("items", "values"):
         if key in schema:
             _collect(schema[key], namespace, named)
-
-
-def _column(column: dict[str, Any], named: Mapping[str, Any]) -> dict[str, Any]:
-    kind = non_null(column["type"])
-    kind = named.get(kind, kind) if isinstance(kind, str) else kind
-    out: dict[str, Any] = {"field": column["name"]}
-    if isinstance(kind, dict) and "connect.name" in kind:
-        out["name"] = kind["connect.name"]
-        out["parameters"] = kind.get("connect.parameters") or {}
-    return out
