@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test durations check jvm-test jars system clean bench bench-scan soak cluster-test explore
+.PHONY: demo test durations check jvm-test jars system clean bench bench-scan cluster-bench soak cluster-test explore
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -52,6 +52,12 @@ clean:
 # The changefeed benchmark (not part of `make test`): prints the numbers docs/benchmarks.md records.
 bench: jars
 	$(BIN)/python -m pipeline.dev.bench
+
+# The benchmark on a local cluster (three Kafka nodes, Spark standalone with two workers):
+# exactly once beside at least once (aborted transactions, lost tasks per 1,000 batches), then
+# the throughput part there.
+cluster-bench: jars
+	$(BIN)/python -m pipeline.dev.bench --cluster
 
 # The initial-scan benchmark: a snapshot of 2.1M keys vs a plain Spark batch read-and-write.
 bench-scan: jars

@@ -159,15 +159,20 @@ def _config(
     source: str,
     avro: str | None = None,
     delivery: str = "at_least_once",
+    *,
+    where: str | None = None,
     **spark: Any,
 ) -> Any:
     """The benchmark's changefeed: wrapped JSON with updated and diff.
 
-    With ``avro`` (a registry URL), the same envelope in Avro against that registry.
+    With ``avro`` (a registry URL), the same envelope in Avro against that registry; with
+    ``where``, only the rows it keeps (a CDC query: every record takes the Python loop).
     """
     encoder: dict[str, Any] = {"updated": True, "diff": True}
     if avro is not None:
         encoder |= {"format": "avro", "schema_registry": {"url": avro}}
+    if where is not None:
+        encoder |= {"where": where}
     return parse_config(
         {
             "changefeed_id": changefeed_id,
@@ -583,8 +588,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--cluster",
         action="store_true",
-        help="the throughput part only, on a local cluster: three Kafka nodes (3 copies) and "
-        "a Spark standalone master with two one-core workers",
+        help="on a local cluster (three Kafka nodes, 3 copies; a Spark standalone master with "
+        "two one-core workers): exactly once beside at least once per path, then throughput",
     )
     args = parser.parse_args(argv)
     from .bench_consumer import apply_part, consumer_part  # noqa: PLC0415 - a part of its own
@@ -653,7 +658,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def on_cluster(rows: int, rounds: int, max_offsets: int, partitions: int) -> int:
-    """The throughput part on a three-node Kafka and a standalone master with two workers."""
+    """Delivery and throughput on a three-node Kafka and a standalone master with two workers."""
+    from .bench_cluster import delivery_part  # noqa: PLC0415 - it builds on this module
+
     with tempfile.TemporaryDirectory(prefix="highwater-bench-cluster-") as scratch:
         kafka = KafkaCluster(Path(scratch) / "cluster", heap="1g")
         workers = SparkCluster(Path(scratch) / "cluster", workers=2)
@@ -665,6 +672,7 @@ def on_cluster(rows: int, rounds: int, max_offsets: int, partitions: int) -> int
             conf = {"spark.driver.memory": "2g", "spark.executor.memory": "1g"}
             spark = build_session(SparkConfig(master=master, conf=conf), "bench-cluster")
             print(f"on {master} (2 workers, 1 core each) and Kafka at {bootstrap}", flush=True)
+            delivery_part(spark, bootstrap, 12_000, 6, 600)
             throughput(
                 spark,
                 bootstrap,

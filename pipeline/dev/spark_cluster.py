@@ -243,13 +243,25 @@ class SparkCluster:
         info = self.worker(number).status()
         if info is None:
             raise PlatformError(f"Spark worker {number} of {self.directory} is not running")
-        mark = f"Worker@127.0.0.1:{info.port}".encode()  # in each executor's --worker-url
-        executors = [
+        kill([info.pid, *self.executors(number)])
+
+    def kill_executors(self, number: int) -> list[int]:
+        """SIGKILL the executors of worker ``number`` (it lives, and launches new ones)."""
+        executors = self.executors(number)
+        kill(executors)
+        return executors
+
+    def executors(self, number: int) -> list[int]:
+        """The pids of the executors worker ``number`` launched (each names it in --worker-url)."""
+        info = self.worker(number).status()
+        if info is None:
+            return []
+        mark = f"Worker@127.0.0.1:{info.port}".encode()
+        return [
             int(entry.name)
             for entry in Path("/proc").iterdir()
             if entry.name.isdigit() and mark in _cmdline(entry)
         ]
-        kill([info.pid, *executors])
 
     def stop(self, timeout: float = 30.0) -> bool:
         """Stop the workers, then the master; True if any ran."""
