@@ -591,12 +591,23 @@ def main(argv: list[str] | None = None) -> int:
         help="on a local cluster (three Kafka nodes, 3 copies; a Spark standalone master with "
         "two one-core workers): exactly once beside at least once per path, then throughput",
     )
+    parser.add_argument(
+        "--delivery-only",
+        action="store_true",
+        help="with --cluster: the delivery part only (exactly once beside at least once)",
+    )
     args = parser.parse_args(argv)
     from .bench_consumer import apply_part, consumer_part  # noqa: PLC0415 - a part of its own
     from .bench_sources import sources  # noqa: PLC0415 - it builds on this module
 
     if args.cluster:
-        return on_cluster(args.rows, args.rounds, args.max_offsets_per_trigger, args.partitions)
+        return on_cluster(
+            args.rows,
+            args.rounds,
+            args.max_offsets_per_trigger,
+            args.partitions,
+            delivery_only=args.delivery_only,
+        )
     with tempfile.TemporaryDirectory(prefix="highwater-bench-") as scratch:
         broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
         registry_service = EmbeddedRegistry(Path(scratch) / "registry")
@@ -657,7 +668,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def on_cluster(rows: int, rounds: int, max_offsets: int, partitions: int) -> int:
+def on_cluster(
+    rows: int, rounds: int, max_offsets: int, partitions: int, *, delivery_only: bool = False
+) -> int:
     """Delivery and throughput on a three-node Kafka and a standalone master with two workers."""
     from .bench_cluster import delivery_part  # noqa: PLC0415 - it builds on this module
 
@@ -673,6 +686,9 @@ def on_cluster(rows: int, rounds: int, max_offsets: int, partitions: int) -> int
             spark = build_session(SparkConfig(master=master, conf=conf), "bench-cluster")
             print(f"on {master} (2 workers, 1 core each) and Kafka at {bootstrap}", flush=True)
             delivery_part(spark, bootstrap, 12_000, 6, 600)
+            if delivery_only:
+                spark.stop()
+                return 0
             throughput(
                 spark,
                 bootstrap,

@@ -270,8 +270,9 @@ def connect_column(
         semantic = _CONNECT_LOGICAL[logical]
     if semantic is not None:  # a struct's too (Debezium's VariableScaleDecimal, Geometry)
         out["name"] = semantic
-        parameters = dict(spec.get("connect.parameters") or {})
-        if logical == "decimal":
+        given = spec.get("connect.parameters") or {}
+        parameters = dict(given) if isinstance(given, dict) else given  # (Registry.java's too)
+        if logical == "decimal" and isinstance(parameters, dict):
             parameters.setdefault("scale", str(spec.get("scale", 0)))
             if "precision" in spec:
                 parameters.setdefault("connect.decimal.precision", str(spec["precision"]))

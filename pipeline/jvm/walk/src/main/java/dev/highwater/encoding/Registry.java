@@ -110,8 +110,8 @@ final class Registry implements Serializable {
 
   /**
    * The Connect-style schema of an envelope (wire.py's {@code connect_schema}): each record
-   * field's columns, with the semantic type ({@code connect.name}) and parameters of those
-   * that have one; a record defined once and named again is looked up by its name.
+   * field's columns, with the semantic type and parameters of those that have one (what the
+   * walk reads values by); a record defined once and named again is looked up by its name.
    */
   static ObjectNode connect(JsonNode writer) {
     Map<String, JsonNode> named = new HashMap<>();
@@ -124,18 +124,62 @@ final class Registry implements Serializable {
       if (inner.isObject() && "record".equals(inner.path("type").asText())) {
         ArrayNode columns = entry.putArray("fields");
         for (JsonNode column : inner.path("fields")) {
-          JsonNode kind = resolve(nonNull(column.get("type")), named);
           ObjectNode c = columns.addObject().put("field", column.path("name").asText());
-          if (kind.isObject() && kind.has("connect.name")) {
-            c.set("name", kind.get("connect.name"));
-            JsonNode parameters = kind.path("connect.parameters");
-            boolean given = !parameters.isMissingNode() && !parameters.isNull() && truthy(parameters);
-            c.set("parameters", given ? parameters : JSON.createObjectNode());
-          }
+          semantic(column.get("type"), named, c);
         }
       }
     }
     return out;
+  }
+
+  /** Connect's own logical types, for a writer that left out {@code connect.name}. */
+  private static final Map<String, String> LOGICAL =
+      Map.of(
+          "decimal", "org.apache.kafka.connect.data.Decimal",
+          "date", "org.apache.kafka.connect.data.Date",
+          "time-millis", "org.apache.kafka.connect.data.Time",
+          "timestamp-millis", "org.apache.kafka.connect.data.Timestamp");
+
+  /**
+   * A column's semantic type and parameters, as wire.py's {@code connect_column} says them:
+   * {@code connect.name} (or Connect's own logical type), {@code connect.parameters}, a
+   * decimal's scale and precision from its logical type when the parameters lack them.
+   */
+  private static void semantic(JsonNode avro, Map<String, JsonNode> named, ObjectNode c) {
+    JsonNode kind = resolve(nonNull(avro), named);
+    if (!kind.isObject()) {
+      return;
+    }
+    JsonNode base = kind.path("type");
+    if (base.isObject() || base.isArray()) { // {"type": {"type": "long", ...}}: the inner one
+      semantic(base, named, c);
+      return;
+    }
+    String logical = kind.path("logicalType").asText(null);
+    String name = kind.hasNonNull("connect.name") ? null : LOGICAL.get(logical);
+    if ("record".equals(base.asText()) && name != null) {
+      name = null; // logical types are not records'
+    }
+    if (!kind.hasNonNull("connect.name") && name == null) {
+      return;
+    }
+    if (name == null) {
+      c.set("name", kind.get("connect.name"));
+    } else {
+      c.put("name", name);
+    }
+    JsonNode parameters = kind.path("connect.parameters");
+    boolean given = !parameters.isMissingNode() && !parameters.isNull() && truthy(parameters);
+    ObjectNode p = given && parameters.isObject() ? parameters.deepCopy() : JSON.createObjectNode();
+    if ("decimal".equals(logical)) {
+      if (!p.has("scale")) {
+        p.put("scale", kind.has("scale") ? kind.get("scale").asText() : "0");
+      }
+      if (kind.has("precision") && !p.has("connect.decimal.precision")) {
+        p.put("connect.decimal.precision", kind.get("precision").asText());
+      }
+    }
+    c.set("parameters", given && !parameters.isObject() ? parameters : p);
   }
 
   /** Python's truth of a JSON value ({@code x or {}}). */

@@ -35,10 +35,13 @@ public final class Placement implements PartitionCoalescer, Serializable {
 
   /** {@code batch}'s rows in at most {@code tasks} partitions, grouped by preferred executor. */
   public static Dataset<Row> coalesce(Dataset<Row> batch, int tasks) {
-    RDD<InternalRow> rows = batch.queryExecution().toRdd();
-    RDD<InternalRow> grouped =
-        rows.coalesce(Math.max(1, tasks), false, Option.apply(new Placement()), null);
+    RDD<InternalRow> grouped = coalesce(batch.queryExecution().toRdd(), tasks);
     return batch.sparkSession().internalCreateDataFrame(grouped, batch.schema(), false);
+  }
+
+  /** {@code rows} in at most {@code tasks} partitions, grouped by preferred executor. */
+  public static RDD<InternalRow> coalesce(RDD<InternalRow> rows, int tasks) {
+    return rows.coalesce(Math.max(1, tasks), false, Option.apply(new Placement()), null);
   }
 
   @Override

@@ -7,7 +7,12 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.io.UncheckedIOException;
 import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
@@ -15,6 +20,8 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
+import org.apache.spark.TaskContext;
+import org.apache.spark.util.LongAccumulator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -76,6 +83,19 @@ public final class Pieces implements AutoCloseable {
   private boolean trial;
   private List<ProducerRecord<byte[], byte[]>> tried = new ArrayList<>();
   private long triedBytes;
+  // pieces ended, their commits under way on another thread; the task waits for them at close
+  private final List<Committing> committing = new ArrayList<>();
+
+  /** A piece's commit under way: its producer's id, and the commit's end. */
+  private record Committing(String id, String where, Future<?> done) {}
+
+  private static final ExecutorService COMMITTER =
+      Executors.newCachedThreadPool(
+          work -> {
+            Thread t = new Thread(work, "highwater-commit");
+            t.setDaemon(true);
+            return t;
+          });
 
   Pieces(Delivery delivery, Map<String, Object> config, Kafka kafka, int slots) {
     this.delivery = delivery;
@@ -128,6 +148,7 @@ public final class Pieces implements AutoCloseable {
     this.partition = partition;
     this.first = first;
     String id = delivery.transactionalId(topic, partition);
+    awaitCommit(id); // a piece of the same id ended in this task: its producer, once committed
     Producers.Held kept = Producers.reuse(id, delivery.generation);
     if (kept != null) {
       decide(kept);
@@ -289,9 +310,7 @@ public final class Pieces implements AutoCloseable {
             + " partition's task ran on another executor since); opening it anew",
         where(),
         fenced.id);
-    if (delivery.reopened != null) {
-      delivery.reopened.add(1);
-    }
+    count(delivery.reopened);
     Producers.Held fresh;
     try {
       fresh = open(fenced.id, Progress.key(delivery.kind, topic, partition));
@@ -341,22 +360,102 @@ public final class Pieces implements AutoCloseable {
           acks.await(answerMillis);
           CrashPoints.reach(CrashPoints.IN_TRANSACTION);
         }
-        TaskFaults.reach("slow_commit");
-        held.producer.commitTransaction();
-        open = false;
-        if (delivery.committed != null) {
-          delivery.committed.add(1);
-        }
-        acks.await(answerMillis);
-        held.committed = new Progress(nextOffset, delivery.generation, delivery.scanTime);
-        CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
-        TaskFaults.reach("after_commit");
+        commitLater(nextOffset);
+        return;
       }
     } catch (KafkaException e) {
       throw failed(e);
     }
     Producers.release(held, true);
     held = null;
+  }
+
+  /**
+   * The open piece's commit, on another thread: the task goes on to its next piece (another
+   * partition's producer) while the coordinator writes this one's, and waits for every commit
+   * before it ends ({@link #close}), so a task reports success only with its pieces committed.
+   */
+  private void commitLater(long nextOffset) {
+    Producers.Held piece = held;
+    Sink.Acks answered = acks;
+    String at = where();
+    TaskContext task = TaskContext.get(); // the fault points' (a thread-local of the task's)
+    held = null;
+    open = false;
+    acks = null;
+    Future<?> done =
+        COMMITTER.submit(
+            () -> {
+              boolean ok = false;
+              try {
+                TaskFaults.reach("slow_commit", task);
+                piece.producer.commitTransaction();
+                count(delivery.committed);
+                answered.await(answerMillis);
+                piece.committed = new Progress(nextOffset, delivery.generation, delivery.scanTime);
+                CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
+                TaskFaults.reach("after_commit", task);
+                ok = true;
+                return null;
+              } catch (KafkaException e) {
+                try {
+                  piece.producer.abortTransaction();
+                } catch (RuntimeException gone) {
+                  // fenced or broken: closing the producer is what is left
+                }
+                count(delivery.aborted);
+                throw failed(e, at, piece.id);
+              } finally {
+                Producers.release(piece, ok);
+              }
+            });
+    committing.add(new Committing(piece.id, at, done));
+  }
+
+  /** Waits for the commit under way of {@code id}'s producer, if one is (a failure is thrown). */
+  private void awaitCommit(String id) throws IOException {
+    for (Committing c : new ArrayList<>(committing)) {
+      if (c.id().equals(id)) {
+        await(c);
+      }
+    }
+  }
+
+  /** Waits for every commit under way; the first failure is thrown once all ended. */
+  public void awaitCommits() throws IOException {
+    IOException first = null;
+    for (Committing c : new ArrayList<>(committing)) {
+      try {
+        await(c);
+      } catch (IOException e) {
+        first = first == null ? e : first;
+      }
+    }
+    if (first != null) {
+      throw first;
+    }
+  }
+
+  private void await(Committing c) throws IOException {
+    committing.remove(c);
+    try {
+      c.done().get();
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while committing the piece of " + c.where(), e);
+    } catch (ExecutionException e) {
+      Throwable cause = e.getCause();
+      if (cause instanceof IOException io) {
+        throw io;
+      }
+      if (cause instanceof RuntimeException r) {
+        throw r;
+      }
+      if (cause instanceof Error err) {
+        throw err;
+      }
+      throw new IOException("committing the piece of " + c.where() + " failed: " + cause, cause);
+    }
   }
 
   /**
@@ -388,9 +487,26 @@ public final class Pieces implements AutoCloseable {
     held = null;
   }
 
-  /** Ends the task's use: an open piece's transaction is aborted (a failed task's). */
+  /**
+   * Ends the task's use: waits for the commits under way (one that failed fails the task:
+   * thrown, or suppressed by the failure already thrown), and an open piece's transaction is
+   * aborted (a failed task's).
+   */
   @Override
   public void close() {
+    UncheckedIOException uncommitted = null;
+    try {
+      awaitCommits();
+    } catch (IOException e) {
+      uncommitted = new UncheckedIOException(e);
+    }
+    abortOpen();
+    if (uncommitted != null) {
+      throw uncommitted;
+    }
+  }
+
+  private void abortOpen() {
     trial = false;
     tried = new ArrayList<>();
     triedBytes = 0;
@@ -416,20 +532,31 @@ public final class Pieces implements AutoCloseable {
   /** The open piece's transaction ended without its commit: counted as aborted. */
   private void aborted() {
     open = false;
-    if (delivery.aborted != null) {
-      delivery.aborted.add(1);
+    count(delivery.aborted);
+  }
+
+  /** One more (a Spark accumulator's add is not atomic: commits end on their own threads). */
+  private static void count(LongAccumulator counter) {
+    if (counter != null) {
+      synchronized (counter) {
+        counter.add(1);
+      }
     }
   }
 
   private IOException failed(KafkaException e) {
+    return failed(e, where(), held.id);
+  }
+
+  private static IOException failed(KafkaException e, String where, String id) {
     if (fenced(e)) {
       return new IOException(
           TAKEN
               + " (or another attempt of this task did, or the transaction outlived"
               + " transaction.timeout.ms and its coordinator aborted it): source partition "
-              + where()
+              + where
               + ", transactional id "
-              + held.id
+              + id
               + ": "
               + e,
           e);

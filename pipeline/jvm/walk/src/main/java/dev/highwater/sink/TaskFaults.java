@@ -24,11 +24,15 @@ final class TaskFaults {
    * the coordinator aborts it first.
    */
   static void reach(String point) throws IOException, InterruptedException {
+    reach(point, TaskContext.get());
+  }
+
+  /** {@link #reach(String)} for {@code task}, on a thread of its own (a piece's commit). */
+  static void reach(String point, TaskContext task) throws IOException, InterruptedException {
     String asked = System.getenv("HIGHWATER_TASK_FAULT");
     if (asked == null || !Arrays.asList(asked.split(",")).contains(point)) {
       return;
     }
-    TaskContext task = TaskContext.get();
     if (task == null || task.attemptNumber() != 0 || !REACHED.add(point)) {
       return;
     }

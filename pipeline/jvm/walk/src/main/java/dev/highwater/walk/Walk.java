@@ -6,6 +6,7 @@ import com.fasterxml.jackson.databind.node.ArrayNode;
 import dev.highwater.encoding.Encoding;
 import dev.highwater.encoding.Hlc;
 import dev.highwater.encoding.Json;
+import dev.highwater.placement.Placement;
 import dev.highwater.sink.Delivery;
 import dev.highwater.sink.Pieces;
 import dev.highwater.sink.Sink;
@@ -155,9 +156,11 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     Delivery delivery = Delivery.of(options);
     Map<String, Object> producer = Sink.producer(Delivery.kafka(options));
     Walk walk = new Walk(plan, columns(batch.schema()), summaries);
-    batch
-        .queryExecution()
-        .toRdd()
+    // one task per core, each walking its source partitions one after the other, each
+    // partition on the executor the source prefers for it (its producer stays there), and
+    // under exactly once a partition's commit goes on while the task walks the next one
+    int cores = batch.sparkSession().sparkContext().defaultParallelism();
+    Placement.coalesce(batch.queryExecution().toRdd(), cores)
         .toJavaRDD()
         .foreachPartition(new Send(walk, producer, delivery));
     return Delivery.counts(delivery);

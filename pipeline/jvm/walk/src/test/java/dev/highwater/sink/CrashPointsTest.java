@@ -74,6 +74,7 @@ class CrashPointsTest {
       pieces.begin("src", 0, 0); // the first reach: committed
       pieces.send(PiecesTest.row(1));
       pieces.end(1, "5.0000000000", null);
+      pieces.awaitCommits(); // commits end on their own thread
       assertEquals(1, kafka.opened.get(0).commitCount());
       pieces.begin("src", 1, 0);
       pieces.send(PiecesTest.row(2));
@@ -105,7 +106,8 @@ class CrashPointsTest {
       pieces.end(10, "5.0000000000", null);
       pieces.begin("src", 0, 10);
       pieces.send(PiecesTest.row(2));
-      Killed killed = assertThrows(Killed.class, () -> pieces.end(11, "5.0000000000", null));
+      pieces.end(11, "5.0000000000", null); // its commit goes on on another thread: killed there
+      Killed killed = assertThrows(Killed.class, pieces::awaitCommits);
       assertEquals("crash point piece_committed:1: SIGKILL", killed.getMessage());
       MockProducer<byte[], byte[]> p = kafka.opened.get(0);
       assertEquals(1, p.commitCount());

@@ -553,4 +553,93 @@ class PiecesTest {
 
   static final int SLOT_SRC_0 = 2;
   static final int SLOT_ORDERS_11 = 3;
+
+  /** MockProducers whose commit waits for {@link #release} (a coordinator slow to answer). */
+  static final class SlowCommits extends Fake {
+    final CountDownLatch release = new CountDownLatch(1);
+    final List<String> order = Collections.synchronizedList(new ArrayList<>());
+
+    @Override
+    public Producer<byte[], byte[]> open(Map<String, Object> config) {
+      String id = (String) config.get("transactional.id");
+      MockProducer<byte[], byte[]> p =
+          new MockProducer<>(true, new ByteArraySerializer(), new ByteArraySerializer()) {
+            @Override
+            public synchronized void commitTransaction() {
+              try {
+                release.await();
+              } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+              }
+              super.commitTransaction();
+              order.add("committed " + id);
+            }
+          };
+      opened.add(p);
+      ids.add(id);
+      return p;
+    }
+  }
+
+  @Test
+  void a_pieces_commit_goes_on_while_the_task_writes_its_next_piece_and_the_task_waits_for_it()
+      throws Exception {
+    SlowCommits kafka = new SlowCommits();
+    Pieces pieces = pieces(kafka);
+    pieces.begin("src", 0, 0);
+    pieces.send(row(1));
+    pieces.end(1, "5.0000000000", null); // its commit waits on the coordinator
+    pieces.begin("src", 1, 0); // the next partition's piece meanwhile
+    pieces.send(row(2));
+    pieces.end(1, "5.0000000000", null);
+    assertEquals(List.of(), kafka.order); // neither commit ended: the walk did not wait
+    Thread closing = new Thread(pieces::close);
+    closing.start();
+    closing.join(300);
+    assertTrue(closing.isAlive()); // the task does not end before its pieces are committed
+    kafka.release.countDown();
+    closing.join(10_000);
+    assertFalse(closing.isAlive());
+    assertEquals(2, kafka.order.size());
+    assertEquals(1, kafka.opened.get(0).commitCount());
+    assertEquals(1, kafka.opened.get(1).commitCount());
+  }
+
+  @Test
+  void a_piece_of_a_partition_whose_commit_is_under_way_waits_for_it_on_the_same_producer()
+      throws Exception {
+    SlowCommits kafka = new SlowCommits();
+    kafka.release.countDown();
+    try (Pieces pieces = pieces(kafka)) {
+      for (int n = 0; n < 3; n++) { // one partition's pieces (an initial scan's chunks)
+        pieces.begin("src", 0, n);
+        pieces.send(row(n));
+        pieces.end(n + 1, "5.0000000000", null);
+      }
+    }
+    assertEquals(1, kafka.opened.size()); // never a second producer fencing the committing one
+    assertEquals(3, kafka.opened.get(0).commitCount());
+  }
+
+  @Test
+  void a_commit_that_fails_on_its_thread_fails_the_task_at_its_end() throws Exception {
+    Fake kafka =
+        new Fake() {
+          @Override
+          public Producer<byte[], byte[]> open(Map<String, Object> config) {
+            MockProducer<byte[], byte[]> p = (MockProducer<byte[], byte[]>) super.open(config);
+            p.commitTransactionException = new ProducerFencedException("a newer attempt");
+            return p;
+          }
+        };
+    Pieces pieces = pieces(kafka);
+    pieces.begin("src", 0, 0);
+    pieces.send(row(1));
+    pieces.end(1, "5.0000000000", null); // returns: the commit fails on its own thread
+    IOException failed = assertThrows(IOException.class, pieces::awaitCommits);
+    assertTrue(failed.getMessage().contains(Pieces.TAKEN), failed.getMessage());
+    assertTrue(failed.getMessage().contains("src/0"), failed.getMessage());
+    pieces.close(); // nothing left to wait for
+    assertTrue(kafka.opened.get(0).closed()); // a failed piece's producer is not kept
+  }
 }
