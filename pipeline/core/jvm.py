@@ -91,7 +91,7 @@ def write_rows(records: DataFrame, options: Mapping[str, str]) -> Transactions:
 
 
 def coalesce_in_place(batch: DataFrame, tasks: int) -> DataFrame:
-    """``Placement.coalesce``: ``batch`` in at most ``tasks`` partitions, in place.
+    """``Placement.inPlace``: ``batch`` in at most ``tasks`` partitions, in place.
 
     No source range moves off the executor Spark's Kafka source prefers for it (Spark's own
     coalesce moves them for balance).
@@ -99,7 +99,7 @@ def coalesce_in_place(batch: DataFrame, tasks: int) -> DataFrame:
     from pyspark.sql import DataFrame  # noqa: PLC0415 - Spark stays out of the import path
 
     placement = _class(batch.sparkSession, PLACEMENT)
-    return DataFrame(placement.coalesce(batch._jdf, tasks), batch.sparkSession)
+    return DataFrame(placement.inPlace(batch._jdf, tasks), batch.sparkSession)
 
 
 def walk_and_write(

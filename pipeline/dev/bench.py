@@ -43,6 +43,13 @@ from pipeline.runtime.session import build_session
 from schemas.avro import OutputSchemas
 from sinks.admin import TRANSACTION_STATE, ensure_topics
 
+from .bench_figures import (
+    MemoryPeaks,
+    megabytes_per_second,
+    per_million,
+    process_kind,
+    topic_bytes,
+)
 from .broker import EmbeddedKafka
 from .cluster import KafkaCluster
 from .generator import GeneratorSpec, write
@@ -54,12 +61,12 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SOURCE_BATCH = 20_000  # the sources part's maxOffsetsPerTrigger: ~90 MB of Debezium events
 
 
-def cpu_seconds() -> dict[str, float]:
-    """CPU seconds used so far by each kind of process on this machine (Linux /proc).
+def cpu_seconds() -> dict[int, tuple[str, float]]:
+    """CPU seconds used so far by each process on this machine, and its kind (Linux /proc).
 
     On two shared cores, throughput is CPU: the side-by-side numbers say where it goes.
     """
-    groups: dict[str, float] = {}
+    found: dict[int, tuple[str, float]] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -70,22 +77,22 @@ def cpu_seconds() -> dict[str, float]:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
         used = (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
-        if "kafka.Kafka" in command:
-            group = "broker"
-        elif "java" in command:
-            group = "spark jvm"
-        elif "pyspark" in command and ("daemon" in command or "worker" in command):
-            group = "python workers"
-        else:
-            group = "other"
-        groups[group] = groups.get(group, 0.0) + used
-    return groups
+        found[int(entry.name)] = (process_kind(command), used)
+    return found
 
 
-def cpu_since(before: dict[str, float]) -> dict[str, float]:
-    """CPU seconds per kind of process since ``before`` (:func:`cpu_seconds`)."""
-    now = cpu_seconds()
-    return {k: round(v - before.get(k, 0.0), 1) for k, v in sorted(now.items())}
+def cpu_since(before: dict[int, tuple[str, float]]) -> dict[str, float]:
+    """CPU seconds per kind of process since ``before`` (:func:`cpu_seconds`).
+
+    By process: one that ended meanwhile is left out (its last seconds are not seen), so a
+    part never shows less than nothing.
+    """
+    groups: dict[str, float] = {}
+    for pid, (kind, used) in cpu_seconds().items():
+        earlier = before.get(pid)
+        spent = used - (earlier[1] if earlier is not None and earlier[0] == kind else 0.0)
+        groups[kind] = groups.get(kind, 0.0) + spent
+    return {k: round(v, 1) for k, v in sorted(groups.items())}
 
 
 @dataclass(frozen=True)
@@ -299,6 +306,7 @@ def throughput(
     # JIT, consumer pools: one of each before the rounds, so no round pays for a cold JVM
     plain_copy(spark, bootstrap, source, "bench.warmup", max_offsets)
     _changefeed(spark, bootstrap, "bench-warmup", source, max_offsets)
+    source_bytes = topic_bytes(bootstrap, source)
     copies, setups, teardowns = [], [], []
     kinds = ("json", "json exactly_once", "avro", "avro exactly_once")
     seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
@@ -306,8 +314,15 @@ def throughput(
     for n in range(rounds):
         before = cpu_seconds()
         copy = plain_copy(spark, bootstrap, source, f"bench.copy{n}", max_offsets)
-        print(f"round {n}: copy {records / copy.seconds:,.0f} records/s", flush=True)
-        print(f"  cpu seconds, copy: {cpu_since(before)}\n  per batch: {copy.per_batch()}")
+        cpu = cpu_since(before)
+        print(
+            f"round {n}: copy {records / copy.seconds:,.0f} records/s, "
+            f"{megabytes_per_second(source_bytes, copy.seconds):.1f} MB/s read, "
+            f"{megabytes_per_second(topic_bytes(bootstrap, f'bench.copy{n}'), copy.seconds):.1f}"
+            f" MB/s written, {per_million(cpu, report.total):.0f} CPU s per million changes",
+            flush=True,
+        )
+        print(f"  cpu seconds, copy: {cpu}\n  per batch: {copy.per_batch()}")
         copies.append(copy.seconds)
         for kind in kinds:
             delivery = "exactly_once" if kind.endswith("exactly_once") else "at_least_once"
@@ -332,10 +347,14 @@ def throughput(
             if kind == "json":
                 setups.append(run.setup)
                 teardowns.append(run.teardown)
+            written = topic_bytes(bootstrap, f"{name}.orders")
             print(
-                f"  {kind}: {report.total / run.seconds:,.0f} rows/s (set-up {run.setup:.1f}s "
-                f"before it, teardown {run.teardown:.1f}s after), ratio to the copy "
-                f"{copy.seconds / run.seconds:.2f}, {run.transactions} transactions\n"
+                f"  {kind}: {report.total / run.seconds:,.0f} rows/s, "
+                f"{megabytes_per_second(source_bytes, run.seconds):.1f} MB/s read, "
+                f"{megabytes_per_second(written, run.seconds):.1f} MB/s written, "
+                f"{per_million(cpu, report.total):.0f} CPU s per million changes (set-up "
+                f"{run.setup:.1f}s before it, teardown {run.teardown:.1f}s after), ratio to the "
+                f"copy {copy.seconds / run.seconds:.2f}, {run.transactions} transactions\n"
                 f"    cpu seconds: {cpu}\n    per batch: {run.per_batch()}",
                 flush=True,
             )
@@ -552,13 +571,15 @@ def resolved_lag(
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the benchmark on a fresh embedded broker."""
+def _parser() -> argparse.ArgumentParser:
+    """The benchmark's options."""
     parser = argparse.ArgumentParser(prog="highwater dev bench")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--rounds", type=int, default=5)  # rounds vary +-0.1 here
     parser.add_argument("--max-offsets-per-trigger", type=int, default=250_000)
-    parser.add_argument("--rate", type=int, default=5_000)
+    parser.add_argument(
+        "--rates", default="5000,20000", help="changes/s of the resolved-lag part, comma-separated"
+    )
     # 170 s gave 99 markers (one at most per resolved interval, once every partition rose)
     parser.add_argument("--seconds", type=int, default=190)
     parser.add_argument("--marker-every", type=int, default=2_500)
@@ -596,7 +617,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --cluster: the delivery part only (exactly once beside at least once)",
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark on a fresh embedded broker."""
+    args = _parser().parse_args(argv)
     from .bench_consumer import apply_part, consumer_part  # noqa: PLC0415 - a part of its own
     from .bench_sources import sources  # noqa: PLC0415 - it builds on this module
 
@@ -637,30 +663,35 @@ def main(argv: list[str] | None = None) -> int:
                 apply_part(info.bootstrap_servers, 200_000, 6, 5_000)
                 spark.stop()
                 return 0
-            source = throughput(
-                spark,
-                info.bootstrap_servers,
-                args.rows,
-                args.rounds,
-                args.max_offsets_per_trigger,
-                registry=registry.url,
-                partitions=args.partitions,
-            )
+            peaks = MemoryPeaks()
+            with peaks.part("throughput (copy, JSON and Avro, both deliveries)"):
+                source = throughput(
+                    spark,
+                    info.bootstrap_servers,
+                    args.rows,
+                    args.rounds,
+                    args.max_offsets_per_trigger,
+                    registry=registry.url,
+                    partitions=args.partitions,
+                )
             if not args.throughput_only:
                 raw_limit(spark, info.bootstrap_servers, source, args.rows, args.partitions)
-                sources_part()
+                with peaks.part("sources (Debezium, Canal-JSON, Debezium Avro)"):
+                    sources_part()
                 avro_encoders(spark, info.bootstrap_servers, source)
                 consumer_part(info.bootstrap_servers, 1_000_000, 3, 6, 5_000)
                 apply_part(info.bootstrap_servers, 200_000, 6, 5_000)
-                for delivery in ("at_least_once", "exactly_once"):
-                    resolved_lag(
-                        spark,
-                        info.bootstrap_servers,
-                        args.rate,
-                        args.seconds,
-                        args.marker_every,
-                        delivery=delivery,
-                    )
+                for rate in (int(r) for r in args.rates.split(",")):
+                    for delivery in ("at_least_once", "exactly_once"):
+                        with peaks.part(f"resolved lag at {rate:,}/s, {delivery}"):
+                            resolved_lag(
+                                spark,
+                                info.bootstrap_servers,
+                                rate,
+                                args.seconds,
+                                args.marker_every,
+                                delivery=delivery,
+                            )
             spark.stop()
         finally:
             registry_service.stop()
@@ -685,19 +716,22 @@ def on_cluster(
             conf = {"spark.driver.memory": "2g", "spark.executor.memory": "1g"}
             spark = build_session(SparkConfig(master=master, conf=conf), "bench-cluster")
             print(f"on {master} (2 workers, 1 core each) and Kafka at {bootstrap}", flush=True)
-            delivery_part(spark, bootstrap, 12_000, 6, 600)
+            peaks = MemoryPeaks()
+            with peaks.part("delivery on the cluster"):
+                delivery_part(spark, bootstrap, 12_000, 6, 600)
             if delivery_only:
                 spark.stop()
                 return 0
-            throughput(
-                spark,
-                bootstrap,
-                rows,
-                rounds,
-                max_offsets,
-                registry=registry.url,
-                partitions=partitions,
-            )
+            with peaks.part("throughput on the cluster"):
+                throughput(
+                    spark,
+                    bootstrap,
+                    rows,
+                    rounds,
+                    max_offsets,
+                    registry=registry.url,
+                    partitions=partitions,
+                )
             spark.stop()
         finally:
             registry_service.stop()

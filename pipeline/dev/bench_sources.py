@@ -20,6 +20,7 @@ from typing import Any
 from pipeline.config import parse_config
 
 from .bench import Run, cpu_seconds, cpu_since, plain_copy, raw_limit, timed
+from .bench_figures import megabytes_per_second, topic_bytes
 from .canal_feed import CanalFeed
 from .debezium_feed import DebeziumAvroFeed, DebeziumFeed, Feed, write_feed
 
@@ -112,7 +113,8 @@ def _part(  # noqa: PLR0917 - a part of the bench
         copy = plain_copy(spark, bootstrap, source, f"bench.{tag}.copy{n}", max_offsets)
         copies.append(copy.seconds)
         print(
-            f"round {n}: copy {rows / copy.seconds:,.0f} records/s; cpu s per 1M: "
+            f"round {n}: copy {rows / copy.seconds:,.0f} records/s, "
+            f"{megabytes_per_second(size, copy.seconds):.1f} MB/s read; cpu s per 1M: "
             f"{_per_million(cpu_since(before), rows)}",
             flush=True,
         )
@@ -121,8 +123,12 @@ def _part(  # noqa: PLR0917 - a part of the bench
             name = f"bench-{tag}-{delivery.replace('_', '-')}{n}"
             run: Run = timed(spark, _config(bootstrap, name, source, part, max_offsets, delivery))
             seconds.append(run.seconds)
+            written = topic_bytes(bootstrap, f"{name}.orders")
             print(
-                f"  {fmt} {delivery}: {rows / run.seconds:,.0f} records/s, ratio to the copy "
+                f"  {fmt} {delivery}: {rows / run.seconds:,.0f} records/s, "
+                f"{megabytes_per_second(size, run.seconds):.1f} MB/s read, "
+                f"{megabytes_per_second(written, run.seconds):.1f} MB/s written (as stored), "
+                f"ratio to the copy "
                 f"{copy.seconds / run.seconds:.2f}; cpu s per 1M: "
                 f"{_per_million(cpu_since(before), rows)}\n    per batch: {run.per_batch()}",
                 flush=True,

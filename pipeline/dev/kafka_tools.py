@@ -24,6 +24,7 @@ TOOLS = {
     "configs": "kafka.admin.ConfigCommand",
     "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
+    "log-dirs": "org.apache.kafka.tools.LogDirsCommand",
 }
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
 

@@ -31,16 +31,17 @@ import scala.Option;
  * Each group walks its ranges in partition order, one after the other.
  */
 public final class Placement implements PartitionCoalescer, Serializable {
+  // the static methods are not named coalesce: py4j looks a name up among all methods
   private static final long serialVersionUID = 1L;
 
   /** {@code batch}'s rows in at most {@code tasks} partitions, grouped by preferred executor. */
-  public static Dataset<Row> coalesce(Dataset<Row> batch, int tasks) {
-    RDD<InternalRow> grouped = coalesce(batch.queryExecution().toRdd(), tasks);
+  public static Dataset<Row> inPlace(Dataset<Row> batch, int tasks) {
+    RDD<InternalRow> grouped = rowsInPlace(batch.queryExecution().toRdd(), tasks);
     return batch.sparkSession().internalCreateDataFrame(grouped, batch.schema(), false);
   }
 
   /** {@code rows} in at most {@code tasks} partitions, grouped by preferred executor. */
-  public static RDD<InternalRow> coalesce(RDD<InternalRow> rows, int tasks) {
+  public static RDD<InternalRow> rowsInPlace(RDD<InternalRow> rows, int tasks) {
     return rows.coalesce(Math.max(1, tasks), false, Option.apply(new Placement()), null);
   }
 

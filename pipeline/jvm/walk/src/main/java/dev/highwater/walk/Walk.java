@@ -160,7 +160,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     // partition on the executor the source prefers for it (its producer stays there), and
     // under exactly once a partition's commit goes on while the task walks the next one
     int cores = batch.sparkSession().sparkContext().defaultParallelism();
-    Placement.coalesce(batch.queryExecution().toRdd(), cores)
+    Placement.rowsInPlace(batch.queryExecution().toRdd(), cores)
         .toJavaRDD()
         .foreachPartition(new Send(walk, producer, delivery));
     return Delivery.counts(delivery);
