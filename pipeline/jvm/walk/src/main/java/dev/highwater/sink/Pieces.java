@@ -87,7 +87,7 @@ public final class Pieces implements AutoCloseable {
   private final List<Committing> committing = new ArrayList<>();
 
   /** A piece's commit under way: its producer's id, and the commit's end. */
-  private record Committing(String id, String where, Future<?> done) {}
+  private record Committing(String id, String where, Future<Boolean> done, Redo again) {}
 
   private static final ExecutorService COMMITTER =
       Executors.newCachedThreadPool(
@@ -140,15 +140,16 @@ public final class Pieces implements AutoCloseable {
    * the partition's progress read) on another thread while the piece's first records wait in
    * memory ({@link Opening}), so the walk goes on meanwhile.
    */
-  public void begin(String topic, int partition, long first) throws IOException {
+  public void begin(String topic, int partition, long first)
+      throws IOException, InterruptedException {
     if (held != null || opening != null) {
       throw new IllegalStateException("piece of " + this.topic + "/" + this.partition + " open");
     }
+    String id = delivery.transactionalId(topic, partition);
+    awaitCommit(id); // a piece of the same id ended in this task: its producer, once committed
     this.topic = topic;
     this.partition = partition;
     this.first = first;
-    String id = delivery.transactionalId(topic, partition);
-    awaitCommit(id); // a piece of the same id ended in this task: its producer, once committed
     Producers.Held kept = Producers.reuse(id, delivery.generation);
     if (kept != null) {
       decide(kept);
@@ -305,15 +306,23 @@ public final class Pieces implements AutoCloseable {
     tried = new ArrayList<>();
     triedBytes = 0;
     Producers.release(fenced, false);
+    openAgain(fenced.id);
+    for (ProducerRecord<byte[], byte[]> record : again) {
+      transmit(record);
+    }
+  }
+
+  /** The open piece's id opened anew on this thread (its progress read, write or skip decided). */
+  private void openAgain(String id) throws IOException {
     LOG.info(
         "source partition {}: the producer this executor kept for {} was fenced (the"
             + " partition's task ran on another executor since); opening it anew",
         where(),
-        fenced.id);
+        id);
     count(delivery.reopened);
     Producers.Held fresh;
     try {
-      fresh = open(fenced.id, Progress.key(delivery.kind, topic, partition));
+      fresh = open(id, Progress.key(delivery.kind, topic, partition));
     } catch (CompletionException e) {
       if (e.getCause() instanceof IOException io) {
         throw io;
@@ -321,9 +330,31 @@ public final class Pieces implements AutoCloseable {
       throw e;
     }
     decide(fresh);
-    for (ProducerRecord<byte[], byte[]> record : again) {
+  }
+
+  /**
+   * A piece sent under a kept producer that Kafka found fenced before it took any of the piece
+   * (its commit thread saw so): everything to write it again under the id opened anew.
+   */
+  private record Redo(
+      String topic,
+      int partition,
+      long first,
+      List<ProducerRecord<byte[], byte[]>> records,
+      long nextOffset,
+      String resolved,
+      JsonNode position) {}
+
+  /** {@code redo}'s piece written again on this thread, its id opened anew (no piece open). */
+  private void redo(Redo redo) throws IOException, InterruptedException {
+    topic = redo.topic();
+    partition = redo.partition();
+    first = redo.first();
+    openAgain(delivery.transactionalId(topic, partition));
+    for (ProducerRecord<byte[], byte[]> record : redo.records()) {
       transmit(record);
     }
+    end(redo.nextOffset(), redo.resolved(), redo.position());
   }
 
   /**
@@ -334,7 +365,7 @@ public final class Pieces implements AutoCloseable {
   public void end(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
     ready(true);
-    settle(true); // a kept producer: Kafka took the piece's first records under it, or a new one
+    settle(false); // a kept producer: Kafka took a record under it already, or found it fenced
     try {
       if (open) {
         String key = Progress.key(delivery.kind, topic, partition);
@@ -347,20 +378,31 @@ public final class Pieces implements AutoCloseable {
                 position,
                 delivery.generation,
                 delivery.scanTime);
-        acks.send(
-            held.producer,
+        ProducerRecord<byte[], byte[]> progress =
             new ProducerRecord<>(
                 delivery.progressTopic,
                 Progress.slot(key, slots),
                 key.getBytes(StandardCharsets.UTF_8),
-                value));
+                value);
+        if (!sendProgress(progress)) {
+          Producers.release(held, true); // opened anew: the piece was committed meanwhile
+          held = null;
+          return;
+        }
         if (CrashPoints.armed(CrashPoints.IN_TRANSACTION)) {
           // the kill lands with the piece on the broker, uncommitted: flushed and answered
           held.producer.flush();
           acks.await(answerMillis);
           CrashPoints.reach(CrashPoints.IN_TRANSACTION);
         }
-        commitLater(nextOffset);
+        Redo again = null;
+        if (trial) { // its commit thread waits for Kafka's first answer: fenced, it comes back
+          again = new Redo(topic, partition, first, tried, nextOffset, resolved, position);
+          trial = false;
+          tried = new ArrayList<>();
+          triedBytes = 0;
+        }
+        commitLater(nextOffset, again);
         return;
       }
     } catch (KafkaException e) {
@@ -371,11 +413,33 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
+   * The piece's progress record sent; false if its kept producer, on trial, was found fenced
+   * just now (Kafka's first answer came in since the last look) and the id opened anew found
+   * the piece committed. Otherwise the piece is sent again under the new producer first.
+   */
+  private boolean sendProgress(ProducerRecord<byte[], byte[]> progress) throws IOException {
+    try {
+      acks.send(held.producer, progress);
+      return true;
+    } catch (KafkaException | IOException e) {
+      if (!(trial && fenced(e) && !acks.tookOne())) {
+        throw e instanceof KafkaException k ? failed(k) : (IOException) e;
+      }
+    }
+    reopen(); // the piece's records sent again under the new producer (or none: committed)
+    if (!open) {
+      return false;
+    }
+    acks.send(held.producer, progress);
+    return true;
+  }
+
+  /**
    * The open piece's commit, on another thread: the task goes on to its next piece (another
    * partition's producer) while the coordinator writes this one's, and waits for every commit
    * before it ends ({@link #close}), so a task reports success only with its pieces committed.
    */
-  private void commitLater(long nextOffset) {
+  private void commitLater(long nextOffset, Redo again) {
     Producers.Held piece = held;
     Sink.Acks answered = acks;
     String at = where();
@@ -383,11 +447,14 @@ public final class Pieces implements AutoCloseable {
     held = null;
     open = false;
     acks = null;
-    Future<?> done =
+    Future<Boolean> done =
         COMMITTER.submit(
             () -> {
               boolean ok = false;
               try {
+                if (again != null && fencedOnTrial(piece, answered)) {
+                  return false; // never reached the coordinator: nothing to abort; written again
+                }
                 TaskFaults.reach("slow_commit", task);
                 piece.producer.commitTransaction();
                 count(delivery.committed);
@@ -396,7 +463,7 @@ public final class Pieces implements AutoCloseable {
                 CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
                 TaskFaults.reach("after_commit", task);
                 ok = true;
-                return null;
+                return true;
               } catch (KafkaException e) {
                 try {
                   piece.producer.abortTransaction();
@@ -409,24 +476,61 @@ public final class Pieces implements AutoCloseable {
                 Producers.release(piece, ok);
               }
             });
-    committing.add(new Committing(piece.id, at, done));
+    committing.add(new Committing(piece.id, at, done, again));
   }
 
-  /** Waits for the commit under way of {@code id}'s producer, if one is (a failure is thrown). */
-  private void awaitCommit(String id) throws IOException {
-    for (Committing c : new ArrayList<>(committing)) {
-      if (c.id().equals(id)) {
-        await(c);
+  /**
+   * A kept producer's trial, on its commit thread: whether Kafka's first answer to the piece
+   * was a fence (another executor opened the id since this one's last piece). A fence once
+   * Kafka took a record is another attempt writing now: the commit fails, and the task.
+   */
+  private boolean fencedOnTrial(Producers.Held piece, Sink.Acks answered)
+      throws InterruptedException {
+    try {
+      piece.producer.flush();
+      answered.awaitFirst(answerMillis);
+    } catch (KafkaException | IOException e) {
+      if (!fenced(e)) {
+        return false; // the commit meets it, and fails
+      }
+    }
+    Exception e = answered.failure();
+    return e != null && fenced(e) && !answered.tookOne();
+  }
+
+  /**
+   * Waits for the commits under way of {@code id}'s producer (no piece open): one fenced on
+   * its trial is written again here first; a failure is thrown.
+   */
+  private void awaitCommit(String id) throws IOException, InterruptedException {
+    for (Committing c = pending(id); c != null; c = pending(id)) {
+      if (!await(c)) {
+        redo(c.again());
       }
     }
   }
 
-  /** Waits for every commit under way; the first failure is thrown once all ended. */
-  public void awaitCommits() throws IOException {
+  private Committing pending(String id) {
+    for (Committing c : committing) {
+      if (c.id().equals(id)) {
+        return c;
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Waits for every commit under way (no piece open); a piece fenced on its trial is written
+   * again and waited for too. The first failure is thrown once every commit ended.
+   */
+  public void awaitCommits() throws IOException, InterruptedException {
     IOException first = null;
-    for (Committing c : new ArrayList<>(committing)) {
+    while (!committing.isEmpty()) {
+      Committing c = committing.get(0);
       try {
-        await(c);
+        if (!await(c) && first == null) {
+          redo(c.again());
+        }
       } catch (IOException e) {
         first = first == null ? e : first;
       }
@@ -436,13 +540,11 @@ public final class Pieces implements AutoCloseable {
     }
   }
 
-  private void await(Committing c) throws IOException {
+  /** Whether {@code c} committed (false: fenced on its trial, to write again); or its failure. */
+  private boolean await(Committing c) throws IOException, InterruptedException {
     committing.remove(c);
     try {
-      c.done().get();
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      throw new IOException("interrupted while committing the piece of " + c.where(), e);
+      return c.done().get();
     } catch (ExecutionException e) {
       Throwable cause = e.getCause();
       if (cause instanceof IOException io) {
@@ -495,12 +597,16 @@ public final class Pieces implements AutoCloseable {
   @Override
   public void close() {
     UncheckedIOException uncommitted = null;
+    abortOpen(); // a failed task's open piece (none once the task's walk ended)
     try {
       awaitCommits();
     } catch (IOException e) {
       uncommitted = new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      uncommitted = new UncheckedIOException(new IOException("interrupted while committing", e));
     }
-    abortOpen();
+    abortOpen(); // a piece written again that failed
     if (uncommitted != null) {
       throw uncommitted;
     }

@@ -642,4 +642,24 @@ class PiecesTest {
     pieces.close(); // nothing left to wait for
     assertTrue(kafka.opened.get(0).closed()); // a failed piece's producer is not kept
   }
+
+  @Test
+  void a_fence_answered_between_the_last_look_and_the_progress_record_reopens_the_id()
+      throws Exception {
+    Answering kafka = new Answering();
+    MockProducer<byte[], byte[]> kept = committedHere(kafka);
+    kafka.committed.put("rows/src/0", new Progress(5, 2)); // [2, 5) written elsewhere
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 5);
+      pieces.send(row(2));
+      pieces.send(row(3)); // both handed over, no answer yet: the trial goes on
+      kept.errorNext(new ProducerFencedException("fenced by another executor's producer"));
+      kept.fenceProducer(); // the answer is in before the progress record goes
+      pieces.end(7, "5.0000000000", null);
+    }
+    assertTrue(kept.closed());
+    MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
+    assertEquals(List.of("out2", "out3", "_progress"), sent(fresh));
+    assertEquals(1, fresh.commitCount());
+  }
 }
