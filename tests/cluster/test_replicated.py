@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -208,6 +209,45 @@ class SteadyFeed:
 
         return until(what, moved_on, timeout)
 
+    def mark(self) -> int:
+        """Where the runs' log ends now (for :meth:`churn` since then)."""
+        return self.log.stat().st_size if self.log.exists() else 0
+
+    def churn(self, since: int) -> dict[str, int]:
+        """Since ``since`` in the runs' log: batches, transactions aborted, tasks lost, fences.
+
+        Exactly once, a source partition's transactional producer stays on the executor its
+        tasks run on (``Placement.java``); a task that fails (a fence, a lost producer) is
+        lost and runs again, and its transaction is aborted: neither should happen once the
+        executors are settled.
+        """
+        with self.log.open("rb") as log:
+            log.seek(since)
+            text = log.read().decode(errors="replace")
+        return {
+            "batches": len(re.findall(r"batch \d+: .* rows emitted", text)),
+            "aborted": sum(
+                int(n) for n in re.findall(r"transactions committed, (\d+) aborted", text)
+            ),
+            "lost tasks": text.count("Lost task"),
+            "fenced": text.count("ProducerFenced"),
+        }
+
+    def settled(self, run: Supervised, what: str) -> dict[str, int]:
+        """The churn over the next 20 s of a settled run (which has moved on meanwhile)."""
+        since = self.mark()
+        self.rows_again(what, run)
+        time.sleep(20)
+        run.check()
+        churn = self.churn(since)
+        assert churn["batches"] > 0, churn
+        assert {k: v for k, v in churn.items() if k != "batches"} == {
+            "aborted": 0,
+            "lost tasks": 0,
+            "fenced": 0,
+        }, churn
+        return churn
+
     def drain_and_validate(self, run: Supervised, spark: Any) -> Any:
         """Stop the producer and the run, drain in-process, validate; the validator's report."""
         self.producer.stop()
@@ -333,14 +373,15 @@ def test_a_spark_worker_killed_mid_stream_loses_nothing(
     workers.start()  # worker 1 back; the application may take its core again
     time.sleep(10)
     run.check()
+    settled = feed.settled(run, "rows with worker 1 back")
     report = feed.drain_and_validate(run, spark)
     ran_on = [
         i for i in (1, 2) if list((workers.directory / f"spark-worker-{i}" / "work").glob("app-*"))
     ]
     print(
         f"worker kill: {len(feed.workload.changes)} changes; rows again {recovered:.1f} s after "
-        f"worker 1 died; run exits {run.exits}; executors on workers {ran_on}; "
-        f"{report.summary()}"
+        f"worker 1 died; run exits {run.exits}; executors on workers {ran_on}; settled after: "
+        f"{settled}; {report.summary()}"
     )
     assert ran_on == [1, 2]  # the changefeed's tasks ran on the cluster's workers
     assert "Lost executor" in feed.log.read_text(errors="replace")  # the kill landed
@@ -361,12 +402,44 @@ def test_the_driver_killed_on_the_cluster_resumes_from_its_checkpoint(
     run = Supervised(feed.config, feed.log)
     resumed = feed.rows_again("rows after the restart", run, timeout=300)
     time.sleep(10)
+    settled = feed.settled(run, "rows of the resumed run")
     report = feed.drain_and_validate(run, spark)
     print(
         f"driver kills: {len(feed.workload.changes)} changes; 2 SIGKILLs; rows again "
-        f"{resumed:.1f} s after the third run started; run exits {run.exits}; "
-        f"{report.summary()}"
+        f"{resumed:.1f} s after the third run started; run exits {run.exits}; settled after: "
+        f"{settled}; {report.summary()}"
     )
+
+
+def test_an_executor_killed_mid_stream_loses_nothing_and_its_partitions_settle(
+    cluster: KafkaCluster, workers: SparkCluster, spark: Any, tmp_path: Path
+) -> None:
+    """SIGKILL worker 1's executor under an exactly-once feed; the worker launches another.
+
+    The lost executor's tasks rerun on the other one; its partitions' producers open there,
+    then move back once the new executor is there (Spark's Kafka source prefers an executor
+    per partition among those alive): after that, no aborted transaction, lost task or fence.
+    """
+    workers.start()
+    feed = SteadyFeed(
+        cluster.start().bootstrap_servers, "executor", 23, tmp_path, workers.master_url
+    )
+    run = Supervised(feed.config, feed.log)
+    until("the first rows", lambda: feed.written() > 0, timeout=300)
+    before = feed.settled(run, "rows before the kill")  # the control: settled from the start
+    killed = workers.kill_executors(1)
+    assert killed, "worker 1 ran no executor of the changefeed"
+    recovered = feed.rows_again("rows after the executor died", run)
+    until("a new executor on worker 1", lambda: bool(workers.executors(1)), timeout=120)
+    time.sleep(10)
+    settled = feed.settled(run, "rows with the new executor")
+    report = feed.drain_and_validate(run, spark)
+    print(
+        f"executor kill: {len(feed.workload.changes)} changes; executor {killed} killed; rows "
+        f"again {recovered:.1f} s after; churn before the kill {before}, settled after "
+        f"{settled}; run exits {run.exits}; {report.summary()}"
+    )
+    assert "Lost executor" in feed.log.read_text(errors="replace")  # the kill landed
 
 
 def test_workers_that_cannot_see_the_submitters_python_run_the_shipped_one(
