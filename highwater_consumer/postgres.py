@@ -33,7 +33,17 @@ from psycopg import sql
 
 from schemas.hlc import Hlc
 
-from .staging import SHAPE, ApplyError, Staged, Table, last_versions, stage, text
+from .decoding import JsonDecoder
+from .staging import (
+    SHAPE,
+    ApplyError,
+    Staged,
+    Table,
+    last_versions,
+    stage,
+    stage_records,
+    text,
+)
 from .windows import Window, images
 
 __all__ = ["STATE_TABLE", "ApplyError", "PostgresApplier", "Prepared", "Table", "apply", "text"]
@@ -41,6 +51,7 @@ __all__ = ["STATE_TABLE", "ApplyError", "PostgresApplier", "Prepared", "Table", 
 STATE_TABLE = "highwater_applied"
 _STATE = sql.Identifier(STATE_TABLE)
 _COMMA = sql.SQL(", ")
+_KEY, _VALUE = "_hw_key", "_hw_value"  # a JSON record's staging columns
 
 
 @dataclass(frozen=True)
@@ -122,8 +133,8 @@ class PostgresApplier:
             sql.Identifier(*target.split(".")),
             {c: kind for c, kind, _, _ in rows},
             key,
-            sql.Identifier(f"highwater_stage_{len(self.tables)}"),
             {c: base for c, _, base, _ in rows},
+            len(self.tables),
         )
         self.tables[name] = table
         return table
@@ -134,7 +145,10 @@ class PostgresApplier:
         staged = []
         for name, rows in last_versions(window.rows).items():
             table = self.tables.get(name) or find(name)
-            staged.append(stage(table, images(rows)))
+            readers = {row.reader for row in rows}
+            owner = getattr(readers.pop(), "__self__", None) if len(readers) == 1 else None
+            records = stage_records(table, rows) if isinstance(owner, JsonDecoder) else None
+            staged.append(records or stage(table, images(rows)))
         return Prepared(window, tuple(staged))
 
     def apply(self, window: Window) -> bool:
@@ -229,39 +243,49 @@ class PostgresApplier:
     def _merge(self, staged: Staged, *, last: bool) -> None:
         """COPY a table's rows into staging, then upsert and delete from there."""
         table = staged.table
-        self._stage_table(table)
-        columns = sql.SQL(", ").join(map(sql.Identifier, (SHAPE, *staged.columns)))
+        self._stage_tables(table)
+        given: tuple[str, ...] = (SHAPE, _KEY, _VALUE)
+        if staged.records:
+            into = table.records
+            upsert, delete = _upsert_records, _delete_records
+        else:
+            into, given = table.stage, (SHAPE, *staged.columns)
+            upsert, delete = _upsert, _delete
+        columns = _COMMA.join(map(sql.Identifier, given))
         with self.connection.cursor() as cursor:
-            with cursor.copy(
-                sql.SQL("COPY {} ({}) FROM STDIN").format(table.stage, columns)
-            ) as copy:
+            with cursor.copy(sql.SQL("COPY {} ({}) FROM STDIN").format(into, columns)) as copy:
                 copy.write(staged.data)
             self.reached("copied")
             for tag, rest in enumerate(staged.shapes, start=1):
                 if staged.counts[tag]:
-                    cursor.execute(_upsert(table, rest), (tag,))
+                    cursor.execute(upsert(table, rest), (tag,))
             if staged.counts[0]:
-                cursor.execute(_delete(table))
+                cursor.execute(delete(table))
             if not last:  # the next piece's keys may be this one's again
-                cursor.execute(sql.SQL("TRUNCATE {}").format(table.stage))
+                cursor.execute(sql.SQL("TRUNCATE {}").format(into))
         self.reached("merged")
         self.applied += staged.rows
 
-    def _stage_table(self, table: Table) -> None:
-        """The table's staging table, made at its first use in this session."""
-        name = table.name
-        if name in self.staged or name in self.making:
+    def _stage_tables(self, table: Table) -> None:
+        """The table's staging tables, made at its first use in this session."""
+        if table.name in self.staged or table.name in self.making:
             return
-        columns = _COMMA.join(
+        typed = _COMMA.join(
             sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(kind))  # the catalog's name
             for c, kind in [(SHAPE, "smallint"), *table.stage_types.items()]
         )
-        self.connection.execute(
+        texts = _COMMA.join(sql.SQL("{} text").format(sql.Identifier(c)) for c in table.types)
+        for statement in (
             sql.SQL("CREATE TEMPORARY TABLE {} ({}) ON COMMIT DELETE ROWS").format(
-                table.stage, columns
-            )
-        )
-        self.making.add(name)
+                table.stage, typed
+            ),
+            sql.SQL(
+                "CREATE TEMPORARY TABLE {} ({} smallint, {} json, {} json) ON COMMIT DELETE ROWS"
+            ).format(table.records, *map(sql.Identifier, (SHAPE, _KEY, _VALUE))),
+            sql.SQL("CREATE TEMPORARY TABLE {} ({})").format(table.texts, texts),
+        ):
+            self.connection.execute(statement)
+        self.making.add(table.name)
 
     def close(self) -> None:
         """Roll back a window not applied whole; close the connection."""
@@ -289,6 +313,56 @@ def _upsert(table: Table, rest: tuple[str, ...]) -> sql.Composed:
     )
 
 
+def _upsert_records(table: Table, rest: tuple[str, ...]) -> sql.Composed:
+    """The JSON records of one shape (``%s``) into the table: values read by PostgreSQL.
+
+    A key value is ``->>``'s text of the key array's item, a column's is the text
+    ``json_populate_record`` reads into a text column (a string's characters, a number,
+    ``true`` or an object as written: what ``->>`` gives), each cast to the column's type as
+    the per-row statements did (``%s::<type>``).
+    """
+    key = [
+        sql.SQL("(s.{} ->> {})::{}").format(sql.Identifier(_KEY), sql.Literal(n), _type(table, c))
+        for n, c in enumerate(table.key)
+    ]
+    values = [sql.SQL("r.{}::{}").format(sql.Identifier(c), _type(table, c)) for c in rest]
+    sets = [sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in rest]
+    return sql.SQL(
+        "INSERT INTO {target} ({columns}) SELECT {values} FROM {records} AS s, "
+        "json_populate_record(NULL::{texts}, s.{value} -> 'after') AS r WHERE s.{shape} = %s "
+        "ON CONFLICT ({key}) {action}"
+    ).format(
+        target=table.ident,
+        columns=_COMMA.join(map(sql.Identifier, (*table.key, *rest))),
+        values=_COMMA.join([*key, *values]),
+        records=table.records,
+        texts=table.texts,
+        value=sql.Identifier(_VALUE),
+        shape=sql.Identifier(SHAPE),
+        key=_COMMA.join(map(sql.Identifier, table.key)),
+        action=sql.SQL("DO UPDATE SET {}").format(_COMMA.join(sets))
+        if sets
+        else sql.SQL("DO NOTHING"),
+    )
+
+
+def _delete_records(table: Table) -> sql.Composed:
+    """The deletes among the JSON records (shape 0) from the table, by key."""
+    match = sql.SQL(" AND ").join(
+        sql.SQL("t.{} = (s.{} ->> {})::{}").format(
+            sql.Identifier(c), sql.Identifier(_KEY), sql.Literal(n), _type(table, c)
+        )
+        for n, c in enumerate(table.key)
+    )
+    return sql.SQL("DELETE FROM {} AS t USING {} AS s WHERE s.{} = 0 AND {}").format(
+        table.ident, table.records, sql.Identifier(SHAPE), match
+    )
+
+
+def _type(table: Table, column: str) -> sql.Composable:
+    return sql.SQL(table.types[column])  # the type as the catalog names it
+
+
 def _delete(table: Table) -> sql.Composed:
     """The deletes in staging (shape 0) from the table, by key."""
     match = sql.SQL(" AND ").join(
@@ -305,15 +379,16 @@ def apply(
     *,
     until: Hlc | None = None,
     idle: float | None = None,
-    pipeline: bool = True,
+    pipeline: int = 2,
 ) -> int:
     """Apply ``consumer``'s windows, each acknowledged once its transaction committed.
 
     ``until``, ``idle``: as :meth:`ChangefeedConsumer.windows`. Returns the windows written.
-    ``pipeline``: the next window read and prepared while the last one is written (a writer
-    thread owns the connection meanwhile); else one after the other on this thread.
+    ``pipeline``: how many windows (or pieces) may be prepared and not yet written while the
+    next is read (a writer thread owns the connection meanwhile); 0: one after the other on
+    this thread.
     """
-    if not pipeline:
+    if pipeline < 1:
         applied = 0
         for window in consumer.windows(until=until, idle=idle):
             written = applier.apply(window)
@@ -321,18 +396,39 @@ def apply(
                 consumer.ack(window)  # written, or another applier's R covers it
                 applied += written
         return applied
-    with ThreadPoolExecutor(1, thread_name_prefix="highwater-apply") as writer:
-        return _pipelined(consumer, applier, writer, until, idle)
+    writer = ThreadPoolExecutor(1, thread_name_prefix="highwater-apply")
+    try:
+        applied = _pipelined(consumer, applier, writer, until, idle, pipeline)
+    except BaseException:
+        writer.shutdown(wait=True, cancel_futures=True)  # what waits is not written
+        raise
+    writer.shutdown(wait=True)
+    return applied
 
 
-def _pipelined(
+def _pipelined(  # noqa: PLR0917 - apply's arguments
     consumer: Any,
     applier: PostgresApplier,
     writer: ThreadPoolExecutor,
     until: Hlc | None,
     idle: float | None,
+    depth: int,
 ) -> int:
-    """One window (or piece) written while the next is read and prepared; acks in order."""
+    """Windows (or pieces) written on ``writer`` while the next are read; acks in order.
+
+    Once a write failed, none after it is written (a later window committed with its R
+    would cover the failed one's rows, never written).
+    """
+    failed: list[BaseException] = []
+
+    def write(prepared: Prepared) -> bool:  # on the writer, one at a time
+        if failed:
+            raise ApplyError(f"window {prepared.window.resolved}: not written after a failure")
+        try:
+            return applier.write(prepared)
+        except BaseException as exc:
+            failed.append(exc)
+            raise
 
     def lookup(name: str) -> Table:  # on the writer: the connection is its own meanwhile
         return writer.submit(applier.table, name).result()
@@ -343,16 +439,16 @@ def _pipelined(
     def settle() -> None:
         nonlocal applied
         window, done = writing.popleft()
-        written = done.result()  # a failed write raises here: nothing after it is written
+        written = done.result()  # a failed write raises here
         if window.last:
             consumer.ack(window)
             applied += written
 
     for window in consumer.windows(until=until, idle=idle):
         prepared = applier.prepare(window, lookup)
-        while writing:
+        while writing and (len(writing) >= depth or writing[0][1].done()):
             settle()
-        writing.append((window, writer.submit(applier.write, prepared)))
+        writing.append((window, writer.submit(write, prepared)))
     while writing:
         settle()
     return applied

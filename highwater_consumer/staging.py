@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from psycopg import sql
 
 from schemas.jsontext import Number, dumps
@@ -48,8 +49,23 @@ class Table:
     ident: sql.Composable  # as written in SQL
     types: Mapping[str, str]  # column -> format_type
     key: tuple[str, ...]
-    stage: sql.Identifier  # the session's temporary staging table (made at first use)
     stage_types: Mapping[str, str]  # column -> its type in staging (a domain's base type)
+    number: int  # its staging tables' number in the session
+
+    @property
+    def stage(self) -> sql.Identifier:
+        """The temporary staging table of values (made at first use in a session)."""
+        return sql.Identifier(f"highwater_stage_{self.number}")
+
+    @property
+    def records(self) -> sql.Identifier:
+        """The temporary staging table of JSON records: key and envelope as written."""
+        return sql.Identifier(f"highwater_records_{self.number}")
+
+    @property
+    def texts(self) -> sql.Identifier:
+        """An empty temporary table of the target's columns as text: a row type to read into."""
+        return sql.Identifier("pg_temp", f"highwater_texts_{self.number}")
 
     def key_of(self, values: Any) -> Sequence[Any]:
         """A row's key values in the key's order (JSON: the array; Avro: the record)."""
@@ -127,6 +143,7 @@ class Staged:
     ``columns``: what the COPY gives after :data:`SHAPE` (the key, then every column a
     shape sets); ``shapes[n - 1]``: the non-key columns the rows of shape n set;
     ``counts[n]``: how many rows of shape n (``counts[0]``: deletes); ``data``: the COPY text.
+    ``records``: the rows are JSON records as written (:func:`stage_records`), not values.
     """
 
     table: Table
@@ -134,6 +151,7 @@ class Staged:
     shapes: tuple[tuple[str, ...], ...]
     counts: tuple[int, ...]
     data: bytes
+    records: bool = False
 
     @property
     def rows(self) -> int:
@@ -199,3 +217,57 @@ def stage(table: Table, images: Sequence[Image]) -> Staged:
         for line in lines.values():
             counts[int(line[: line.index("\t")])] += 1
     return Staged(table, (*table.key, *union), tuple(rests), tuple(counts), data)
+
+
+def stage_records(table: Table, rows: Sequence[Row]) -> Staged | None:
+    """The COPY text of JSON rows as their records: each key and envelope as written.
+
+    PostgreSQL reads the values out of them (``->>``'s text, cast to the column's type: the
+    text :func:`text` gives, without a Python object per value); here each record is only
+    read by orjson for its shape (its ``after``'s columns, or a delete), where numbers do not
+    matter. Rows collapse by their key as written (:func:`last_versions`). None: a record
+    this does not take (not a plain UTF-8 JSON object, or beyond orjson): stage its values.
+    """
+    shapes: dict[tuple[str, ...], int] = {}
+    counts = [0]
+    lines = []
+    width = len(table.key)
+    for row in rows:
+        key, value = row.key, row.value
+        if value is None or value[:1] != b"{" or key[:1] != b"[":
+            return None
+        try:
+            after = orjson.loads(value)["after"]
+            values = orjson.loads(key)
+        except (orjson.JSONDecodeError, KeyError, TypeError):
+            return None
+        if type(values) is not list or len(values) != width:
+            table.key_of(values)  # says how it does not match
+        if after is None:
+            tag = 0
+        else:
+            columns = tuple(after)
+            tag = shapes.get(columns, 0)
+            if not tag:
+                tag = shapes[columns] = len(shapes) + 1
+                counts.append(0)
+        counts[tag] += 1
+        lines.append(b"%d\t%b\t%b\n" % (tag, _escaped(key), _escaped(value)))
+    rests = [tuple(c for c in columns if c not in table.key) for columns in shapes]
+    union = tuple(dict.fromkeys(c for rest in rests for c in rest))
+    missing = [c for c in (*table.key, *union) if c not in table.types]
+    if missing:
+        raise ApplyError(f"table {table.name} has no column {missing[0]!r} (add it to apply)")
+    return Staged(table, (*table.key, *union), tuple(rests), tuple(counts), b"".join(lines), True)
+
+
+def _escaped(data: bytes) -> bytes:
+    """JSON text as a COPY text field: a backslash (JSON's escapes) and whitespace escaped."""
+    if b"\\" in data or b"\n" in data or b"\t" in data or b"\r" in data:
+        return (
+            data.replace(b"\\", b"\\\\")
+            .replace(b"\n", b"\\n")
+            .replace(b"\t", b"\\t")
+            .replace(b"\r", b"\\r")
+        )
+    return data

@@ -233,8 +233,8 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
     info = server.start()
     try:
         for name, kind, pipeline in [
-            ("statements (before)", StatementApplier, False),
-            ("copy, pipelined", PostgresApplier, True),
+            ("statements (before)", StatementApplier, 0),
+            ("copy, pipelined", PostgresApplier, 2),
         ]:
             server.sql("DROP TABLE IF EXISTS bench; DROP TABLE IF EXISTS highwater_applied")
             server.sql(TABLE)
