@@ -28,7 +28,7 @@ from typing import Any
 import orjson
 from psycopg import sql
 
-from schemas.jsontext import Number, dumps
+from schemas.jsontext import Number, dumps, loads_exact
 
 from .decoding import ConsumerError, Image
 from .windows import Row
@@ -226,7 +226,7 @@ def stage_records(table: Table, rows: Sequence[Row]) -> Staged | None:
     text :func:`text` gives, without a Python object per value); here each record is only
     read by orjson for its shape (its ``after``'s columns, or a delete), where numbers do not
     matter. Rows collapse by their key as written (:func:`last_versions`). None: a record
-    this does not take (not a plain UTF-8 JSON object, or beyond orjson): stage its values.
+    this does not take (not a plain UTF-8 JSON object): stage its values.
     """
     shapes: dict[tuple[str, ...], int] = {}
     counts = [0]
@@ -236,11 +236,8 @@ def stage_records(table: Table, rows: Sequence[Row]) -> Staged | None:
         key, value = row.key, row.value
         if value is None or value[:1] != b"{" or key[:1] != b"[":
             return None
-        try:
-            after = orjson.loads(value)["after"]
-            values = orjson.loads(key)
-        except (orjson.JSONDecodeError, KeyError, TypeError):
-            return None
+        after = _read(value)["after"]  # its numbers may be inexact: only its columns count
+        values = _read(key)
         if type(values) is not list or len(values) != width:
             table.key_of(values)  # says how it does not match
         if after is None:
@@ -259,6 +256,13 @@ def stage_records(table: Table, rows: Sequence[Row]) -> Staged | None:
     if missing:
         raise ApplyError(f"table {table.name} has no column {missing[0]!r} (add it to apply)")
     return Staged(table, (*table.key, *union), tuple(rests), tuple(counts), b"".join(lines), True)
+
+
+def _read(data: bytes) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:  # an integer beyond 64 bits, a lone surrogate
+        return loads_exact(data)
 
 
 def _escaped(data: bytes) -> bytes:
