@@ -80,8 +80,8 @@ class PostgresApplier:
         self.changefeed = changefeed
         self.names = dict(tables or {})
         self.tables: dict[str, Table] = {}
-        self.staged: set[str] = set()  # staging tables made (and committed) in this session
-        self.making: set[str] = set()  # made in the open transaction
+        self.staged: set[int] = set()  # tables whose staging was made (committed) in this session
+        self.making: set[int] = set()  # made in the open transaction
         self.open = False  # a window's transaction is open
         self.stale = False  # the open window is at or below the R stored: not written
         self.failed: Hlc | None = None  # a window whose piece failed: its other pieces refused
@@ -268,7 +268,7 @@ class PostgresApplier:
 
     def _stage_tables(self, table: Table) -> None:
         """The table's staging tables, made at its first use in this session."""
-        if table.name in self.staged or table.name in self.making:
+        if table.number in self.staged or table.number in self.making:
             return
         typed = _COMMA.join(
             sql.SQL("{} {}").format(sql.Identifier(c), sql.SQL(kind))  # the catalog's name
@@ -285,7 +285,7 @@ class PostgresApplier:
             sql.SQL("CREATE TEMPORARY TABLE {} ({})").format(table.texts, texts),
         ):
             self.connection.execute(statement)
-        self.making.add(table.name)
+        self.making.add(table.number)
 
     def close(self) -> None:
         """Roll back a window not applied whole; close the connection."""

@@ -493,3 +493,24 @@ def test_a_crash_inside_a_window_leaves_the_table_at_the_previous_r(
 
 if __name__ == "__main__":
     crashing_applier(*sys.argv[1:6])
+
+
+def test_two_changefeed_tables_into_one_target_each_have_their_staging(
+    postgres: PostgresInfo,
+) -> None:
+    name = "shared_target"
+    make_table(postgres.dsn, name)
+    applier = PostgresApplier(postgres.dsn, name, {"t": name, "u": name})
+    applier.start()
+    try:
+        rows = [
+            row(1, '["t",1]', after(note="from t"), table="t", path="records"),
+            row(1, '["u",1]', after(note="from u"), table="u", path="values"),
+        ]
+        assert applier.apply(Window(Hlc(1), tuple(rows)))
+    finally:
+        applier.close()
+    assert {k: v[0] for k, v in read(postgres.dsn, name, name)[1].items()} == {
+        ("t", "1"): "from t",
+        ("u", "1"): "from u",
+    }
