@@ -249,7 +249,10 @@ def stage_records(table: Table, rows: Sequence[Row]) -> Staged | None:
                 tag = shapes[columns] = len(shapes) + 1
                 counts.append(0)
         counts[tag] += 1
-        lines.append(b"%d\t%b\t%b\n" % (tag, _escaped(key), _escaped(value)))
+        line = b"%d\t%b\t%b\n" % (tag, key, value)
+        if b"\\" in line or b"\r" in line or line.count(b"\t") != 2 or line.count(b"\n") != 1:
+            line = b"%d\t%b\t%b\n" % (tag, _escaped(key), _escaped(value))  # seldom
+        lines.append(line)
     rests = [tuple(c for c in columns if c not in table.key) for columns in shapes]
     union = tuple(dict.fromkeys(c for rest in rests for c in rest))
     missing = [c for c in (*table.key, *union) if c not in table.types]

@@ -21,6 +21,7 @@ applier as it was before issue 50 (a statement a row, one window after the other
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -242,14 +243,15 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
             applier.start()
             output = Output(bootstrap, {topic: "bench"})
             with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
-                started = time.perf_counter()
+                started, cpu = time.perf_counter(), time.process_time()
                 count = apply(consumer, applier, until=last, pipeline=pipeline)
-                elapsed = time.perf_counter() - started
+                elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
             applier.close()
             print(
                 f"apply, {name}: {applier.applied:,} rows written of {rows:,} changes in "
                 f"{count} windows, {elapsed:.1f} s: {rows / elapsed:,.0f} changes/s, "
-                f"{applier.applied / elapsed:,.0f} rows/s",
+                f"{applier.applied / elapsed:,.0f} rows/s (this process's CPU {cpu:.1f} s; "
+                f"load average {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
     finally:
