@@ -26,7 +26,7 @@ import orjson
 from encoders.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC
 from schemas.errors import HighwaterError, RecordRef
 from schemas.hlc import Hlc, parse_packed
-from schemas.jsontext import Number, loads_exact, lossy
+from schemas.jsontext import loads_exact, lossy
 
 
 class ConsumerError(HighwaterError):
@@ -137,62 +137,6 @@ class JsonDecoder:
         return Change(
             Hlc.parse(envelope["updated"]), _exact(key), envelope["after"], envelope.get("before")
         )
-
-    def image(self, key: bytes, value: bytes) -> Image:
-        """A row change's key values and ``after``, numbers exact: what an applier writes.
-
-        Cheaper than :meth:`change` (no time parsed, no ``before`` looked at), and its
-        numbers are as exact but not all :class:`Number`: a fraction or exponent is, an
-        integer is an ``int`` (exact at any size; ``-0`` stays a :class:`Number`). A record
-        whose ``after`` has a fraction is read once by the standard library's scanner, not by
-        orjson and then again.
-        """
-        if value.count(b".") > 1:  # a fraction besides the time's: exact reading at once
-            envelope = _fractions(value)
-        else:
-            try:
-                envelope = orjson.loads(value)
-            except orjson.JSONDecodeError:
-                envelope = loads_exact(value)
-            else:
-                if lossy(envelope["after"], value):
-                    envelope = _fractions(value)
-        try:
-            values = orjson.loads(key)
-        except orjson.JSONDecodeError:
-            values = loads_exact(key)
-        else:
-            kinds = set(map(type, values)) if type(values) is list else {list}
-            if not kinds <= _FLAT or b"-0" in key:  # a float, or nested: checked whole
-                values = _exact(key)
-        return values, envelope["after"]
-
-
-def _refuse(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-# fractions and exponents as Number, integers as Python ints (exact at any size)
-_FRACTIONS = json.JSONDecoder(parse_float=Number, parse_constant=_refuse)
-
-
-def _fractions(data: bytes) -> Any:
-    """JSON with every fraction and exponent as :class:`Number`, integers as ints.
-
-    What :func:`loads_exact` reads (and it reads what this does not: ``-0``, an integer
-    too long for ``int``, bytes that are not plain UTF-8), with a Python call per fraction
-    only, not per number.
-    """
-    if (b"-0" in data and lossy(None, data)) or not data or data[0] in _NOT_PLAIN_UTF8:
-        return loads_exact(data)
-    try:
-        return _FRACTIONS.decode(data.decode("utf-8", "surrogatepass"))
-    except ValueError:  # an integer beyond int's digits (or not JSON: loads_exact says so)
-        return loads_exact(data)
-
-
-_NOT_PLAIN_UTF8 = frozenset((0x00, 0xEF, 0xFE, 0xFF))
-_FLAT = frozenset((str, int, bool, type(None)))  # values orjson reads exactly (-0 aside)
 
 
 class AvroDecoder:

@@ -514,3 +514,74 @@ def test_two_changefeed_tables_into_one_target_each_have_their_staging(
         ("t", "1"): "from t",
         ("u", "1"): "from u",
     }
+
+
+def test_avro_rows_stage_their_values_exactly(postgres: PostgresInfo) -> None:
+    """Avro rows (Confluent's wire format) take the values path: decimals by their digits."""
+    import io  # noqa: PLC0415
+    from decimal import Decimal  # noqa: PLC0415
+
+    import fastavro  # noqa: PLC0415
+
+    from highwater_consumer.decoding import AvroDecoder  # noqa: PLC0415
+
+    key_schema = {
+        "type": "record",
+        "name": "k",
+        "fields": [{"name": "region", "type": "string"}, {"name": "id", "type": "long"}],
+    }
+    row_schema = {
+        "type": "record",
+        "name": "r",
+        "fields": [
+            {"name": "note", "type": ["null", "string"]},
+            {
+                "name": "amount",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 40, "scale": 20},
+            },
+        ],
+    }
+    value_schema = {
+        "type": "record",
+        "name": "envelope",
+        "fields": [
+            {"name": "after", "type": ["null", row_schema]},
+            {"name": "updated", "type": "string"},
+        ],
+    }
+    schemas = {b"\x00\x00\x00\x00\x01": key_schema, b"\x00\x00\x00\x00\x02": value_schema}
+    decoder = Decoder(AvroDecoder(schemas.get))
+
+    def avro(header: bytes, datum: dict[str, Any]) -> bytes:
+        out = io.BytesIO()
+        out.write(header)
+        fastavro.schemaless_writer(out, fastavro.parse_schema(schemas[header]), datum)
+        return out.getvalue()
+
+    def change(time: int, number: int, values: dict[str, Any] | None) -> Row:
+        key = avro(b"\x00\x00\x00\x00\x01", {"region": "r\t1", "id": number})
+        value = avro(b"\x00\x00\x00\x00\x02", {"after": values, "updated": f"{time}.0000000000"})
+        return Row.of(Hlc(time), "t", key, value, ("out", 0), time, decoder.change)
+
+    name = "avro_values"
+    make_table(postgres.dsn, name)
+    applier = applier_for(postgres.dsn, name, name)
+    try:
+        rows = (
+            change(
+                1,
+                1,
+                {"note": HARD_TEXT, "amount": Decimal("12345678901234567890.12345678901234567890")},
+            ),
+            change(1, 2, {"note": None, "amount": Decimal("-0.00000000000000000001")}),
+            change(1, 3, {"note": "\\N", "amount": Decimal(0)}),
+            change(2, 3, None),
+        )
+        assert applier.apply(Window(Hlc(2), rows))
+    finally:
+        applier.close()
+    table = read(postgres.dsn, name, name)[1]
+    assert {k: (v[0], v[1]) for k, v in table.items()} == {
+        ("r\t1", "1"): (HARD_TEXT, "12345678901234567890.12345678901234567890"),
+        ("r\t1", "2"): (None, "-0.00000000000000000001"),
+    }
