@@ -224,6 +224,12 @@ class StatementApplier(PostgresApplier):
             )
 
 
+def _cpu(pid: int) -> float:
+    """A local process's CPU seconds so far (user and system: /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) -> None:
     """Windows applied to a real PostgreSQL table: rows per second, new and old beside."""
     topic = f"bench-apply-{uuid.uuid4().hex[:8]}"
@@ -243,15 +249,17 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
             applier.start()
             output = Output(bootstrap, {topic: "bench"})
             with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
-                started, cpu = time.perf_counter(), time.process_time()
+                backend = applier.connection.info.backend_pid
+                started, cpu, server_cpu = time.perf_counter(), time.process_time(), _cpu(backend)
                 count = apply(consumer, applier, until=last, pipeline=pipeline)
                 elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+                server_cpu = _cpu(backend) - server_cpu
             applier.close()
             print(
                 f"apply, {name}: {applier.applied:,} rows written of {rows:,} changes in "
                 f"{count} windows, {elapsed:.1f} s: {rows / elapsed:,.0f} changes/s, "
-                f"{applier.applied / elapsed:,.0f} rows/s (this process's CPU {cpu:.1f} s; "
-                f"load average {os.getloadavg()[0]:.1f})",
+                f"{applier.applied / elapsed:,.0f} rows/s (CPU: this process {cpu:.1f} s, its "
+                f"PostgreSQL backend {server_cpu:.1f} s; load average {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
     finally:
