@@ -8,10 +8,14 @@ in pieces stays one transaction; the pieces are in commit order.
 
 Within a window only the last version of each key matters (the transaction shows nothing in
 between), so a key's rows collapse to its last. A piece goes to PostgreSQL as one ``COPY``
-into a temporary staging table of the target's column types, then one ``INSERT … SELECT …
-ON CONFLICT DO UPDATE`` (per shape of ``after``: usually one) and one ``DELETE … USING``
-(:mod:`~highwater_consumer.staging` makes the COPY text: values as the text PostgreSQL reads
-for the column's type, numbers as the changefeed wrote them, JSON values as JSON text).
+into a temporary staging table, then one ``INSERT … SELECT … ON CONFLICT DO UPDATE`` (per
+shape of ``after``: usually one) and one ``DELETE … USING``; :mod:`~highwater_consumer.staging`
+makes the COPY text. JSON rows are staged as their records (key and envelope as written) and
+PostgreSQL reads their values (``json_populate_record`` into text, then cast: no Python object
+per value); other rows (Avro) as their values in a staging table of the target's types. Either
+way a value is the text PostgreSQL reads for the column's type, as the per-row statements
+before gave it (``%s::<type>``): numbers as the changefeed wrote them, JSON values as JSON
+text. Temporary tables live in the session: a pooler in transaction mode does not suit.
 
 :func:`apply` pipelines the windows: the next window is read and made into COPY text on the
 calling thread while the last one is written and committed on a writer thread (PostgreSQL
