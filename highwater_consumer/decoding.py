@@ -57,6 +57,7 @@ class Change(NamedTuple):
     before: dict[str, Any] | None
 
 
+Image = tuple[Any, dict[str, Any] | None]  # a change's key values and after (None: deleted)
 Read = Marker | int  # what reading a record tells: a marker, or a row change's time (packed)
 SchemaLookup = Callable[[bytes], Mapping[str, Any] | None]  # a schema by its header
 TOMBSTONE = "a tombstone: the envelope must be wrapped (a delete has 'after': null)"
@@ -183,6 +184,10 @@ class AvroDecoder:
             envelope["after"],
             envelope.get("before"),
         )
+
+    def image(self, key: bytes, value: bytes) -> Image:
+        """A row change's key record and ``after``: what an applier writes."""
+        return self._read(key), self._read(value)["after"]
 
 
 class Decoder:

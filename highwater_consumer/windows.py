@@ -23,7 +23,7 @@ consumer around it reads, pauses and commits (issue 35).
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from itertools import compress, islice, repeat
@@ -84,6 +84,20 @@ class Row(_RowFields):
             raise ValueError(f"row {self.partition}@{self.offset} has no reader")
         return self.reader(self.key, self.value)
 
+    def image(self) -> tuple[Any, dict[str, Any] | None]:
+        """The key's values and the row after the change, values exact: an applier's need.
+
+        Reads only what that needs when the reader is a decoder's (its ``image``: no time,
+        no ``before``), else the change whole.
+        """
+        change = self.__dict__.get("change")
+        if change is None and self.value is not None:
+            image = getattr(getattr(self.reader, "__self__", None), "image", None)
+            if image is not None:
+                return image(self.key, self.value)  # type: ignore[no-any-return]
+        change = self.change
+        return change.key, change.after
+
     @property
     def key_values(self) -> Any:
         """The key's values (JSON: the array; Avro: the key record)."""
@@ -104,6 +118,22 @@ class Row(_RowFields):
             f"Row({self.updated}, {self.table!r}, {self.key!r}, "
             f"{self.partition[0]}/{self.partition[1]}@{self.offset})"
         )
+
+
+def images(rows: Iterable[Row]) -> list[tuple[Any, dict[str, Any] | None]]:
+    """Each row's :meth:`Row.image`, the decoder's ``image`` found once for rows that share it."""
+    out = []
+    reader: Any = None
+    image: Any = None
+    for row in rows:
+        if row.reader is not reader:
+            reader = row.reader
+            image = getattr(getattr(reader, "__self__", None), "image", None)
+        if image is None or row.value is None or "change" in row.__dict__:
+            out.append(row.image())
+        else:
+            out.append(image(row.key, row.value))
+    return out
 
 
 @dataclass(frozen=True)

@@ -12,23 +12,30 @@ every ``--marker-every`` changes) is written once; then, side by side in each ro
   (decoded, deduplicated, ordered), the offsets of each window committed.
 
 Then ``highwater apply``'s library applies ``--apply-rows`` changes of another such topic to
-a real PostgreSQL table (one transaction per window): rows per second.
+a real PostgreSQL table (one transaction per window): rows per second, for the applier
+(COPY into staging, windows pipelined) and, beside it on the same topic and server, the
+applier as it was before issue 50 (a statement a row, one window after the other:
+:class:`StatementApplier`, kept here only as the baseline).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from psycopg import sql
 
-from highwater_consumer import ChangefeedConsumer, Output
-from highwater_consumer.postgres import PostgresApplier, apply
+from highwater_consumer import ChangefeedConsumer, Output, Row, Window
+from highwater_consumer.postgres import PostgresApplier, Prepared, Table, apply
+from highwater_consumer.staging import last_versions, text
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from sinks.partitioning import default_partition
@@ -117,13 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--marker-every", type=int, default=5_000)
     parser.add_argument("--apply-rows", type=int, default=200_000)
+    parser.add_argument("--only", choices=["consumer", "apply"], help="one part alone")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="highwater-bench-consumer-") as scratch:
         broker = EmbeddedKafka(Path(scratch) / "kafka", heap="2g")
         bootstrap = broker.start().bootstrap_servers
         try:
-            consumer_part(bootstrap, args.rows, args.rounds, args.partitions, args.marker_every)
-            apply_part(bootstrap, args.apply_rows, args.partitions, args.marker_every)
+            if args.only != "apply":
+                consumer_part(bootstrap, args.rows, args.rounds, args.partitions, args.marker_every)
+            if args.only != "consumer":
+                apply_part(bootstrap, args.apply_rows, args.partitions, args.marker_every)
         finally:
             broker.stop()
     return 0
@@ -154,8 +164,74 @@ def consumer_part(
     print(f"consumer: median ratio to a plain consumer {statistics.median(ratios):.2f}")
 
 
+class StatementApplier(PostgresApplier):
+    """The applier before issue 50, the bench's baseline: ``executemany`` of a statement a row.
+
+    Each value cast by the statement (``%s::<type>``), one window after the other (no
+    pipeline); the same transaction and R as :class:`PostgresApplier`.
+    """
+
+    def prepare(self, window: Window, lookup: object = None) -> Prepared:
+        """Nothing to prepare: the rows are written as they are."""
+        return Prepared(window, ())
+
+    def _write(self, prepared: Prepared) -> None:
+        for name, rows in last_versions(prepared.window.rows).items():
+            groups: dict[tuple[str, ...] | None, list[Row]] = {}
+            for row in rows:
+                groups.setdefault(None if row.after is None else tuple(row.after), []).append(row)
+            table = self.table(name)
+            for columns, group in groups.items():
+                if columns is None:
+                    self._deletes(table, group)
+                else:
+                    self._upserts(table, columns, group)
+                self.applied += len(group)
+
+    @staticmethod
+    def _cast(table: Table, column: str) -> sql.Composable:
+        return sql.SQL("%s::" + table.types[column])
+
+    def _upserts(self, table: Table, after: tuple[str, ...], rows: Iterable[Row]) -> None:
+        rest = [c for c in after if c not in table.key]
+        columns = [*table.key, *rest]
+        comma = sql.SQL(", ")
+        sets = [sql.SQL("{0} = EXCLUDED.{0}").format(sql.Identifier(c)) for c in rest]
+        statement = sql.SQL("INSERT INTO {} ({}) VALUES ({}) ON CONFLICT ({}) {}").format(
+            table.ident,
+            comma.join(map(sql.Identifier, columns)),
+            comma.join(self._cast(table, c) for c in columns),
+            comma.join(map(sql.Identifier, table.key)),
+            sql.SQL("DO UPDATE SET {}").format(comma.join(sets)) if sets else sql.SQL("DO NOTHING"),
+        )
+        params = []
+        for row in rows:
+            image = row.after or {}
+            params.append(
+                [*map(text, table.key_of(row.key_values)), *(text(image[c]) for c in rest)]
+            )
+        with self.connection.cursor() as cursor:
+            cursor.executemany(statement, params)
+
+    def _deletes(self, table: Table, rows: Iterable[Row]) -> None:
+        where = sql.SQL(" AND ").join(
+            sql.SQL("{} = {}").format(sql.Identifier(c), self._cast(table, c)) for c in table.key
+        )
+        with self.connection.cursor() as cursor:
+            cursor.executemany(
+                sql.SQL("DELETE FROM {} WHERE {}").format(table.ident, where),
+                [[text(v) for v in table.key_of(row.key_values)] for row in rows],
+            )
+
+
+def _cpu(pid: int) -> float:
+    """A local process's CPU seconds so far (user and system: /proc/<pid>/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) -> None:
-    """Windows applied to a real PostgreSQL table: rows per second."""
+    """Windows applied to a real PostgreSQL table: rows per second, new and old beside."""
     topic = f"bench-apply-{uuid.uuid4().hex[:8]}"
     last = write_output(bootstrap, topic, rows, partitions, marker_every)
     folder = Path(tempfile.mkdtemp(prefix="highwater-bench-pg-"))  # the postgres user reaches it
@@ -163,21 +239,29 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
     server = EmbeddedPostgres(folder / "pg")
     info = server.start()
     try:
-        server.sql(TABLE)
-        applier = PostgresApplier(info.dsn, "bench")
-        applier.start()
-        output = Output(bootstrap, {topic: "bench"})
-        with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
-            started = time.perf_counter()
-            count = apply(consumer, applier, until=last)
-            elapsed = time.perf_counter() - started
-        applier.close()
-        print(
-            f"apply: {applier.applied:,} rows written of {rows:,} changes in {count} windows, "
-            f"{elapsed:.1f} s: {rows / elapsed:,.0f} changes/s, "
-            f"{applier.applied / elapsed:,.0f} rows/s",
-            flush=True,
-        )
+        for name, kind, pipeline in [
+            ("statements (before)", StatementApplier, 0),
+            ("copy, pipelined", PostgresApplier, 2),
+        ]:
+            server.sql("DROP TABLE IF EXISTS bench; DROP TABLE IF EXISTS highwater_applied")
+            server.sql(TABLE)
+            applier = kind(info.dsn, "bench")
+            applier.start()
+            output = Output(bootstrap, {topic: "bench"})
+            with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
+                backend = applier.connection.info.backend_pid
+                started, cpu, server_cpu = time.perf_counter(), time.process_time(), _cpu(backend)
+                count = apply(consumer, applier, until=last, pipeline=pipeline)
+                elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu
+                server_cpu = _cpu(backend) - server_cpu
+            applier.close()
+            print(
+                f"apply, {name}: {applier.applied:,} rows written of {rows:,} changes in "
+                f"{count} windows, {elapsed:.1f} s: {rows / elapsed:,.0f} changes/s, "
+                f"{applier.applied / elapsed:,.0f} rows/s (CPU: this process {cpu:.1f} s, its "
+                f"PostgreSQL backend {server_cpu:.1f} s; load average {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
