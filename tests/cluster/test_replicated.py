@@ -12,6 +12,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import sys
 import time
 import urllib.request
@@ -155,6 +156,17 @@ def until(what: str, check: Any, timeout: float = 180) -> float:
     return time.monotonic() - started
 
 
+_SUPERVISED: list[Supervised] = []  # runs a test started and has not stopped
+
+
+@pytest.fixture(autouse=True)
+def _no_run_outlives_its_test() -> Iterator[None]:
+    """A failed test's runs stopped (they went on for minutes, holding the machine's cores)."""
+    yield
+    while _SUPERVISED:
+        _SUPERVISED.pop().abandon()
+
+
 class Supervised:
     """``highwater run`` restarted whenever it exits, as the server's supervisor does."""
 
@@ -162,6 +174,7 @@ class Supervised:
         self.config, self.log = config, log
         self.exits: list[int] = []
         self.process = start_run(config, log)
+        _SUPERVISED.append(self)
 
     def check(self) -> None:
         code = self.process.poll()
@@ -172,6 +185,18 @@ class Supervised:
     def stop(self) -> None:
         self.process.send_signal(signal.SIGTERM)
         self.exits.append(self.process.wait(120))
+        if self in _SUPERVISED:
+            _SUPERVISED.remove(self)
+
+    def abandon(self) -> None:
+        """Stop the run now (a failed test's): SIGTERM, then SIGKILL to its driver."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+        kill(driver_pids(self.config))  # a spark-submit JVM left behind
 
 
 class SteadyFeed:
