@@ -25,6 +25,7 @@ from pipeline.core.sources.wire import (
     without_logical_types,
 )
 from schemas.connect import derived_table
+from tests.support.debezium_avro import avro_envelope
 
 VALUE = {
     "type": "record",
@@ -193,33 +194,12 @@ ROW_VALUE = {
 
 
 def envelope(after: str) -> dict[str, Any]:
-    return {
-        "type": "record",
-        "name": "Envelope",
-        "namespace": "pg.public.accounts",
-        "fields": [
-            {"name": "before", "type": ["null", ROW_VALUE], "default": None},
-            {"name": "after", "type": ["null", after], "default": None},
-            {
-                "name": "source",
-                "type": {
-                    "type": "record",
-                    "name": "Source",
-                    "namespace": "io.debezium.connector.postgresql",
-                    "fields": [
-                        {"name": "connector", "type": "string"},
-                        {"name": "ts_ms", "type": "long"},
-                        {"name": "lsn", "type": ["null", "long"], "default": None},
-                        {"name": "sequence", "type": ["null", "string"], "default": None},
-                    ],
-                },
-            },
-            {"name": "op", "type": "string"},
-            {"name": "ts_ms", "type": ["null", "long"], "default": None},
-        ],
-        "connect.version": 1,
-        "connect.name": "pg.public.accounts.Envelope",
-    }
+    """The envelope of :data:`ROW_VALUE`'s columns, ``after`` naming ``before``'s ``Value``."""
+    schema = avro_envelope(ROW_VALUE["fields"], "pg.public.accounts")
+    for field in schema["fields"]:
+        if field["name"] == "after":
+            field["type"] = ["null", after]
+    return schema
 
 
 # the same table's columns as JsonConverter (schemas.enable) describes them
@@ -277,8 +257,16 @@ def test_an_avro_converter_schema_derives_the_output_schema_its_json_twin_does(a
         fastavro.schemaless_writer(out, parsed, record)
         return b"\x00" + schema_id.to_bytes(4, "big") + out.getvalue()
 
-    source = {"connector": "postgresql", "ts_ms": 1, "lsn": 90, "sequence": '["80","90"]'}
-    value = framed(2, {"before": None, "after": row, "source": source, "op": "c", "ts_ms": 1})
+    source = {
+        "connector": "postgresql",
+        "ts_ms": 1,
+        "ts_us": None,
+        "ts_ns": None,
+        "lsn": 90,
+        "sequence": '["80","90"]',
+    }
+    event = {"before": None, "after": row, "source": source, "op": "c", "ts_ms": 1}
+    value = framed(2, {**event, "transaction": None})
     shape = DebeziumAdapter(wire).shape(framed(1, {"id": 7}), value)
     assert shape is not None
     columns = {
