@@ -19,7 +19,7 @@ import java.nio.charset.StandardCharsets;
  * one, as Python's float(int)), any other a float (the nearest double: Python's float(text)),
  * strings unescaped to UTF-8. Anything it is not sure of is not taken and the Python loop
  * decides: a duplicate member, a name with escapes, a value of another type, an integer of
- * more than 18 digits or beyond its type's range, a number that overflows its type as Python's
+ * more than 19 digits or beyond its type's range, a number that overflows its type as Python's
  * conversions raise (an infinite fraction or exponent is written as infinite), an
  * escaped surrogate, a time not written as the changefeed writes times.
  */
@@ -286,14 +286,22 @@ final class Avro implements Encoding {
     }
     int digits = end - v - (b[v] == '-' ? 1 : 0);
     long n = 0;
-    if (integral && digits <= 18) {
+    boolean exact = integral && digits <= 18; // an integer a long holds
+    if (exact) {
       for (int k = end - digits; k < end; k++) {
         n = n * 10 + (b[k] - '0');
       }
       n = b[v] == '-' ? -n : n;
+    } else if (integral && digits == 19) { // a bigint's 19 digits: a long unless beyond it
+      try {
+        n = Long.parseLong(new String(b, v, end - v, StandardCharsets.US_ASCII));
+        exact = true;
+      } catch (NumberFormatException beyond) {
+        exact = false;
+      }
     }
     if (type == LONG || type == INT) {
-      if (!integral || digits > 18 || (type == INT && n != (int) n)) {
+      if (!exact || (type == INT && n != (int) n)) {
         return -1; // a float, or out of range: the Python loop calls it a misfit
       }
       out.bits[slot] = n;
@@ -301,8 +309,9 @@ final class Avro implements Encoding {
     }
     // Python's float(text) of a fraction or exponent may be infinite (1e400); its float(int)
     // of an integer too large for a double raises, and so does packing a finite double too
-    // large for a float.
-    double d = integral && digits <= 18 ? (double) n : parse(b, v, end);
+    // large for a float. (A long's conversion to a double, as Python's float(int), rounds to
+    // the nearest, ties to even.)
+    double d = exact ? (double) n : parse(b, v, end);
     if (integral && Double.isInfinite(d)) {
       return -1;
     }

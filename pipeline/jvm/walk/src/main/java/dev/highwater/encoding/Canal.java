@@ -43,7 +43,12 @@ final class Canal implements Encoding {
   }
 
   Canal(byte[][] members) {
-    this.diff = Members.has(members, "before");
+    this(Members.has(members, "before"));
+  }
+
+  /** {@code diff}: before is written (the JSON encoder's member, or Avro's {@code diff}). */
+  Canal(boolean diff) {
+    this.diff = diff;
   }
 
   @Override
