@@ -67,7 +67,8 @@ def walkable(plan: BatchPlan) -> bool:
     """Whether the walk can take ``plan``'s batches: a property of the config alone.
 
     Every source native, Debezium (JSON or Avro) or Canal-JSON with an encoder the walk can
-    write (``Encoder.walk``: the JSON encoder's envelope, or Avro); no CDC query, no end time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
+    write (``Encoder.walk``: the JSON encoder's envelope, or Avro); no CDC query, no end
+    time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
     """
     if plan.shapes or plan.end_time is not None:
         return False

@@ -330,9 +330,7 @@ def avro_out_encoders(table: TableSchema) -> dict[str, AvroEncoder]:
         "every_member_confluent": AvroEncoder(
             OutputSchemas.of(table, every), Framing.confluent(1, 2, 3), every, "t"
         ),
-        "after_only_single_object": AvroEncoder(
-            single, Framing.single_object(single), plain, "t"
-        ),
+        "after_only_single_object": AvroEncoder(single, Framing.single_object(single), plain, "t"),
         "key_only_confluent": AvroEncoder(
             OutputSchemas.of(table, key_only), Framing.confluent(4, 5, 6), key_only, "t"
         ),
