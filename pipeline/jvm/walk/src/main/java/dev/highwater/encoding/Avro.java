@@ -59,7 +59,8 @@ final class Avro implements Encoding {
   public boolean encode(byte[] k, byte[] b, Encoded out) {
     int nk = key.length;
     int nc = columns.length;
-    out.slots(nk + 2 * nc);
+    int time = nk + 2 * nc; // the last slot: the time's text, as the changefeed writes times
+    out.slots(time + 1);
     if (!key(k, out)) {
       return false;
     }
@@ -93,6 +94,8 @@ final class Avro implements Encoding {
         if (ts == null) {
           return false;
         }
+        out.from[time] = start + 1; // Hlc.text(ts): parse takes no other spelling
+        out.to[time] = end - 1;
       } else if (Json.named(b, name, nameEnd, AFTER)) {
         if (after != ABSENT) {
           return false;
@@ -266,13 +269,11 @@ final class Avro implements Encoding {
       buf.varint(topic.length);
       buf.put(topic, 0, topic.length);
     }
-    if (updated || mvcc) {
-      byte[] time = Hlc.text(ts).getBytes(StandardCharsets.US_ASCII);
-      for (int twice = (updated ? 1 : 0) + (mvcc ? 1 : 0); twice > 0; twice--) {
-        buf.put(2);
-        buf.varint(time.length);
-        buf.put(time, 0, time.length);
-      }
+    int time = key.length + 2 * columns.length; // its text's slot
+    for (int twice = (updated ? 1 : 0) + (mvcc ? 1 : 0); twice > 0; twice--) {
+      buf.put(2);
+      buf.varint(out.to[time] - out.from[time]);
+      buf.put(b, out.from[time], out.to[time]);
     }
     out.value = java.util.Arrays.copyOfRange(buf.bytes, start, buf.size);
   }
