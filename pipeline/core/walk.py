@@ -14,18 +14,21 @@ back or through the Kafka writer's rows: each costs more than the speed target l
   changefeed writes times, a compact key;
 * ``avro`` (the Avro encoder, for tables of primitive column types): the row's JSON is read
   by the table's schema and written in the Confluent or single-object framing, byte for byte
-  what the Python loop's encoder writes;
+  what the Python loop's encoder writes; a Debezium or Canal-JSON change is read as below
+  into the JSON encoder's envelope, the form a native record has, and written from it so
+  (``AvroOut.java``);
 * ``debezium`` sources (JSON, or Avro in Confluent's wire format read by the registry's
   writer schemas as ``sources/wire.py`` reads it; to the JSON encoder's walked envelope):
   PostgreSQL's and binlogs' events (a binlog change at its transaction's END's time, from
   the plan's ``commits``; one whose END was not read yet stops the walk there) read as
   ``sources/debezium.py`` reads them (the key's fields, the commit's clock and the
   event's place in it, values by their Connect schema) and written as the JSON encoder
-  writes them; each re-send dropped and each change counted for its transaction as the loop
-  does (the summary carries the highest position and the transactions' places and times);
-* ``canal-json`` sources (to the same envelope): each row of an event a record, at its
-  commit time (``_tidb.commitTs``), numeric ``mysqlType`` columns as the numbers their text
-  spells; watermarks are markers, DDL events carry nothing.
+  writes them (or in Avro, from that); each re-send dropped and each change counted for
+  its transaction as the loop does (the summary carries the highest position and the
+  transactions' places and times);
+* ``canal-json`` sources (to the same envelope, or Avro from it): each row of an event a
+  record, at its commit time (``_tidb.commitTs``), numeric ``mysqlType`` columns as the
+  numbers their text spells; watermarks are markers, DDL events carry nothing.
 
 One code path still decides everything else. The walk takes a partition's records in offset
 order, as the loop does (markers raise the floor; changes at or below it are dropped), until
@@ -63,9 +66,9 @@ _CEILING = Hlc(2**63 - 1, 9_999_999_999)
 def walkable(plan: BatchPlan) -> bool:
     """Whether the walk can take ``plan``'s batches: a property of the config alone.
 
-    Every source native with an encoder the walk can write (``Encoder.walk``), or Debezium
-    (JSON or Avro) or Canal-JSON to the JSON encoder's envelope the walk writes; no CDC
-    query, no end time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
+    Every source native, Debezium (JSON or Avro) or Canal-JSON with an encoder the walk can
+    write (``Encoder.walk``: the JSON encoder's envelope, or Avro); no CDC query, no end
+    time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
     """
     if plan.shapes or plan.end_time is not None:
         return False
@@ -77,7 +80,7 @@ def _walks(plan: BatchPlan, topic: str, fmt: str) -> bool:
     if walk is None:
         return False
     if fmt in ("debezium", "canal-json"):
-        return bool(walk["kind"] == "verbatim")
+        return walk["kind"] in ("verbatim", "avro")
     return fmt == "native"
 
 

@@ -6,8 +6,11 @@ then over the same events as ``AvroConverter`` writes them (Confluent's wire for
 schemas in the bench's registry), then over a TiCDC Canal-JSON topic (``canal_feed.py``: one
 to three rows per event, watermarks), drains it, side by side with the plain Spark copy of
 the same topic, round after round; the ratio of the medians is what the issue's bar (0.9) is
-about. Printed with the CPU seconds per million records of each kind of process, so the next
-step can see where time goes, and the raw Kafka limit for records of that size.
+about. Each format's changefeed writes JSON, then Avro (issue 50: the walk writes Avro from
+every source format) of a declared table of primitive columns (decimals as doubles, times as
+text), beside the copy. Printed with the CPU seconds per million records of each kind of
+process, so the next step can see where time goes, and the raw Kafka limit for records of
+that size.
 """
 
 from __future__ import annotations
@@ -25,23 +28,62 @@ from .canal_feed import CanalFeed
 from .debezium_feed import DebeziumAvroFeed, DebeziumFeed, Feed, write_feed
 
 
+def _table(key: dict[str, str], columns: dict[str, str]) -> dict[str, Any]:
+    """An orders table (Avro) of ``key`` columns and nullable ``columns``, by Avro type."""
+    fields: list[dict[str, Any]] = [{"name": k, "type": t} for k, t in key.items()]
+    fields += [{"name": c, "type": ["null", t], "default": None} for c, t in columns.items()]
+    return {"type": "record", "name": "orders", "fields": fields}
+
+
+_TEXT = ("customer", "note", "status", "created_at", "payload")
+# The feeds' tables (debezium_feed.py, canal_feed.py) in the primitive types the walk writes.
+DEBEZIUM_TABLE = _table(
+    {"region": "string", "order_id": "long"},
+    {"amount": "double", "ratio": "double", "items": "int", "vip": "boolean"}
+    | dict.fromkeys((*_TEXT, "updated_at"), "string"),
+)
+CANAL_TABLE = _table(
+    {"id": "long"},
+    {"region": "string", "amount": "double", "ratio": "double", "items": "int", "vip": "long"}
+    | dict.fromkeys(_TEXT, "string"),
+)
+
+
 @dataclass(frozen=True)
 class Part:
-    """A part of the bench: a source format, its generated topic, its registry if Avro."""
+    """A part of the bench: a source format, its generated topic, its registry if Avro.
+
+    ``table``, ``key``: the table Avro output declares (its schema, its primary key).
+    """
 
     label: str
     format: str
     feed: Feed
+    table: dict[str, Any]
+    key: tuple[str, ...]
     registry: str | None = None
 
 
 def _config(  # noqa: PLR0917 - one changefeed of the part
-    bootstrap: str, name: str, source: str, part: Part, max_offsets: int, delivery: str
+    bootstrap: str,
+    name: str,
+    source: str,
+    part: Part,
+    max_offsets: int,
+    delivery: str,
+    avro: str | None = None,
 ) -> Any:
-    """Wrapped JSON with updated and diff, as the native part's, over the part's topic."""
+    """Wrapped JSON with updated and diff, as the native part's, over the part's topic.
+
+    With ``avro`` (a registry URL), the same envelope in Avro, of the part's declared table.
+    """
     spec: dict[str, Any] = {"topic": source, "table": "orders", "format": part.format}
     if part.registry is not None:
         spec["schema_registry"] = {"url": part.registry}
+    encoder: dict[str, Any] = {"updated": True, "diff": True}
+    if avro is not None:
+        spec |= {"table_schema": part.table, "primary_key": list(part.key)}
+        encoder |= {"format": "avro", "schema_registry": {"url": avro}}
     return parse_config(
         {
             "changefeed_id": name,
@@ -50,7 +92,7 @@ def _config(  # noqa: PLR0917 - one changefeed of the part
             "sources": [spec],
             "cursor": "0.0000000000",
             "sink": {"topic_prefix": f"{name}.", "partitions": 3},
-            "encoder": {"updated": True, "diff": True},
+            "encoder": encoder,
             "resolved": {"interval": "1s"},
             "checkpoint": {"min_checkpoint_frequency": "1s"},
             "delivery": delivery,
@@ -78,17 +120,31 @@ def sources(  # noqa: PLR0917 - the bench's settings
     only: tuple[str, ...] = PARTS,
 ) -> None:
     """Each source format (of ``only``) against a plain copy of its topic, both deliveries."""
+    debezium_key = ("region", "order_id")
     for part in (
-        Part("debezium", "debezium", DebeziumFeed()),
-        Part("debezium-avro", "debezium", DebeziumAvroFeed(registry), registry),
-        Part("canal-json", "canal-json", CanalFeed()),
+        Part("debezium", "debezium", DebeziumFeed(), DEBEZIUM_TABLE, debezium_key),
+        Part(
+            "debezium-avro",
+            "debezium",
+            DebeziumAvroFeed(registry),
+            DEBEZIUM_TABLE,
+            debezium_key,
+            registry,
+        ),
+        Part("canal-json", "canal-json", CanalFeed(), CANAL_TABLE, ("id",)),
     ):
         if part.label in only:
-            _part(spark, bootstrap, part, rows, rounds, max_offsets)
+            _part(spark, bootstrap, part, rows, rounds, max_offsets, registry)
 
 
 def _part(  # noqa: PLR0917 - a part of the bench
-    spark: Any, bootstrap: str, part: Part, rows: int, rounds: int, max_offsets: int
+    spark: Any,
+    bootstrap: str,
+    part: Part,
+    rows: int,
+    rounds: int,
+    max_offsets: int,
+    registry: str,
 ) -> None:
     """One format: its generated topic drained by the copy and the changefeed, round by round."""
     fmt, tag = part.label, part.label.replace("-", "")
@@ -104,10 +160,17 @@ def _part(  # noqa: PLR0917 - a part of the bench
     max_offsets = min(rows, max(max_offsets, BATCH_BYTES * rows // size))
     raw_limit(spark, bootstrap, source, rows, part.feed.partitions)  # records of this size
     plain_copy(spark, bootstrap, source, f"bench.{tag}.warmup", max_offsets)
-    warmup = _config(bootstrap, f"bench-{tag}-warmup", source, part, max_offsets, "at_least_once")
-    timed(spark, warmup)
+    for avro in (None, registry):  # each output's code warmed up, as the copy's
+        name = f"bench-{tag}-warmup{'-avro' if avro else ''}"
+        timed(spark, _config(bootstrap, name, source, part, max_offsets, "at_least_once", avro))
     copies: list[float] = []
-    runs: dict[str, list[float]] = {"at_least_once": [], "exactly_once": []}
+    # JSON, then Avro output (its schemas in the bench's registry), each in both deliveries
+    runs: dict[str, list[float]] = {
+        "at_least_once": [],
+        "exactly_once": [],
+        "avro at_least_once": [],
+        "avro exactly_once": [],
+    }
     for n in range(rounds):
         before = cpu_seconds()
         copy = plain_copy(spark, bootstrap, source, f"bench.{tag}.copy{n}", max_offsets)
@@ -118,14 +181,16 @@ def _part(  # noqa: PLR0917 - a part of the bench
             f"{_per_million(cpu_since(before), rows)}",
             flush=True,
         )
-        for delivery, seconds in runs.items():
+        for kind, seconds in runs.items():
             before = cpu_seconds()
-            name = f"bench-{tag}-{delivery.replace('_', '-')}{n}"
-            run: Run = timed(spark, _config(bootstrap, name, source, part, max_offsets, delivery))
+            delivery, avro = kind.split()[-1], registry if kind.startswith("avro") else None
+            name = f"bench-{tag}-{kind.replace('_', '-').replace(' ', '-')}{n}"
+            config = _config(bootstrap, name, source, part, max_offsets, delivery, avro)
+            run: Run = timed(spark, config)
             seconds.append(run.seconds)
             written = topic_bytes(bootstrap, f"{name}.orders")
             print(
-                f"  {fmt} {delivery}: {rows / run.seconds:,.0f} records/s, "
+                f"  {fmt} {kind}: {rows / run.seconds:,.0f} records/s, "
                 f"{megabytes_per_second(size, run.seconds):.1f} MB/s read, "
                 f"{megabytes_per_second(written, run.seconds):.1f} MB/s written (as stored), "
                 f"ratio to the copy "

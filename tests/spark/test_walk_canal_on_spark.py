@@ -8,19 +8,25 @@ the rests it leaves write the bytes the Python loop alone writes, per source par
 order, with the same summaries.
 """
 
+import io
 import json
+from dataclasses import replace
 from typing import Any
 
+from fastavro import parse_schema, schemaless_reader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan
-from pipeline.core.walk import walk_plan
+from pipeline.core.walk import Walked, walk_plan
+from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from tests.support.canal import tso
 from tests.support.json_text import number, string, text
+from tests.support.tables import CANAL_TABLE
 from tests.support.walk import frame, same_as_the_python_loop
 
 SRC = "tidb.shop.orders"
@@ -167,3 +173,93 @@ def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events(
     assert walk_plan(the_plan) is not None
     records = source_records(partitions)
     same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, key_partition)
+
+
+# Avro output (the table's columns primitive, so the walk writes it): numeric columns into
+# longs and doubles (numbers of every form, big integers: some misfits), text of any
+# characters into strings; every envelope member or a few, key only; both framings.
+AVRO_OPTIONS = [
+    EncoderConfig(format="avro", updated=True, diff=True, mvcc_timestamp=True, key_in_value=True),
+    EncoderConfig(format="avro", topic_in_value=True),
+    EncoderConfig(format="avro", envelope="key_only"),
+]
+
+
+def avro_plan(dlq: str | None, floor: int, options: EncoderConfig, confluent: bool) -> BatchPlan:
+    schemas = OutputSchemas.of(CANAL_TABLE, options)
+    framing = Framing.confluent(1, 2, 3) if confluent else Framing.single_object(schemas)
+    encoder = AvroEncoder(schemas, framing, options, "orders")
+    return replace(plan(dlq, floor, options.diff), encoders={SRC: encoder})
+
+
+_KEY = parse_schema(OutputSchemas.of(CANAL_TABLE, AVRO_OPTIONS[1]).key)
+
+
+def avro_key_partition(key: bytes) -> int:
+    """The source partition an Avro key names (its id), after either framing's header."""
+    header = 5 if key[0] == 0 else 10
+    return int(schemaless_reader(io.BytesIO(key[header:]), _KEY, None)["id"]) // 100_000
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    partitions=st.lists(partition_records, min_size=1, max_size=3),
+    floor=st.integers(0, 10),
+    dlq=st.sampled_from(["dlq", None]),
+    options=st.sampled_from(AVRO_OPTIONS),
+    confluent=st.booleans(),
+)
+def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events_in_avro(  # noqa: PLR0917
+    spark,
+    dlq: str | None,
+    partitions: list[list[Any]],
+    floor: int,
+    options: EncoderConfig,
+    confluent: bool,
+) -> None:
+    the_plan = avro_plan(dlq, floor, options, confluent)
+    assert walk_plan(the_plan) is not None
+    records = source_records(partitions)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_key_partition)
+
+
+def test_clean_canal_events_are_all_the_walks_in_avro(spark) -> None:
+    """Events as TiCDC writes them, values that fit the table: the walk takes every row.
+
+    Several rows per event, an update with its old values, a delete of several rows, NULLs,
+    decimals, a bigint's 19 digits, text with escapes and any characters; in both framings,
+    as the Python loop writes them.
+    """
+    nulls = dict.fromkeys((c for c in TYPES if c != "id"), "null")
+    full = {
+        **nulls,
+        "amount": '"-12.3400000000"',
+        "u": '"9223372036854775807"',
+        "f": '"1E-3"',
+        "b": '"1"',
+        "y": '"2024"',
+        "note": '"q\\"b\\\\ \\u0000\\n é€😀"',
+        "at": '"2025-11-24 16:00:00.123456"',
+        "j": '"{\\"a\\": [1, 2.50]}"',
+        "word": '"5"',
+    }
+    old = [{"amount": '"1.5"', "note": "null", "u": '"-9223372036854775808"'}] * 3
+    base = {"old": old, "n": 5, "logical": 0, "pk": ["id"], "spaced": False}
+    events: list[Any] = [
+        {**base, "type": "INSERT", "rows": [full, nulls, {**nulls, "note": '""'}]},
+        {**base, "type": "UPDATE", "rows": [nulls, full], "n": 6},
+        {**base, "type": "DELETE", "rows": [full, nulls], "n": 7},
+    ]
+    records = source_records([events])
+    batch = frame(spark, records, 1)
+    for options in AVRO_OPTIONS:
+        for confluent in (True, False):
+            the_plan = avro_plan(None, 0, options, confluent)
+            rows, walked = Walked.rows(batch, walk_plan(the_plan) or "", 0)
+            assert len(rows.collect()) == 7
+            result, rests = walked.result()
+            assert rests == []
+            assert result.partitions[0].emitted == 7
+            same_as_the_python_loop(batch, the_plan, avro_key_partition)

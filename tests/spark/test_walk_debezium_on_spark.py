@@ -11,19 +11,25 @@ transaction's places and times.
 """
 
 import base64
+import io
 import json
+from dataclasses import replace
 from typing import Any
 
+from fastavro import parse_schema, schemaless_reader
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan
-from pipeline.core.walk import walk_plan
+from pipeline.core.walk import Walked, walk_plan
+from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from tests.support.debezium_json import column, envelope_schema
 from tests.support.json_text import number, string, text
+from tests.support.tables import primitive_table
 from tests.support.walk import frame, same_as_the_python_loop
 
 SRC = "pg.public.orders"
@@ -297,3 +303,105 @@ def test_the_walk_writes_what_the_python_loop_writes_of_debezium_events(  # noqa
     assert walk_plan(the_plan) is not None
     records = source_records(partitions)
     same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, key_partition)
+
+
+# Avro output: the table in primitive types, so the walk writes it. Decimals into doubles (a
+# scale of 0 into a long: beyond it, a misfit), Debezium's times as their ISO text, JSON and
+# zoned times as strings; without schemas a decimal is base64 text, a misfit in a double.
+TABLE = primitive_table(
+    "orders",
+    ["p", "id"],
+    {
+        "s": "string",
+        "n": "double",
+        "dec": "double",
+        "dec0": "long",
+        "decneg": "double",
+        "vdec": "double",
+        **dict.fromkeys(("day", "ms", "us", "ns", "tm", "ctm", "z", "j"), "string"),
+    },
+)
+AVRO_OPTIONS = [
+    EncoderConfig(format="avro", updated=True, diff=True, mvcc_timestamp=True, key_in_value=True),
+    EncoderConfig(format="avro", topic_in_value=True),
+    EncoderConfig(format="avro", envelope="key_only"),
+]
+_KEY = parse_schema(OutputSchemas.of(TABLE, AVRO_OPTIONS[1]).key)
+
+
+def avro_plan(
+    dlq: str | None, floor: int, position: int | None, options: EncoderConfig, confluent: bool
+) -> BatchPlan:
+    schemas = OutputSchemas.of(TABLE, options)
+    framing = Framing.confluent(1, 2, 3) if confluent else Framing.single_object(schemas)
+    encoder = AvroEncoder(schemas, framing, options, "orders")
+    return replace(plan(dlq, floor, options.diff, position), encoders={SRC: encoder})
+
+
+def avro_key_partition(key: bytes) -> int:
+    """The source partition an Avro key names (its p), after either framing's header."""
+    header = 5 if key[0] == 0 else 10
+    return int(schemaless_reader(io.BytesIO(key[header:]), _KEY, None)["p"])
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    partitions=st.lists(partition_records, min_size=1, max_size=3),
+    floor=st.integers(0, 10),
+    dlq=st.sampled_from(["dlq", None]),
+    position=st.one_of(st.none(), st.integers(0, 40)),
+    options=st.sampled_from(AVRO_OPTIONS),
+    confluent=st.booleans(),
+)
+def test_the_walk_writes_what_the_python_loop_writes_of_debezium_events_in_avro(  # noqa: PLR0917
+    spark,
+    dlq: str | None,
+    partitions: list[list[Any]],
+    floor: int,
+    position: Any,
+    options: EncoderConfig,
+    confluent: bool,
+) -> None:
+    the_plan = avro_plan(dlq, floor, position, options, confluent)
+    assert walk_plan(the_plan) is not None
+    records = source_records(partitions)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_key_partition)
+
+
+def test_clean_debezium_events_are_all_the_walks_in_avro(spark) -> None:
+    """Events as a connector writes them, values that fit the table: the walk takes them all.
+
+    Inserts, updates with their before image, deletes, NULLs, decimals, a bigint's 19 digits,
+    text with escapes and any characters; in both framings, as the Python loop writes them.
+    """
+    values = {
+        "s": '"q\\"b\\\\ \\u0000\\n é€😀"',
+        "n": "-1.5e-3",
+        "dec": '"AeJA"',
+        "dec0": '"f/////////8="',  # 2**63 - 1
+        "decneg": '"Bw=="',
+        "vdec": '{"scale":3,"value":"/zs="}',
+        "day": "19675",
+        "us": "1700000000123456",
+        "j": '"{\\"a\\": [1, 2.50]}"',
+    }
+    nulls = dict.fromkeys(NAMES, "null")
+    events = [
+        {**PLAIN, "after": {**nulls, **values}, "lsn": 1, "n": 5},
+        {**PLAIN, "op": "u", "after": nulls, "before": {**nulls, **values}, "lsn": 2, "n": 6},
+        {**PLAIN, "op": "d", "before": {**nulls, "s": '""'}, "lsn": 3, "n": 7},
+        {**PLAIN, "after": {**nulls, "n": "123456789012345678901234567890"}, "lsn": 4, "n": 8},
+    ]
+    records = [(key_bytes(0, o, "schema"), event(e), SRC, 0, o, None) for o, e in enumerate(events)]
+    batch = frame(spark, records, 1)
+    for options in AVRO_OPTIONS:
+        for confluent in (True, False):
+            the_plan = avro_plan(None, 0, None, options, confluent)
+            rows, walked = Walked.rows(batch, walk_plan(the_plan) or "", 0)
+            assert len(rows.collect()) == len(events)
+            result, rests = walked.result()
+            assert rests == []
+            assert result.partitions[0].emitted == len(events)
+            same_as_the_python_loop(batch, the_plan, avro_key_partition)

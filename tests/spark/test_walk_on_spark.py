@@ -232,9 +232,10 @@ def test_which_sources_and_encoders_take_the_walk() -> None:
         "wide",
     )
     assert avro.walk is not None
+    for fmt in ("native", "debezium", "canal-json"):  # Avro out from every source format
+        walked = walk_plan(replace(the_plan, formats={SRC: fmt}, encoders={SRC: avro}))
+        assert json.loads(walked or "")["routes"][SRC]["encoding"]["kind"] == "avro"
     for changed in (
-        {"formats": {SRC: "canal-json"}, "encoders": {SRC: avro}},
-        {"formats": {SRC: "debezium"}, "encoders": {SRC: avro}},  # JSON out only, for now
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=True, key_in_value=True))}},
         {"encoders": {SRC: JsonEncoder(EncoderConfig(updated=False))}},
         {"end_time": Hlc(WALL + 5)},

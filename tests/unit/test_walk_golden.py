@@ -26,12 +26,13 @@ from encoders.base import Encoder
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.sources import Marker
+from pipeline.core.sources.base import Change
 from pipeline.core.sources.debezium import DebeziumAdapter
 from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 from tests.support.debezium_json import column, envelope_schema
-from tests.support.tables import WIDE
+from tests.support.tables import CANAL_TABLE, WIDE, primitive_table
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "walk.json"
 T = "1700000000000000001.0000000000"
@@ -283,6 +284,111 @@ CANAL_RECORDS = [
     '{"type":"CREATE","isDdl":true,"_tidb":{"commitTs":1}}',
 ]
 
+# Debezium's and Canal-JSON's changes to Avro output: the tables (primitive columns, so the
+# walk writes them), the encoders (every member, after only, key only; both framings), and
+# more Canal events: several rows of text with any characters and NULLs, a delete of several.
+DEBEZIUM_TABLE = primitive_table(
+    "t",
+    ["id"],
+    {
+        "s": "string",
+        "n": "double",
+        "dec": "double",
+        "big": "long",  # 2**127 - 1 (event 7): a misfit
+        "neg": "double",
+        "v": "double",
+        **dict.fromkeys(("day", "ms", "us", "ns", "t", "z", "j", "g"), "string"),  # g: a misfit
+    },
+)
+CANAL_AVRO_RECORDS = [
+    *CANAL_RECORDS,
+    _canal(
+        "INSERT",
+        _TSO + 6,
+        '[{"id":"5","note":"\\u0000 \\" é€😀\\t\\n","f":"-1.5e-3"},'
+        '{"id":"6","note":null,"amount":null,"u":"9223372036854775807","b":"1"},'
+        '{"id":"7","note":"","at":"0000-00-00 00:00:00","b":"0"}]',
+    ),
+    _canal("DELETE", _TSO + 7, '[{"id":"5","note":"x"},{"id":"6","note":null}]'),
+]
+
+
+def avro_out_encoders(table: TableSchema) -> dict[str, AvroEncoder]:
+    """Avro output of ``table`` with every member, after only and key only, both framings."""
+    every = EncoderConfig(
+        format="avro",
+        updated=True,
+        diff=True,
+        mvcc_timestamp=True,
+        key_in_value=True,
+        topic_in_value=True,
+    )
+    plain = EncoderConfig(format="avro")
+    key_only = EncoderConfig(format="avro", envelope="key_only")
+    single = OutputSchemas.of(table, plain)
+    return {
+        "every_member_confluent": AvroEncoder(
+            OutputSchemas.of(table, every), Framing.confluent(1, 2, 3), every, "t"
+        ),
+        "after_only_single_object": AvroEncoder(single, Framing.single_object(single), plain, "t"),
+        "key_only_confluent": AvroEncoder(
+            OutputSchemas.of(table, key_only), Framing.confluent(4, 5, 6), key_only, "t"
+        ),
+    }
+
+
+def _hex(rows: list[Any]) -> list[list[str | None]]:
+    return [[r["key"].hex(), None if r["value"] is None else r["value"].hex()] for r in rows]
+
+
+def debezium_avro_golden() -> list[dict[str, Any]]:
+    """Debezium's events to Avro: each one's records (alone through the loop), or not taken.
+
+    ``loop_only``: the walk leaves it to the Python loop (a snapshot's read, which the loop
+    times; a value that does not fit the table: the loop names it).
+    """
+    adapter = DebeziumAdapter()
+    out = []
+    for name, encoder in avro_out_encoders(DEBEZIUM_TABLE).items():
+        records = []
+        for key, value in DEBEZIUM_RECORDS:
+            rows = through_python_loop(encoder, [(key, value)], "debezium")
+            snapshot = adapter.decode(key.encode(), value.encode()).point is not None
+            records.append(
+                {"key": key, "value": value, "rows": _hex(rows), "loop_only": snapshot or not rows}
+            )
+        out.append({"name": name, "topic": "out", "walk": encoder.walk, "records": records})
+    return out
+
+
+def canal_avro_golden() -> list[dict[str, Any]]:
+    """Canal-JSON's events to Avro: each one's rows, or not taken (``loop_only``).
+
+    The walk takes an event whole or not at all: an event of which the loop does not write
+    every row (a misfit, a schema change) is the loop's.
+    """
+    from pipeline.core.sources.canal import CanalJsonAdapter  # noqa: PLC0415
+
+    out = []
+    for name, encoder in avro_out_encoders(CANAL_TABLE).items():
+        records = []
+        for value in CANAL_AVRO_RECORDS:
+            rows = through_python_loop(encoder, [("", value)], "canal-json")
+            item = CanalJsonAdapter().decode(None, value.encode())
+            changes = 0 if item is None or isinstance(item, Marker) else len(item)
+            changes = 1 if isinstance(item, Change) else changes  # one row's event
+            records.append(
+                {
+                    "value": value,
+                    "rows": _hex(rows),
+                    "marker": str(item.resolved) if isinstance(item, Marker) else None,
+                    "loop_only": len(rows) != changes,
+                }
+            )
+        out.append({"name": name, "topic": "out", "walk": encoder.walk, "records": records})
+    return out
+
+
 # HLC texts as the changefeed writes them: wall and logical.
 HLC_TEXTS = [
     "0.0000000000",
@@ -351,6 +457,8 @@ def python_golden() -> dict[str, Any]:
         "avro": avro,
         "debezium": debezium_golden(),
         "canal": canal_golden(),
+        "debezium_avro": debezium_avro_golden(),
+        "canal_avro": canal_avro_golden(),
     }
 
 
@@ -418,6 +526,14 @@ def test_the_python_loop_writes_the_golden_canal_rows() -> None:
 
 def test_the_python_loop_writes_the_golden_debezium_envelopes() -> None:
     assert debezium_golden() == golden()["debezium"]
+
+
+def test_the_python_loop_writes_the_golden_debezium_avro_records() -> None:
+    assert debezium_avro_golden() == golden()["debezium_avro"]
+
+
+def test_the_python_loop_writes_the_golden_canal_avro_rows() -> None:
+    assert canal_avro_golden() == golden()["canal_avro"]
 
 
 def test_the_walk_specs_are_what_the_python_encoders_give_the_jvm() -> None:

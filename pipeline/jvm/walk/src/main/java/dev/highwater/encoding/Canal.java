@@ -40,10 +40,16 @@ final class Canal implements Encoding {
     final CanalRow row = new CanalRow();
     final CanalRow old = new CanalRow();
     final Buffer out = new Buffer();
+    byte[] time; // the event's time, as text
   }
 
   Canal(byte[][] members) {
-    this.diff = Members.has(members, "before");
+    this(Members.has(members, "before"));
+  }
+
+  /** {@code diff}: before is written (the JSON encoder's member, or Avro's {@code diff}). */
+  Canal(boolean diff) {
+    this.diff = diff;
   }
 
   @Override
@@ -81,6 +87,7 @@ final class Canal implements Encoding {
     if (out.ts == null || !numeric(value, e[12], e[13], s)) {
       return false;
     }
+    s.time = Envelope.text(out.ts);
     return rows(value, e, op, s, out);
   }
 
@@ -237,7 +244,7 @@ final class Canal implements Encoding {
         row.merged(s.old, o);
       }
     }
-    Envelope.updated(o, out.ts);
+    Envelope.updated(o, s.time);
     out.rowValues.add(o.copy(0));
     return true;
   }

@@ -48,8 +48,13 @@ final class Debezium implements Encoding {
   }
 
   Debezium(byte[][] members, Map<String, long[]> commits) {
+    this(Members.has(members, "before"), commits);
+  }
+
+  /** {@code diff}: before is written (the JSON encoder's member, or Avro's {@code diff}). */
+  Debezium(boolean diff, Map<String, long[]> commits) {
     this.commits = commits;
-    this.diff = Members.has(members, "before");
+    this.diff = diff;
   }
 
   @Override

@@ -18,8 +18,8 @@ final class DebeziumAvro implements Encoding {
   private final Registry registry;
   private transient Buffer text;
 
-  DebeziumAvro(byte[][] members, Map<String, long[]> commits, Registry registry) {
-    this.json = new Debezium(members, commits);
+  DebeziumAvro(boolean diff, Map<String, long[]> commits, Registry registry) {
+    this.json = new Debezium(diff, commits);
     this.registry = registry;
   }
 

@@ -16,7 +16,8 @@ public interface Encoding extends Serializable {
 
   /**
    * A route's encoding for a source of {@code format}: native sources' records are read by the
-   * encoding itself; Debezium's ({@link Debezium}) are written as the JSON encoder's envelope.
+   * encoding itself; Debezium's ({@link Debezium}) and Canal-JSON's ({@link Canal}) are read
+   * into the JSON encoder's envelope, written as it is or again in Avro ({@link AvroOut}).
    */
   static Encoding of(JsonNode spec, String topic, String format) {
     return of(spec, topic, format, java.util.Map.of());
@@ -38,25 +39,36 @@ public interface Encoding extends Serializable {
       String format,
       java.util.Map<String, long[]> commits,
       JsonNode registry) {
-    if (format.equals("canal-json")) {
-      if (!spec.get("kind").asText().equals("verbatim")) {
-        throw new IllegalArgumentException("Canal-JSON is walked to JSON only: " + spec);
+    if (format.equals("canal-json") || format.equals("debezium")) {
+      String kind = spec.get("kind").asText();
+      if (kind.equals("avro")) { // the reader's JSON envelope, written again in Avro
+        Encoding reader = reader(format, spec.get("diff").asBoolean(), commits, registry);
+        return new AvroOut(reader, new Avro(spec, topic), format.equals("canal-json"));
       }
-      return new Canal(members(spec));
-    }
-    if (format.equals("debezium")) {
-      if (!spec.get("kind").asText().equals("verbatim")) {
-        throw new IllegalArgumentException("Debezium's records are walked to JSON only: " + spec);
+      if (!kind.equals("verbatim")) {
+        throw new IllegalArgumentException(format + " is walked to JSON or Avro only: " + spec);
       }
-      if (registry != null) {
-        return new DebeziumAvro(members(spec), commits, Registry.of(registry));
-      }
-      return new Debezium(members(spec), commits);
+      return reader(format, Members.has(members(spec), "before"), commits, registry);
     }
     if (spec.get("kind").asText().equals("avro")) {
       return new Avro(spec, topic);
     }
     return new Verbatim(members(spec));
+  }
+
+  /**
+   * A Debezium or Canal-JSON source's reading, its changes written as the JSON encoder's
+   * wrapped envelope ({@code diff}: with before).
+   */
+  private static Encoding reader(
+      String format, boolean diff, java.util.Map<String, long[]> commits, JsonNode registry) {
+    if (format.equals("canal-json")) {
+      return new Canal(diff);
+    }
+    if (registry != null) {
+      return new DebeziumAvro(diff, commits, Registry.of(registry));
+    }
+    return new Debezium(diff, commits);
   }
 
   private static byte[][] members(JsonNode spec) {

@@ -25,10 +25,19 @@ final class Envelope {
 
   /** The time, and the end. */
   static void updated(Encoding.Buffer o, long[] ts) {
+    updated(o, text(ts));
+  }
+
+  /** The time as its {@link #text}, and the end. */
+  static void updated(Encoding.Buffer o, byte[] time) {
     o.put(UPDATED, 0, UPDATED.length);
-    byte[] time = Hlc.text(ts).getBytes(StandardCharsets.US_ASCII);
     o.put(time, 0, time.length);
     o.put('"');
     o.put('}');
+  }
+
+  /** A time's text as the changefeed writes it (for the rows of one event, once). */
+  static byte[] text(long[] ts) {
+    return Hlc.text(ts).getBytes(StandardCharsets.US_ASCII);
   }
 }

@@ -282,6 +282,11 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     return Integer.compare(a.length, b.length);
   }
 
+  /** A record's size as the Python loop counts it (a tombstone's value: none). */
+  private static int size(byte[] key, byte[] value) {
+    return key.length + (value == null ? 0 : value.length);
+  }
+
   /**
    * One task's walk of its source rows: {@link #next} moves to the next change to write (its
    * route, the record in {@link #out}); {@link #report} hands each partition's summary over
@@ -307,7 +312,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
           out.key = out.rowKeys.get(row);
           out.value = out.rowValues.get(row++);
           last.emitted++;
-          last.bytes += out.key.length + out.value.length;
+          last.bytes += size(out.key, out.value);
           return pending;
         }
         pending = null;
@@ -375,7 +380,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       if (value == null || !s.route.encoding.encode(key, value, out)) {
         return defer(s, offset);
       }
-      int size = out.key.length + (out.value == null ? 0 : out.value.length);
+      int size = size(out.key, out.value);
       if (size > room) {
         return defer(s, offset);
       }
@@ -403,7 +408,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       long[] position = out.position;
       boolean resent = position != null && s.latest != null && compare(position, s.latest) <= 0;
       // a binlog change whose END was not read yet waits for it (the Python loop's rest does)
-      if (!resent && (out.ts == null || out.key.length + out.value.length > room)) {
+      if (!resent && (out.ts == null || size(out.key, out.value) > room)) {
         return defer(s, offset);
       }
       if (out.tx != null) {
@@ -421,7 +426,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null;
       }
       s.emitted++;
-      s.bytes += out.key.length + out.value.length;
+      s.bytes += size(out.key, out.value);
       return s.route;
     }
 
@@ -440,7 +445,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       }
       int rows = out.rowKeys.size();
       for (int k = 0; k < rows; k++) {
-        if (out.rowKeys.get(k).length + out.rowValues.get(k).length > room) {
+        if (size(out.rowKeys.get(k), out.rowValues.get(k)) > room) {
           return defer(s, offset);
         }
       }

@@ -46,8 +46,9 @@ class EncodingTest {
       strings = {
         "{\"i\":2147483648}", // beyond int: the Python loop calls it a misfit
         "{\"i\":-2147483649}",
-        "{\"l\":1234567890123456789}", // 19 digits
-        "{\"l\":-1234567890123456789}",
+        "{\"l\":9223372036854775808}", // 19 digits beyond a long
+        "{\"l\":-9223372036854775809}",
+        "{\"l\":12345678901234567890}", // 20 digits
         "{\"l\":1.0}", // a float into a long
         "{\"l\":1e3}",
         "{\"f\":3.5e38}", // a finite double too large for a float
@@ -70,6 +71,17 @@ class EncodingTest {
   void avro_leaves_values_it_cannot_write_as_python_does(String after) throws IOException {
     assertTrue(avroTakes("[1,\"a\"]", change("{\"s\":\"fits\"}")));
     assertFalse(avroTakes("[1,\"a\"]", change(after)), after);
+  }
+
+  @ParameterizedTest
+  @ValueSource(
+      strings = {
+        "{\"l\":9223372036854775807}", // a bigint's 19 digits: Python's int fits the long
+        "{\"l\":-9223372036854775808}",
+        "{\"l\":1234567890123456789,\"d\":1234567890123456789,\"f\":-9999999999999999999}",
+      })
+  void avro_takes_integers_a_long_holds(String after) throws IOException {
+    assertTrue(avroTakes("[1,\"a\"]", change(after)), after);
   }
 
   @ParameterizedTest

@@ -118,4 +118,78 @@ class GoldenTest {
     }
     assertEquals(7, rows);
   }
+  /**
+   * Debezium's events to Avro output: each the Python loop writes (alone) and the walk takes
+   * comes out byte for byte; those it leaves to the loop are not taken. {@code taken}: per
+   * encoding, how many the walk takes (under key_only the loop writes the keys of values that
+   * do not fit the table; the walk, which reads them as for any envelope, leaves them to it).
+   */
+  @Test
+  void debezium_events_to_avro_are_written_as_the_python_loop_writes_them() throws IOException {
+    int[] taken = {14, 14, 14};
+    int e = 0;
+    for (JsonNode encoding : Golden.read().get("debezium_avro")) {
+      Encoding avro = Encoding.of(encoding.get("walk"), "out", "debezium");
+      assertTrue(avro instanceof AvroOut);
+      Encoding.Encoded out = new Encoding.Encoded(); // reused, as a task reuses it
+      int took = 0;
+      for (JsonNode record : encoding.get("records")) {
+        String what = encoding.get("name").asText() + ": " + record.get("value").asText();
+        boolean took1 =
+            avro.encode(utf8(record.get("key").asText()), utf8(record.get("value").asText()), out);
+        if (record.get("loop_only").asBoolean()) {
+          assertFalse(took1, what);
+        } else if (took1) {
+          assertRecord(record.get("rows").get(0), out.key, out.value, what);
+          took++;
+        }
+      }
+      assertEquals(taken[e++], took, encoding.get("name").asText());
+    }
+    assertEquals(3, e);
+  }
+
+  /** Canal-JSON's events to Avro output: each row as the loop writes it, taken whole or not. */
+  @Test
+  void canal_events_to_avro_are_written_row_by_row_as_the_python_loop_writes_them()
+      throws IOException {
+    int[] rows = {7, 9, 9}; // every member: diff reads old's extra, a column the table lacks
+    int e = 0;
+    for (JsonNode encoding : Golden.read().get("canal_avro")) {
+      Encoding avro = Encoding.of(encoding.get("walk"), "out", "canal-json");
+      Encoding.Encoded out = new Encoding.Encoded();
+      int written = 0;
+      for (JsonNode record : encoding.get("records")) {
+        String what = encoding.get("name").asText() + ": " + record.get("value").asText();
+        boolean took = avro.encode(new byte[0], utf8(record.get("value").asText()), out);
+        if (record.get("loop_only").asBoolean()) {
+          assertFalse(took, what);
+          continue;
+        }
+        if (!took) {
+          continue; // key_only: a value that does not fit (counted below)
+        }
+        JsonNode marker = record.get("marker");
+        assertEquals(marker.isNull() ? null : marker.asText(),
+            out.marker == null ? null : Hlc.text(out.marker), what);
+        assertEquals(record.get("rows").size(), out.rowKeys.size(), what);
+        for (int k = 0; k < out.rowKeys.size(); k++) {
+          assertRecord(record.get("rows").get(k), out.rowKeys.get(k), out.rowValues.get(k), what);
+          written++;
+        }
+      }
+      assertEquals(rows[e++], written, encoding.get("name").asText());
+    }
+    assertEquals(3, e);
+  }
+
+  /** A record's key and value (hex; a null value: a tombstone) as the golden file has them. */
+  private static void assertRecord(JsonNode expected, byte[] key, byte[] value, String what) {
+    assertEquals(expected.get(0).asText(), Golden.hex(key), what);
+    if (expected.get(1).isNull()) {
+      assertNull(value, what);
+    } else {
+      assertEquals(expected.get(1).asText(), Golden.hex(value), what);
+    }
+  }
 }
