@@ -156,7 +156,8 @@ final class Registry implements Serializable {
       return;
     }
     String logical = kind.path("logicalType").asText(null);
-    String name = kind.hasNonNull("connect.name") ? null : LOGICAL.get(logical);
+    // (Map.of's get refuses a null key: a column without a logical type has none)
+    String name = kind.hasNonNull("connect.name") || logical == null ? null : LOGICAL.get(logical);
     if ("record".equals(base.asText()) && name != null) {
       name = null; // logical types are not records'
     }

@@ -190,5 +190,18 @@ class AvroJsonTest {
                 + "\"name\":\"org.apache.kafka.connect.data.Decimal\",\"parameters\":{\"scale\":\"2\"}},"
                 + "{\"field\":\"n\"}]}]}"));
     assertFalse(AvroJson.read(node, bytes(0x04), new int[] {0}, new Encoding.Buffer(), 0));
+    // a column's type an object without a semantic type (connect.type), and Connect's own
+    // logical type without connect.name: read as wire.py's connect_column reads them
+    assertEquals(
+        "{\"fields\":[{\"field\":\"after\",\"fields\":[{\"field\":\"s\"},{\"field\":\"d\","
+            + "\"name\":\"org.apache.kafka.connect.data.Decimal\","
+            + "\"parameters\":{\"scale\":\"2\",\"connect.decimal.precision\":\"9\"}}]}]}",
+        Registry.connect(JSON.readTree(
+                "{\"type\":\"record\",\"name\":\"E\",\"fields\":[{\"name\":\"after\",\"type\":"
+                    + "[\"null\",{\"type\":\"record\",\"name\":\"V\",\"fields\":["
+                    + "{\"name\":\"s\",\"type\":{\"type\":\"int\",\"connect.type\":\"int16\"}},"
+                    + "{\"name\":\"d\",\"type\":[\"null\",{\"type\":\"bytes\","
+                    + "\"logicalType\":\"decimal\",\"precision\":9,\"scale\":2}]}]}]}]}"))
+            .toString());
   }
 }
