@@ -21,9 +21,11 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 
 from pipeline.core.changefeed import Changefeed
+from pipeline.core.frontier import SourcePartition
+from pipeline.core.kafka_clients import range_reader, read_range
 from pipeline.dev.generator import GeneratorSpec, write
 
 from .bench import _config
@@ -60,31 +62,14 @@ def lost_tasks(spark: Any, query: Any) -> int:
 
 def read_committed(bootstrap: str, topic: str) -> list[tuple[bytes | None, bytes | None]]:
     """Every ``(key, value)`` of ``topic`` a read_committed reader sees, to its end."""
-    consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
-            "group.id": f"bench-{topic}",
-            "enable.auto.commit": False,
-            "isolation.level": "read_committed",
-            "enable.partition.eof": True,
-        }
-    )
+    consumer = range_reader({"bootstrap.servers": bootstrap}, f"bench-{topic}")
     try:
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-        out: list[tuple[bytes | None, bytes | None]] = []
-        ended: set[int] = set()
-        while len(ended) < len(partitions):
-            message = consumer.poll(10)
-            if message is None:
-                raise RuntimeError(f"{topic}: no record nor end in 10 s")
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ended.add(message.partition() or 0)  # its end (read_committed's)
-                continue
-            if error is not None:
-                raise RuntimeError(f"{topic}: {error}")
-            out.append((message.key(), message.value()))
+        out = []
+        for p in partitions:
+            _, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)
+            for m in read_range(consumer, SourcePartition(topic, p), 0, high):
+                out.append((m.key(), m.value()))
         return out
     finally:
         consumer.close()
