@@ -66,7 +66,7 @@ from .frontier import SourcePartition
 from .kafka_clients import range_reader, read_range
 from .rescan import Rescan, defaults_of
 from .sources import Adapter, BadRecord, adapter
-from .sources.base import SourceShape
+from .sources.base import Change, SourceShape
 
 log = logging.getLogger(__name__)
 
@@ -156,7 +156,7 @@ class SchemaEvolution:
         tables: dict[str, TableSchema | None] = {}
         warnings, newest = [], {}
         for i, s in enumerate(config.sources):
-            shape = _newest_shape(config, s, source) if s.format in TYPED else None
+            shape = newest_shape(config, s, source) if s.format in TYPED else None
             if shape is not None:
                 newest[s.topic] = shape
             declared = s.declared_schema
@@ -400,15 +400,17 @@ def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) ->
 TYPED = frozenset({"debezium", "canal-json"})  # formats whose records type their columns
 
 
-def _newest_shape(
+def newest_shape(
     config: ChangefeedConfig, source: SourceConfig, client: Mapping[str, Any]
 ) -> SourceShape | None:
-    """The columns of the newest changes at a topic's end (None: none there yet).
+    """The columns of the newest change at a topic's end (None: none there yet).
 
-    Of each partition's last change, the one describing the most columns.
+    Newest by the change's own time (its commit), then by when Kafka took it: of the last
+    changes of each partition, counting columns would take an older change's (one with a
+    column dropped since, or a type widened since) as often as the newest's.
     """
     read = _adapter(config, source.topic)
-    shapes = []
+    newest: tuple[tuple[Hlc, int], SourceShape] | None = None
     consumer = range_reader(client, "highwater-schema-start")
     try:
         count = partition_counts(client, [source.topic])[source.topic]
@@ -417,17 +419,29 @@ def _newest_shape(
             low, high = consumer.get_watermark_offsets(
                 TopicPartition(sp.topic, sp.partition), timeout=30
             )
-            found = None
             for message in read_range(consumer, sp, max(low, high - TAIL), high):
-                try:
-                    found = read.shape(message.key(), message.value()) or found
-                except BadRecord:
-                    continue  # not a change it can read: the stream reports it
-            if found is not None:
-                shapes.append(found)
+                found = _timed_shape(read, message.key(), message.value())
+                if found is None:
+                    continue
+                when = (found[0], message.timestamp()[1])
+                if newest is None or when > newest[0]:
+                    newest = (when, found[1])
     finally:
         consumer.close()
-    return max(shapes, key=lambda shape: len(shape.columns)) if shapes else None
+    return None if newest is None else newest[1]
+
+
+def _timed_shape(
+    read: Adapter, key: bytes | None, value: bytes | None
+) -> tuple[Hlc, SourceShape] | None:
+    """A change record's time and shape (None: not a change it can read; the stream reports it)."""
+    try:
+        change, shape = read.decode(key, value), read.shape(key, value)
+    except BadRecord:
+        return None
+    if not isinstance(change, Change) or shape is None:
+        return None
+    return change.ts, shape
 
 
 def _derived_at_start(

@@ -189,3 +189,48 @@ def test_a_column_added_before_the_initial_scan_pauses_it_and_the_chunk_runs_aga
     rows = [m for m in consume_avro(kafka_bootstrap, output, schema_registry_url) if m.key()]
     seen = sorted((m.key()["order_id"], m.value()["after"].get("vip")) for m in rows)
     assert seen == [(1, None), (2, None), (3, True), (4, False)]  # the snapshot, each key once
+
+
+def test_the_source_s_newest_schema_is_its_newest_change_s_not_its_widest(
+    kafka_bootstrap: str, unique_name: Any
+) -> None:
+    """At start, the source's schema is that of its newest change, by commit time.
+
+    Debezium keys rows to partitions, so each partition's last change can predate the table's
+    last ALTER. Partition 0 ends with the newest change (a column dropped since the other's:
+    fewer columns); partition 1 with an older one of more columns, written to Kafka later.
+    Counting columns took the older one (CI's failure of
+    ``test_an_initial_scan_follows_the_schema_change_policy[evolve]``: ``vip`` undeclared).
+    """
+    from pipeline.config import parse_config  # noqa: PLC0415
+    from pipeline.core.evolution import newest_shape  # noqa: PLC0415
+    from pipeline.core.sources.debezium import DebeziumAdapter  # noqa: PLC0415
+    from tests.support.debezium_json import column  # noqa: PLC0415
+    from tests.unit.test_evolution import debezium  # noqa: PLC0415
+
+    source = unique_name("dbz-newest")
+    client = {"bootstrap.servers": kafka_bootstrap}
+    ensure_topics(client, {source: 2})
+    memo, tier = (column("memo", "string"), "m"), (column("tier", "int32"), 5)
+    vip = (column("vip", "boolean"), True)
+    newer, older = debezium(2, vip), debezium(1, memo, tier)  # ts_us: base + id
+    producer = Producer(client)
+    producer.produce(source, value=newer[1], key=newer[0], partition=0)
+    producer.flush()
+    producer.produce(source, value=older[1], key=older[0], partition=1)
+    producer.flush()
+    cfg = parse_config(
+        {
+            "changefeed_id": unique_name("cf"),
+            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "sources": [{"topic": source, "table": "t", "format": "debezium"}],
+            "initial_scan": "no",
+        },
+        env={},
+    )
+    shape = newest_shape(cfg, cfg.sources[0], client)
+    assert shape is not None
+    assert list(shape.columns) == ["id", "note", "vip"]
+    # the control: the older change is the wider, so a rule by width would take it
+    widths = [len(DebeziumAdapter().shape(*r).columns) for r in (newer, older)]  # type: ignore[union-attr]
+    assert widths == [3, 4]
