@@ -17,6 +17,7 @@ keeps each partition's tasks where Spark's Kafka source prefers them).
 from __future__ import annotations
 
 import collections
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -42,6 +43,10 @@ class Drained:
     lost_tasks: int
     records: int  # output records a read_committed reader sees (markers too)
     duplicates: int  # (key, value) pairs seen more than once
+    writing: float  # seconds writing batches (the tasks), summed
+    first_writing: float  # the first batch's (new producers opened: exactly once's fixed cost)
+    median_writing: float  # the median of the others'
+    in_batches: float  # seconds inside foreachBatch (writing, checkpoint, markers), summed
 
     def per_thousand(self, count: int) -> float:
         """``count`` per 1,000 of its batches."""
@@ -109,6 +114,7 @@ def drain(
         )
         return int(sample or 0)
 
+    writes = [w for w, _ in stats.batch_seconds]
     out = read_committed(bootstrap, f"{name}.orders")
     counted = collections.Counter(kv for kv in out if kv[0] is not None)
     return Drained(
@@ -119,6 +125,10 @@ def drain(
         0 if query is None else lost_tasks(spark, query),
         len(out),
         sum(n - 1 for n in counted.values()),
+        sum(writes),
+        writes[0] if writes else 0.0,
+        statistics.median(writes[1:]) if len(writes) > 1 else 0.0,
+        sum(b for _, b in stats.batch_seconds),
     )
 
 
@@ -155,7 +165,10 @@ def delivery_part(spark: Any, bootstrap: str, rows: int, partitions: int, most: 
                 f"transactions {done.committed} committed, {done.aborted} aborted "
                 f"({done.per_thousand(done.aborted):.0f} per 1,000 batches), "
                 f"{done.lost_tasks} lost tasks ({done.per_thousand(done.lost_tasks):.0f} per "
-                f"1,000 batches), {done.records:,} records out, {done.duplicates} duplicates",
+                f"1,000 batches), {done.records:,} records out, {done.duplicates} duplicates; "
+                f"{done.writing:.1f} s writing (the first batch {done.first_writing:.2f} s, the "
+                f"others' median {done.median_writing * 1000:.0f} ms), "
+                f"{done.in_batches:.1f} s in batches",
                 flush=True,
             )
         ratio = runs["at_least_once"].seconds / runs["exactly_once"].seconds

@@ -7,6 +7,7 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.io.UncheckedIOException;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
@@ -18,6 +19,7 @@ import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.InvalidProducerEpochException;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.spark.TaskContext;
@@ -64,6 +66,14 @@ public final class Pieces implements AutoCloseable {
 
     /** The latest committed progress of {@code key} (in {@code slot}), or null. */
     Progress read(String key, int slot) throws IOException;
+
+    /**
+     * Begins {@code producer}'s next transaction with {@code partitions} added ({@link
+     * Priming}); false: nothing begun.
+     */
+    default boolean prime(Producer<byte[], byte[]> producer, Set<TopicPartition> partitions) {
+      return Priming.begin(producer, partitions);
+    }
   }
 
   private final Delivery delivery;
@@ -71,6 +81,7 @@ public final class Pieces implements AutoCloseable {
   private final Kafka kafka;
   private final int slots;
   private final long answerMillis;
+  private final long primedNanos; // a primed transaction older is aborted before use
   private Producers.Held held;
   private Opening opening; // the open piece's new producer, while it opens
   private long first;
@@ -103,15 +114,22 @@ public final class Pieces implements AutoCloseable {
     this.kafka = kafka;
     this.slots = slots;
     this.answerMillis = Sink.deliveryTimeout(config) + 30_000L;
+    // the coordinator times a transaction from its first partition: a piece in a primed one
+    // has the rest of transaction.timeout.ms, at least nine tenths of it
+    this.primedNanos = transactionTimeout(config) * 100_000L;
+  }
+
+  /** The producers' transaction.timeout.ms (Kafka's default where unset). */
+  static long transactionTimeout(Map<String, Object> config) {
+    Object timeout = config.get(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG);
+    return timeout == null ? 60_000L : Long.parseLong(timeout.toString());
   }
 
   /** A task's pieces on the cluster of {@code producer} (Spark's Kafka writer settings). */
   public static Pieces of(Delivery delivery, Map<String, Object> producer) {
     Map<String, Object> config = new HashMap<>(producer);
-    Object timeout = config.get(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG);
     // how long another partition's open transaction may hold a progress read back
-    long transactionTimeout = (timeout == null ? 60_000L : Long.parseLong(timeout.toString()))
-        + 15_000L;
+    long transactionTimeout = transactionTimeout(config) + 15_000L;
     config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
     config.put(ProducerConfig.ACKS_CONFIG, "all");
     // initTransactions always retries once (its InitProducerId waits for the coordinator's
@@ -150,13 +168,41 @@ public final class Pieces implements AutoCloseable {
     this.topic = topic;
     this.partition = partition;
     this.first = first;
-    Producers.Held kept = Producers.reuse(id, delivery.generation);
+    Producers.Held kept = unprimeIfStale(Producers.reuse(id, delivery.generation));
     if (kept != null) {
       decide(kept);
       trial = !skip; // it may have been fenced since its last piece (settle)
     } else {
       String key = Progress.key(delivery.kind, topic, partition);
       opening = Opening.start(() -> open(id, key));
+    }
+  }
+
+  /**
+   * Whether {@code piece}'s partition gets its pieces often enough that the next one likely
+   * comes while a transaction primed now is fresh: primed and then aborted unused, a
+   * transaction costs more than it saves (a slow trigger's partition is not primed).
+   */
+  private boolean steady(Producers.Held piece) {
+    return piece.gap > 0 && piece.gap < primedNanos / 2;
+  }
+
+  /**
+   * {@code kept}, its primed transaction aborted if it was begun so long ago that the piece
+   * would have too little of the transaction's timeout left; null (closed) if the abort
+   * failed: fenced since, or its coordinator aborted it (the piece opens the id anew).
+   */
+  private Producers.Held unprimeIfStale(Producers.Held kept) {
+    if (kept == null || kept.primed == 0 || System.nanoTime() - kept.primed <= primedNanos) {
+      return kept;
+    }
+    kept.primed = 0;
+    try {
+      kept.producer.abortTransaction(); // empty: no piece wrote in it
+      return kept;
+    } catch (KafkaException e) {
+      Producers.release(kept, false);
+      return null;
     }
   }
 
@@ -182,6 +228,9 @@ public final class Pieces implements AutoCloseable {
   /** Write or skip the piece on {@code taken}'s committed progress; stop if a newer run took it. */
   private void decide(Producers.Held taken) throws IOException {
     held = taken;
+    long now = System.nanoTime();
+    held.gap = held.taken == 0 ? 0 : now - held.taken;
+    held.taken = now;
     if (held.committed.generation > delivery.generation) {
       IOException e =
           new IOException(
@@ -243,8 +292,11 @@ public final class Pieces implements AutoCloseable {
     }
     try {
       if (!open) {
-        held.producer.beginTransaction();
-        acks = new Sink.Acks();
+        if (held.primed == 0) {
+          held.producer.beginTransaction();
+        }
+        held.primed = 0;
+        acks = new Sink.Acks(true);
         open = true;
       }
       acks.send(held.producer, record); // raises a failure Kafka reported for an earlier one
@@ -460,6 +512,9 @@ public final class Pieces implements AutoCloseable {
                 count(delivery.committed);
                 answered.await(answerMillis);
                 piece.committed = new Progress(nextOffset, delivery.generation, delivery.scanTime);
+                if (steady(piece) && kafka.prime(piece.producer, answered.partitions())) {
+                  piece.primed = System.nanoTime(); // its next piece's partitions added now
+                }
                 CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
                 TaskFaults.reach("after_commit", task);
                 ok = true;

@@ -27,6 +27,11 @@ final class Producers {
     Progress committed; // set once read, before any task takes it
     boolean inUse;
     long released; // System.nanoTime() when last released
+    // System.nanoTime() when its next transaction was begun, its partitions added (Priming);
+    // 0: none begun
+    long primed;
+    long taken; // System.nanoTime() when a piece last took it (0: none yet)
+    long gap; // from the piece before's taking to the last one's (0: one piece so far)
 
     Held(String id, long generation, Producer<byte[], byte[]> producer) {
       this.id = id;

@@ -4,14 +4,17 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.Iterator;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import org.apache.kafka.clients.producer.Callback;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.spark.api.java.function.ForeachPartitionFunction;
@@ -191,6 +194,16 @@ public final class Sink {
     private long sent; // the task's thread only
     private long answered;
     private volatile Exception failed;
+    private final Set<TopicPartition> partitions; // where Kafka took records (null: not kept)
+
+    public Acks() {
+      this(false);
+    }
+
+    /** {@code keepPartitions}: remember the partitions Kafka took records in ({@link #partitions}). */
+    Acks(boolean keepPartitions) {
+      partitions = keepPartitions ? new HashSet<>() : null;
+    }
 
     /** Sends {@code record}, after raising any failure reported so far. */
     public void send(Producer<byte[], byte[]> kafka, ProducerRecord<byte[], byte[]> record)
@@ -205,8 +218,16 @@ public final class Sink {
       if (e != null && failed == null) {
         failed = e;
       }
+      if (e == null && partitions != null && metadata != null) {
+        partitions.add(new TopicPartition(metadata.topic(), metadata.partition()));
+      }
       answered++;
       notifyAll();
+    }
+
+    /** The partitions Kafka took records in so far (empty unless kept). */
+    synchronized Set<TopicPartition> partitions() {
+      return partitions == null ? Set.of() : new HashSet<>(partitions);
     }
 
     /** The first failure Kafka reported so far, or null. */

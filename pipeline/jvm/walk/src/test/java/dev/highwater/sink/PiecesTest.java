@@ -14,10 +14,12 @@ import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import org.apache.kafka.clients.producer.MockProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.junit.jupiter.api.AfterEach;
@@ -660,6 +662,109 @@ class PiecesTest {
     assertTrue(kept.closed());
     MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
     assertEquals(List.of("out2", "out3", "_progress"), sent(fresh));
+    assertEquals(1, fresh.commitCount());
+  }
+
+  /** A Kafka whose producers are primed as KafkaProducers are: begun, the partitions noted. */
+  static class Priming extends Fake {
+    final List<Set<TopicPartition>> primed = Collections.synchronizedList(new ArrayList<>());
+    final List<String> aborted = Collections.synchronizedList(new ArrayList<>());
+
+    @Override
+    public Producer<byte[], byte[]> open(Map<String, Object> config) {
+      MockProducer<byte[], byte[]> p =
+          new MockProducer<>(true, new ByteArraySerializer(), new ByteArraySerializer()) {
+            @Override
+            public synchronized void abortTransaction() {
+              aborted.add((String) config.get("transactional.id"));
+              super.abortTransaction();
+            }
+          };
+      opened.add(p);
+      ids.add((String) config.get("transactional.id"));
+      return p;
+    }
+
+    @Override
+    public boolean prime(Producer<byte[], byte[]> producer, Set<TopicPartition> partitions) {
+      producer.beginTransaction();
+      primed.add(partitions);
+      return true;
+    }
+  }
+
+  /** {@code n} pieces of src/0, one after the other, each one row. */
+  static void piecesHere(Fake kafka, Map<String, Object> config, int from, int n) throws Exception {
+    for (int k = from; k < from + n; k++) {
+      try (Pieces pieces = new Pieces(DELIVERY, config, kafka, 4)) {
+        pieces.begin("src", 0, k);
+        pieces.send(row(k));
+        pieces.end(k + 1, "5.0000000000", null);
+      }
+    }
+  }
+
+  @Test
+  void a_steady_partitions_committed_producer_begins_the_next_transaction_with_its_partitions()
+      throws Exception {
+    Priming kafka = new Priming();
+    piecesHere(kafka, new HashMap<>(), 0, 1);
+    assertEquals(List.of(), kafka.primed); // one piece: how often they come is not known
+    piecesHere(kafka, new HashMap<>(), 1, 1);
+    MockProducer<byte[], byte[]> kept = kafka.opened.get(0);
+    assertEquals(
+        List.of(Set.of(new TopicPartition("out", 0), new TopicPartition("_progress", 0))),
+        kafka.primed); // as Kafka answered: MockProducer answers partition 0 for every record
+    assertTrue(kept.transactionInFlight()); // begun, nothing in it
+    piecesHere(kafka, new HashMap<>(), 2, 1); // in the primed transaction: no second begin
+    assertEquals(3, kept.commitCount());
+    assertEquals(
+        List.of("out0", "_progress", "out1", "_progress", "out2", "_progress"), sent(kept));
+    assertEquals(List.of(), kafka.aborted);
+    assertEquals(1, kafka.opened.size());
+    assertEquals(2, kafka.primed.size()); // and again for the piece after
+  }
+
+  @Test
+  void a_partition_whose_pieces_come_slowly_is_not_primed() throws Exception {
+    Priming kafka = new Priming();
+    Map<String, Object> config = new HashMap<>(Map.of("transaction.timeout.ms", "100"));
+    piecesHere(kafka, config, 0, 1);
+    Thread.sleep(10); // over half of the tenth of the timeout a primed transaction may wait
+    piecesHere(kafka, config, 1, 1);
+    assertEquals(List.of(), kafka.primed);
+    assertFalse(kafka.opened.get(0).transactionInFlight());
+  }
+
+  @Test
+  void a_transaction_primed_longer_ago_than_a_tenth_of_its_timeout_is_aborted_before_use()
+      throws Exception {
+    Priming kafka = new Priming();
+    Map<String, Object> config = new HashMap<>(Map.of("transaction.timeout.ms", "10000"));
+    piecesHere(kafka, config, 0, 2); // within 0.5 s of each other: primed
+    assertEquals(1, kafka.primed.size());
+    Thread.sleep(1_100); // the piece would have less than nine tenths of the timeout left
+    piecesHere(kafka, config, 2, 1);
+    MockProducer<byte[], byte[]> kept = kafka.opened.get(0);
+    assertEquals(List.of("highwater-cf-rows-src-0"), kafka.aborted); // the empty one
+    assertEquals(3, kept.commitCount());
+    assertEquals(
+        List.of("out0", "_progress", "out1", "_progress", "out2", "_progress"), sent(kept));
+    assertEquals(1, kafka.primed.size()); // not again: its pieces no longer come often
+  }
+
+  @Test
+  void a_primed_producer_fenced_since_is_opened_anew_and_the_piece_commits() throws Exception {
+    Priming kafka = new Priming();
+    piecesHere(kafka, new HashMap<>(), 0, 2);
+    MockProducer<byte[], byte[]> kept = kafka.opened.get(0);
+    assertTrue(kept.transactionInFlight()); // primed
+    kafka.committed.put("rows/src/0", new Progress(5, 2)); // [2, 5) written elsewhere
+    kept.fenceProducer(); // the other executor's initTransactions ended the primed one
+    piecesHere(kafka, new HashMap<>(), 5, 1);
+    assertTrue(kept.closed());
+    MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
+    assertEquals(List.of("out5", "_progress"), sent(fresh));
     assertEquals(1, fresh.commitCount());
   }
 }
