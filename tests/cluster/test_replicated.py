@@ -259,13 +259,22 @@ class SteadyFeed:
         }
 
     def settled(self, run: Supervised, what: str) -> dict[str, int]:
-        """The churn over the next 20 s of a settled run (which has moved on meanwhile)."""
+        """The churn over a settled run's next batches (20 s after it moved on, two at least).
+
+        Counted in whole batches, not seconds: a run's first batch takes 25 - 35 s here (its
+        rows commit early; the batch ends after its bad records' Python loop, whose Python
+        workers start on the executors then), so rows can move on 20 s before its line.
+        """
         since = self.mark()
         self.rows_again(what, run)
         time.sleep(20)
-        run.check()
+
+        def two_batches() -> bool:
+            run.check()
+            return self.churn(since)["batches"] >= 2
+
+        until(f"two batches ended ({what})", two_batches)
         churn = self.churn(since)
-        assert churn["batches"] > 0, churn
         assert {k: v for k, v in churn.items() if k != "batches"} == {
             "aborted": 0,
             "lost tasks": 0,

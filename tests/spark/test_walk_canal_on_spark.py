@@ -8,26 +8,28 @@ the rests it leaves write the bytes the Python loop alone writes, per source par
 order, with the same summaries.
 """
 
-import io
 import json
 from dataclasses import replace
 from typing import Any
 
-from fastavro import parse_schema, schemaless_reader
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan
 from pipeline.core.walk import Walked, walk_plan
-from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from tests.support.canal import tso
 from tests.support.json_text import number, string, text
 from tests.support.tables import CANAL_TABLE
-from tests.support.walk import frame, same_as_the_python_loop
+from tests.support.walk import (
+    AVRO_OPTIONS,
+    avro_encoder,
+    avro_key_partition,
+    frame,
+    same_as_the_python_loop,
+)
 
 SRC = "tidb.shop.orders"
 MS = 1_700_000_000_000
@@ -178,27 +180,12 @@ def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events(
 # Avro output (the table's columns primitive, so the walk writes it): numeric columns into
 # longs and doubles (numbers of every form, big integers: some misfits), text of any
 # characters into strings; every envelope member or a few, key only; both framings.
-AVRO_OPTIONS = [
-    EncoderConfig(format="avro", updated=True, diff=True, mvcc_timestamp=True, key_in_value=True),
-    EncoderConfig(format="avro", topic_in_value=True),
-    EncoderConfig(format="avro", envelope="key_only"),
-]
-
-
 def avro_plan(dlq: str | None, floor: int, options: EncoderConfig, confluent: bool) -> BatchPlan:
-    schemas = OutputSchemas.of(CANAL_TABLE, options)
-    framing = Framing.confluent(1, 2, 3) if confluent else Framing.single_object(schemas)
-    encoder = AvroEncoder(schemas, framing, options, "orders")
+    encoder = avro_encoder(CANAL_TABLE, options, confluent=confluent)
     return replace(plan(dlq, floor, options.diff), encoders={SRC: encoder})
 
 
-_KEY = parse_schema(OutputSchemas.of(CANAL_TABLE, AVRO_OPTIONS[1]).key)
-
-
-def avro_key_partition(key: bytes) -> int:
-    """The source partition an Avro key names (its id), after either framing's header."""
-    header = 5 if key[0] == 0 else 10
-    return int(schemaless_reader(io.BytesIO(key[header:]), _KEY, None)["id"]) // 100_000
+avro_partition = avro_key_partition(CANAL_TABLE, "id", 100_000)
 
 
 @settings(
@@ -222,7 +209,7 @@ def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events_in_avr
     the_plan = avro_plan(dlq, floor, options, confluent)
     assert walk_plan(the_plan) is not None
     records = source_records(partitions)
-    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_key_partition)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_partition)
 
 
 def test_clean_canal_events_are_all_the_walks_in_avro(spark) -> None:
@@ -262,4 +249,4 @@ def test_clean_canal_events_are_all_the_walks_in_avro(spark) -> None:
             result, rests = walked.result()
             assert rests == []
             assert result.partitions[0].emitted == 7
-            same_as_the_python_loop(batch, the_plan, avro_key_partition)
+            same_as_the_python_loop(batch, the_plan, avro_partition)

@@ -22,17 +22,21 @@ from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan
 from pipeline.core.sources.wire import without_logical_types
 from pipeline.core.walk import Walked, walk_plan
-from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from tests.support.debezium_avro import avro_column, avro_envelope
 from tests.support.tables import primitive_table
-from tests.support.walk import frame, same_as_the_python_loop
+from tests.support.walk import (
+    AVRO_OPTIONS,
+    avro_encoder,
+    avro_key_partition,
+    frame,
+    same_as_the_python_loop,
+)
 
 SRC = "pg.public.avro_orders"
 WALL_US = 1_700_000_000_000_000
@@ -301,29 +305,16 @@ TABLE = primitive_table(
         "raw": "string",
     },
 )
-AVRO_OPTIONS = [
-    EncoderConfig(format="avro", updated=True, diff=True, mvcc_timestamp=True, key_in_value=True),
-    EncoderConfig(format="avro", topic_in_value=True),
-    EncoderConfig(format="avro", envelope="key_only"),
-]
 
 
 def avro_plan(
     registry: str, dlq: str | None, floor: int, options: EncoderConfig, confluent: bool
 ) -> BatchPlan:
-    schemas = OutputSchemas.of(TABLE, options)
-    framing = Framing.confluent(1, 2, 3) if confluent else Framing.single_object(schemas)
-    encoder = AvroEncoder(schemas, framing, options, "avro_orders")
+    encoder = avro_encoder(TABLE, options, confluent=confluent)
     return replace(plan(registry, dlq, floor, options.diff), encoders={SRC: encoder})
 
 
-_KEY = fastavro.parse_schema(OutputSchemas.of(TABLE, AVRO_OPTIONS[1]).key)
-
-
-def avro_key_partition(key: bytes) -> int:
-    """The source partition an Avro key names (its p), after either framing's header."""
-    header = 5 if key[0] == 0 else 10
-    return int(fastavro.schemaless_reader(io.BytesIO(key[header:]), _KEY, None)["p"])
+avro_partition = avro_key_partition(TABLE, "p")
 
 
 @settings(
@@ -349,7 +340,7 @@ def test_the_walk_writes_what_the_python_loop_writes_of_debezium_avro_events_in_
     the_plan = avro_plan(schema_registry_url, dlq, floor, options, confluent)
     assert walk_plan(the_plan) is not None
     records = source_records(partitions, schema_ids)
-    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_key_partition)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_partition)
 
 
 def test_clean_events_are_all_the_walks_in_avro(
@@ -377,4 +368,4 @@ def test_clean_events_are_all_the_walks_in_avro(
             assert len(records.collect()) == len(items)
             _, rests = walked.result()
             assert rests == []
-            same_as_the_python_loop(batch, the_plan, avro_key_partition)
+            same_as_the_python_loop(batch, the_plan, avro_partition)

@@ -11,26 +11,28 @@ transaction's places and times.
 """
 
 import base64
-import io
 import json
 from dataclasses import replace
 from typing import Any
 
-from fastavro import parse_schema, schemaless_reader
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan
 from pipeline.core.walk import Walked, walk_plan
-from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from tests.support.debezium_json import column, envelope_schema
 from tests.support.json_text import number, string, text
 from tests.support.tables import primitive_table
-from tests.support.walk import frame, same_as_the_python_loop
+from tests.support.walk import (
+    AVRO_OPTIONS,
+    avro_encoder,
+    avro_key_partition,
+    frame,
+    same_as_the_python_loop,
+)
 
 SRC = "pg.public.orders"
 WALL_US = 1_700_000_000_000_000  # microseconds
@@ -321,27 +323,16 @@ TABLE = primitive_table(
         **dict.fromkeys(("day", "ms", "us", "ns", "tm", "ctm", "z", "j"), "string"),
     },
 )
-AVRO_OPTIONS = [
-    EncoderConfig(format="avro", updated=True, diff=True, mvcc_timestamp=True, key_in_value=True),
-    EncoderConfig(format="avro", topic_in_value=True),
-    EncoderConfig(format="avro", envelope="key_only"),
-]
-_KEY = parse_schema(OutputSchemas.of(TABLE, AVRO_OPTIONS[1]).key)
 
 
 def avro_plan(
     dlq: str | None, floor: int, position: int | None, options: EncoderConfig, confluent: bool
 ) -> BatchPlan:
-    schemas = OutputSchemas.of(TABLE, options)
-    framing = Framing.confluent(1, 2, 3) if confluent else Framing.single_object(schemas)
-    encoder = AvroEncoder(schemas, framing, options, "orders")
+    encoder = avro_encoder(TABLE, options, confluent=confluent)
     return replace(plan(dlq, floor, options.diff, position), encoders={SRC: encoder})
 
 
-def avro_key_partition(key: bytes) -> int:
-    """The source partition an Avro key names (its p), after either framing's header."""
-    header = 5 if key[0] == 0 else 10
-    return int(schemaless_reader(io.BytesIO(key[header:]), _KEY, None)["p"])
+avro_partition = avro_key_partition(TABLE, "p")
 
 
 @settings(
@@ -367,7 +358,7 @@ def test_the_walk_writes_what_the_python_loop_writes_of_debezium_events_in_avro(
     the_plan = avro_plan(dlq, floor, position, options, confluent)
     assert walk_plan(the_plan) is not None
     records = source_records(partitions)
-    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_key_partition)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_partition)
 
 
 def test_clean_debezium_events_are_all_the_walks_in_avro(spark) -> None:
@@ -404,4 +395,4 @@ def test_clean_debezium_events_are_all_the_walks_in_avro(spark) -> None:
             result, rests = walked.result()
             assert rests == []
             assert result.partitions[0].emitted == len(events)
-            same_as_the_python_loop(batch, the_plan, avro_key_partition)
+            same_as_the_python_loop(batch, the_plan, avro_partition)

@@ -6,22 +6,55 @@ it, as ``stream.write_batch`` does; the two must write the same records, per sou
 partition in the same order, with the same summaries.
 """
 
+import io
 import operator
 from collections.abc import Callable
 from functools import reduce
 from typing import Any
 
+from fastavro import parse_schema, schemaless_reader
 from pyspark.sql import Observation
 from pyspark.sql import functions as F
 
+from encoders.avro import AvroEncoder, Framing
+from pipeline.config import EncoderConfig
 from pipeline.core.batch import BatchPlan, BatchResult, kafka_records, read_result
 from pipeline.core.walk import Walked, rest_plan, walk_plan
+from schemas.avro import OutputSchemas
+from schemas.tables import TableSchema
 from tests.support.json_text import exact
 
 SCHEMA = (
     "key binary, value binary, topic string, partition int, offset bigint, "
     "headers array<struct<key: string, value: binary>>"
 )
+
+
+# Avro output in the parity tests of the sources the walk reads: every envelope member or a
+# few, key only (each with Confluent's framing and a single object's)
+AVRO_OPTIONS = [
+    EncoderConfig(format="avro", updated=True, diff=True, mvcc_timestamp=True, key_in_value=True),
+    EncoderConfig(format="avro", topic_in_value=True),
+    EncoderConfig(format="avro", envelope="key_only"),
+]
+
+
+def avro_encoder(table: TableSchema, options: EncoderConfig, *, confluent: bool) -> AvroEncoder:
+    """``table``'s Avro encoder: Confluent's framing (schema ids 1, 2, 3) or a single object's."""
+    schemas = OutputSchemas.of(table, options)
+    framing = Framing.confluent(1, 2, 3) if confluent else Framing.single_object(schemas)
+    return AvroEncoder(schemas, framing, options, table.name)
+
+
+def avro_key_partition(table: TableSchema, field: str, per: int = 1) -> Callable[[bytes], int]:
+    """The source partition an Avro key of ``table`` names (its ``field`` // ``per``)."""
+    key = parse_schema(OutputSchemas.of(table, AVRO_OPTIONS[1]).key)
+
+    def partition(data: bytes) -> int:
+        header = 5 if data[0] == 0 else 10  # Confluent's framing, or a single object's
+        return int(schemaless_reader(io.BytesIO(data[header:]), key, None)[field]) // per
+
+    return partition
 
 
 def frame(spark: Any, records: list[tuple[Any, ...]], partitions: int) -> Any:
