@@ -202,7 +202,7 @@ class PiecesTest {
               pieces.end(11, "5.0000000000", null);
             });
     assertEquals(
-        Pieces.TAKEN
+        Fences.TAKEN
             + ": source partition src/0 was claimed by run generation 3 (this run is generation 2)",
         e.getMessage());
     assertTrue(kafka.opened.get(0).closed());
@@ -270,7 +270,7 @@ class PiecesTest {
     kafka.opened.get(0).fenceProducer(); // another attempt or instance opened the id
     IOException e =
         assertThrows(IOException.class, () -> pieces.end(2, "5.0000000000", null));
-    assertTrue(e.getMessage().startsWith(Pieces.TAKEN + " (or another attempt of this task did"));
+    assertTrue(e.getMessage().startsWith(Fences.TAKEN + " (or another attempt of this task did"));
     assertTrue(e.getMessage().contains("src/0, transactional id highwater-cf-rows-src-0"));
     pieces.close();
     assertFalse(kafka.opened.get(0).transactionCommitted());
@@ -424,7 +424,7 @@ class PiecesTest {
               pieces.end(3, "5.0000000000", null);
             });
     assertEquals(
-        Pieces.TAKEN
+        Fences.TAKEN
             + ": source partition src/0 was claimed by run generation 3 (this run is generation 2)",
         e.getMessage());
     pieces.close();
@@ -447,7 +447,7 @@ class PiecesTest {
     kept.fenceProducer(); // and lost it since: another attempt or instance writes now
     IOException e =
         assertThrows(IOException.class, () -> pieces.end(4, "5.0000000000", null));
-    assertTrue(e.getMessage().startsWith(Pieces.TAKEN + " (or another attempt of this task did"));
+    assertTrue(e.getMessage().startsWith(Fences.TAKEN + " (or another attempt of this task did"));
     pieces.close();
     assertEquals(1, kafka.opened.size()); // not opened anew
     assertTrue(kept.closed());
@@ -639,7 +639,7 @@ class PiecesTest {
     pieces.send(row(1));
     pieces.end(1, "5.0000000000", null); // returns: the commit fails on its own thread
     IOException failed = assertThrows(IOException.class, pieces::awaitCommits);
-    assertTrue(failed.getMessage().contains(Pieces.TAKEN), failed.getMessage());
+    assertTrue(failed.getMessage().contains(Fences.TAKEN), failed.getMessage());
     assertTrue(failed.getMessage().contains("src/0"), failed.getMessage());
     pieces.close(); // nothing left to wait for
     assertTrue(kafka.opened.get(0).closed()); // a failed piece's producer is not kept
