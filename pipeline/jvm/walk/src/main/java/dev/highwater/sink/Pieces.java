@@ -4,6 +4,7 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -25,9 +26,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>{@link #begin} takes the partition's transactional producer (kept per executor between
  * batches; a new one's {@code initTransactions} fences every other holder of the id and ends
- * its open transaction; it opens while the piece's first records wait: {@link Opening}) and,
- * once it is there,
- * decides <b>write or skip</b>: a piece whose first offset is below
+ * its open transaction; it opens while the piece's first records wait: {@link Opening}, and a
+ * piece that ends before it is there is finished once it is, while the task goes on to its
+ * next piece, whose producer opens side by side) and, once it is there, decides <b>write or
+ * skip</b>: a piece whose first offset is below
  * the committed next offset was committed already (an earlier attempt of this task), so its
  * rows are walked again for the summary but not sent; a progress record of a newer generation
  * means a newer instance claimed the partition, and this one stops. A piece with no row
@@ -82,6 +84,21 @@ public final class Pieces implements AutoCloseable {
   private Sink.Acks acks;
   private final Trial trial = new Trial(); // a kept producer's piece, until Kafka took a record
   private final Commits commits; // pieces ended, their commits under way on other threads
+  // pieces ended while their new producers were still opening, in order: each is sent and
+  // committed once its producer is there, so a task's first pieces open their producers
+  // side by side rather than one after the other
+  private final ArrayDeque<Ended> ended = new ArrayDeque<>();
+  private long endedBytes; // their records held in memory
+
+  /** A piece ended before its producer opened: all {@link #end} needs once it is there. */
+  private record Ended(
+      String topic,
+      int partition,
+      long first,
+      Opening opening,
+      long nextOffset,
+      String resolved,
+      JsonNode position) {}
 
   Pieces(Delivery delivery, Map<String, Object> config, Kafka kafka, int slots) {
     this.delivery = delivery;
@@ -140,6 +157,7 @@ public final class Pieces implements AutoCloseable {
       throw new IllegalStateException("piece of " + this.topic + "/" + this.partition + " open");
     }
     String id = delivery.transactionalId(topic, partition);
+    finishEnded(id, false); // those whose producers are there; one of the same id, waited for
     awaitCommit(id); // a piece of the same id ended in this task: its producer, once committed
     this.topic = topic;
     this.partition = partition;
@@ -377,6 +395,44 @@ public final class Pieces implements AutoCloseable {
    */
   public void end(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
+    if (opening != null && !opening.done()) { // finished once the producer is there
+      ended.add(new Ended(topic, partition, first, opening, nextOffset, resolved, position));
+      endedBytes += opening.bytes();
+      opening = null;
+      while (endedBytes > Opening.WAITING_BYTES) {
+        finish(ended.poll()); // too much held: the oldest waits for its producer now
+      }
+      return;
+    }
+    endNow(nextOffset, resolved, position);
+  }
+
+  /**
+   * The pieces that ended before their producers opened, sent and committed: those whose
+   * producers are there, and those of {@code id} (waited for); {@code all}: every one.
+   */
+  private void finishEnded(String id, boolean all) throws IOException, InterruptedException {
+    for (Ended e : List.copyOf(ended)) {
+      boolean same = delivery.transactionalId(e.topic(), e.partition()).equals(id);
+      if (all || same || e.opening().done()) {
+        ended.remove(e);
+        finish(e);
+      }
+    }
+  }
+
+  /** {@code e} sent and its commit started, its producer waited for (no piece open). */
+  private void finish(Ended e) throws IOException, InterruptedException {
+    endedBytes -= e.opening().bytes();
+    topic = e.topic();
+    partition = e.partition();
+    first = e.first();
+    opening = e.opening();
+    endNow(e.nextOffset(), e.resolved(), e.position());
+  }
+
+  private void endNow(long nextOffset, String resolved, JsonNode position)
+      throws IOException, InterruptedException {
     ready(true);
     settle(false); // a kept producer: Kafka took a record under it already, or found it fenced
     try {
@@ -466,6 +522,12 @@ public final class Pieces implements AutoCloseable {
    */
   public void awaitCommits() throws IOException, InterruptedException {
     IOException first = null;
+    try {
+      finishEnded(null, true);
+    } catch (IOException e) {
+      first = e;
+      cancelEnded();
+    }
     while (!commits.isEmpty()) {
       try {
         Redo again = commits.awaitFirst();
@@ -509,9 +571,10 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
-   * Ends the task's use: waits for the commits under way (one that failed fails the task:
-   * thrown, or suppressed by the failure already thrown), and an open piece's transaction is
-   * aborted (a failed task's).
+   * Ends the task's use: an open piece's transaction is aborted (a failed task's); the pieces
+   * that ended before their producers opened are sent and committed (they are whole, as every
+   * ended piece is), and every commit under way waited for (one that failed fails the task:
+   * thrown, or suppressed by the failure already thrown).
    */
   @Override
   public void close() {
@@ -526,6 +589,7 @@ public final class Pieces implements AutoCloseable {
       uncommitted = new UncheckedIOException(new IOException("interrupted while committing", e));
     }
     abortOpen(); // a piece written again that failed
+    cancelEnded(); // pieces not finished: the task was interrupted
     if (uncommitted != null) {
       throw uncommitted;
     }
@@ -550,6 +614,13 @@ public final class Pieces implements AutoCloseable {
     }
     Producers.release(held, false);
     held = null;
+  }
+
+  /** The pieces ended before their producers opened, not sent: a failed task's. */
+  private void cancelEnded() {
+    ended.forEach(e -> e.opening().cancel());
+    ended.clear();
+    endedBytes = 0;
   }
 
   /** The open piece's transaction ended without its commit: counted as aborted. */
