@@ -148,4 +148,13 @@ public final class Delivery implements Serializable {
     }
     return value;
   }
+
+  /** One more (a Spark accumulator's add is not atomic: commits end on their own threads). */
+  static void add(LongAccumulator counter) {
+    if (counter != null) {
+      synchronized (counter) {
+        counter.add(1);
+      }
+    }
+  }
 }

@@ -44,6 +44,11 @@ final class Opening {
     return future.isDone();
   }
 
+  /** The records' bytes held. */
+  long bytes() {
+    return waitingBytes;
+  }
+
   /** Whether the records waiting reached {@link #WAITING_BYTES}: time to wait for it. */
   boolean full() {
     return waitingBytes >= WAITING_BYTES;
@@ -92,6 +97,7 @@ final class Opening {
   /** A failed task's opening: its producer is closed once it is open. */
   void cancel() {
     waiting.clear();
+    waitingBytes = 0;
     future.whenComplete(
         (opened, e) -> {
           if (opened != null) {

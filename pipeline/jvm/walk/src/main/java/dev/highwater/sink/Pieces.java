@@ -2,28 +2,20 @@ package dev.highwater.sink;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayList;
+import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.io.UncheckedIOException;
 import java.util.concurrent.CompletionException;
-import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.Producer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.KafkaException;
 import org.apache.kafka.common.TopicPartition;
-import org.apache.kafka.common.errors.InvalidProducerEpochException;
-import org.apache.kafka.common.errors.ProducerFencedException;
-import org.apache.spark.TaskContext;
-import org.apache.spark.util.LongAccumulator;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
@@ -34,9 +26,10 @@ import org.slf4j.LoggerFactory;
  *
  * <p>{@link #begin} takes the partition's transactional producer (kept per executor between
  * batches; a new one's {@code initTransactions} fences every other holder of the id and ends
- * its open transaction; it opens while the piece's first records wait: {@link Opening}) and,
- * once it is there,
- * decides <b>write or skip</b>: a piece whose first offset is below
+ * its open transaction; it opens while the piece's first records wait: {@link Opening}, and a
+ * piece that ends before it is there is finished once it is, while the task goes on to its
+ * next piece, whose producer opens side by side) and, once it is there, decides <b>write or
+ * skip</b>: a piece whose first offset is below
  * the committed next offset was committed already (an earlier attempt of this task), so its
  * rows are walked again for the summary but not sent; a progress record of a newer generation
  * means a newer instance claimed the partition, and this one stops. A piece with no row
@@ -57,7 +50,6 @@ import org.slf4j.LoggerFactory;
  * took a record (a newer instance, or another attempt writing now) fails the task.
  */
 public final class Pieces implements AutoCloseable {
-  static final String TAKEN = "another instance of this changefeed took over its writes";
   private static final Logger LOG = LoggerFactory.getLogger(Pieces.class);
 
   /** Where producers and committed progress come from (Kafka; tests give their own). */
@@ -90,23 +82,23 @@ public final class Pieces implements AutoCloseable {
   private boolean skip;
   private boolean open;
   private Sink.Acks acks;
-  // a kept producer's piece before Kafka took one of its records: they are kept to send again
-  private boolean trial;
-  private List<ProducerRecord<byte[], byte[]>> tried = new ArrayList<>();
-  private long triedBytes;
-  // pieces ended, their commits under way on another thread; the task waits for them at close
-  private final List<Committing> committing = new ArrayList<>();
+  private final Trial trial = new Trial(); // a kept producer's piece, until Kafka took a record
+  private final Commits commits; // pieces ended, their commits under way on other threads
+  // pieces ended while their new producers were still opening, in order: each is sent and
+  // committed once its producer is there, so a task's first pieces open their producers
+  // side by side rather than one after the other
+  private final ArrayDeque<Ended> ended = new ArrayDeque<>();
+  private long endedBytes; // their records held in memory
 
-  /** A piece's commit under way: its producer's id, and the commit's end. */
-  private record Committing(String id, String where, Future<Boolean> done, Redo again) {}
-
-  private static final ExecutorService COMMITTER =
-      Executors.newCachedThreadPool(
-          work -> {
-            Thread t = new Thread(work, "highwater-commit");
-            t.setDaemon(true);
-            return t;
-          });
+  /** A piece ended before its producer opened: all {@link #end} needs once it is there. */
+  private record Ended(
+      String topic,
+      int partition,
+      long first,
+      Opening opening,
+      long nextOffset,
+      String resolved,
+      JsonNode position) {}
 
   Pieces(Delivery delivery, Map<String, Object> config, Kafka kafka, int slots) {
     this.delivery = delivery;
@@ -117,6 +109,7 @@ public final class Pieces implements AutoCloseable {
     // the coordinator times a transaction from its first partition: a piece in a primed one
     // has the rest of transaction.timeout.ms, at least nine tenths of it
     this.primedNanos = transactionTimeout(config) * 100_000L;
+    this.commits = new Commits(delivery, kafka, answerMillis, primedNanos);
   }
 
   /** The producers' transaction.timeout.ms (Kafka's default where unset). */
@@ -164,6 +157,7 @@ public final class Pieces implements AutoCloseable {
       throw new IllegalStateException("piece of " + this.topic + "/" + this.partition + " open");
     }
     String id = delivery.transactionalId(topic, partition);
+    finishEnded(id, false); // those whose producers are there; one of the same id, waited for
     awaitCommit(id); // a piece of the same id ended in this task: its producer, once committed
     this.topic = topic;
     this.partition = partition;
@@ -171,20 +165,11 @@ public final class Pieces implements AutoCloseable {
     Producers.Held kept = unprimeIfStale(Producers.reuse(id, delivery.generation));
     if (kept != null) {
       decide(kept);
-      trial = !skip; // it may have been fenced since its last piece (settle)
+      trial.start(!skip); // it may have been fenced since its last piece (settle)
     } else {
       String key = Progress.key(delivery.kind, topic, partition);
       opening = Opening.start(() -> open(id, key));
     }
-  }
-
-  /**
-   * Whether {@code piece}'s partition gets its pieces often enough that the next one likely
-   * comes while a transaction primed now is fresh: primed and then aborted unused, a
-   * transaction costs more than it saves (a slow trigger's partition is not primed).
-   */
-  private boolean steady(Producers.Held piece) {
-    return piece.gap > 0 && piece.gap < primedNanos / 2;
   }
 
   /**
@@ -234,7 +219,7 @@ public final class Pieces implements AutoCloseable {
     if (held.committed.generation > delivery.generation) {
       IOException e =
           new IOException(
-              TAKEN
+              Fences.TAKEN
                   + ": source partition "
                   + where()
                   + " was claimed by run generation "
@@ -286,9 +271,8 @@ public final class Pieces implements AutoCloseable {
     if (skip) {
       return;
     }
-    if (trial) {
-      tried.add(record);
-      triedBytes += Opening.size(record);
+    if (trial.on()) {
+      trial.add(record);
     }
     try {
       if (!open) {
@@ -301,14 +285,14 @@ public final class Pieces implements AutoCloseable {
       }
       acks.send(held.producer, record); // raises a failure Kafka reported for an earlier one
     } catch (KafkaException | IOException e) {
-      if (trial && fenced(e)) {
+      if (trial.on() && Fences.fenced(e)) {
         reopen();
         return;
       }
       throw e instanceof KafkaException k ? failed(k) : (IOException) e;
     }
-    if (trial) {
-      settle(triedBytes >= Opening.WAITING_BYTES);
+    if (trial.on()) {
+      settle(trial.full());
     }
   }
 
@@ -318,7 +302,7 @@ public final class Pieces implements AutoCloseable {
    * opened anew ({@link #reopen}). {@code wait}: waits for Kafka's first answer.
    */
   private void settle(boolean wait) throws IOException {
-    if (!trial || !open) {
+    if (!trial.on() || !open) {
       return;
     }
     try {
@@ -327,7 +311,7 @@ public final class Pieces implements AutoCloseable {
         acks.awaitFirst(answerMillis);
       }
     } catch (KafkaException e) {
-      if (!fenced(e)) {
+      if (!Fences.fenced(e)) {
         throw failed(e);
       }
     } catch (InterruptedException e) {
@@ -335,12 +319,10 @@ public final class Pieces implements AutoCloseable {
       throw new IOException("interrupted while writing the piece of " + where(), e);
     }
     Exception e = acks.failure();
-    if (e != null && fenced(e)) {
+    if (e != null && Fences.fenced(e)) {
       reopen();
     } else if (e == null && acks.tookOne()) {
-      trial = false;
-      tried = new ArrayList<>();
-      triedBytes = 0;
+      trial.end();
     } // another failure: raised by the next send, or by end
   }
 
@@ -351,12 +333,9 @@ public final class Pieces implements AutoCloseable {
    */
   private void reopen() throws IOException {
     Producers.Held fenced = held;
-    List<ProducerRecord<byte[], byte[]>> again = tried;
+    List<ProducerRecord<byte[], byte[]>> again = trial.end();
     held = null;
     open = false; // its transaction never reached the coordinator: nothing to abort
-    trial = false;
-    tried = new ArrayList<>();
-    triedBytes = 0;
     Producers.release(fenced, false);
     openAgain(fenced.id);
     for (ProducerRecord<byte[], byte[]> record : again) {
@@ -371,7 +350,7 @@ public final class Pieces implements AutoCloseable {
             + " partition's task ran on another executor since); opening it anew",
         where(),
         id);
-    count(delivery.reopened);
+    Delivery.add(delivery.reopened);
     Producers.Held fresh;
     try {
       fresh = open(id, Progress.key(delivery.kind, topic, partition));
@@ -388,7 +367,7 @@ public final class Pieces implements AutoCloseable {
    * A piece sent under a kept producer that Kafka found fenced before it took any of the piece
    * (its commit thread saw so): everything to write it again under the id opened anew.
    */
-  private record Redo(
+  record Redo(
       String topic,
       int partition,
       long first,
@@ -415,6 +394,44 @@ public final class Pieces implements AutoCloseable {
    * The tests' kills of the job ({@link CrashPoints}) are on either side of the commit.
    */
   public void end(long nextOffset, String resolved, JsonNode position)
+      throws IOException, InterruptedException {
+    if (opening != null && !opening.done()) { // finished once the producer is there
+      ended.add(new Ended(topic, partition, first, opening, nextOffset, resolved, position));
+      endedBytes += opening.bytes();
+      opening = null;
+      while (endedBytes > Opening.WAITING_BYTES) {
+        finish(ended.poll()); // too much held: the oldest waits for its producer now
+      }
+      return;
+    }
+    endNow(nextOffset, resolved, position);
+  }
+
+  /**
+   * The pieces that ended before their producers opened, sent and committed: those whose
+   * producers are there, and those of {@code id} (waited for); {@code all}: every one.
+   */
+  private void finishEnded(String id, boolean all) throws IOException, InterruptedException {
+    for (Ended e : List.copyOf(ended)) {
+      boolean same = delivery.transactionalId(e.topic(), e.partition()).equals(id);
+      if (all || same || e.opening().done()) {
+        ended.remove(e);
+        finish(e);
+      }
+    }
+  }
+
+  /** {@code e} sent and its commit started, its producer waited for (no piece open). */
+  private void finish(Ended e) throws IOException, InterruptedException {
+    endedBytes -= e.opening().bytes();
+    topic = e.topic();
+    partition = e.partition();
+    first = e.first();
+    opening = e.opening();
+    endNow(e.nextOffset(), e.resolved(), e.position());
+  }
+
+  private void endNow(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
     ready(true);
     settle(false); // a kept producer: Kafka took a record under it already, or found it fenced
@@ -448,13 +465,13 @@ public final class Pieces implements AutoCloseable {
           CrashPoints.reach(CrashPoints.IN_TRANSACTION);
         }
         Redo again = null;
-        if (trial) { // its commit thread waits for Kafka's first answer: fenced, it comes back
-          again = new Redo(topic, partition, first, tried, nextOffset, resolved, position);
-          trial = false;
-          tried = new ArrayList<>();
-          triedBytes = 0;
+        if (trial.on()) { // its commit thread waits for Kafka's first answer: fenced, it comes back
+          again = new Redo(topic, partition, first, trial.end(), nextOffset, resolved, position);
         }
-        commitLater(nextOffset, again);
+        commits.start(held, acks, where(), nextOffset, again);
+        held = null;
+        open = false;
+        acks = null;
         return;
       }
     } catch (KafkaException e) {
@@ -474,7 +491,7 @@ public final class Pieces implements AutoCloseable {
       acks.send(held.producer, progress);
       return true;
     } catch (KafkaException | IOException e) {
-      if (!(trial && fenced(e) && !acks.tookOne())) {
+      if (!(trial.on() && Fences.fenced(e) && !acks.tookOne())) {
         throw e instanceof KafkaException k ? failed(k) : (IOException) e;
       }
     }
@@ -487,91 +504,16 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
-   * The open piece's commit, on another thread: the task goes on to its next piece (another
-   * partition's producer) while the coordinator writes this one's, and waits for every commit
-   * before it ends ({@link #close}), so a task reports success only with its pieces committed.
-   */
-  private void commitLater(long nextOffset, Redo again) {
-    Producers.Held piece = held;
-    Sink.Acks answered = acks;
-    String at = where();
-    TaskContext task = TaskContext.get(); // the fault points' (a thread-local of the task's)
-    held = null;
-    open = false;
-    acks = null;
-    Future<Boolean> done =
-        COMMITTER.submit(
-            () -> {
-              boolean ok = false;
-              try {
-                if (again != null && fencedOnTrial(piece, answered)) {
-                  return false; // never reached the coordinator: nothing to abort; written again
-                }
-                TaskFaults.reach("slow_commit", task);
-                piece.producer.commitTransaction();
-                count(delivery.committed);
-                answered.await(answerMillis);
-                piece.committed = new Progress(nextOffset, delivery.generation, delivery.scanTime);
-                if (steady(piece) && kafka.prime(piece.producer, answered.partitions())) {
-                  piece.primed = System.nanoTime(); // its next piece's partitions added now
-                }
-                CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
-                TaskFaults.reach("after_commit", task);
-                ok = true;
-                return true;
-              } catch (KafkaException e) {
-                try {
-                  piece.producer.abortTransaction();
-                } catch (RuntimeException gone) {
-                  // fenced or broken: closing the producer is what is left
-                }
-                count(delivery.aborted);
-                throw failed(e, at, piece.id);
-              } finally {
-                Producers.release(piece, ok);
-              }
-            });
-    committing.add(new Committing(piece.id, at, done, again));
-  }
-
-  /**
-   * A kept producer's trial, on its commit thread: whether Kafka's first answer to the piece
-   * was a fence (another executor opened the id since this one's last piece). A fence once
-   * Kafka took a record is another attempt writing now: the commit fails, and the task.
-   */
-  private boolean fencedOnTrial(Producers.Held piece, Sink.Acks answered)
-      throws InterruptedException {
-    try {
-      piece.producer.flush();
-      answered.awaitFirst(answerMillis);
-    } catch (KafkaException | IOException e) {
-      if (!fenced(e)) {
-        return false; // the commit meets it, and fails
-      }
-    }
-    Exception e = answered.failure();
-    return e != null && fenced(e) && !answered.tookOne();
-  }
-
-  /**
    * Waits for the commits under way of {@code id}'s producer (no piece open): one fenced on
    * its trial is written again here first; a failure is thrown.
    */
   private void awaitCommit(String id) throws IOException, InterruptedException {
-    for (Committing c = pending(id); c != null; c = pending(id)) {
-      if (!await(c)) {
-        redo(c.again());
+    while (commits.pending(id)) {
+      Redo again = commits.await(id);
+      if (again != null) {
+        redo(again);
       }
     }
-  }
-
-  private Committing pending(String id) {
-    for (Committing c : committing) {
-      if (c.id().equals(id)) {
-        return c;
-      }
-    }
-    return null;
   }
 
   /**
@@ -580,11 +522,17 @@ public final class Pieces implements AutoCloseable {
    */
   public void awaitCommits() throws IOException, InterruptedException {
     IOException first = null;
-    while (!committing.isEmpty()) {
-      Committing c = committing.get(0);
+    try {
+      finishEnded(null, true);
+    } catch (IOException e) {
+      first = e;
+      cancelEnded();
+    }
+    while (!commits.isEmpty()) {
       try {
-        if (!await(c) && first == null) {
-          redo(c.again());
+        Redo again = commits.awaitFirst();
+        if (again != null && first == null) {
+          redo(again);
         }
       } catch (IOException e) {
         first = first == null ? e : first;
@@ -595,26 +543,6 @@ public final class Pieces implements AutoCloseable {
     }
   }
 
-  /** Whether {@code c} committed (false: fenced on its trial, to write again); or its failure. */
-  private boolean await(Committing c) throws IOException, InterruptedException {
-    committing.remove(c);
-    try {
-      return c.done().get();
-    } catch (ExecutionException e) {
-      Throwable cause = e.getCause();
-      if (cause instanceof IOException io) {
-        throw io;
-      }
-      if (cause instanceof RuntimeException r) {
-        throw r;
-      }
-      if (cause instanceof Error err) {
-        throw err;
-      }
-      throw new IOException("committing the piece of " + c.where() + " failed: " + cause, cause);
-    }
-  }
-
   /**
    * The piece is not done (an initial scan's chunk that met what stops the run: a bad record
    * with nowhere to divert it, a row its output schema cannot hold): its transaction is
@@ -622,17 +550,15 @@ public final class Pieces implements AutoCloseable {
    */
   public void abandon() throws IOException {
     ready(true);
-    boolean wasTrial = trial;
-    trial = false;
-    tried = new ArrayList<>();
-    triedBytes = 0;
+    boolean wasTrial = trial.on();
+    trial.end();
     try {
       if (open) {
         held.producer.abortTransaction();
         aborted();
       }
     } catch (KafkaException e) {
-      if (!(wasTrial && fenced(e))) {
+      if (!(wasTrial && Fences.fenced(e))) {
         throw failed(e);
       }
       aborted(); // fenced before Kafka took any of it: nothing written; the producer is closed
@@ -645,9 +571,10 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
-   * Ends the task's use: waits for the commits under way (one that failed fails the task:
-   * thrown, or suppressed by the failure already thrown), and an open piece's transaction is
-   * aborted (a failed task's).
+   * Ends the task's use: an open piece's transaction is aborted (a failed task's); the pieces
+   * that ended before their producers opened are sent and committed (they are whole, as every
+   * ended piece is), and every commit under way waited for (one that failed fails the task:
+   * thrown, or suppressed by the failure already thrown).
    */
   @Override
   public void close() {
@@ -662,15 +589,14 @@ public final class Pieces implements AutoCloseable {
       uncommitted = new UncheckedIOException(new IOException("interrupted while committing", e));
     }
     abortOpen(); // a piece written again that failed
+    cancelEnded(); // pieces not finished: the task was interrupted
     if (uncommitted != null) {
       throw uncommitted;
     }
   }
 
   private void abortOpen() {
-    trial = false;
-    tried = new ArrayList<>();
-    triedBytes = 0;
+    trial.end();
     if (opening != null) { // a failed task's producer still opening: closed once it is open
       opening.cancel();
       opening = null;
@@ -690,48 +616,21 @@ public final class Pieces implements AutoCloseable {
     held = null;
   }
 
+  /** The pieces ended before their producers opened, not sent: a failed task's. */
+  private void cancelEnded() {
+    ended.forEach(e -> e.opening().cancel());
+    ended.clear();
+    endedBytes = 0;
+  }
+
   /** The open piece's transaction ended without its commit: counted as aborted. */
   private void aborted() {
     open = false;
-    count(delivery.aborted);
-  }
-
-  /** One more (a Spark accumulator's add is not atomic: commits end on their own threads). */
-  private static void count(LongAccumulator counter) {
-    if (counter != null) {
-      synchronized (counter) {
-        counter.add(1);
-      }
-    }
+    Delivery.add(delivery.aborted);
   }
 
   private IOException failed(KafkaException e) {
-    return failed(e, where(), held.id);
-  }
-
-  private static IOException failed(KafkaException e, String where, String id) {
-    if (fenced(e)) {
-      return new IOException(
-          TAKEN
-              + " (or another attempt of this task did, or the transaction outlived"
-              + " transaction.timeout.ms and its coordinator aborted it): source partition "
-              + where
-              + ", transactional id "
-              + id
-              + ": "
-              + e,
-          e);
-    }
-    return new IOException("writing to Kafka failed: " + e, e);
-  }
-
-  private static boolean fenced(Throwable e) {
-    for (Throwable t = e; t != null; t = t.getCause()) {
-      if (t instanceof ProducerFencedException || t instanceof InvalidProducerEpochException) {
-        return true;
-      }
-    }
-    return false;
+    return Fences.failed(e, where(), held.id);
   }
 
   private String where() {

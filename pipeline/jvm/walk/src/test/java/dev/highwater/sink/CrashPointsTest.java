@@ -79,8 +79,13 @@ class CrashPointsTest {
       pieces.begin("src", 1, 0);
       pieces.send(PiecesTest.row(2));
       pieces.send(PiecesTest.row(3));
-      Killed killed =
-          assertThrows(Killed.class, () -> pieces.end(2, "5.0000000000", null)); // the second
+      Killed killed = // the second (a new producer's piece may end before it opened: finished
+          assertThrows( // once it is there, at the latest when the task waits for its commits)
+              Killed.class,
+              () -> {
+                pieces.end(2, "5.0000000000", null);
+                pieces.awaitCommits();
+              });
       assertEquals("crash point in_transaction:2: SIGKILL", killed.getMessage());
       MockProducer<byte[], byte[]> p = kafka.opened.get(1);
       assertTrue(p.flushed()); // every record sent was answered: on the broker

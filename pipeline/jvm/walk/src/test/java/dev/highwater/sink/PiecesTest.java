@@ -199,10 +199,11 @@ class PiecesTest {
             IOException.class,
             () -> {
               pieces.send(row(1));
-              pieces.end(11, "5.0000000000", null);
+              pieces.end(11, "5.0000000000", null); // (or once its producer opened)
+              pieces.awaitCommits();
             });
     assertEquals(
-        Pieces.TAKEN
+        Fences.TAKEN
             + ": source partition src/0 was claimed by run generation 3 (this run is generation 2)",
         e.getMessage());
     assertTrue(kafka.opened.get(0).closed());
@@ -270,7 +271,7 @@ class PiecesTest {
     kafka.opened.get(0).fenceProducer(); // another attempt or instance opened the id
     IOException e =
         assertThrows(IOException.class, () -> pieces.end(2, "5.0000000000", null));
-    assertTrue(e.getMessage().startsWith(Pieces.TAKEN + " (or another attempt of this task did"));
+    assertTrue(e.getMessage().startsWith(Fences.TAKEN + " (or another attempt of this task did"));
     assertTrue(e.getMessage().contains("src/0, transactional id highwater-cf-rows-src-0"));
     pieces.close();
     assertFalse(kafka.opened.get(0).transactionCommitted());
@@ -424,7 +425,7 @@ class PiecesTest {
               pieces.end(3, "5.0000000000", null);
             });
     assertEquals(
-        Pieces.TAKEN
+        Fences.TAKEN
             + ": source partition src/0 was claimed by run generation 3 (this run is generation 2)",
         e.getMessage());
     pieces.close();
@@ -447,7 +448,7 @@ class PiecesTest {
     kept.fenceProducer(); // and lost it since: another attempt or instance writes now
     IOException e =
         assertThrows(IOException.class, () -> pieces.end(4, "5.0000000000", null));
-    assertTrue(e.getMessage().startsWith(Pieces.TAKEN + " (or another attempt of this task did"));
+    assertTrue(e.getMessage().startsWith(Fences.TAKEN + " (or another attempt of this task did"));
     pieces.close();
     assertEquals(1, kafka.opened.size()); // not opened anew
     assertTrue(kept.closed());
@@ -639,7 +640,7 @@ class PiecesTest {
     pieces.send(row(1));
     pieces.end(1, "5.0000000000", null); // returns: the commit fails on its own thread
     IOException failed = assertThrows(IOException.class, pieces::awaitCommits);
-    assertTrue(failed.getMessage().contains(Pieces.TAKEN), failed.getMessage());
+    assertTrue(failed.getMessage().contains(Fences.TAKEN), failed.getMessage());
     assertTrue(failed.getMessage().contains("src/0"), failed.getMessage());
     pieces.close(); // nothing left to wait for
     assertTrue(kafka.opened.get(0).closed()); // a failed piece's producer is not kept
@@ -766,5 +767,114 @@ class PiecesTest {
     MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
     assertEquals(List.of("out5", "_progress"), sent(fresh));
     assertEquals(1, fresh.commitCount());
+  }
+
+  /** Progress reads that wait for their partition's gate (the opening of each producer). */
+  static final class Gated extends Fake {
+    final Map<String, CountDownLatch> gates = new HashMap<>();
+
+    Gated(String... keys) {
+      for (String key : keys) {
+        gates.put(key, new CountDownLatch(1));
+      }
+    }
+
+    @Override
+    public Progress read(String key, int slot) {
+      try {
+        gates.get(key).await();
+      } catch (InterruptedException e) {
+        throw new IllegalStateException(e);
+      }
+      synchronized (this) {
+        return super.read(key, slot);
+      }
+    }
+
+    MockProducer<byte[], byte[]> of(int partition) {
+      return opened.get(ids.indexOf("highwater-cf-rows-src-" + partition));
+    }
+
+    void waitForOpened(int n) throws InterruptedException {
+      for (int k = 0; k < 500 && opened.size() < n; k++) {
+        Thread.sleep(10);
+      }
+    }
+  }
+
+  @Test
+  void a_tasks_new_producers_open_side_by_side_and_each_piece_commits_once_its_is_there()
+      throws Exception {
+    Gated kafka = new Gated("rows/src/0", "rows/src/1", "rows/src/2");
+    try (Pieces pieces = pieces(kafka)) {
+      for (int p = 0; p < 3; p++) {
+        pieces.begin("src", p, 0);
+        pieces.send(row(p));
+        pieces.end(1, "5.0000000000", null); // its producer still opening: ended all the same
+      }
+      kafka.waitForOpened(3);
+      assertEquals(3, kafka.opened.size()); // all three opening at once
+      kafka.gates.values().forEach(CountDownLatch::countDown);
+    }
+    for (int p = 0; p < 3; p++) {
+      MockProducer<byte[], byte[]> producer = kafka.of(p);
+      assertEquals(List.of("out" + p, "_progress"), sent(producer));
+      assertEquals(1, producer.commitCount());
+    }
+  }
+
+  @Test
+  void pieces_ended_before_their_producers_opened_hold_at_most_a_pieces_bytes_in_memory()
+      throws Exception {
+    Gated kafka = new Gated("rows/src/0", "rows/src/1");
+    byte[] big = new byte[10 << 20];
+    Thread opens =
+        new Thread(
+            () -> {
+              try {
+                Thread.sleep(200);
+              } catch (InterruptedException e) {
+                return;
+              }
+              kafka.gates.get("rows/src/0").countDown();
+            });
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 0);
+      pieces.send(new ProducerRecord<>("out", new byte[] {0}, big));
+      pieces.end(1, "5.0000000000", null); // 10 MB held
+      pieces.begin("src", 1, 0);
+      pieces.send(new ProducerRecord<>("out", new byte[] {1}, big));
+      opens.start();
+      pieces.end(1, "5.0000000000", null); // 20 MB: the first waits for its producer now
+      assertEquals(1, kafka.reads); // src/0's progress read: its piece sent
+      kafka.gates.get("rows/src/1").countDown();
+    }
+    opens.join();
+    assertEquals(1, kafka.of(0).commitCount());
+    assertEquals(1, kafka.of(1).commitCount());
+  }
+
+  @Test
+  void a_failed_tasks_pieces_still_opening_are_not_sent_and_their_producers_not_kept()
+      throws Exception {
+    Gated kafka = new Gated("rows/src/0", "rows/src/1");
+    Pieces pieces = pieces(kafka);
+    pieces.begin("src", 0, 0);
+    pieces.send(row(0));
+    pieces.end(1, "5.0000000000", null);
+    pieces.begin("src", 1, 0);
+    pieces.send(row(1)); // the task fails here: its walk stops, close follows
+    kafka.gates.get("rows/src/1").countDown();
+    kafka.gates.get("rows/src/0").countDown();
+    pieces.close();
+    assertEquals(List.of("out0", "_progress"), sent(kafka.of(0))); // ended: whole, committed
+    assertEquals(1, kafka.of(0).commitCount());
+    kafka.waitForOpened(2);
+    for (int k = 0; k < 100 && !kafka.of(1).closed(); k++) {
+      Thread.sleep(10);
+    }
+    assertTrue(kafka.of(1).closed()); // the open piece's: closed once it opened, never sent
+    assertEquals(List.of(), sent(kafka.of(1)));
+    assertEquals(1, Producers.kept());
   }
 }
