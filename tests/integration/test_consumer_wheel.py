@@ -45,7 +45,7 @@ from schemas.hlc import Hlc
 
 bootstrap, changefeed, until, group = sys.argv[1:5]
 consumer = ChangefeedConsumer(Output.of_changefeed(bootstrap, changefeed), group)
-with consumer:
+with consumer:  # the broker is reached here, not by the constructor
     for window in consumer.windows(until=Hlc.parse(until), idle=60):
         for row in window.rows:
             line = {"key": row.key.decode(), "updated": str(row.updated), "table": row.table}
