@@ -14,8 +14,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
-import sysconfig
 import uuid
 import zipfile
 from email.parser import HeaderParser
@@ -30,6 +28,7 @@ from pipeline.dev.generator import GeneratorSpec, write
 from schemas.hlc import Hlc
 from tests.integration.test_consumer import json_changefeed
 from tests.support.kafka import consume_all
+from tests.support.wheels import build_wheels, fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 CONSUMER = ROOT / "consumer"
@@ -98,12 +97,7 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
         CONSUMER, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
     )
     dist = work / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    build_wheels(dist, source)
     (wheel,) = dist.glob("highwater_consumer-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
@@ -119,28 +113,11 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     postgres = [r for r in declared if r.marker is not None]
     assert [(r.name, str(r.marker)) for r in postgres] == [("psycopg", 'extra == "postgres"')]
 
-    venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
     dists = closure([str(r) for r in declared if r.marker is None])
     linked = link_installed(dists, work / "deps")
     assert {"confluent_kafka", "fastavro", "orjson"} <= linked
     assert not linked & {"pyspark", "fastapi", "uvicorn", "psycopg", "pipeline", "pydantic"}
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    assert purelib != sysconfig.get_paths()["purelib"]
-    (Path(purelib) / "highwater-consumer-deps.pth").write_text(f"{work / 'deps'}\n")
-    return python
+    return fresh_venv(work / "venv", [wheel], work / "deps")
 
 
 def run(python: Path, *argv: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -3,12 +3,11 @@
 The wheel (and highwater-consumer's, which it requires: ``schemas`` and the consumer library)
 is built from the project's sources and installed with no index into a virtualenv
 outside the checkout. It gets its dependencies (pyspark, confluent-kafka, …) from this test
-run's own site-packages through a plain path line in a ``.pth`` file: such a line puts the
-folder on ``sys.path`` but its own ``.pth`` files are not processed, so the project's editable
-install there does not leak in. Then, from a folder outside the checkout, the installed
-``highwater fetch-jars`` fetches Spark's connector and builds our Java from the sources the
-wheel carries, and the installed ``highwater run`` carries a few source changes to the output
-topic on the test broker.
+run's own site-packages through a plain path line in a ``.pth`` file (tests/support/wheels.py:
+the project's editable installs there do not leak in). Then, from a folder outside the
+checkout, the installed ``highwater fetch-jars`` fetches Spark's connector and builds our Java
+from the sources the wheel carries, and the installed ``highwater run`` carries a few source
+changes to the output topic on the test broker.
 """
 
 from __future__ import annotations
@@ -29,6 +28,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.changefeed import read_output
+from tests.support.wheels import build_wheels, fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("pipeline", "encoders", "sinks", "consumer")  # consumer/: highwater-consumer
@@ -98,36 +98,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
             ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"),
         )
     dist = work / "dist"
-    subprocess.run(
-        [
-            *(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist)),
-            *(str(source / "consumer"), str(source)),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    build_wheels(dist, source / "consumer", source)
     (wheel,) = dist.glob("highwater-*.whl")
     (consumer,) = dist.glob("highwater_consumer-*.whl")
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [
-            *(str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index"),
-            *(str(consumer), str(wheel)),
-        ],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    fresh = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    (Path(fresh) / "highwater-test-deps.pth").write_text(site_packages() + "\n", encoding="utf-8")
+    fresh_venv(venv, [consumer, wheel], Path(site_packages()))
     return Installed(venv, wheel)
 
 
