@@ -114,8 +114,8 @@ def printable(command: list[str]) -> str:
 def package_zip(work_dir: Path) -> Path:
     """Our Python packages as one zip for ``--py-files``.
 
-    Each found where this Python imports it from: ``schemas`` is highwater-consumer's, which
-    in a checkout is ``consumer/schemas``, not beside ``pipeline``.
+    Each found where this Python imports it from (``schemas`` and ``highwater_consumer`` are
+    highwater-consumer's: installed from a wheel, not beside ``pipeline``).
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     target = work_dir / "highwater-py.zip"

@@ -92,12 +92,15 @@ def link_installed(dists: list[metadata.Distribution], folder: Path) -> set[str]
 def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The Python of a fresh virtualenv holding the consumer's wheel and what it requires."""
     work = tmp_path_factory.mktemp("consumer-wheel")
-    source = work / "consumer"  # a copy: the build leaves nothing behind in the checkout
-    shutil.copytree(
-        CONSUMER, source, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build")
-    )
+    source = work / "source"  # a copy: the build leaves nothing behind in the checkout
+    for folder in ("consumer", "schemas", "highwater_consumer"):  # its packages sit beside it
+        shutil.copytree(
+            ROOT / folder,
+            source / folder,
+            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"),
+        )
     dist = work / "dist"
-    build_wheels(dist, source)
+    build_wheels(dist, source / "consumer")
     (wheel,) = dist.glob("highwater_consumer-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]

@@ -31,7 +31,9 @@ from tests.support.changefeed import read_output
 from tests.support.wheels import build_wheels, fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("pipeline", "encoders", "sinks", "consumer")  # consumer/: highwater-consumer
+# consumer/: highwater-consumer's pyproject, whose packages (schemas, highwater_consumer) sit at
+# the top beside the others
+PACKAGES = ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer", "consumer")
 T = "1700000000000000{:03d}.0000000000"
 
 

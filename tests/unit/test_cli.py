@@ -48,7 +48,7 @@ def test_the_executors_zip_holds_our_packages_schemas_from_the_consumer(tmp_path
         names = set(archive.namelist())
     tops = {n.split("/")[0] for n in names}
     assert tops == {"pipeline", "encoders", "sinks", "schemas"}  # not the consumer library
-    here = Path(schemas.__file__).parent  # consumer/schemas in a checkout
+    here = Path(schemas.__file__).parent
     assert {f"schemas/{p.name}" for p in here.glob("*.py")} <= names
     assert "pipeline/job.py" in names
 

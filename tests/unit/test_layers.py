@@ -30,15 +30,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CONSUMER = ROOT / "consumer"  # the highwater-consumer distribution's folder
-# each package of ours -> the folder holding it
-PACKAGES = {
-    "schemas": CONSUMER,
-    "highwater_consumer": CONSUMER,
-    "encoders": ROOT,
-    "sinks": ROOT,
-    "pipeline": ROOT,
-}
+CONSUMER = ROOT / "consumer"  # the highwater-consumer distribution's pyproject
+# each package of ours -> the folder holding it (all at the top: the layout users asked for)
+PACKAGES = dict.fromkeys(("schemas", "highwater_consumer", "encoders", "sinks", "pipeline"), ROOT)
 ENTRY_POINTS = {"pipeline.cli", "pipeline.job"}
 # a part of the tree -> the parts of ours it must never import (prefixes of module names)
 FORBIDDEN = {
@@ -137,7 +131,7 @@ def test_the_rules_see_relative_imports() -> None:
     # a check of the checker: core/changefeed.py imports its neighbours relatively
     imports = imported_modules(ROOT / "pipeline" / "core" / "changefeed.py")
     assert {"pipeline.core.policy", "pipeline.core.faults", "pipeline.config"} <= imports
-    consumer = imported_modules(CONSUMER / "highwater_consumer" / "consumer.py")
+    consumer = imported_modules(ROOT / "highwater_consumer" / "consumer.py")
     assert {"highwater_consumer.windows", "schemas.hlc"} <= consumer
 
 
@@ -153,9 +147,19 @@ def test_importing_the_pure_layers_and_the_command_does_not_load_spark() -> None
     assert out.stdout.strip() == "False"
 
 
-def project(folder: Path) -> dict:  # type: ignore[type-arg]
+def pyproject(folder: Path) -> dict:  # type: ignore[type-arg]
     tomllib = pytest.importorskip("tomllib")
-    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    return tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def project(folder: Path) -> dict:  # type: ignore[type-arg]
+    return pyproject(folder)["project"]
+
+
+def shipped(folder: Path) -> set[str]:
+    """The top-level packages the distribution at ``folder`` ships (its find's includes)."""
+    find = pyproject(folder)["tool"]["setuptools"]["packages"]["find"]
+    return {pattern.rstrip("*") for pattern in find["include"]}
 
 
 def requirement_name(requirement: str) -> str:
@@ -174,15 +178,15 @@ def test_the_consumer_distribution_imports_only_itself_and_what_it_declares() ->
     consumer = project(CONSUMER)
     declared = {requirement_name(r) for r in consumer["dependencies"]}
     extras = {requirement_name(r) for rs in consumer["optional-dependencies"].values() for r in rs}
-    shipped = {"schemas", "highwater_consumer"}
+    ours = shipped(CONSUMER)
     owners = metadata.packages_distributions()
     undeclared = {}
     for path in our_files():
-        if module_name(path).split(".")[0] not in shipped:
+        if module_name(path).split(".")[0] not in ours:
             continue
         for module in imported_modules(path):
             top = module.split(".")[0]
-            if top in shipped or top in sys.stdlib_module_names or top == "__future__":
+            if top in ours or top in sys.stdlib_module_names or top == "__future__":
                 continue
             dists = {requirement_name(d) for d in owners.get(top, [])}
             if not dists & (declared | extras):
@@ -192,12 +196,9 @@ def test_the_consumer_distribution_imports_only_itself_and_what_it_declares() ->
 
 def test_the_two_distributions_ship_apart_and_the_pipeline_requires_the_consumer() -> None:
     consumer, pipeline = project(CONSUMER), project(ROOT)
-    assert {p for p, base in PACKAGES.items() if base == CONSUMER} == {
-        "schemas",
-        "highwater_consumer",
-    }
-    assert not (CONSUMER / "pipeline").exists()
-    assert not any((ROOT / p).exists() for p in ("schemas", "highwater_consumer"))
+    assert shipped(CONSUMER) == {"schemas", "highwater_consumer"}
+    assert shipped(ROOT) == {"pipeline", "encoders", "sinks"}  # together: every package of ours
+    assert shipped(CONSUMER) | shipped(ROOT) == set(PACKAGES)
     # exactly the consumer's version: the two are built from this repository together
     wanted = [r for r in pipeline["dependencies"] if requirement_name(r) == "highwater-consumer"]
     assert wanted == [f"highwater-consumer[postgres]=={consumer['version']}"]

@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-SCOPE = ("pipeline", "encoders", "sinks", "consumer/schemas")
+SCOPE = ("pipeline", "encoders", "sinks", "schemas")
 LEFT_OUT = ("pipeline/dev/",)
 MAX_CLASS, MAX_FUNCTION = 300, 60
 EXCEPTION = re.compile(r"^- `(?P<path>[\w/]+\.py)::(?P<name>[\w.]+)` — (?P<reason>\S.{20,})$")
