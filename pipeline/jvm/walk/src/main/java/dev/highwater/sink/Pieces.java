@@ -4,7 +4,6 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
-import java.util.ArrayDeque;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -84,21 +83,7 @@ public final class Pieces implements AutoCloseable {
   private Sink.Acks acks;
   private final Trial trial = new Trial(); // a kept producer's piece, until Kafka took a record
   private final Commits commits; // pieces ended, their commits under way on other threads
-  // pieces ended while their new producers were still opening, in order: each is sent and
-  // committed once its producer is there, so a task's first pieces open their producers
-  // side by side rather than one after the other
-  private final ArrayDeque<Ended> ended = new ArrayDeque<>();
-  private long endedBytes; // their records held in memory
-
-  /** A piece ended before its producer opened: all {@link #end} needs once it is there. */
-  private record Ended(
-      String topic,
-      int partition,
-      long first,
-      Opening opening,
-      long nextOffset,
-      String resolved,
-      JsonNode position) {}
+  private final Unopened unopened = new Unopened(); // pieces ended before their producers opened
 
   Pieces(Delivery delivery, Map<String, Object> config, Kafka kafka, int slots) {
     this.delivery = delivery;
@@ -156,8 +141,11 @@ public final class Pieces implements AutoCloseable {
     if (held != null || opening != null) {
       throw new IllegalStateException("piece of " + this.topic + "/" + this.partition + " open");
     }
-    String id = delivery.transactionalId(topic, partition);
-    finishEnded(id, false); // those whose producers are there; one of the same id, waited for
+    String id = idOf(topic, partition);
+    // pieces ended before their producers opened: those opened since, one of id waited for
+    for (Unopened.Piece p : unopened.take(e -> id.equals(idOf(e.topic(), e.partition())))) {
+      finish(p);
+    }
     awaitCommit(id); // a piece of the same id ended in this task: its producer, once committed
     this.topic = topic;
     this.partition = partition;
@@ -396,39 +384,24 @@ public final class Pieces implements AutoCloseable {
   public void end(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
     if (opening != null && !opening.done()) { // finished once the producer is there
-      ended.add(new Ended(topic, partition, first, opening, nextOffset, resolved, position));
-      endedBytes += opening.bytes();
+      Unopened.Piece piece =
+          new Unopened.Piece(topic, partition, first, opening, nextOffset, resolved, position);
       opening = null;
-      while (endedBytes > Opening.WAITING_BYTES) {
-        finish(ended.poll()); // too much held: the oldest waits for its producer now
+      for (Unopened.Piece p : unopened.add(piece)) {
+        finish(p); // too much held: the oldest waits for its producer now
       }
       return;
     }
     endNow(nextOffset, resolved, position);
   }
 
-  /**
-   * The pieces that ended before their producers opened, sent and committed: those whose
-   * producers are there, and those of {@code id} (waited for); {@code all}: every one.
-   */
-  private void finishEnded(String id, boolean all) throws IOException, InterruptedException {
-    for (Ended e : List.copyOf(ended)) {
-      boolean same = delivery.transactionalId(e.topic(), e.partition()).equals(id);
-      if (all || same || e.opening().done()) {
-        ended.remove(e);
-        finish(e);
-      }
-    }
-  }
-
-  /** {@code e} sent and its commit started, its producer waited for (no piece open). */
-  private void finish(Ended e) throws IOException, InterruptedException {
-    endedBytes -= e.opening().bytes();
-    topic = e.topic();
-    partition = e.partition();
-    first = e.first();
-    opening = e.opening();
-    endNow(e.nextOffset(), e.resolved(), e.position());
+  /** {@code p} sent and its commit started, its producer waited for (no piece open). */
+  private void finish(Unopened.Piece p) throws IOException, InterruptedException {
+    topic = p.topic();
+    partition = p.partition();
+    first = p.first();
+    opening = p.opening();
+    endNow(p.nextOffset(), p.resolved(), p.position());
   }
 
   private void endNow(long nextOffset, String resolved, JsonNode position)
@@ -523,10 +496,12 @@ public final class Pieces implements AutoCloseable {
   public void awaitCommits() throws IOException, InterruptedException {
     IOException first = null;
     try {
-      finishEnded(null, true);
+      for (Unopened.Piece p : unopened.take(e -> true)) {
+        finish(p);
+      }
     } catch (IOException e) {
       first = e;
-      cancelEnded();
+      unopened.cancel();
     }
     while (!commits.isEmpty()) {
       try {
@@ -589,7 +564,7 @@ public final class Pieces implements AutoCloseable {
       uncommitted = new UncheckedIOException(new IOException("interrupted while committing", e));
     }
     abortOpen(); // a piece written again that failed
-    cancelEnded(); // pieces not finished: the task was interrupted
+    unopened.cancel(); // pieces not finished: the task was interrupted
     if (uncommitted != null) {
       throw uncommitted;
     }
@@ -616,13 +591,6 @@ public final class Pieces implements AutoCloseable {
     held = null;
   }
 
-  /** The pieces ended before their producers opened, not sent: a failed task's. */
-  private void cancelEnded() {
-    ended.forEach(e -> e.opening().cancel());
-    ended.clear();
-    endedBytes = 0;
-  }
-
   /** The open piece's transaction ended without its commit: counted as aborted. */
   private void aborted() {
     open = false;
@@ -631,6 +599,10 @@ public final class Pieces implements AutoCloseable {
 
   private IOException failed(KafkaException e) {
     return Fences.failed(e, where(), held.id);
+  }
+
+  private String idOf(String topic, int partition) {
+    return delivery.transactionalId(topic, partition);
   }
 
   private String where() {
