@@ -7,6 +7,7 @@ in it are not processed (an editable install there does not leak in).
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -26,11 +27,16 @@ def fresh_venv(venv: Path, wheels: list[Path], deps: Path) -> Path:
     """A new virtualenv holding ``wheels`` (no index, no dependencies) and ``deps``; its Python."""
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     python = venv / "bin" / "python"
+    # nothing of the checkout on its path (`python -m` there, or PYTHONPATH, would show pip
+    # the checkout's .egg-info: "already satisfied", and nothing installed)
+    alone = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
     subprocess.run(
         [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", *map(str, wheels)],
         check=True,
         capture_output=True,
         timeout=120,
+        cwd=venv,
+        env=alone,
     )
     purelib = subprocess.run(
         [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
