@@ -38,9 +38,12 @@ check: jars
 jars: $(INSTALLED)
 	$(BIN)/highwater dev fetch-jars
 
-$(INSTALLED): pyproject.toml | system
+# Two distributions, both editable: highwater-consumer (consumer/pyproject.toml: the consumer
+# library and schemas, no Spark) and highwater, which requires it. Named in one pip command, the local
+# consumer/ is what satisfies that requirement (no index has it).
+$(INSTALLED): pyproject.toml consumer/pyproject.toml | system
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e ./consumer -e '.[dev]'
 	touch $(INSTALLED)
 
 system:

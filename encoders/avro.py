@@ -27,16 +27,18 @@ from typing import Any
 
 from fastavro import parse_schema, schemaless_writer
 
-from schemas.avro import OutputSchemas, single_object_fingerprint
+from schemas.avro import (
+    CONFLUENT_MAGIC,
+    SINGLE_OBJECT_MAGIC,
+    OutputSchemas,
+    single_object_fingerprint,
+)
 from schemas.errors import EncodingError, SchemaChange
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 
 from .avro_writer import NotCompiled, Write, compile_writer
 from .base import ChangeRow, Context, EnvelopeOptions
-
-CONFLUENT_MAGIC = b"\x00"
-SINGLE_OBJECT_MAGIC = b"\xc3\x01"
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -34,7 +34,7 @@ from confluent_kafka import (
 
 from schemas.hlc import Hlc
 
-from .decoding import BadRecord, ConsumerError
+from .decoding import BadRecord, ConsumerError, Decoder
 from .output import Output
 from .windows import Partition, Window, Windows
 
@@ -61,6 +61,10 @@ class ChangefeedConsumer:
     partitions running ahead are paused; ``batch``: the most records read at once (they live
     in memory together: 20,000 of 4 KB are 80 MB; smaller batches read slower, 2,000 at 0.6
     of the speed).
+
+    Making one touches nothing: the broker is first reached by :meth:`open` (entering the
+    ``with`` block, or the first :meth:`windows`), which finds the partitions and the group's
+    committed offsets (and ``after``, from their metadata) and assigns them.
     """
 
     def __init__(
@@ -76,15 +80,39 @@ class ChangefeedConsumer:
         hold: int = 500_000,
     ) -> None:
         self.output = output
-        self.decode = output.decoder()
+        self.group = group
+        self.after = after
+        self.piece = piece
         self.on_bad = on_bad
         self.batch = batch
         self.poll_seconds = poll_seconds
         self.hold = hold
-        self.consumer = Consumer(
+        self._opened: _Opened | None = None
+        self.paused: set[Partition] = set()
+        self.reported = time.monotonic()  # when the state was last logged
+        self.pending: dict[Hlc, dict[Partition, int]] = {}  # handed over, not acknowledged
+
+    def open(self) -> ChangefeedConsumer:
+        """Reach the broker: the output's partitions assigned where the group left off.
+
+        ``after`` becomes the R committed with the offsets unless one was given. Once only
+        (opening again does nothing).
+        """
+        self._session()
+        return self
+
+    def _session(self) -> _Opened:
+        if self._opened is None:
+            self._opened = self._connect()
+        return self._opened
+
+    def _connect(self) -> _Opened:
+        output = self.output
+        decode = output.decoder()  # Avro by a schema topic reads the topic now
+        consumer = Consumer(
             {
                 "bootstrap.servers": output.bootstrap,
-                "group.id": group,
+                "group.id": self.group,
                 "enable.auto.commit": False,
                 "isolation.level": "read_committed",
                 "auto.offset.reset": "earliest",
@@ -97,48 +125,36 @@ class ChangefeedConsumer:
                 **output.kafka,
             }
         )
-        partitions = self._partitions()
-        committed = self._committed(partitions)
-        stored = [_stored(tp.metadata) for tp in committed if tp.offset >= 0]
-        found = [r for r in stored if r is not None]
-        self.after = after if after is not None else max(found, default=None)
-        tables = {(t, p): output.topics[t] for t, p in partitions}
-        self.state = Windows(tables, self.after, piece, self.decode.change)
-        starts = {(tp.topic, tp.partition): tp.offset for tp in committed}
-        self.consumer.assign(
-            [
-                TopicPartition(t, p, starts[(t, p)] if starts[(t, p)] >= 0 else OFFSET_BEGINNING)
-                for t, p in partitions
-            ]
-        )
-        self.paused: set[Partition] = set()
-        self.reported = time.monotonic()  # when the state was last logged
-        self.pending: dict[Hlc, dict[Partition, int]] = {}  # handed over, not acknowledged
+        try:
+            partitions = _partitions(consumer, output)
+            committed = _committed(consumer, partitions)
+            stored = [_stored(tp.metadata) for tp in committed if tp.offset >= 0]
+            found = [r for r in stored if r is not None]
+            if self.after is None:
+                self.after = max(found, default=None)
+            tables = {(t, p): output.topics[t] for t, p in partitions}
+            state = Windows(tables, self.after, self.piece, decode.change)
+            starts = {(tp.topic, tp.partition): tp.offset for tp in committed}
+            consumer.assign([TopicPartition(t, p, _start(starts[(t, p)])) for t, p in partitions])
+        except BaseException:
+            consumer.close()
+            raise
+        return _Opened(consumer, decode, state)
 
-    def _committed(self, partitions: list[Partition], timeout: float = 60) -> list[TopicPartition]:
-        """The group's committed offsets (a new broker's coordinator may need a moment)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                return list(self.consumer.committed([TopicPartition(*p) for p in partitions], 30))
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                code = error.code() if isinstance(error, KafkaError) else None
-                retriable = code in _COORDINATOR_MOVING or (
-                    isinstance(error, KafkaError) and error.retriable()
-                )
-                if not retriable or time.monotonic() > deadline:
-                    raise ConsumerError(f"the group's committed offsets: {exc}") from exc
-                time.sleep(0.5)
+    @property
+    def consumer(self) -> Consumer:
+        """confluent-kafka's consumer of the output (the consumer opened if it was not)."""
+        return self._session().consumer
 
-    def _partitions(self) -> list[Partition]:
-        out: list[Partition] = []
-        for topic in sorted(self.output.topics):
-            metadata = self.consumer.list_topics(topic, timeout=30).topics.get(topic)
-            if metadata is None or metadata.error is not None or not metadata.partitions:
-                raise ConsumerError(f"output topic {topic!r} cannot be read")
-            out.extend((topic, p) for p in sorted(metadata.partitions))
-        return out
+    @property
+    def decode(self) -> Decoder:
+        """The output's decoder (the consumer opened if it was not)."""
+        return self._session().decode
+
+    @property
+    def state(self) -> Windows:
+        """The windows being made (the consumer opened if it was not)."""
+        return self._session().state
 
     def windows(self, *, until: Hlc | None = None, idle: float | None = None) -> Iterator[Window]:
         """Windows as they resolve, each one's pieces in commit order.
@@ -183,7 +199,8 @@ class ChangefeedConsumer:
 
     def _read(self, messages: list[Message]) -> None:
         """A batch of records into the windows (the loop every record goes through)."""
-        read, add = self.decode.reader.read, self.state.add
+        state = self.state
+        read, add = self.decode.reader.read, state.add
         for message in messages:
             if message.error() is not None:
                 self._failed(message)
@@ -199,7 +216,7 @@ class ChangefeedConsumer:
             if type(found) is int:
                 add(place, offset, found, key, value)  # type: ignore[arg-type]
             else:
-                self.state.marker(place, offset, found.resolved)  # type: ignore[union-attr]
+                state.marker(place, offset, found.resolved)  # type: ignore[union-attr]
 
     def _failed(self, message: Message) -> None:
         error = message.error()
@@ -262,14 +279,56 @@ class ChangefeedConsumer:
         self.after = window.resolved
 
     def close(self) -> None:
-        """Leave (uncommitted windows are handed over again to the next consumer)."""
-        self.consumer.close()
+        """Leave (uncommitted windows are handed over again to the next consumer).
+
+        A consumer never opened has nothing to close.
+        """
+        if self._opened is not None:
+            self._opened.consumer.close()
 
     def __enter__(self) -> ChangefeedConsumer:
-        return self
+        return self.open()
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _committed(
+    consumer: Consumer, partitions: list[Partition], timeout: float = 60
+) -> list[TopicPartition]:
+    """The group's committed offsets (a new broker's coordinator may need a moment)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return list(consumer.committed([TopicPartition(*p) for p in partitions], 30))
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            retriable = code in _COORDINATOR_MOVING or (
+                isinstance(error, KafkaError) and error.retriable()
+            )
+            if not retriable or time.monotonic() > deadline:
+                raise ConsumerError(f"the group's committed offsets: {exc}") from exc
+            time.sleep(0.5)
+
+
+def _partitions(consumer: Consumer, output: Output) -> list[Partition]:
+    """Every partition of every output topic, in order."""
+    out: list[Partition] = []
+    for topic in sorted(output.topics):
+        metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
+        if metadata is None or metadata.error is not None or not metadata.partitions:
+            raise ConsumerError(f"output topic {topic!r} cannot be read")
+        out.extend((topic, p) for p in sorted(metadata.partitions))
+    return out
+
+
+class _Opened(NamedTuple):
+    """What an open consumer has: the client, the output's decoder, the windows being made."""
+
+    consumer: Consumer
+    decode: Decoder
+    state: Windows
 
 
 @contextmanager
@@ -290,6 +349,11 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
+
+
+def _start(committed: int) -> int:
+    """Where a partition is read from: its committed offset, else its beginning."""
+    return committed if committed >= 0 else OFFSET_BEGINNING
 
 
 def _stored(metadata: str | None) -> Hlc | None:

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import fastavro
 import orjson
 
-from encoders.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC
+from schemas.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC
 from schemas.errors import HighwaterError, RecordRef
 from schemas.hlc import Hlc, parse_packed
 from schemas.jsontext import loads_exact, lossy

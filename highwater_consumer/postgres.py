@@ -76,11 +76,13 @@ class PostgresApplier:
     first lookup) and :meth:`write` split it for :func:`apply`'s pipeline. ``reached`` is
     called with each step's name inside a window's transaction (``copied``, ``merged``,
     ``stored``: its R written, not committed): the crash tests' knob.
+
+    Making one touches nothing: :meth:`start` connects.
     """
 
     def __init__(self, dsn: str, changefeed: str, tables: Mapping[str, str] | None = None) -> None:
-        # autocommit: this class says where a window's transaction begins and ends
-        self.connection = psycopg.connect(dsn, autocommit=True, client_encoding="UTF8")
+        self._dsn = dsn
+        self._connection: psycopg.Connection[Any] | None = None
         self.changefeed = changefeed
         self.names = dict(tables or {})
         self.tables: dict[str, Table] = {}
@@ -92,8 +94,18 @@ class PostgresApplier:
         self.applied = 0  # rows written
         self.reached: Callable[[str], None] = lambda step: None
 
+    @property
+    def connection(self) -> psycopg.Connection[Any]:
+        """The connection to the database (:meth:`start` made it)."""
+        if self._connection is None:
+            raise ApplyError("the applier was not started (PostgresApplier.start connects)")
+        return self._connection
+
     def start(self) -> Hlc | None:
-        """Make the state table if needed; the R applied last (None: nothing yet)."""
+        """Connect, make the state table if needed; the R applied last (None: nothing yet)."""
+        if self._connection is None:
+            # autocommit: this class says where a window's transaction begins and ends
+            self._connection = psycopg.connect(self._dsn, autocommit=True, client_encoding="UTF8")
         with self.connection.transaction():
             self.connection.execute(
                 sql.SQL(
@@ -292,10 +304,12 @@ class PostgresApplier:
         self.making.add(table.number)
 
     def close(self) -> None:
-        """Roll back a window not applied whole; close the connection."""
-        if self.open and not self.connection.closed:
+        """Roll back a window not applied whole; close the connection (if it was made)."""
+        if self._connection is None:
+            return
+        if self.open and not self._connection.closed:
             self._rollback()
-        self.connection.close()
+        self._connection.close()
 
 
 def _upsert(table: Table, rest: tuple[str, ...]) -> sql.Composed:

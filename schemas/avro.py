@@ -31,6 +31,12 @@ from .tables import TableSchema
 
 Schema = dict[str, Any]
 
+# The first bytes of an Avro record in each framing (contract §4): the encoders write them, the
+# consumer tells the framing by them. Confluent's wire format: this byte, then the registry's
+# schema id (4 bytes, big-endian). Single-object encoding: these two, then the fingerprint.
+CONFLUENT_MAGIC = b"\x00"
+SINGLE_OBJECT_MAGIC = b"\xc3\x01"
+
 
 def _nullable(avro_type: Any) -> Any:
     if isinstance(avro_type, list):

@@ -19,8 +19,13 @@ import struct
 from collections.abc import Mapping
 from typing import Any
 
-from encoders.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC, Framing
-from schemas.avro import OutputSchemas, single_object_fingerprint
+from encoders.avro import Framing
+from schemas.avro import (
+    CONFLUENT_MAGIC,
+    SINGLE_OBJECT_MAGIC,
+    OutputSchemas,
+    single_object_fingerprint,
+)
 from schemas.errors import SchemaError
 
 from .compacted import CompactedTopic

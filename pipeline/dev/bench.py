@@ -157,7 +157,7 @@ def plain_copy(spark: Any, bootstrap: str, source: str, target: str, max_offsets
         return Run(seconds, [dict(p.durationMs) for p in query.recentProgress])
 
 
-ORDERS_SCHEMA = Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orders.avsc"
+ORDERS_SCHEMA = Path(__file__).resolve().parents[2] / "examples" / "orders.avsc"
 
 
 def _config(

@@ -9,7 +9,9 @@ PySpark requires), copies into it the installed files of Highwater's runtime dep
 (no network: the same bytes the driver runs), and packs it as a ``.tar.gz`` that
 ``spark-submit --archives`` unpacks in each executor's directory. Left out: pyspark (each
 worker's Spark brings its own ``pyspark.zip``) and Highwater itself (shipped per run with
-``--py-files``). The archive is cached by what is in it (``~/.cache/highwater/pyenv``).
+``--py-files``, highwater-consumer's ``schemas`` with it: an editable install's files are
+only pointers to the checkout). The archive is cached by what is in it
+(``~/.cache/highwater/pyenv``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from pathlib import Path
 
 from schemas.errors import PlatformError
 
-LEFT_OUT = frozenset({"pyspark", "py4j", "highwater"})  # the worker's Spark; --py-files
+# the worker's Spark; ours, shipped with --py-files (highwater-consumer brings `schemas`)
+LEFT_OUT = frozenset({"pyspark", "py4j", "highwater", "highwater-consumer"})
 
 
 def worker_interpreter() -> str:

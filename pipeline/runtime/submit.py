@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import signal
 import subprocess
 import sys
@@ -13,6 +14,7 @@ from pipeline.config import MASK, ChangefeedConfig, looks_secret
 from pipeline.runtime.jars import spark_jars
 from pipeline.runtime.pyenv import packed
 from pipeline.runtime.session import SPARK_LOG4J2, local_network_conf
+from schemas.errors import PlatformError
 
 JOB = Path(__file__).resolve().parents[1] / "job.py"  # the spark-submit application
 _PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
@@ -110,12 +112,16 @@ def printable(command: list[str]) -> str:
 
 
 def package_zip(work_dir: Path) -> Path:
-    """Our Python packages as one zip for ``--py-files``."""
-    root = Path(__file__).resolve().parents[2]  # the checkout
+    """Our Python packages as one zip for ``--py-files``.
+
+    Each found where this Python imports it from (``schemas`` and ``highwater_consumer`` are
+    highwater-consumer's: installed from a wheel, not beside ``pipeline``).
+    """
     work_dir.mkdir(parents=True, exist_ok=True)
     target = work_dir / "highwater-py.zip"
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
         for package in _PACKAGES:
+            root = _package_folder(package).parent
             paths = sorted((root / package).rglob("*.py"))
             for path in paths:
                 archive.write(path, path.relative_to(root))
@@ -124,6 +130,14 @@ def package_zip(work_dir: Path) -> Path:
                 if not (folder / "__init__.py").is_file():
                     archive.writestr(str((folder / "__init__.py").relative_to(root)), "")
     return target
+
+
+def _package_folder(package: str) -> Path:
+    """The folder ``package`` is imported from (found, not imported)."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or spec.origin is None:
+        raise PlatformError(f"the package {package!r} cannot be found to ship to the executors")
+    return Path(spec.origin).resolve().parent
 
 
 def supervise(command: list[str], env: dict[str, str]) -> int:

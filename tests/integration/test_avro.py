@@ -20,9 +20,7 @@ from tests.integration.test_changefeed import produce
 from tests.support.changefeed import changefeed_config, run_to_end
 from tests.support.kafka import consume_all
 
-ORDERS = json.loads(
-    (Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orders.avsc").read_text()
-)
+ORDERS = json.loads((Path(__file__).resolve().parents[2] / "examples" / "orders.avsc").read_text())
 KEY = ["region", "order_id"]
 ENCODER = {"updated": True, "diff": True}
 

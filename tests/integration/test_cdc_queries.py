@@ -12,7 +12,7 @@ from tests.integration.test_changefeed import produce
 from tests.support.changefeed import changefeed_config, read_output, run_to_end
 from tests.support.kafka import consume_all
 
-SCHEMA = str(Path(__file__).resolve().parents[2] / "schemas" / "avro" / "orders.avsc")
+SCHEMA = str(Path(__file__).resolve().parents[2] / "examples" / "orders.avsc")
 T = [f"17000000000000000{n:02d}.0000000000" for n in range(10)]
 
 

@@ -1,13 +1,13 @@
 """The package a user installs: the wheel, in a fresh virtualenv, fetches its jars and runs.
 
-The wheel is built from the project's sources and installed with no index into a virtualenv
+The wheel (and highwater-consumer's, which it requires: ``schemas`` and the consumer library)
+is built from the project's sources and installed with no index into a virtualenv
 outside the checkout. It gets its dependencies (pyspark, confluent-kafka, …) from this test
-run's own site-packages through a plain path line in a ``.pth`` file: such a line puts the
-folder on ``sys.path`` but its own ``.pth`` files are not processed, so the project's editable
-install there does not leak in. Then, from a folder outside the checkout, the installed
-``highwater fetch-jars`` fetches Spark's connector and builds our Java from the sources the
-wheel carries, and the installed ``highwater run`` carries a few source changes to the output
-topic on the test broker.
+run's own site-packages through a plain path line in a ``.pth`` file (tests/support/wheels.py:
+the project's editable installs there do not leak in). Then, from a folder outside the
+checkout, the installed ``highwater fetch-jars`` fetches Spark's connector and builds our Java
+from the sources the wheel carries, and the installed ``highwater run`` carries a few source
+changes to the output topic on the test broker.
 """
 
 from __future__ import annotations
@@ -28,9 +28,12 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.support.changefeed import read_output
+from tests.support.wheels import build_wheels, fresh_venv
 
 ROOT = Path(__file__).resolve().parents[2]
-PACKAGES = ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer")
+# consumer/: highwater-consumer's pyproject, whose packages (schemas, highwater_consumer) sit at
+# the top beside the others
+PACKAGES = ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer", "consumer")
 T = "1700000000000000{:03d}.0000000000"
 
 
@@ -92,32 +95,16 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         shutil.copy2(ROOT / name, source / name)
     for package in PACKAGES:
         shutil.copytree(
-            ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__")
+            ROOT / package,
+            source / package,
+            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"),
         )
     dist = work / "dist"
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(source)],
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
+    build_wheels(dist, source / "consumer", source)
     (wheel,) = dist.glob("highwater-*.whl")
+    (consumer,) = dist.glob("highwater_consumer-*.whl")
     venv = work / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    python = venv / "bin" / "python"
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-index", str(wheel)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
-    fresh = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    (Path(fresh) / "highwater-test-deps.pth").write_text(site_packages() + "\n", encoding="utf-8")
+    fresh_venv(venv, [consumer, wheel], Path(site_packages()))
     return Installed(venv, wheel)
 
 
@@ -125,15 +112,17 @@ def test_the_installed_package_is_the_wheels_and_keeps_its_jars_in_the_users_cac
     installed: Installed, tmp_path: Path
 ) -> None:
     probe = (
-        "import json, pipeline, pyspark\n"
+        "import json, pipeline, pyspark, schemas\n"
         "from pipeline.runtime import jars\n"
-        "print(json.dumps([pipeline.__file__, str(jars.jars_root()), str(jars.WalkJar().module)]))"
+        "print(json.dumps([pipeline.__file__, schemas.__file__, str(jars.jars_root()), "
+        "str(jars.WalkJar().module)]))"
     )
     home = tmp_path / "home"
     out = installed.run(installed.python, "-c", probe, cwd=tmp_path, timeout=60, HOME=str(home))
-    module, root, walk = json.loads(out)
-    assert Path(module).is_relative_to(installed.venv)
-    assert not Path(module).is_relative_to(ROOT)
+    module, contract, root, walk = json.loads(out)
+    for found in (module, contract):  # both wheels' packages, from the virtualenv
+        assert Path(found).is_relative_to(installed.venv)
+        assert not Path(found).is_relative_to(ROOT)
     assert Path(root) == home / ".cache" / "highwater" / "jars"
     sources = sorted(p.relative_to(walk).as_posix() for p in Path(walk).rglob("*.*"))
     expected = sorted(

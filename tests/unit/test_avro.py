@@ -24,7 +24,7 @@ from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 
 ORDERS = TableSchema.of(
-    json.loads((Path(__file__).parents[2] / "schemas" / "avro" / "orders.avsc").read_text()),
+    json.loads((Path(__file__).parents[2] / "examples" / "orders.avsc").read_text()),
     ["region", "order_id"],
 )
 OPTIONS = EncoderConfig(format="avro", updated=True, diff=True, mvcc_timestamp=True)

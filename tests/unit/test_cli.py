@@ -1,9 +1,12 @@
+import zipfile
 from pathlib import Path
 
 import pytest
 import yaml
 
+import schemas
 from pipeline.cli import main
+from pipeline.runtime.submit import package_zip
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -38,6 +41,16 @@ def test_run_dry_run_builds_the_spark_submit_command(
     assert jars[-1].endswith("highwater-walk.jar")
     assert command[-3].endswith("pipeline/job.py")
     assert command[-2:] == ["--config", str((EXAMPLES / "orders.yaml").resolve())]
+
+
+def test_the_executors_zip_holds_our_packages_schemas_from_the_consumer(tmp_path: Path) -> None:
+    with zipfile.ZipFile(package_zip(tmp_path)) as archive:
+        names = set(archive.namelist())
+    tops = {n.split("/")[0] for n in names}
+    assert tops == {"pipeline", "encoders", "sinks", "schemas"}  # not the consumer library
+    here = Path(schemas.__file__).parent
+    assert {f"schemas/{p.name}" for p in here.glob("*.py")} <= names
+    assert "pipeline/job.py" in names
 
 
 def test_kafka_cli_without_a_broker_says_how_to_start_one(

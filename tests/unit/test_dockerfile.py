@@ -61,28 +61,45 @@ def test_it_installs_a_jdk_with_javac_at_the_walks_release_and_maven() -> None:
     assert "maven" in packages
 
 
-def test_it_copies_every_package_the_wheel_is_made_of() -> None:
+def test_it_copies_every_package_the_wheels_are_made_of() -> None:
     tomllib = pytest.importorskip("tomllib")
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    include = project["tool"]["setuptools"]["packages"]["find"]["include"]
-    packages = {p.split(".")[0] for p in setuptools.find_packages(str(ROOT), include=include)}
-    assert packages >= {"pipeline", "encoders", "sinks", "schemas"}
     copied = {
         source.rstrip("/")
         for op, rest in instructions()
         if op == "COPY"
         for source in rest.split()[:-1]
     }
-    assert packages <= copied, f"not copied: {sorted(packages - copied)}"
-    assert {"pyproject.toml", project["project"]["readme"]} <= copied
+
+    def is_copied(path: str) -> bool:  # itself, or a folder holding it
+        parts = path.split("/")
+        return any("/".join(parts[:n]) in copied for n in range(1, len(parts) + 1))
+
+    made_of = {}
+    for folder in (ROOT, ROOT / "consumer"):  # highwater, highwater-consumer
+        project = tomllib.loads((folder / "pyproject.toml").read_text(encoding="utf-8"))
+        include = project["tool"]["setuptools"]["packages"]["find"]["include"]
+        found = setuptools.find_packages(str(ROOT), include=include)  # all at the top
+        made_of[project["project"]["name"]] = {p.split(".")[0] for p in found}
+        prefix = "" if folder == ROOT else f"{folder.name}/"
+        wanted = list(made_of[project["project"]["name"]])
+        wanted += [f"{prefix}pyproject.toml", f"{prefix}{project['project']['readme']}"]
+        assert all(map(is_copied, wanted)), f"not copied: {[w for w in wanted if not is_copied(w)]}"
+    assert made_of == {
+        "highwater": {"pipeline", "encoders", "sinks"},
+        "highwater-consumer": {"schemas", "highwater_consumer"},
+    }
+    builds = [c for c in run_commands() if c[:2] == ["pip", "wheel"]]
+    assert [c[-2:] for c in builds] == [["./consumer", "."]]  # both wheels, one build
 
 
 def test_it_installs_the_wheel_then_fetches_the_run_time_jars() -> None:
     commands = run_commands()
     wheel = next(i for i, c in enumerate(commands) if c[:3] == ["pip", "wheel", "--no-cache-dir"])
     install = next(i for i, c in enumerate(commands) if c[:2] == ["pip", "install"])
+    dist = commands[wheel][commands[wheel].index("-w") + 1]
     assert commands[install][-1].endswith(".whl")
-    assert commands[install][-1].startswith(commands[wheel][commands[wheel].index("-w") + 1])
+    assert commands[install][-1].startswith(dist)
+    assert f"{dist}/highwater_consumer-*.whl" in commands[install]  # highwater requires it
     fetches = [(i, c) for i, c in enumerate(commands) if c[0] == "highwater"]
     assert [c for _, c in fetches] == [["highwater", "fetch-jars"]]
     assert wheel < install < fetches[0][0]

@@ -12,7 +12,9 @@ SOURCES = ROOT / "pipeline" / "jvm" / "walk" / "src" / "main" / "java"
 
 def python_modules() -> list[Path]:
     return sorted(
-        p for d in ("pipeline", "encoders", "sinks", "schemas") for p in (ROOT / d).rglob("*.py")
+        p
+        for d in ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer")
+        for p in (ROOT / d).rglob("*.py")
     )
 
 
