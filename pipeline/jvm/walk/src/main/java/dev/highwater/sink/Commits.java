@@ -5,7 +5,6 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import org.apache.kafka.common.KafkaException;
 import org.apache.spark.TaskContext;
@@ -23,12 +22,7 @@ import org.apache.spark.TaskContext;
  */
 final class Commits {
   private static final ExecutorService COMMITTER =
-      Executors.newCachedThreadPool(
-          work -> {
-            Thread t = new Thread(work, "highwater-commit");
-            t.setDaemon(true);
-            return t;
-          });
+      Daemons.pool("highwater-commit");
 
   /** A piece's commit under way: its producer's id, and the commit's end. */
   private record Committing(String id, String where, Future<Boolean> done, Pieces.Redo again) {}

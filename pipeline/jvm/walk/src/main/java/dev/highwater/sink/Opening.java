@@ -7,7 +7,6 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
 import java.util.function.Supplier;
 import org.apache.kafka.clients.producer.ProducerRecord;
 
@@ -19,12 +18,7 @@ import org.apache.kafka.clients.producer.ProducerRecord;
 final class Opening {
   static final long WAITING_BYTES = 16L << 20; // a piece's records held while its producer opens
   private static final ExecutorService OPENER =
-      Executors.newCachedThreadPool(
-          work -> {
-            Thread t = new Thread(work, "highwater-open-producer");
-            t.setDaemon(true);
-            return t;
-          });
+      Daemons.pool("highwater-open-producer");
 
   private final CompletableFuture<Producers.Held> future;
   private final List<ProducerRecord<byte[], byte[]>> waiting = new ArrayList<>();
