@@ -369,7 +369,22 @@ def check(upstream: Upstream, result: Run) -> None:
             upstream.separator.join(upstream.text(after.get(c), c) for c in columns)
             for after in state
         ]
-        assert sorted(rebuilt) == sorted(result.final[table].splitlines()), table
+        final = result.final[table].splitlines()
+        extra, missing = sorted(set(rebuilt) - set(final)), sorted(set(final) - set(rebuilt))
+        keyed = {
+            k
+            for k, vs in first.items()
+            if vs[-1][1] is not None
+            and any(
+                upstream.separator.join(upstream.text(vs[-1][1].get(c), c) for c in columns) == r
+                for r in extra
+            )
+        }
+        assert sorted(rebuilt) == sorted(final), (
+            f"seed {SEED}: {table}: rebuilt, not in the final SELECT: {extra[:5]}; in the final "
+            f"SELECT, not rebuilt: {missing[:5]}\n"
+            + _story(upstream, result.written[table], rows, sorted(keyed)[:2], column)
+        )
     assert result.resent > 0, "the changefeed dropped no change as re-sent"
 
 
