@@ -151,6 +151,12 @@ final class Connect {
     if (unscaled == null) {
       return -1;
     }
+    decimal(unscaled, scale, out);
+    return end;
+  }
+
+  /** A decimal's digits: its unscaled value (big-endian two's complement, Connect's) and scale. */
+  static void decimal(BigInteger unscaled, long scale, Encoding.Buffer out) {
     String digits = unscaled.abs().toString();
     if (unscaled.signum() < 0) {
       out.put('-');
@@ -162,7 +168,7 @@ final class Connect {
           out.put('0');
         }
       }
-      return end;
+      return;
     }
     int s = (int) scale;
     if (digits.length() < s + 1) {
@@ -171,7 +177,6 @@ final class Connect {
     put(out, digits.substring(0, digits.length() - s));
     out.put('.');
     put(out, digits.substring(digits.length() - s));
-    return end;
   }
 
   /** As Python's {@code base64.b64decode(text, validate=True)} reads it (only so): a number. */
@@ -228,20 +233,25 @@ final class Connect {
   private static int date(byte[] b, int i, Encoding.Buffer out) {
     int end = Json.number(b, i);
     long days = end < 0 ? Long.MIN_VALUE : integer(b, i, end);
+    return date(days, out) ? end : -1;
+  }
+
+  /** A date of {@code days} from the epoch (false: not one Python writes; MIN_VALUE: none). */
+  static boolean date(long days, Encoding.Buffer out) {
     if (days == Long.MIN_VALUE) {
-      return -1;
+      return false;
     }
     try {
       LocalDate day = LocalDate.ofEpochDay(days);
       if (day.getYear() < 1 || day.getYear() > 9999) {
-        return -1;
+        return false;
       }
       out.put('"');
       put(out, day.toString());
       out.put('"');
-      return end;
+      return true;
     } catch (DateTimeException e) {
-      return -1;
+      return false;
     }
   }
 
@@ -249,8 +259,16 @@ final class Connect {
   private static int moment(byte[] b, int i, Column c, Encoding.Buffer out) {
     int end = Json.number(b, i);
     long count = end < 0 ? Long.MIN_VALUE : integer(b, i, end);
+    return moment(count, c, out) ? end : -1;
+  }
+
+  /**
+   * A timestamp or time of day of {@code count} units ({@code c.per} a second) as Python writes
+   * it; false: not one it writes (MIN_VALUE: none).
+   */
+  static boolean moment(long count, Column c, Encoding.Buffer out) {
     if (count == Long.MIN_VALUE || (c.kind == Kind.TIME && count < 0)) {
-      return -1;
+      return false;
     }
     long seconds = Math.floorDiv(count, c.per);
     long fraction = Math.floorMod(count, c.per);
@@ -266,10 +284,10 @@ final class Connect {
       try {
         moment = LocalDateTime.ofEpochSecond(seconds, 0, ZoneOffset.UTC);
       } catch (DateTimeException e) {
-        return -1;
+        return false;
       }
       if (moment.getYear() < 1 || moment.getYear() > 9999) {
-        return -1;
+        return false;
       }
       put(out, moment.toLocalDate().toString()); // yyyy-MM-dd, as Python's isoformat
       out.put('T');
@@ -286,7 +304,7 @@ final class Connect {
       put(out, "0".repeat(width - digits.length()) + digits);
     }
     out.put('"');
-    return end;
+    return true;
   }
 
   private static void two(Encoding.Buffer out, long n) {

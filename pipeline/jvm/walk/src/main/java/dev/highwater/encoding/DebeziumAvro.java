@@ -16,11 +16,17 @@ final class DebeziumAvro implements Encoding {
 
   private final Debezium json;
   private final Registry registry;
+  private final boolean diff;
+  private final Map<String, long[]> commits;
   private transient Buffer text;
+  private transient AvroEvent.Scratch scratch;
+  private transient EventPlace place;
 
   DebeziumAvro(boolean diff, Map<String, long[]> commits, Registry registry) {
     this.json = new Debezium(diff, commits);
     this.registry = registry;
+    this.diff = diff;
+    this.commits = commits;
   }
 
   @Override
@@ -39,12 +45,40 @@ final class DebeziumAvro implements Encoding {
         || (avroValue && (valueSchema == null || valueSchema.typed == null))) {
       return false; // a key of fields schema and payload: Python reads no envelope in Avro
     }
+    if (avroKey && keySchema.keyable && avroValue && valueSchema.event != null) {
+      return direct(key, keySchema, value, valueSchema, out);
+    }
     byte[] k = avroKey ? payload(key, keySchema) : key;
     if (!avroValue) { // an Avro key, a JSON value: JSON as JsonConverter's
       return k != null && json.encode(k, value, out);
     }
     byte[] v = payload(value, valueSchema);
     return k != null && v != null && json.encode(k, v, valueSchema.typed, out);
+  }
+
+  /** Key and value read straight into the envelope ({@link AvroEvent}), as through JSON. */
+  private boolean direct(
+      byte[] key, Registry.Schema keySchema, byte[] value, Registry.Schema valueSchema,
+      Encoded out) {
+    if (scratch == null) {
+      scratch = new AvroEvent.Scratch();
+      place = new EventPlace(commits);
+    }
+    Buffer o = out.buffer;
+    o.reset();
+    if (!AvroEvent.key(keySchema.node, key, o, scratch.at)) {
+      return false;
+    }
+    out.key = o.copy(0);
+    o.reset();
+    out.position = null;
+    out.tx = null;
+    out.ts = null;
+    if (!valueSchema.event.read(value, o, scratch, place, diff, out)) {
+      return false;
+    }
+    out.value = out.ts == null ? null : o.copy(0);
+    return true;
   }
 
   private Registry.Schema schema(byte[] wire) {

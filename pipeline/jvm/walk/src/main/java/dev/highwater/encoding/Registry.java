@@ -37,6 +37,8 @@ final class Registry implements Serializable {
     // an envelope's {after, before} columns by the Connect-style schema; null: not told apart
     final Connect.Column[][] typed;
     final boolean enveloped; // a record of exactly the fields schema and payload
+    final AvroEvent event; // a value's read straight into the envelope; null: through JSON
+    final boolean keyable; // a key's read straight into its JSON array (AvroEvent.key)
 
     Schema(AvroJson.Node node, JsonNode connect) {
       this.node = node;
@@ -44,6 +46,8 @@ final class Registry implements Serializable {
       Connect.Column[] before = Connect.columns(connect, "before");
       this.typed = after == null || before == null ? null : new Connect.Column[][] {after, before};
       this.enveloped = node.type == AvroJson.Type.RECORD && names(node).equals(ENVELOPE);
+      this.event = enveloped ? null : AvroEvent.of(node, typed);
+      this.keyable = !enveloped && AvroEvent.keyable(node);
     }
   }
 
