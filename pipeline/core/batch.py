@@ -114,6 +114,9 @@ class BatchPlan:
     # delivery: exactly_once (stream batches): each partition's stretch between a begin row
     # and its summary row, which the sink writes in one transaction with its progress
     exactly_once: bool = False
+    # source topics whose transactions the driver completes (a transaction topic read): only
+    # their changes' places are kept in the summaries (many, one or more per change)
+    counted: frozenset[str] = frozenset()
 
     @property
     def room(self) -> int:
@@ -175,6 +178,7 @@ class BatchPlan:
             skip_topic=config.effective_dlq_topic,
             positions=positions or {},
             commits=commits or {},
+            counted=frozenset(s.topic for s in config.sources if s.transactions is not None),
         )
 
 
@@ -233,9 +237,16 @@ class PartitionSeen:
     # [from offset, to offset, floor, transaction]: the rest left for a transaction's END
     deferred: list[Any] | None = None
     schema_change: list[Any] | None = None  # [offset, reason, commit time]: stopped there
+    # whether its transactions' places are kept (BatchPlan.counted); not part of the summary
+    counting: bool = field(default=True, compare=False, repr=False)
 
     def saw(self, tx: tuple[str, int], ts: Hlc | None) -> None:
-        """A change of transaction ``tx`` (id, place) at ``ts`` (None: not known) was read."""
+        """A change of transaction ``tx`` (id, place) at ``ts`` (None: not known) was read.
+
+        Kept only where ``counting``: the driver completes the partition's transactions.
+        """
+        if not self.counting:
+            return
         entry = self.transactions.get(tx[0])
         if entry is None:
             self.transactions[tx[0]] = [[tx[1]], ts, ts]
@@ -716,6 +727,7 @@ class Task(Frames):
         if state is None:
             first = run.column("offset")[0].as_py()
             state = self.seen[sp] = PartitionSeen(SourcePartition(topic, partition), first, None)
+            state.counting = topic in self.plan.counted
             self.floors[sp] = self.plan.thresholds.get(sp, self.plan.new_partition_floor)
             self.latest[sp] = self.plan.positions.get(sp)
         return sp, state

@@ -94,6 +94,7 @@ def walk_plan(plan: BatchPlan) -> str | None:
             "encoding": plan.encoders[topic].walk,
             "format": fmt,
             "registry": plan.registries.get(topic),  # Debezium's Avro: its writer schemas
+            "counted": topic in plan.counted,  # its transactions' places kept in the summary
         }
         for topic, fmt in plan.formats.items()
     }

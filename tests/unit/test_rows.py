@@ -134,7 +134,7 @@ def test_a_change_the_query_does_not_keep_still_counts_for_its_transaction() -> 
     keys, values = zip(debezium(1, "c", 1, "kept"), debezium(2, "c", 2, "left out"), strict=True)
     rows = split("debezium", list(values), list(keys))
     rows = rows.append_column("keep", pa.array([True, False]))
-    batch = replace(plan(), formats={SRC: "debezium"})
+    batch = replace(plan(), formats={SRC: "debezium"}, counted=frozenset({SRC}))
     records, result = run(batch, rows)
     assert [json.loads(r["value"])["after"]["name"] for r in records] == ["kept"]
     (seen,) = result.partitions
