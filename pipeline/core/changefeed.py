@@ -55,9 +55,8 @@ from .policy import Cadence, Decision, Policy
 from .position import Position
 from .progress import TAKEN, Claim
 from .queries import check_query
-from .resolvers import resolver_of
 from .scan_driver import Scans
-from .setup import Outputs, find_start, open_outputs
+from .setup import Outputs, find_start, open_outputs, resolver_of
 from .stream import start_query
 
 if TYPE_CHECKING:

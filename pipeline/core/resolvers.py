@@ -4,25 +4,21 @@ A source's resolved times come either **in the stream** (CockroachDB-style marke
 WATERMARK events: the executors read them with the rows, and the batch summaries carry them to
 the frontier) or **beside it**: Debezium's transaction topic, read on the driver
 (:class:`~.transaction_feed.TransactionFeed`). The coordinator talks to either through
-:class:`Resolver`, so it never asks which one it has.
+:class:`Resolver`, so it never asks which one it has; its set-up picks one
+(:func:`~.setup.resolver_of`, from what it opened).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from typing_extensions import override
 
-from pipeline.config import ChangefeedConfig
 from schemas.hlc import Hlc
 
 from .batch import BatchPlan, BatchResult, Deferred
-from .frontier import Frontier, SourcePartition
-from .transaction_feed import TransactionFeed
-
-if TYPE_CHECKING:
-    from .setup import Outputs
+from .frontier import Frontier
 
 
 class Resolver(Protocol):
@@ -105,21 +101,3 @@ class InStream(Resolver):
     @override
     def close(self) -> None:
         pass
-
-
-def resolver_of(
-    config: ChangefeedConfig,
-    outputs: Outputs,
-    skipped: Iterable[tuple[SourcePartition, int | None, int]] = (),
-) -> Resolver:
-    """Debezium's transaction feed where ``config`` names transaction topics, else in-stream.
-
-    A resumed changefeed's transaction logs start as its checkpoint kept them, and count
-    what the run before committed after it (``skipped``: ``Position.skipped``).
-    """
-    records = {} if outputs.restored is None else outputs.restored.transactions
-    feed = TransactionFeed.of(config, outputs.source, outputs.partitions, records)
-    if feed is None:
-        return InStream()
-    feed.recount(skipped)
-    return feed

@@ -22,7 +22,7 @@ read, and a start below the GC safe point is refused, naming topics, partitions 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
@@ -53,10 +53,11 @@ from .kafka_clients import client_config
 from .lifecycle import SpecStore
 from .position import Position
 from .progress import Claim
+from .resolvers import InStream, Resolver
 from .safepoints import ChangefeedSafepoint, SafepointRegistry, retention_warnings
 from .statement import statement_time
 from .status import JobStatus, StatusPublisher
-from .transaction_feed import transaction_wires
+from .transaction_feed import TransactionFeed, transaction_wires
 from .update import check_update, identified
 from .writer import BatchWriter, batch_writer
 
@@ -307,6 +308,24 @@ def _safepoint(
     registry.ensure(config.checkpoint.replication_factor)
     ttl = config.safepoints.gc_ttl.total_seconds()
     return ChangefeedSafepoint(registry, config.changefeed_id, ttl)
+
+
+def resolver_of(
+    config: ChangefeedConfig,
+    outputs: Outputs,
+    skipped: Iterable[tuple[SourcePartition, int | None, int]] = (),
+) -> Resolver:
+    """Debezium's transaction feed where ``config`` names transaction topics, else in-stream.
+
+    A resumed changefeed's transaction logs start as its checkpoint kept them, and count
+    what the run before committed after it (``skipped``: ``Position.skipped``).
+    """
+    records = {} if outputs.restored is None else outputs.restored.transactions
+    feed = TransactionFeed.of(config, outputs.source, outputs.partitions, records)
+    if feed is None:
+        return InStream()
+    feed.recount(skipped)
+    return feed
 
 
 def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
