@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.batch.walk import rest_plan
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
 from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number, in_commit, time_of
 from pipeline.core.sources.wire import WireReader, without_logical_types
-from pipeline.core.walk import rest_plan
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 from tests.support.debezium_avro import AVRO_KEY, AVRO_VALUE
