@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 from pipeline.config import parse_config
-from pipeline.core.batch.loop import BatchPlan, process
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.loop import process
 from pipeline.dev.bench import ORDERS_SCHEMA
 from pipeline.dev.generator import (
     Change,

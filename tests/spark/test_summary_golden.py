@@ -19,7 +19,8 @@ from pyspark.sql import Observation
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch.loop import BatchPlan, kafka_records
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.loop import kafka_records
 from pipeline.core.batch.summary import Summary
 from pipeline.core.batch.walk import Walked, rest_plan, walk_plan
 from schemas.hlc import Hlc

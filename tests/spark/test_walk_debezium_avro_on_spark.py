@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch.loop import BatchPlan
+from pipeline.core.batch.contract import BatchPlan
 from pipeline.core.batch.walk import Walked, walk_plan
 from pipeline.core.sources.wire import without_logical_types
 from schemas.hlc import Hlc

@@ -12,7 +12,7 @@ import pytest
 
 from encoders.avro import AvroEncoder, Framing
 from pipeline.config import EncoderConfig
-from pipeline.core.batch.loop import BatchPlan
+from pipeline.core.batch.contract import BatchPlan
 from pipeline.core.batch.walk import Walked, walk_plan
 from pipeline.dev.bench_sources import CANAL_TABLE, DEBEZIUM_TABLE
 from pipeline.dev.canal_feed import CanalFeed

@@ -21,7 +21,7 @@ from fastavro import parse_schema, schemaless_reader
 
 from encoders.avro import Framing
 from pipeline.config import ChangefeedConfig, parse_config
-from pipeline.core.batch.loop import BatchPlan, BatchResult, Deferred, PartitionSeen
+from pipeline.core.batch.contract import BatchPlan, BatchResult, Deferred, PartitionSeen
 from pipeline.core.batch.loop import process as run_task
 from pipeline.core.evolution.evolution import SchemaEvolution, declared_mismatch
 from pipeline.core.evolution.rescan import Rescan, rescan_backfill

@@ -23,7 +23,8 @@ from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch.loop import ERROR_HEADER, BatchResult, PartitionSeen
+from pipeline.core.batch.contract import BatchResult, PartitionSeen
+from pipeline.core.batch.output import ERROR_HEADER
 from pipeline.core.coordinator.scan_driver import InitialScan
 from pipeline.core.ledger.backfill import Backfill, Chunk, ScanProgress, progress_line
 from pipeline.core.ledger.frontier import SourcePartition

@@ -5,19 +5,19 @@ the ranges are coalesced into one task per core, each range on the executor the 
 for it (``Placement.java``). Each task runs :func:`process` over its records as Arrow batches
 (``mapInArrow``), in one pass, keeping a state per source partition:
 
-* the source adapter decodes the record (``pipeline/core/sources.py``);
+* the source adapter decodes the record (``pipeline/core/sources/``);
 * a marker raises the partition's *floor*, which starts at the frontier's resolved time for
-  the partition (shipped in the :class:`BatchPlan`);
+  the partition (shipped in the :class:`~.contract.BatchPlan`);
 * a row at or below the floor is an upstream duplicate or a replay and is dropped; any other
   row is encoded by the encoder (``encoders/``) and routed to its output topic;
 * a change that carries its source's position (Debezium) at or below the highest position
   already read on its partition is a *re-send* (the connector restarted and sent again what
   it had sent) and is dropped, whatever its time: the partition's highest position travels
-  from batch to batch in the :class:`BatchPlan` and the checkpoint, like the floor;
+  from batch to batch in the :class:`~.contract.BatchPlan` and the checkpoint, like the floor;
 * a binlog change (Debezium's MySQL, MariaDB) takes its commit time from its transaction's
   END (``BatchPlan.commits``, from the transaction topic the driver read): one whose END was
-  not read yet *defers* the rest of its partition's batch (:class:`Deferred`); the driver
-  reads the transaction topic until that END is there and runs the rest again
+  not read yet *defers* the rest of its partition's batch (:class:`~.contract.Deferred`); the
+  driver reads the transaction topic until that END is there and runs the rest again
   (``writer.BatchWriter``);
 * a row whose columns are not its output schema's (an encoder's :class:`SchemaChange`: the
   table changed shape upstream) defers the rest of its partition, whatever ``on_error``
@@ -33,32 +33,25 @@ is read once and written once, with no shuffle: every version of a key lives on 
 partition, so each key's versions reach the output topic in commit order.
 
 The per-record loop is plain Python over Arrow columns; it is the changefeed's hot path,
-measured against the plain Spark copy in ``docs/benchmarks.md``.
+measured against the plain Spark copy in ``docs/benchmarks.md``. What the driver ships and
+gets back is ``contract.py``'s; what a task writes, ``output.py``'s.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterator
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING
 
 from encoders.avro import AvroEncoder
-from encoders.base import ChangeRow, Context, Encoder
-from pipeline.config import ChangefeedConfig
+from encoders.base import ChangeRow, Context
 from schemas.connect import key_change, type_changes
-from schemas.errors import (
-    EncodingError,
-    RecordRef,
-    SchemaChange,
-    SchemaChangeError,
-    SourceDecodeError,
-)
+from schemas.errors import EncodingError, RecordRef, SchemaChange
 from schemas.hlc import ZERO, Hlc
 
-from ..ledger import Frontier, SourcePartition
+from ..ledger import SourcePartition
 from ..sources import (
     Adapter,
     BadRecord,
@@ -72,488 +65,23 @@ from ..sources import (
     snapshot_read,
     timed,
 )
+from .contract import RECORD_FRAMING, BatchPlan, PartitionSeen
 from .jvm import coalesce_in_place
-from .queries import RowShape
+from .output import (
+    ERROR_HEADER,
+    OUTPUT_SCHEMA,
+    SOURCE_HEADER,
+    Output,
+    bad_reason,
+    count_transaction,
+    records_observed,
+    too_large,
+)
 from .rows import pick_row
-from .summary import Summary
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, Observation
-
-DEFAULT_MAX_REQUEST = 1_048_576  # Kafka producers' max.request.size
-# what Kafka adds to a record's key and value (batch header, varints), with room to spare
-RECORD_FRAMING = 512
-
-ERROR_HEADER = "highwater.error"
-SOURCE_HEADER = "highwater.source"
-
-# What process() yields: Kafka records (topic, key, value, headers) or, with a null topic,
-# one summary per source partition (JSON text); exactly once, each partition's stretch also
-# begins with a row whose progress is its first offset, and its summary row carries where it
-# ends (Sink.java's PieceRows).
-OUTPUT_SCHEMA = (
-    "topic string, key binary, value binary, "
-    "headers array<struct<key: string, value: binary>>, summary string, progress string"
-)
-
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """What the driver decided before the batch; pickled to every task."""
-
-    thresholds: Mapping[tuple[str, int], Hlc]  # (topic, partition) -> frontier's resolved
-    tables: Mapping[str, str]  # source topic -> table
-    formats: Mapping[str, str]  # source topic -> source format
-    routes: Mapping[str, str]  # source topic -> output topic
-    encoders: Mapping[str, Encoder]  # source topic -> its output topic's encoder
-    dlq_topic: str | None  # None: bad records are reported, not written
-    end_time: Hlc | None = None
-    max_record_bytes: int = DEFAULT_MAX_REQUEST  # the sink producer's max.request.size
-    new_partition_floor: Hlc = ZERO  # for a source partition the frontier does not know yet
-    shapes: Mapping[str, RowShape] = field(default_factory=dict)  # source topic -> its CDC query's
-    # source topic -> its schema registry's client configuration (Debezium's Avro)
-    registries: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
-    # resume --skip-bad-record: this bad record goes to the dead-letter topic, whatever on_error
-    skip: RecordRef | None = None
-    skip_topic: str | None = None
-    # (topic, partition) -> the highest source position read there (Debezium: re-sends)
-    positions: Mapping[tuple[str, int], Position] = field(default_factory=dict)
-    # source topic -> {transaction: its END's time} (Debezium: binlog changes' commit times)
-    commits: Mapping[str, Mapping[str, Hlc]] = field(default_factory=dict)
-    # delivery: exactly_once (stream batches): each partition's stretch between a begin row
-    # and its summary row, which the sink writes in one transaction with its progress
-    exactly_once: bool = False
-
-    @property
-    def room(self) -> int:
-        """The largest key and value an output record may have (the rest is Kafka's framing)."""
-        return self.max_record_bytes - RECORD_FRAMING
-
-    @classmethod
-    def at(
-        cls,
-        config: ChangefeedConfig,
-        encoders: Mapping[str, Encoder],
-        frontier: Frontier,
-        *,
-        skip: RecordRef | None,
-        commits: Mapping[str, Mapping[str, Hlc]] | None,
-    ) -> BatchPlan:
-        """The plan of a stream batch read from where ``frontier`` stands."""
-        floors = {(sp.topic, sp.partition): p.resolved for sp, p in frontier.progress().items()}
-        high_water, positions = frontier.high_water(), frontier.positions()
-        plan = cls.of(
-            config, encoders, floors, high_water, skip=skip, positions=positions, commits=commits
-        )
-        return replace(plan, exactly_once=config.delivery == "exactly_once")
-
-    @classmethod
-    def of(
-        cls,
-        config: ChangefeedConfig,
-        encoders: Mapping[str, Encoder],
-        thresholds: Mapping[tuple[str, int], Hlc],
-        new_partition_floor: Hlc = ZERO,
-        *,
-        skip: RecordRef | None = None,
-        positions: Mapping[tuple[str, int], Position] | None = None,
-        commits: Mapping[str, Mapping[str, Hlc]] | None = None,
-    ) -> BatchPlan:
-        """The plan of a changefeed's batch, each partition's floor at ``thresholds``.
-
-        A partition added to a source topic since the frontier was made enters at
-        ``new_partition_floor`` (the high-water mark), as it would after a restart. ``skip``:
-        a bad record an operator chose to divert to the dead-letter topic.
-        """
-        query = config.query
-        return cls(
-            shapes={}
-            if query is None
-            else {config.sources[0].topic: RowShape.of(query[1], config.encoder)},
-            thresholds=thresholds,
-            new_partition_floor=new_partition_floor,
-            tables=config.tables,
-            formats=config.formats,
-            registries=config.registries,
-            routes=config.routes,
-            encoders=encoders,
-            dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
-            end_time=config.end_time,
-            max_record_bytes=int(config.sink.producer.get("max.request.size", DEFAULT_MAX_REQUEST)),
-            skip=skip,
-            skip_topic=config.effective_dlq_topic,
-            positions=positions or {},
-            commits=commits or {},
-        )
-
-
-class BatchAbandoned(Exception):
-    """A batch given up before it was done (a stop while it waited): not checkpointed."""
-
-
-@dataclass(frozen=True)
-class Deferred:
-    """The rest of a source partition's batch, from the first record a walk did not take.
-
-    Left by the JVM walk (a record it does not take) or by the Python loop: a binlog change
-    whose transaction's END was not read yet (``waits_for``), or a row of a shape its output
-    schema cannot hold (``new_shape``); run again through the loop once the driver has what
-    it waits for (the END's time, an evolved schema).
-    """
-
-    partition: SourcePartition
-    start: int
-    stop: int  # just past the batch's last offset
-    floor: Hlc  # the partition's floor at ``start``
-    position: Position | None = None  # the highest source position read before ``start``
-    waits_for: str | None = None  # the transaction whose END it waits for
-    # it starts at a schema change (``PartitionSeen.schema_change``): its row's commit time
-    new_shape: str | None = None
-
-
-class Settled(NamedTuple):
-    """What the driver made of a batch's rests: the plan, the rests run now, and those later.
-
-    A rest waits for another round, after those run now, when it is a schema change behind
-    another table's being emitted again (``backfill``).
-    """
-
-    plan: BatchPlan
-    run: list[Deferred]
-    later: tuple[Deferred, ...] = ()
-
-
-@dataclass
-class PartitionSeen:
-    """What one source partition contributed to a batch (its summary)."""
-
-    partition: SourcePartition
-    next_offset: int
-    resolved: Hlc | None  # the highest marker in the batch
-    emitted: int = 0
-    duplicates: int = 0
-    bad: int = 0
-    first_bad: tuple[int, str] | None = None  # (offset, reason)
-    bytes: int = 0  # the emitted rows' keys and values
-    # Debezium: per transaction id, [its places read, lowest time, highest time]
-    transactions: dict[str, list[Any]] = field(default_factory=dict)
-    position: Position | None = None  # the highest source position read (Debezium)
-    resent: int = 0  # changes dropped as re-sends (at or below a position already read)
-    # [from offset, to offset, floor, transaction]: the rest left for a transaction's END
-    deferred: list[Any] | None = None
-    schema_change: list[Any] | None = None  # [offset, reason, commit time]: stopped there
-
-    def saw(self, tx: tuple[str, int], ts: Hlc | None) -> None:
-        """A change of transaction ``tx`` (id, place) at ``ts`` (None: not known) was read."""
-        entry = self.transactions.get(tx[0])
-        if entry is None:
-            self.transactions[tx[0]] = [[tx[1]], ts, ts]
-            return
-        entry[0].append(tx[1])
-        entry[1], entry[2] = _low(entry[1], ts), _high(entry[2], ts)
-
-    def rest(self) -> Deferred | None:
-        """The rest of the batch this partition left for an END or a schema, if any."""
-        if self.deferred is None:
-            return None
-        start, stop, floor, tx_id = self.deferred
-        change = self.schema_change
-        shape = None if change is None or change[0] != start else str(change[2])
-        return Deferred(self.partition, start, stop, Hlc.parse(floor), self.position, tx_id, shape)
-
-    def to_json(self) -> str:
-        """The summary row's text (``summary.Summary``)."""
-        return Summary(
-            transactions={
-                t: (orders, _text(low), _text(high))
-                for t, (orders, low, high) in self.transactions.items()
-            },
-            topic=self.partition.topic,
-            partition=self.partition.partition,
-            next_offset=self.next_offset,
-            resolved=None if self.resolved is None else str(self.resolved),
-            emitted=self.emitted,
-            duplicates=self.duplicates,
-            bad=self.bad,
-            first_bad=self.first_bad,
-            bytes=self.bytes,
-            position=None if self.position is None else list(self.position),
-            resent=self.resent,
-            deferred=None if self.deferred is None else tuple(self.deferred),
-            schema_change=None if self.schema_change is None else tuple(self.schema_change),
-        ).model_dump_json()
-
-    @classmethod
-    def from_json(cls, text: str) -> PartitionSeen:
-        """Read a summary row (either producer's: ``summary.Summary``)."""
-        s = Summary.parse(text)
-        return cls(
-            SourcePartition(s.topic, s.partition),
-            s.next_offset,
-            None if s.resolved is None else Hlc.parse(s.resolved),
-            s.emitted,
-            s.duplicates,
-            s.bad,
-            s.first_bad,
-            s.bytes,
-            {
-                t: [orders, _parsed(low), _parsed(high)]
-                for t, (orders, low, high) in s.transactions.items()
-            },
-            None if s.position is None else tuple(s.position),
-            s.resent,
-            None if s.deferred is None else list(s.deferred),
-            None if s.schema_change is None else list(s.schema_change),
-        )
-
-    def merge(self, other: PartitionSeen) -> PartitionSeen:
-        """Two summaries of the same partition (should Spark ever split its range)."""
-        tops = [ts for ts in (self.resolved, other.resolved) if ts is not None]
-        bads = [b for b in (self.first_bad, other.first_bad) if b is not None]
-        positions = [p for p in (self.position, other.position) if p is not None]
-        return PartitionSeen(
-            self.partition,
-            max(self.next_offset, other.next_offset),
-            max(tops) if tops else None,
-            self.emitted + other.emitted,
-            self.duplicates + other.duplicates,
-            self.bad + other.bad,
-            min(bads) if bads else None,
-            self.bytes + other.bytes,
-            _merged(self.transactions, other.transactions),
-            max(positions) if positions else None,
-            self.resent + other.resent,
-            self.deferred or other.deferred,
-            _first(self.schema_change, other.schema_change),
-        )
-
-
-def _merged(one: dict[str, list[Any]], two: dict[str, list[Any]]) -> dict[str, list[Any]]:
-    out = {t: list(entry) for t, entry in one.items()}
-    for t, (orders, low, high) in two.items():
-        if t in out:
-            mine = out[t]
-            out[t] = [mine[0] + orders, _low(mine[1], low), _high(mine[2], high)]
-        else:
-            out[t] = [orders, low, high]
-    return out
-
-
-def _first(one: list[Any] | None, two: list[Any] | None) -> list[Any] | None:
-    """The schema change at the lower offset, of two summaries'."""
-    return two if one is None else one if two is None else min(one, two)
-
-
-def _low(one: Hlc | None, two: Hlc | None) -> Hlc | None:
-    return two if one is None else one if two is None else min(one, two)
-
-
-def _high(one: Hlc | None, two: Hlc | None) -> Hlc | None:
-    return two if one is None else one if two is None else max(one, two)
-
-
-def _text(ts: Hlc | None) -> str | None:
-    return None if ts is None else str(ts)
-
-
-def _parsed(text: str | None) -> Hlc | None:
-    return None if text is None else Hlc.parse(text)
-
-
-@dataclass(frozen=True)
-class BatchResult:
-    """What the driver learns after the write: every partition's summary, and totals."""
-
-    partitions: list[PartitionSeen]
-    emitted: int = 0
-    duplicates: int = 0
-    bad: int = 0
-    first_bad: tuple[RecordRef, str] | None = None
-    bytes: int = 0
-    resent: int = 0  # changes dropped as an upstream's re-sends (see the module)
-    schema_change: SchemaChangeError | None = None  # the first row of a new shape
-    # exactly once: the write's Kafka transactions (writer.py counts them)
-    committed: int = 0
-    aborted: int = 0
-
-    @classmethod
-    def of(cls, summaries: list[PartitionSeen]) -> BatchResult:
-        """Merge the tasks' summaries."""
-        merged: dict[SourcePartition, PartitionSeen] = {}
-        for seen in summaries:
-            old = merged.get(seen.partition)
-            merged[seen.partition] = seen if old is None else old.merge(seen)
-        bads = sorted(
-            (RecordRef(s.partition.topic, s.partition.partition, s.first_bad[0]), s.first_bad[1])
-            for s in merged.values()
-            if s.first_bad is not None
-        )
-        changes = sorted(  # the earliest change by commit time: the one a pause names
-            (
-                (
-                    RecordRef(s.partition.topic, s.partition.partition, int(c[0])),
-                    str(c[1]),
-                    str(c[2]),
-                )
-                for s in merged.values()
-                if (c := s.schema_change) is not None
-            ),
-            key=lambda change: (Hlc.parse(change[2]), change[0]),
-        )
-        return cls(
-            sorted(merged.values(), key=lambda s: s.partition),
-            emitted=sum(s.emitted for s in merged.values()),
-            duplicates=sum(s.duplicates for s in merged.values()),
-            bad=sum(s.bad for s in merged.values()),
-            first_bad=bads[0] if bads else None,
-            bytes=sum(s.bytes for s in merged.values()),
-            resent=sum(s.resent for s in merged.values()),
-            schema_change=None if not changes else SchemaChangeError(*changes[0]),
-        )
-
-    @property
-    def rests(self) -> list[Deferred]:
-        """The partitions' rests left for their transactions' ENDs or a new schema."""
-        return [rest for seen in self.partitions if (rest := seen.rest()) is not None]
-
-    def with_rests(self, rests: BatchResult, later: Iterable[Deferred] = ()) -> BatchResult:
-        """One result of the batch: its first run's and that of its rests, run again.
-
-        A partition not run again keeps its schema change (the changefeed stops there); one
-        whose rest waits for another round (``later``) keeps its rest too.
-        """
-        again = {seen.partition for seen in rests.partitions}
-        waiting = {rest.partition for rest in later}
-        done = [
-            replace(seen, deferred=None, schema_change=None)
-            if seen.partition in again
-            else seen
-            if seen.partition in waiting
-            else replace(seen, deferred=None)
-            for seen in self.partitions
-        ]
-        return BatchResult.of([*done, *rests.partitions])
-
-    def __str__(self) -> str:
-        resent = f", {self.resent} re-sent dropped" if self.resent else ""
-        counted = self.committed or self.aborted
-        transactions = (
-            f", {self.committed} transactions committed, {self.aborted} aborted" if counted else ""
-        )
-        return (
-            f"{self.emitted} rows emitted, {self.duplicates} duplicates dropped{resent}, "
-            f"{self.bad} bad{transactions}"
-        )
-
-    def stops(self, on_error: str) -> bool:
-        """Whether the run stops at this batch (or chunk): the one place ``on_error`` decides.
-
-        Its rows stopped at a schema change, or at a bad record with nowhere to divert it
-        (``on_error`` not ``dlq``); :meth:`stop_error` names where.
-        """
-        return self.schema_change is not None or (self.first_bad is not None and on_error != "dlq")
-
-    def stop_error(
-        self, on_error: str, explain: Callable[[SchemaChangeError], SchemaChangeError]
-    ) -> SourceDecodeError | SchemaChangeError:
-        """What the run stops at (:meth:`stops`): the schema change explained, or the record."""
-        if self.schema_change is not None:
-            return explain(self.schema_change)
-        assert self.first_bad is not None  # noqa: S101 - stops() said so
-        ref, reason = self.first_bad
-        return SourceDecodeError(ref, reason, action="paused" if on_error == "pause" else "stopped")
-
-    def forward(self, frontier: Frontier) -> None:
-        """Move ``frontier`` past what this batch read."""
-        for seen in self.partitions:
-            frontier.forward(
-                seen.partition,
-                resolved=seen.resolved,
-                next_offset=seen.next_offset,
-                position=seen.position,
-            )
-
-
-class Output:
-    """Columns of the Arrow batch being built (plain lists: appending is the hot path).
-
-    Topics are kept as runs (topic, count): consecutive records mostly go to one topic.
-    """
-
-    def __init__(self) -> None:
-        self.topics: list[tuple[str | None, int]] = []
-        self.key: list[bytes | None] = []
-        self.value: list[bytes | None] = []
-        self.headers: list[list[dict[str, Any]] | None] = []
-        self.summary: list[str | None] = []
-        self.progress: list[str | None] = []
-
-    def mark(self, summary: str | None, progress: str | None) -> None:
-        """A row that is no Kafka record: a partition's summary, or (exactly once) its begin."""
-        n = len(self.key)
-        self.summary.extend([None] * (n - len(self.summary)))
-        self.progress.extend([None] * (n - len(self.progress)))
-        self.key.append(None)
-        self.value.append(None)
-        self.summary.append(summary)
-        self.progress.append(progress)
-        self.topic_run(None, 1)
-
-    def topic_run(self, topic: str | None, count: int) -> None:
-        """The next ``count`` records appended go to ``topic``."""
-        if not count:
-            return
-        if self.topics and self.topics[-1][0] == topic:
-            count += self.topics.pop()[1]
-        self.topics.append((topic, count))
-
-    def arrow(self) -> pa.RecordBatch:
-        """The records as one Arrow batch of ``OUTPUT_SCHEMA``."""
-        import pyarrow as pa  # noqa: PLC0415 - pyarrow loads on the executors only
-
-        header = pa.struct([("key", pa.string()), ("value", pa.binary())])
-        n = len(self.key)
-        topics = [pa.repeat(pa.scalar(t, pa.string()), count) for t, count in self.topics]
-        for column in (self.headers, self.summary, self.progress):
-            if column:
-                column.extend([None] * (n - len(column)))
-        return pa.RecordBatch.from_arrays(
-            [
-                pa.concat_arrays(topics) if topics else pa.array([], pa.string()),
-                pa.array(self.key, pa.binary()),
-                pa.array(self.value, pa.binary()),
-                pa.array(self.headers, pa.list_(header))
-                if self.headers
-                else pa.nulls(n, pa.list_(header)),
-                pa.array(self.summary, pa.string()) if self.summary else pa.nulls(n, pa.string()),
-                pa.array(self.progress, pa.string()) if self.progress else pa.nulls(n, pa.string()),
-            ],
-            names=["topic", "key", "value", "headers", "summary", "progress"],
-        )
-
-
-def too_large(key: bytes, value: bytes | None, limit: int) -> EncodingError:
-    """An output record the producer would refuse: a bad record, not a failed batch."""
-    size = len(key) + len(value or b"")
-    return EncodingError(
-        "value", f"the output record of {size:,} bytes exceeds max.request.size ({limit:,})"
-    )
-
-
-def bad_reason(exc: Exception) -> str:
-    """Why a record is bad: our reason, or what went wrong where nothing expected it."""
-    if isinstance(exc, BadRecord):
-        return str(exc)
-    if isinstance(exc, EncodingError):
-        return exc.reason
-    return f"cannot be processed ({type(exc).__name__}: {exc})"
-
-
-def count_transaction(state: PartitionSeen, exc: Exception) -> None:
-    """A bad change of a Debezium transaction was read all the same: it does not hold it up."""
-    if isinstance(exc, BadRecord) and exc.tx is not None and exc.ts is not None:
-        state.saw(exc.tx, exc.ts)
 
 
 def process(plan: BatchPlan, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -968,26 +496,3 @@ def source_columns(batch: DataFrame, plan: BatchPlan) -> list[str]:
     # one Spark row per change (rows.py): which change of its record, its key (the scan's)
     columns.extend(c for c in ("row", "group") if c in batch.columns)
     return columns
-
-
-def records_observed(
-    processed: DataFrame, observation: Observation, *, framed: bool = False
-) -> DataFrame:
-    """The Kafka records of ``process``-shaped output; the summaries go to ``observation``.
-
-    ``framed`` (exactly once): the begin and summary rows stay, for the sink's transactions.
-    """
-    from pyspark.sql import functions as F  # noqa: PLC0415 - Spark stays out of the import path
-
-    # As JSON text: an array would come back to Python as a Java object.
-    summaries = F.to_json(F.collect_list("summary")).alias("summaries")
-    observed = processed.observe(observation, summaries)
-    if framed:
-        return observed
-    return observed.where(F.col("summary").isNull()).select("topic", "key", "value", "headers")
-
-
-def read_result(observation: Observation) -> BatchResult:
-    """The summaries of a finished write, merged."""
-    summaries = json.loads(observation.get.get("summaries") or "[]")
-    return BatchResult.of([PartitionSeen.from_json(text) for text in summaries])

@@ -51,9 +51,10 @@ from typing import TYPE_CHECKING
 from pipeline.config import ChangefeedConfig, KafkaOptions
 from schemas.hlc import Hlc
 
+from .contract import BatchPlan, BatchResult, Deferred, PartitionSeen
 from .jvm import Summaries, Transactions, walk_and_write, walk_rows
 from .kafka_clients import source_reader, write_records, writer_options
-from .loop import BatchPlan, BatchResult, Deferred, PartitionSeen, kafka_records
+from .loop import kafka_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession

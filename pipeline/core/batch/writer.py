@@ -38,9 +38,10 @@ from pipeline.config import ChangefeedConfig
 
 from ..ledger import SourcePartition
 from . import faults
+from .contract import BatchPlan, BatchResult, Deferred, Settled, read_result
 from .jvm import Transactions
 from .kafka_clients import write_records
-from .loop import BatchPlan, BatchResult, Deferred, Settled, kafka_records, read_result
+from .loop import kafka_records
 from .queries import apply_query
 from .walk import Walked, walk_plan, walkable, write_rest
 
