@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.batch.walk import rest_plan
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
 from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number, in_commit, time_of
 from pipeline.core.sources.wire import WireReader, without_logical_types
-from pipeline.core.walk import rest_plan
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 from tests.support.debezium_avro import AVRO_KEY, AVRO_VALUE
@@ -407,7 +407,10 @@ def test_transactions_places_are_kept_only_for_a_source_whose_transaction_topic_
     uncounted, without = run(base, arrow(changes))
     assert [r["value"] for r in counted] == [r["value"] for r in uncounted]
     assert with_places.partitions[0].transactions == {
-        "771": [[24_023_810, 24_023_820], *[Hlc.parse(json.loads(r["value"])["updated"]) for r in counted]]
+        "771": [
+            [24_023_810, 24_023_820],
+            *[Hlc.parse(json.loads(r["value"])["updated"]) for r in counted],
+        ],
     }
     assert without.partitions[0].transactions == {}
     assert without.partitions[0].emitted == with_places.partitions[0].emitted == 2

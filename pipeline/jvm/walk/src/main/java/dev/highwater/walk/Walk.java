@@ -31,9 +31,9 @@ import org.apache.spark.util.CollectionAccumulator;
 
 /**
  * The changefeed's fast walk: a micro-batch of native JSON records walked in the JVM
- * (pipeline/core/walk.py says when it runs and what follows it).
+ * (pipeline/core/batch/walk.py says when it runs and what follows it).
  *
- * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch.py): a
+ * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch/loop.py): a
  * marker raises the partition's floor; a change at or below the floor is dropped; any other
  * change goes to its source topic's output topic, written by the route's {@link Encoding}:
  * passed on as it came ({@code Verbatim}) or written again in Avro ({@code Avro}). Each takes
