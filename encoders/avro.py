@@ -309,8 +309,8 @@ class AvroPending:
 
     A table whose schema is derived from its source (no ``table_schema``) and whose topic
     held no change to derive it from at the start: every row is a schema change (the first
-    evolves the schema: ``pipeline/core/evolution.py``); resolved markers, whose record does
-    not depend on the columns, are written as for any table.
+    evolves the schema: ``pipeline/core/evolution/evolution.py``); resolved markers, whose
+    record does not depend on the columns, are written as for any table.
     """
 
     verbatim: tuple[str, ...] | None = None

@@ -3,8 +3,8 @@
 Following confluent-kafka's serializers, an encoder is a small object with one method per side
 of a Kafka record, each given a :class:`Context` naming the output topic; ``None`` for a value
 means a tombstone. Encoders are pure Python (no Spark): the changefeed calls them on the
-executors, once per row, inside its Arrow loop (``pipeline/core/batch.py``), so they are written
-for speed.
+executors, once per row, inside its Arrow loop (``pipeline/core/batch/loop.py``), so they are
+written for speed.
 """
 
 from __future__ import annotations
@@ -93,12 +93,12 @@ class Encoder(Protocol):
     #: passes on as it came; None: it writes every value itself.
     verbatim: tuple[str, ...] | None
 
-    #: How the changefeed's JVM walk (``pipeline/core/walk.py``) writes this encoder's records
+    #: How the changefeed's JVM walk (``pipeline/core/batch/walk.py``) writes this encoder's records
     #: (plain data: ``kind`` and what that kind needs); None: only the Python loop does.
     walk: Mapping[str, Any] | None
 
     #: How the JVM writes this encoder's initial-scan rows of a native source
-    #: (``pipeline/core/scan_walk.py``); None: only the Python scan does.
+    #: (``pipeline/core/scan/scan_walk.py``); None: only the Python scan does.
     scan_walk: Mapping[str, Any] | None
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:

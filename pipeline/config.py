@@ -311,7 +311,7 @@ class CheckpointConfig(_Section):
 
     While any partition advances, every partition's progress is checkpointed once per
     ``min_checkpoint_frequency`` (and before each marker, and at a stop:
-    ``pipeline/core/policy.py``), whether the high-water mark moved or not.
+    ``pipeline/core/progress/policy.py``), whether the high-water mark moved or not.
     ``frontier_highwater_lag_checkpoint_threshold`` is kept for compatibility: that rule
     subsumes it (it asked for a checkpoint of the leading partitions once the high-water mark
     lagged them by that much), so it is accepted and has no effect.
@@ -322,7 +322,7 @@ class CheckpointConfig(_Section):
     min_checkpoint_frequency: Duration = timedelta(seconds=30)
     frontier_highwater_lag_checkpoint_threshold: Duration = timedelta(minutes=10)  # no effect
     frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
-    # delivery: exactly_once: each source partition's committed progress (progress.py);
+    # delivery: exactly_once: each source partition's committed progress (progress/claim.py);
     # default _highwater_progress_<changefeed_id>
     progress_topic: Name | None = None
 
@@ -422,7 +422,7 @@ class ChangefeedConfig(_Section):
     dlq_topic: Name | None = None
     # exactly_once (the default): each source partition's rows of a batch commit in one Kafka
     # transaction with its progress, so a read_committed consumer sees each change once
-    # (pipeline/core/progress.py); at_least_once: a kill writes again what came after the last
+    # (pipeline/core/progress/claim.py); at_least_once: a kill writes again what came after the last
     # checkpoint (no transactions: for clusters that cannot run them, or read_uncommitted readers)
     delivery: Literal["at_least_once", "exactly_once"] = "exactly_once"
     # A row of a shape its output schema cannot hold (a column added upstream): stop there
@@ -610,7 +610,7 @@ class ChangefeedConfig(_Section):
         """What the existing output depends on, as the checkpoint record keeps it.
 
         The clusters, the sources, the encoder and topic naming: a resume compares it with
-        the config it runs with (``pipeline/core/update.py``), so a changed envelope is
+        the config it runs with (``pipeline/core/operators/update.py``), so a changed envelope is
         refused and an added table gets its own scan. Secrets are masked.
         """
         shape = self.model_dump(mode="json", include={"kafka", "sources", "encoder", "sink"})

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     from pathlib import Path  # noqa: PLC0415
 
     from pipeline.config import load_config  # noqa: PLC0415
-    from pipeline.core import changefeed  # noqa: PLC0415
+    from pipeline.core.coordinator import changefeed  # noqa: PLC0415
     from pipeline.runtime.process import reporting_errors  # noqa: PLC0415
     from pipeline.runtime.session import build_session  # noqa: PLC0415
 

@@ -6,7 +6,7 @@ read as ``pipeline/core/sources/wire.py`` reads it) says each column's type in i
 "parameters": {…}}``. :func:`avro_type` maps one column to the Avro type that holds the
 values the Debezium adapter reads from it, exactly, or says why none does (the column's
 values would have to be approximated or reshaped): the schema-change policy ``evolve`` adds
-columns so (``pipeline/core/evolution.py``).
+columns so (``pipeline/core/evolution/evolution.py``).
 
 =================================================  =============================================
 Connect                                             Avro

@@ -1,8 +1,9 @@
 """The operators' changefeed operations, for the CLI and the REST API alike.
 
-Each turns a request into a spec record in the jobs topic (``pipeline/core/lifecycle.py``):
-the changefeed's own run obeys it (``pause``, ``remove``) and the server starts what says
-``running``. A refusal is a :class:`~schemas.errors.LifecycleError` with its REST code.
+Each turns a request into a spec record in the jobs topic
+(``pipeline/core/operators/lifecycle.py``): the changefeed's own run obeys it (``pause``,
+``remove``) and the server starts what says ``running``. A refusal is a
+:class:`~schemas.errors.LifecycleError` with its REST code.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from pathlib import Path
 import yaml
 
 from pipeline.config import ChangefeedConfig, parse_config
-from pipeline.core.lifecycle import ChangefeedSpec, SpecStore, specs_of, statuses_of
-from pipeline.core.status import JobStatus
-from pipeline.core.update import ConfigUpdate, check_update
+from pipeline.core.operators.lifecycle import ChangefeedSpec, SpecStore, specs_of, statuses_of
+from pipeline.core.operators.status import JobStatus
+from pipeline.core.operators.update import ConfigUpdate, check_update
 from schemas.errors import ConfigError, HighwaterError, LifecycleError
 from sinks.compacted import CompactedTopic
 

@@ -27,15 +27,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from pipeline.config import SchemaRegistryConfig, load_config, parse_duration
-from pipeline.core.backfill import progress_line
-from pipeline.core.lifecycle import statuses_of
-from pipeline.core.safepoints import (
+from pipeline.core.ledger.backfill import progress_line
+from pipeline.core.operators.lifecycle import statuses_of
+from pipeline.core.operators.status import JobStatus
+from pipeline.core.progress.safepoints import (
     DEFAULT_SUFFIX,
     DEFAULT_TTL,
     SafepointRegistry,
     retention_warnings,
 )
-from pipeline.core.status import JobStatus
 from pipeline.runtime.process import state_dir
 from schemas.errors import ConfigError, HighwaterError
 from schemas.hlc import parse_time

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import ChangefeedConfig
-from pipeline.core.kafka_clients import client_config
-from pipeline.core.safepoints import SafepointRegistry
+from pipeline.core.batch.kafka_clients import client_config
+from pipeline.core.progress.safepoints import SafepointRegistry
 from sinks.compacted import CompactedTopic
 
 

@@ -17,7 +17,7 @@ One GC pass (``highwater gc run``):
 The first two steps are pure functions (:func:`next_safe_point`, :func:`trim_offset`), so the
 property that matters, *GC never deletes a needed record*, is tested over random safepoints,
 TTLs and clocks without a broker. A source topic whose own retention could delete protected
-data is reported (``pipeline.core.safepoints.retention_warnings``).
+data is reported (``pipeline.core.progress.safepoints.retention_warnings``).
 """
 
 from __future__ import annotations
@@ -30,9 +30,9 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.kafka_clients import range_reader, read_range
-from pipeline.core.safepoints import Safepoint, SafepointRegistry, retention_warnings
+from pipeline.core.batch.kafka_clients import range_reader, read_range
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.progress.safepoints import Safepoint, SafepointRegistry, retention_warnings
 from pipeline.core.sources import BadRecord, adapter, record_time
 from schemas.errors import SafepointError, SourceError
 from schemas.hlc import ZERO, Hlc

@@ -1,6 +1,6 @@
 """The server's ``/metrics``: every running changefeed's series in one scrape, and its own.
 
-Each run serves its own endpoint (``pipeline/core/metrics.py``) and names it in its job
+Each run serves its own endpoint (``pipeline/core/operators/metrics.py``) and names it in its job
 status (``metrics_url``). The server reads the endpoints of the changefeeds whose status says
 they run, merges the series family by family (Prometheus' text format wants each family's
 lines together, under one ``# TYPE``), and adds:

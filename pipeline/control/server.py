@@ -18,10 +18,10 @@ Errors are JSON ``{"error_code", "error_msg"}``: 400 ``invalid_argument`` for a 
 401 ``unauthorized``, 403 ``forbidden`` for a changefeed's own safepoint, 404 ``not_found``,
 405 ``method_not_allowed``, 409 ``conflict`` for a changefeed not in a state that allows the
 request, 500 ``internal`` when Kafka fails or holds an unreadable record. The same operations
-as ``highwater safepoint`` and ``highwater changefeed`` (``pipeline/core/safepoints.py`` and
-``pipeline/control/changefeeds.py`` do the work for both). The routes live on a module-level
-router; :func:`create_app` keeps the context and the token in ``app.state``, where the
-dependencies find them.
+as ``highwater safepoint`` and ``highwater changefeed`` (``pipeline/core/progress/safepoints.py``
+and ``pipeline/control/changefeeds.py`` do the work for both). The routes live on a
+module-level router; :func:`create_app` keeps the context and the token in ``app.state``,
+where the dependencies find them.
 """
 
 from __future__ import annotations
@@ -45,7 +45,12 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
-from pipeline.core.safepoints import DEFAULT_SUFFIX, DEFAULT_TTL, MAX_TTL, SafepointRegistry
+from pipeline.core.progress.safepoints import (
+    DEFAULT_SUFFIX,
+    DEFAULT_TTL,
+    MAX_TTL,
+    SafepointRegistry,
+)
 from schemas.errors import ConfigError, HighwaterError, LifecycleError, SafepointError
 from schemas.hlc import Hlc, parse_time
 

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline.core.lifecycle import ChangefeedSpec
+from pipeline.core.operators.lifecycle import ChangefeedSpec
 from pipeline.runtime.process import RETRYABLE
 from pipeline.runtime.submit import spark_submit_command, spark_submit_env
 from schemas.errors import HighwaterError

@@ -36,9 +36,10 @@ from typing import Any
 
 from encoders.avro import AvroEncoder, Framing
 from pipeline.config import SparkConfig, parse_config
-from pipeline.core.batch import BatchPlan, kafka_records
-from pipeline.core.changefeed import Changefeed
-from pipeline.core.queries import row_type
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.loop import kafka_records
+from pipeline.core.batch.queries import row_type
+from pipeline.core.coordinator.changefeed import Changefeed
 from pipeline.runtime.session import build_session
 from schemas.avro import OutputSchemas
 from sinks.admin import TRANSACTION_STATE, ensure_topics

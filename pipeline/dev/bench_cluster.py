@@ -24,9 +24,9 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from pipeline.core.changefeed import Changefeed
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.kafka_clients import range_reader, read_range
+from pipeline.core.batch.kafka_clients import range_reader, read_range
+from pipeline.core.coordinator.changefeed import Changefeed
+from pipeline.core.ledger.frontier import SourcePartition
 from pipeline.dev.generator import GeneratorSpec, write
 
 from .bench import _config

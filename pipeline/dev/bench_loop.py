@@ -1,7 +1,7 @@
 """The changefeed's per-record loop alone, without Spark or Kafka: CPU seconds per change.
 
 ``make bench`` measures the whole changefeed against a plain Spark copy on a noisy two-core
-machine; this isolates the Python work of one task (``pipeline.core.batch.process`` over Arrow
+machine; this isolates the Python work of one task (``pipeline.core.batch.loop.process`` over Arrow
 batches of the generator's records, wrapped JSON with ``updated`` and ``diff``, as the bench).
 Run it for two checkouts side by side to compare them::
 
@@ -18,7 +18,8 @@ import time
 from typing import Any
 
 from pipeline.config import parse_config
-from pipeline.core.batch import BatchPlan, process
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.loop import process
 from pipeline.dev.bench import ORDERS_SCHEMA
 from pipeline.dev.generator import (
     Change,

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.config import SparkConfig, parse_config
-from pipeline.core.changefeed import Changefeed
+from pipeline.core.coordinator.changefeed import Changefeed
 from pipeline.runtime.session import build_session
 from sinks.admin import ensure_topics
 

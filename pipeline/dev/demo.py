@@ -34,7 +34,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pipeline.config import ChangefeedConfig, load_config
-from pipeline.core.status import JobStatus
+from pipeline.core.operators.status import JobStatus
 from pipeline.runtime import jars
 from schemas.errors import HighwaterError
 from schemas.hlc import Hlc

@@ -27,7 +27,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.cli import main as highwater
 from pipeline.config import load_config
-from pipeline.core.setup import relied_on
+from pipeline.core.coordinator.setup import relied_on
 from pipeline.dev.cluster import KafkaCluster, KafkaClusterInfo
 from pipeline.dev.generator import GeneratorSpec, write
 from pipeline.dev.service import kill

@@ -12,7 +12,7 @@ from confluent_kafka.schema_registry import SchemaRegistryClient
 from fastavro import parse_schema, schemaless_reader
 
 from pipeline.config import ChangefeedConfig
-from pipeline.core.changefeed import Changefeed
+from pipeline.core.coordinator.changefeed import Changefeed
 from pipeline.dev.demo import avro_consumer
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import SchemaError

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from pipeline.config import ChangefeedConfig
-from pipeline.core.changefeed import Changefeed
+from pipeline.core.coordinator.changefeed import Changefeed
 from schemas.errors import ConfigError
 from tests.integration.test_changefeed import produce
 from tests.support.changefeed import changefeed_config, read_output, run_to_end

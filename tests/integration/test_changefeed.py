@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Producer
 
 from pipeline.config import ChangefeedConfig
-from pipeline.core.changefeed import Changefeed
+from pipeline.core.coordinator.changefeed import Changefeed
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import ConfigError, SinkError, SourceDecodeError
 from sinks.admin import ensure_topics

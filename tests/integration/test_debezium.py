@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from pipeline.cli import main as highwater
 from pipeline.config import ChangefeedConfig, parse_config
-from pipeline.core.checkpoint import ranges_to_numbers
+from pipeline.core.ledger.checkpoint import ranges_to_numbers
 from pipeline.core.sources import DebeziumAdapter
 from pipeline.dev.connect import ConnectInfo, EmbeddedConnect
 from pipeline.dev.demo import avro_messages
@@ -164,7 +164,7 @@ def timed_changes(messages: list[Message]) -> list[tuple[Any, Hlc]]:
     passed (the README's rule: Debezium's ``ts_ms`` for a read is its table scan's start, not
     its snapshot's point), one logical tick per read, from zero here (no ``cursor``, the
     snapshot before any marker). Written out here as the README says it, apart from
-    ``batch.py``'s.
+    ``batch/loop.py``'s.
     """
     adapter, passed, out = DebeziumAdapter(), dict[int, Hlc](), []
     for m in messages:

@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from pipeline.config import parse_config
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.progress import GENERATION_KEY, Claim, progress_key, transactional_id
-from pipeline.core.records import GenerationRecord
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.ledger.records import GenerationRecord
+from pipeline.core.progress.claim import GENERATION_KEY, Claim, progress_key, transactional_id
 from schemas.errors import FencedError
 from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
@@ -258,7 +258,7 @@ def test_an_initial_scan_chunk_is_written_once_across_a_retry_and_a_kill(
     assert "fault injected after_commit" in run_log, run_log[-3000:]
 
     raw["spark"]["trigger"] = {"available_now": True}
-    with caplog.at_level(logging.INFO, logger="pipeline.core.progress"):
+    with caplog.at_level(logging.INFO, logger="pipeline.core.progress.claim"):
         run_to_end(parse_config(raw, env={}), spark)
     # the chunk committed before the kill is done (its task would also find it committed)
     assert "was committed before the restart" in caplog.text, caplog.text[-3000:]

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-import pipeline.core.writer
+import pipeline.core.batch.writer
 from pipeline.config import parse_config
-from pipeline.core.progress import GENERATION_KEY
-from pipeline.core.walk import Walked
+from pipeline.core.batch.walk import Walked
+from pipeline.core.progress.claim import GENERATION_KEY
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import config_for
 from tests.integration.test_exactly_once import produce
@@ -94,10 +94,10 @@ def test_the_walk_and_the_python_loop_commit_the_same_records_exactly_once(
 
     # the walk's writer whose walk cannot take the plan (an encoder evolved mid-run to one it
     # cannot write): each batch through the loop, read again with the headers dead letters keep
-    monkeypatch.setattr(pipeline.core.writer, "walk_plan", lambda plan: None)
+    monkeypatch.setattr(pipeline.core.batch.writer, "walk_plan", lambda plan: None)
     fallback = drained(kafka_bootstrap, unique_name("fallback"), source, spark)
     # the loop's writer for the whole run (its stream reads the headers)
-    monkeypatch.setattr(pipeline.core.writer, "walkable", lambda plan: False)
+    monkeypatch.setattr(pipeline.core.batch.writer, "walkable", lambda plan: False)
     loop = drained(kafka_bootstrap, unique_name("loop"), source, spark)
     assert len(walks) == walked_batches, "the walk wrote a batch of the loop's changefeeds"
     assert fallback == loop

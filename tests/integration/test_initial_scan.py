@@ -13,8 +13,8 @@ from pipeline.cli import main as highwater
 from pipeline.config import load_config
 from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
-from pipeline.core.changefeed import Changefeed
-from pipeline.core.checkpoint import ranges_to_numbers
+from pipeline.core.coordinator.changefeed import Changefeed
+from pipeline.core.ledger.checkpoint import ranges_to_numbers
 from pipeline.dev.generator import Change, GeneratorSpec, encode_change, encode_key, write
 from schemas.hlc import Hlc, HlcClock
 from tests.support.changefeed import changefeed_config, checkpoint_records, read_output

@@ -18,8 +18,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.control.context import OperatorContext
 from pipeline.control.server import create_app
-from pipeline.core.changefeed import Changefeed, StopRequest
-from pipeline.core.setup import relied_on
+from pipeline.core.coordinator.changefeed import Changefeed, StopRequest
+from pipeline.core.coordinator.setup import relied_on
 from pipeline.dev.generator import GeneratorSpec, write
 from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic

@@ -14,8 +14,8 @@ import pytest
 
 from pipeline.cli import main as highwater
 from pipeline.config import TriggerConfig
-from pipeline.core.changefeed import Changefeed
-from pipeline.core.safepoints import SafepointRegistry
+from pipeline.core.coordinator.changefeed import Changefeed
+from pipeline.core.progress.safepoints import SafepointRegistry
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import SafepointError
 from schemas.hlc import Hlc

@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
 from pipeline.control.server import CONFIG_FORMAT, TIME_FORMAT, create_app
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.safepoints import SafepointRegistry
-from pipeline.core.status import JobStatus
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.operators.status import JobStatus
+from pipeline.core.progress.safepoints import SafepointRegistry
 from schemas.hlc import Hlc
 from sinks.compacted import CompactedTopic
 

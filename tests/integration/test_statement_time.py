@@ -2,8 +2,8 @@
 
 import pytest
 
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.statement import statement_time
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.scan.statement import statement_time
 from pipeline.dev.generator import GeneratorSpec, write
 from schemas.errors import SourceError
 from tests.integration.test_changefeed import produce

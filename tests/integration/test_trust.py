@@ -11,9 +11,9 @@ import pytest
 
 from pipeline.cli import main as highwater
 from pipeline.config import load_config
-from pipeline.core.changefeed import Changefeed
-from pipeline.core.checkpoint import Checkpoint, CheckpointStore
-from pipeline.core.frontier import Frontier, SourcePartition
+from pipeline.core.coordinator.changefeed import Changefeed
+from pipeline.core.ledger.checkpoint import Checkpoint, CheckpointStore
+from pipeline.core.ledger.frontier import Frontier, SourcePartition
 from schemas.errors import CheckpointError, ConfigError, SourceDecodeError, SourceError
 from schemas.hlc import Hlc
 from sinks.compacted import CompactedTopic

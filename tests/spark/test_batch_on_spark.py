@@ -6,7 +6,8 @@ from pyspark.sql import Observation
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan, kafka_records, read_result
+from pipeline.core.batch.contract import BatchPlan, read_result
+from pipeline.core.batch.loop import kafka_records
 from schemas.hlc import Hlc
 
 SRC = "src.orders"

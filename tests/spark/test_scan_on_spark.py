@@ -6,9 +6,9 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan, read_result
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.scan import ScanPlan, chunk_records
+from pipeline.core.batch.contract import BatchPlan, read_result
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.scan.scan import ScanPlan, chunk_records
 from schemas.hlc import Hlc
 
 SRC = "src.orders"

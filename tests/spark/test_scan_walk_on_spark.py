@@ -15,10 +15,10 @@ from pyspark.sql import DataFrame, Observation, SparkSession
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan, BatchResult, read_result
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.scan import ScanPlan, chunk_records
-from pipeline.core.scan_walk import Rest, ScanWalked, scan_walk_plan
+from pipeline.core.batch.contract import BatchPlan, BatchResult, read_result
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.scan.scan import ScanPlan, chunk_records
+from pipeline.core.scan.scan_walk import Rest, ScanWalked, scan_walk_plan
 from schemas.hlc import Hlc
 from tests.support.json_text import LAYOUTS, row
 

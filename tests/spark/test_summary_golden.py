@@ -2,7 +2,7 @@
 
 The same records of one source partition go through the JVM walk and through the Python loop;
 each producer's summary text, read as JSON, must equal ``tests/golden/summaries.json``, and
-parse as the one declaration (``pipeline/core/summary.py``). A field one producer adds, drops,
+parse as the one declaration (``pipeline/core/batch/summary.py``). A field one producer adds, drops,
 renames or spells another way fails here, not in a changefeed.
 
 To write the golden file anew after a deliberate change of the schema:
@@ -19,9 +19,10 @@ from pyspark.sql import Observation
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan, kafka_records
-from pipeline.core.summary import Summary
-from pipeline.core.walk import Walked, rest_plan, walk_plan
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.loop import kafka_records
+from pipeline.core.batch.summary import Summary
+from pipeline.core.batch.walk import Walked, rest_plan, walk_plan
 from schemas.hlc import Hlc
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "summaries.json"

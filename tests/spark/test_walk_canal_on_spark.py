@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan
-from pipeline.core.walk import Walked, walk_plan
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.walk import Walked, walk_plan
 from schemas.hlc import Hlc
 from tests.support.canal import tso
 from tests.support.json_text import number, string, text

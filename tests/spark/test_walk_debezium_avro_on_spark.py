@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.walk import Walked, walk_plan
 from pipeline.core.sources.wire import without_logical_types
-from pipeline.core.walk import Walked, walk_plan
 from schemas.hlc import Hlc
 from tests.support.debezium_avro import avro_column, avro_envelope
 from tests.support.tables import primitive_table

@@ -12,8 +12,8 @@ import pytest
 
 from encoders.avro import AvroEncoder, Framing
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan
-from pipeline.core.walk import Walked, walk_plan
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.walk import Walked, walk_plan
 from pipeline.dev.bench_sources import CANAL_TABLE, DEBEZIUM_TABLE
 from pipeline.dev.canal_feed import CanalFeed
 from pipeline.dev.debezium_feed import DebeziumFeed, Feed

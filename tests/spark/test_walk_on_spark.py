@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan
-from pipeline.core.walk import Walked, walk_plan
+from pipeline.core.batch.contract import BatchPlan
+from pipeline.core.batch.walk import Walked, walk_plan
 from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import ChangefeedConfig, parse_config
-from pipeline.core.changefeed import Changefeed
+from pipeline.core.coordinator.changefeed import Changefeed
 from schemas.hlc import ZERO
 from tests.support.kafka import Message, consume_all
 

@@ -48,7 +48,7 @@ def run_killed_at(
     """Run with ``HIGHWATER_CRASH_AT=crash``; show the SIGKILL landed there; the run's log.
 
     Any failure is not enough: the exit code must be a SIGKILL's and the crash point must
-    have been reached (``pipeline/core/faults.py`` records it just before the kill).
+    have been reached (``pipeline/core/batch/faults.py`` records it just before the kill).
     """
     logged = log_file.stat().st_size if log_file.exists() else 0
     record = log_file.with_name(f"{log_file.name}.crashes")

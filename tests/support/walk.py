@@ -18,8 +18,9 @@ from pyspark.sql import functions as F
 
 from encoders.avro import AvroEncoder, Framing
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import BatchPlan, BatchResult, kafka_records, read_result
-from pipeline.core.walk import Walked, rest_plan, walk_plan
+from pipeline.core.batch.contract import BatchPlan, BatchResult, read_result
+from pipeline.core.batch.loop import kafka_records
+from pipeline.core.batch.walk import Walked, rest_plan, walk_plan
 from schemas.avro import OutputSchemas
 from schemas.tables import TableSchema
 from tests.support.json_text import exact

@@ -10,9 +10,10 @@ import pytest
 from encoders.avro import AvroEncoder, Framing
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.batch import ERROR_HEADER, SOURCE_HEADER, BatchPlan, BatchResult, PartitionSeen
-from pipeline.core.batch import process as run_task
-from pipeline.core.frontier import SourcePartition
+from pipeline.core.batch.contract import BatchPlan, BatchResult, PartitionSeen
+from pipeline.core.batch.loop import process as run_task
+from pipeline.core.batch.output import ERROR_HEADER, SOURCE_HEADER
+from pipeline.core.ledger.frontier import SourcePartition
 from schemas.avro import OutputSchemas
 from schemas.hlc import ZERO, Hlc
 from tests.unit.test_avro import ORDERS

@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from pipeline.core.checkpoint import Checkpoint, decode
-from pipeline.core.frontier import Frontier, SourcePartition
+from pipeline.core.ledger.checkpoint import Checkpoint, decode
+from pipeline.core.ledger.frontier import Frontier, SourcePartition
 from schemas.errors import CheckpointError
 from schemas.hlc import Hlc
 

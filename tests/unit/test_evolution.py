@@ -21,12 +21,12 @@ from fastavro import parse_schema, schemaless_reader
 
 from encoders.avro import Framing
 from pipeline.config import ChangefeedConfig, parse_config
-from pipeline.core.backfill import Backfill
-from pipeline.core.batch import BatchPlan, BatchResult, Deferred, PartitionSeen
-from pipeline.core.batch import process as run_task
-from pipeline.core.evolution import SchemaEvolution, declared_mismatch
-from pipeline.core.frontier import Frontier, Progress, SourcePartition
-from pipeline.core.rescan import Rescan, rescan_backfill
+from pipeline.core.batch.contract import BatchPlan, BatchResult, Deferred, PartitionSeen
+from pipeline.core.batch.loop import process as run_task
+from pipeline.core.evolution.evolution import SchemaEvolution, declared_mismatch
+from pipeline.core.evolution.rescan import Rescan, rescan_backfill
+from pipeline.core.ledger.backfill import Backfill
+from pipeline.core.ledger.frontier import Frontier, Progress, SourcePartition
 from pipeline.core.sources.base import SourceShape
 from schemas.avro import OutputSchemas
 from schemas.connect import NoAvroType, avro_type, column_fields, derived_table

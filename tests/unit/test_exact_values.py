@@ -187,7 +187,8 @@ def test_the_task_loop_keeps_every_number_text_passed_on_or_written_again(
     very bytes that came; any other is written again, its numbers read exactly, whichever
     layout came first in the stretch (the exact reader's flags are found lazily).
     """
-    from pipeline.core.batch import BatchPlan, process  # noqa: PLC0415
+    from pipeline.core.batch.contract import BatchPlan  # noqa: PLC0415
+    from pipeline.core.batch.loop import process  # noqa: PLC0415
 
     wall = 1700000000000000000
     keys, values, sources = [], [], []

@@ -1,4 +1,4 @@
-"""The driver's crash points (``pipeline/core/faults.py``): which reach kills, and what it records.
+"""The driver's crash points (``pipeline/core/batch/faults.py``): which kill, and what it records.
 
 The kill itself is replaced (a test must not SIGKILL its own process group); the integration
 tests (``run_killed_at``) show real ones landing, the executor's points in Java included.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core import faults
+from pipeline.core.batch import faults
 
 
 @pytest.fixture

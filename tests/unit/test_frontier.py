@@ -1,7 +1,7 @@
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.core.frontier import Frontier, Progress, SourcePartition
+from pipeline.core.ledger.frontier import Frontier, Progress, SourcePartition
 from schemas.hlc import ZERO, Hlc
 
 PARTS = [SourcePartition("a", 0), SourcePartition("a", 1), SourcePartition("b", 0)]

@@ -4,8 +4,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.control.gc import next_safe_point, protected_offsets, trim_offset
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.safepoints import Safepoint
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.progress.safepoints import Safepoint
 from schemas.hlc import Hlc
 
 SP = SourcePartition("src", 0)

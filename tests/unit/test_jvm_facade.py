@@ -1,12 +1,12 @@
-"""The Python side reaches our Java through one module, ``pipeline/core/jvm.py``."""
+"""The Python side reaches our Java through one module, ``pipeline/core/batch/jvm.py``."""
 
 import re
 from pathlib import Path
 
-from pipeline.core import jvm
+from pipeline.core.batch import jvm
 
 ROOT = Path(__file__).resolve().parents[2]
-FACADE = ROOT / "pipeline" / "core" / "jvm.py"
+FACADE = ROOT / "pipeline" / "core" / "batch" / "jvm.py"
 SOURCES = ROOT / "pipeline" / "jvm" / "walk" / "src" / "main" / "java"
 
 

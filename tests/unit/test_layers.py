@@ -5,7 +5,7 @@
 ``encoders/``          ``schemas``; no Spark
 ``sinks/``             ``schemas``, ``encoders``
 ``pipeline/config.py`` ``schemas``, ``encoders``
-``pipeline/core/``     the above
+``pipeline/core/``     the above; inside it, rooms (below)
 ``pipeline/runtime/``  the above and ``core``
 ``pipeline/control/``  the above and ``runtime``
 ``pipeline/cli.py``,   everything but ``pipeline/dev/`` (which plugs into the command through
@@ -13,6 +13,23 @@
 ``pipeline/dev/``      everything; nothing of the product imports it
 ``highwater_consumer`` ``schemas`` (the consumer library: no Spark, no pipeline, no encoders)
 =====================  =====================================================================
+
+``pipeline/core/`` is rooms, sub-packages named for what they own (``pipeline/core/__init__.py``
+says what each holds), in an order of their own: a room imports the rooms before it, never one
+after it, type-only imports included, and another room only through its ``__init__``, taking
+only what that room's ``__all__`` names (a room's modules import each other directly):
+
+===============  ==========================================================================
+``sources``      the source adapters
+``ledger``       the frontier, the checkpoint record, the scan's bookkeeping, the records
+``batch``        a micro-batch written: the driver↔executor contract, the loop, the walk
+``resolved``     resolved times from beside the stream (Debezium's transaction topics)
+``evolution``    output schemas that follow their tables
+``scan``         the initial scan on the executors, and its statement time
+``progress``     where a run stands, its exactly-once claim, safepoints, the policy
+``operators``    job status, metrics, observers; the spec, pause and stop, updates
+``coordinator``  the coordinator on the driver: set-up, checkpoints, scans, the query
+===============  ==========================================================================
 
 Two distributions: ``highwater-consumer`` (``consumer/``: ``schemas`` and
 ``highwater_consumer``) and ``highwater`` (the rest), which requires it. The consumer's
@@ -48,6 +65,19 @@ FORBIDDEN = {
     "highwater_consumer": {"pipeline", "sinks", "encoders", "pyspark"},
 }
 ALLOWED_WITHIN = {"pipeline.config": {"pipeline.config"}}
+CORE = ROOT / "pipeline" / "core"
+# pipeline/core's rooms, bottom to top: each imports only those before it
+ROOMS = (
+    "sources",
+    "ledger",
+    "batch",
+    "resolved",
+    "evolution",
+    "scan",
+    "progress",
+    "operators",
+    "coordinator",
+)
 
 
 def module_name(path: Path) -> str:
@@ -72,6 +102,20 @@ def imported_modules(path: Path) -> set[str]:
                 found.add(module)
             else:  # from . import x: x is a module of that package
                 found.update(f"{module}.{alias.name}" for alias in node.names)
+    return found
+
+
+def taken(path: Path) -> set[tuple[str, str]]:
+    """(module, name) for every name ``path`` takes with ``from module import name``."""
+    package = module_name(path).split(".")
+    if path.name != "__init__.py":
+        package = package[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            base = package[: len(package) - node.level + 1] if node.level else []
+            module = ".".join([*base, *([node.module] if node.module else [])])
+            found.update((module, alias.name) for alias in node.names)
     return found
 
 
@@ -128,9 +172,20 @@ def test_nothing_of_the_product_imports_the_dev_tools() -> None:
 
 
 def test_the_rules_see_relative_imports() -> None:
-    # a check of the checker: core/changefeed.py imports its neighbours relatively
-    imports = imported_modules(ROOT / "pipeline" / "core" / "changefeed.py")
-    assert {"pipeline.core.policy", "pipeline.core.faults", "pipeline.config"} <= imports
+    # a check of the checker: coordinator/changefeed.py imports its neighbours relatively, the
+    # rooms below through their fronts; scan_driver.py the operators' room for its types only
+    changefeed = CORE / "coordinator" / "changefeed.py"
+    imports = imported_modules(changefeed)
+    assert {
+        "pipeline.core.progress",
+        "pipeline.core.batch",
+        "pipeline.core.coordinator.durable",
+        "pipeline.config",
+    } <= imports
+    assert {("pipeline.core.progress", "Policy"), ("pipeline.core.batch", "faults")} <= taken(
+        changefeed
+    )
+    assert "pipeline.core.operators" in imported_modules(CORE / "coordinator" / "scan_driver.py")
     consumer = imported_modules(ROOT / "highwater_consumer" / "consumer.py")
     assert {"highwater_consumer.windows", "schemas.hlc"} <= consumer
 
@@ -138,7 +193,7 @@ def test_the_rules_see_relative_imports() -> None:
 def test_importing_the_pure_layers_and_the_command_does_not_load_spark() -> None:
     code = (
         "import sys, schemas.errors, schemas.hlc, encoders, sinks.partitioning, "
-        "pipeline.config, pipeline.core.policy, pipeline.cli, highwater_consumer; "
+        "pipeline.config, pipeline.core.progress.policy, pipeline.cli, highwater_consumer; "
         "print('pyspark' in sys.modules)"
     )
     out = subprocess.run(
@@ -208,3 +263,67 @@ def test_the_two_distributions_ship_apart_and_the_pipeline_requires_the_consumer
     assert [requirement_name(r) for r in consumer["optional-dependencies"]["postgres"]] == [
         "psycopg"
     ]
+
+
+def room_of(module: str) -> str | None:
+    """The room of a module of ``pipeline/core`` (None: ``pipeline.core`` itself, or outside)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["pipeline", "core"] and len(parts) > 2 else None
+
+
+def exported(room: str) -> set[str]:
+    """What a room's ``__init__`` names in its ``__all__``: what the rooms above may use."""
+    tree = ast.parse((CORE / room / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets
+        ):
+            return set(ast.literal_eval(node.value))
+    return set()
+
+
+def room_files() -> list[Path]:
+    return sorted(p for p in CORE.rglob("*.py") if p.parent != CORE)
+
+
+def test_pipeline_core_is_its_rooms_in_order() -> None:
+    folders = {p.name for p in CORE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(ROOMS)
+    assert {p.name for p in CORE.glob("*.py")} == {"__init__.py"}  # every module is in a room
+    assert all((CORE / room / "__init__.py").is_file() for room in ROOMS)
+    # pipeline/core/__init__.py names the rooms in their order and imports none of them
+    init = CORE / "__init__.py"
+    assert not imported_modules(init)
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    assert docstring is not None
+    places = [docstring.index(f"``{room}``") for room in ROOMS]
+    assert places == sorted(places)
+    for room in ROOMS:
+        tree = ast.parse((CORE / room / "__init__.py").read_text(encoding="utf-8"))
+        assert ast.get_docstring(tree), f"pipeline/core/{room}/__init__.py says what it owns"
+
+
+@pytest.mark.parametrize("path", room_files(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_rooms_import_only_the_rooms_below_through_their_front(path: Path) -> None:
+    module = module_name(path)
+    room = room_of(module)
+    assert room in ROOMS, f"{module} is in no room"
+    below = set(ROOMS[: ROOMS.index(room)])
+    modules = imported_modules(path)
+    up = sorted(m for m in modules if room_of(m) not in {None, room, *below})
+    assert not up, f"{path.relative_to(ROOT)} ({room}) imports a room above it: {up}"
+    # another room through its __init__ alone; its own room's modules directly, never through
+    # its own __init__ (which may be half run when the module is imported)
+    past = sorted(
+        m
+        for m in modules
+        if (room_of(m) in below and m != f"pipeline.core.{room_of(m)}")
+        or (m == f"pipeline.core.{room}" and path.name != "__init__.py")
+    )
+    assert not past, f"{path.relative_to(ROOT)} ({room}) goes past a room's front: {past}"
+    hidden = sorted(
+        f"{m}.{name}"
+        for m, name in taken(path)
+        if m == "pipeline.core" or (room_of(m) in below and name not in exported(room_of(m)))
+    )
+    assert not hidden, f"{path.relative_to(ROOT)} takes what no __all__ offers: {hidden}"

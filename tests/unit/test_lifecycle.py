@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pipeline.control.supervisor import retryable
-from pipeline.core.changefeed import StopRequest
-from pipeline.core.lifecycle import (
+from pipeline.core.coordinator.changefeed import StopRequest
+from pipeline.core.operators.lifecycle import (
     ChangefeedSpec,
     parse_ref,
     spec_key,
@@ -14,7 +14,7 @@ from pipeline.core.lifecycle import (
     statuses_of,
     wait_while_paused,
 )
-from pipeline.core.status import JobStatus
+from pipeline.core.operators.status import JobStatus
 from pipeline.runtime.process import RETRYABLE, reporting_errors
 from schemas.errors import (
     CheckpointError,

@@ -12,10 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pipeline.control.changefeeds import Changefeed
 from pipeline.control.metrics import aggregate
-from pipeline.core.batch import BatchResult
-from pipeline.core.lifecycle import ChangefeedSpec
-from pipeline.core.metrics import ChangefeedMetrics
-from pipeline.core.status import JobStatus
+from pipeline.core.batch.contract import BatchResult
+from pipeline.core.operators.lifecycle import ChangefeedSpec
+from pipeline.core.operators.metrics import ChangefeedMetrics
+from pipeline.core.operators.status import JobStatus
 
 pytestmark = pytest.mark.unit
 

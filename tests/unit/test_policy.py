@@ -28,9 +28,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.checkpoint import Checkpoint, decode
-from pipeline.core.frontier import Frontier, Progress, SourcePartition
-from pipeline.core.policy import Cadence, Decision, HighWaterWatch, Policy
+from pipeline.core.ledger.checkpoint import Checkpoint, decode
+from pipeline.core.ledger.frontier import Frontier, Progress, SourcePartition
+from pipeline.core.progress.policy import Cadence, Decision, HighWaterWatch, Policy
 from schemas.errors import CheckpointError
 from schemas.hlc import ZERO, Hlc
 

@@ -8,11 +8,11 @@ import pytest
 from pydantic import ValidationError
 
 from pipeline.config import parse_config
-from pipeline.core.backfill import Backfill
-from pipeline.core.frontier import Frontier, SourcePartition
-from pipeline.core.progress import Claim, progress_key, slot, transactional_id
-from pipeline.core.records import ProgressRecord, decode
-from pipeline.core.status import JobStatus
+from pipeline.core.ledger.backfill import Backfill
+from pipeline.core.ledger.frontier import Frontier, SourcePartition
+from pipeline.core.ledger.records import ProgressRecord, decode
+from pipeline.core.operators.status import JobStatus
+from pipeline.core.progress.claim import Claim, progress_key, slot, transactional_id
 from schemas.errors import ConfigError
 from schemas.hlc import Hlc
 from sinks.admin import TransactionState

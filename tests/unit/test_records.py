@@ -1,4 +1,4 @@
-"""The records Highwater writes to Kafka (``pipeline/core/records.py``).
+"""The records Highwater writes to Kafka (``pipeline/core/ledger/records.py``).
 
 What older releases wrote still reads; a newer version and a malformed record are refused by
 name.
@@ -13,10 +13,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.core import records
-from pipeline.core.checkpoint import decode as decode_checkpoint
-from pipeline.core.lifecycle import ChangefeedSpec
-from pipeline.core.records import (
+from pipeline.core.ledger import records
+from pipeline.core.ledger.checkpoint import decode as decode_checkpoint
+from pipeline.core.ledger.records import (
     CheckpointRecord,
     GcRecord,
     Record,
@@ -24,8 +23,9 @@ from pipeline.core.records import (
     SpecRecord,
     StatusRecord,
 )
-from pipeline.core.safepoints import Safepoint
-from pipeline.core.status import JobStatus
+from pipeline.core.operators.lifecycle import ChangefeedSpec
+from pipeline.core.operators.status import JobStatus
+from pipeline.core.progress.safepoints import Safepoint
 from schemas.errors import (
     CheckpointError,
     HighwaterError,

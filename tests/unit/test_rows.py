@@ -1,4 +1,4 @@
-"""One Spark row per change (``pipeline/core/rows.py``), for every source format.
+"""One Spark row per change (``pipeline/core/batch/rows.py``), for every source format.
 
 What a CDC query and the initial scan read of each record, and the loops that take each
 change from its record again.
@@ -19,9 +19,9 @@ import pytest
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.rows import split_rows
-from pipeline.core.scan import ScanPlan
+from pipeline.core.batch.rows import split_rows
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.scan.scan import ScanPlan
 from pipeline.core.sources.canal import tso_time
 from tests.support.canal import canal, tso, watermark
 from tests.unit.test_batch import SRC, arrow, plan, run
@@ -134,7 +134,7 @@ def test_a_change_the_query_does_not_keep_still_counts_for_its_transaction() -> 
     keys, values = zip(debezium(1, "c", 1, "kept"), debezium(2, "c", 2, "left out"), strict=True)
     rows = split("debezium", list(values), list(keys))
     rows = rows.append_column("keep", pa.array([True, False]))
-    batch = replace(plan(), formats={SRC: "debezium"})
+    batch = replace(plan(), formats={SRC: "debezium"}, counted=frozenset({SRC}))
     records, result = run(batch, rows)
     assert [json.loads(r["value"])["after"]["name"] for r in records] == ["kept"]
     (seen,) = result.partitions

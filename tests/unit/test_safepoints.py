@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.safepoints import ChangefeedSafepoint, Registry, Safepoint
-from pipeline.core.status import JobStatus
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.operators.status import JobStatus
+from pipeline.core.progress.safepoints import ChangefeedSafepoint, Registry, Safepoint
 from schemas.errors import SafepointError
 from schemas.hlc import ZERO, Hlc
 

@@ -23,12 +23,13 @@ from hypothesis import strategies as st
 
 from encoders.json import JsonEncoder
 from pipeline.config import EncoderConfig
-from pipeline.core import scan
-from pipeline.core.backfill import Backfill, Chunk, ScanProgress, progress_line
-from pipeline.core.batch import ERROR_HEADER, BatchResult, PartitionSeen
-from pipeline.core.frontier import SourcePartition
-from pipeline.core.scan import ScanPlan, ScanTask, drop_superseded
-from pipeline.core.scan_driver import InitialScan
+from pipeline.core.batch.contract import BatchResult, PartitionSeen
+from pipeline.core.batch.output import ERROR_HEADER
+from pipeline.core.coordinator.scan_driver import InitialScan
+from pipeline.core.ledger.backfill import Backfill, Chunk, ScanProgress, progress_line
+from pipeline.core.ledger.frontier import SourcePartition
+from pipeline.core.scan import scan
+from pipeline.core.scan.scan import ScanPlan, ScanTask, drop_superseded
 from pipeline.core.sources import NativeAdapter
 from schemas.hlc import Hlc
 from tests.unit.test_batch import SRC, T, marker, plan, rec, row

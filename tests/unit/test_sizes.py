@@ -62,9 +62,9 @@ def named_exceptions() -> dict[str, str]:
 
 def test_the_measure_sees_classes_functions_and_methods() -> None:
     found = sizes()
-    assert found["pipeline/core/changefeed.py::Changefeed"][0] == "class"
-    assert found["pipeline/core/changefeed.py::Changefeed._process"][0] == "function"
-    assert found["pipeline/core/changefeed.py::run"][0] == "function"
+    assert found["pipeline/core/coordinator/changefeed.py::Changefeed"][0] == "class"
+    assert found["pipeline/core/coordinator/changefeed.py::Changefeed._process"][0] == "function"
+    assert found["pipeline/core/coordinator/changefeed.py::run"][0] == "function"
     assert not any(path.startswith("pipeline/dev/") for path in found)
 
 

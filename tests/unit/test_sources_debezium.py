@@ -23,10 +23,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.batch.walk import rest_plan
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
 from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number, in_commit, time_of
 from pipeline.core.sources.wire import WireReader, without_logical_types
-from pipeline.core.walk import rest_plan
 from schemas.hlc import Hlc
 from schemas.jsontext import Number
 from tests.support.debezium_avro import AVRO_KEY, AVRO_VALUE
@@ -395,6 +395,27 @@ def test_what_a_restarted_connector_sends_again_is_dropped_within_and_across_bat
     assert blind.emitted == 3
 
 
+def test_transactions_places_are_kept_only_for_a_source_whose_transaction_topic_is_read() -> None:
+    """The summary carries each transaction's places only where the driver completes them.
+
+    Without a transaction topic nothing reads them, and they are most of a Debezium summary's
+    bytes (a place per change); the rows and times written are the same either way.
+    """
+    base = replace(batch_plan(), formats={SRC: "debezium"})
+    changes = [(k, v) for k, v in restarted([24_023_810, 24_023_820], [1, 2])]
+    counted, with_places = run(replace(base, counted=frozenset({SRC})), arrow(changes))
+    uncounted, without = run(base, arrow(changes))
+    assert [r["value"] for r in counted] == [r["value"] for r in uncounted]
+    assert with_places.partitions[0].transactions == {
+        "771": [
+            [24_023_810, 24_023_820],
+            *[Hlc.parse(json.loads(r["value"])["updated"]) for r in counted],
+        ],
+    }
+    assert without.partitions[0].transactions == {}
+    assert without.partitions[0].emitted == with_places.partitions[0].emitted == 2
+
+
 def test_a_bad_change_sent_again_is_dropped_and_one_that_stops_the_walk_is_read_again() -> None:
     bad = {**pg(24_023_830), "after": [1]}  # 'after' is not an object
     record = (json.dumps({"id": 1}).encode(), json.dumps(bad).encode())
@@ -438,7 +459,8 @@ def test_a_binlog_change_is_timed_by_its_transactions_end_not_its_statement() ->
 
 def test_a_binlog_change_before_its_end_defers_the_rest_of_its_partition() -> None:
     """The driver reads the END, then runs the rest again: nothing skipped, nothing twice."""
-    base = replace(batch_plan(), formats={SRC: "debezium"})
+    # its transactions counted: a binlog's source has its transaction topic read
+    base = replace(batch_plan(), formats={SRC: "debezium"}, counted=frozenset({SRC}))
     records = [
         binlog_tx(900, "0-1-7", "a"),
         binlog_tx(950, "0-1-8", "b"),  # its END not read yet

@@ -25,10 +25,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pipeline.core.frontier import Frontier, SourcePartition
+from pipeline.core.ledger.frontier import Frontier, SourcePartition
+from pipeline.core.resolved.transaction_feed import TransactionFeed
+from pipeline.core.resolved.transactions import TransactionLog, just_below
 from pipeline.core.sources.debezium import in_commit, transaction_event, transaction_key
-from pipeline.core.transaction_feed import TransactionFeed
-from pipeline.core.transactions import TransactionLog, just_below
 from schemas.errors import SourceError
 from schemas.hlc import ZERO, Hlc
 

@@ -1,4 +1,4 @@
-"""What a changed config may change of an existing changefeed (``pipeline/core/update.py``)."""
+"""What a changed config may change of a changefeed (``pipeline/core/operators/update.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline.config import parse_config
-from pipeline.core.update import REFUSED, SAFE, ConfigUpdate, check_update, identified
+from pipeline.core.operators.update import REFUSED, SAFE, ConfigUpdate, check_update, identified
 from schemas.errors import ConfigError
 from tests.unit.test_config import minimal
 

@@ -403,7 +403,8 @@ def through_python_loop(
     encoder: Encoder, records: list[tuple[str, str]], fmt: str = "native"
 ) -> list[Any]:
     """What ``process`` writes for ``records`` (one source partition of ``fmt``, in order)."""
-    from pipeline.core.batch import BatchPlan, process  # noqa: PLC0415
+    from pipeline.core.batch.contract import BatchPlan  # noqa: PLC0415
+    from pipeline.core.batch.loop import process  # noqa: PLC0415
 
     n = len(records)
     batch = pa.RecordBatch.from_arrays(

@@ -22,7 +22,9 @@ from .base import (
     Change,
     Marker,
     Op,
+    Position,
     Rows,
+    SourceShape,
     SourceUnavailable,
     exact_flags,
     loads,
@@ -30,7 +32,14 @@ from .base import (
     record_time,
 )
 from .canal import CanalJsonAdapter
-from .debezium import DebeziumAdapter
+from .debezium import (
+    DebeziumAdapter,
+    commit_time_of,
+    in_commit,
+    snapshot_read,
+    timed,
+    transaction_event,
+)
 from .native import NativeAdapter
 from .wire import WireReader
 
@@ -44,13 +53,21 @@ __all__ = [
     "Marker",
     "NativeAdapter",
     "Op",
+    "Position",
     "Rows",
+    "SourceShape",
     "SourceUnavailable",
+    "WireReader",
     "adapter",
+    "commit_time_of",
     "exact_flags",
+    "in_commit",
     "loads",
     "parse_hlc",
     "record_time",
+    "snapshot_read",
+    "timed",
+    "transaction_event",
 ]
 
 ADAPTERS: dict[str, type[Adapter]] = {

@@ -16,7 +16,7 @@ by every JSON format) and may hint at each value's time without decoding it (``t
 the initial scan). The JSON helpers here keep every number's text (``schemas/jsontext.py``):
 values pass through unchanged whatever the format.
 
-Pure Python, no Spark: it runs on the executors inside ``pipeline.core.batch``'s Arrow loop,
+Pure Python, no Spark: it runs on the executors inside ``pipeline.core.batch.loop``'s Arrow loop,
 once per record, so it is written for speed (orjson, tuples, no regular expressions).
 """
 
@@ -54,11 +54,11 @@ class Change(NamedTuple):
     position: Position | None = None
     # a binlog change (MySQL, MariaDB) in a transaction: its order within its commit. Its
     # ``ts`` is then only its statement's start (the binlog's event time, in seconds); its
-    # commit time is its transaction's END's, which the batch puts (``batch.py``)
+    # commit time is its transaction's END's, which the batch puts (``batch/loop.py``)
     order: int | None = None
     # a binlog snapshot's read (MySQL, MariaDB): where its snapshot began, (file, pos). Its
     # ``ts`` is its table's scan start, which can lie above changes committed after that
-    # point; the batch times it just above what its partition has passed (``batch.py``)
+    # point; the batch times it just above what its partition has passed (``batch/loop.py``)
     point: Position | None = None
 
 

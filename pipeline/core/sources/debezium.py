@@ -18,7 +18,7 @@ the payload alone. A value's payload::
   PostgreSQL's ``source.sequence`` (the last commit's LSN, the event's LSN), a binlog's
   ``file``, ``pos`` and ``row`` (MySQL, MariaDB). Positions rise along a data partition in
   the order Debezium sends, so the batch drops an event at or below one already read there
-  as a re-send (``batch.py``); the event's place in its transaction (its LSN, its binlog
+  as a re-send (``batch/loop.py``); the event's place in its transaction (its LSN, its binlog
   position and row) is what the transaction log counts, each place once;
 * the time (``updated``) is the commit time and the event's place within its commit, below
   the clock's unit and in the logical part, so versions of a key in one commit keep their
@@ -142,7 +142,7 @@ def commit_time_of(change: Change, commits: Mapping[str, Hlc]) -> Hlc | None:
     """A change's time as a batch takes it: its own, or a binlog change's END's.
 
     ``commits``: transaction id -> its END's time; None when that END was not read yet.
-    (The batch's loop, ``batch.py``, inlines the same rule on its hot path.)
+    (The batch's loop, ``batch/loop.py``, inlines the same rule on its hot path.)
     """
     if change.order is None or change.tx is None:
         return change.ts
@@ -181,7 +181,7 @@ def snapshot_read(point: Position, floor: Hlc, latest: Position | None) -> tuple
     is above every version of its key emitted before (a snapshot done again after a restart
     is news, not below them) and below every commit that follows. The latest position keeps
     its place (or takes the point's, on a partition that has none yet) with the read's time,
-    so the next read is timed above this one. The batch's loop (``batch.py``) calls it.
+    so the next read is timed above this one. The batch's loop (``batch/loop.py``) calls it.
     """
     passed = time_of(latest)
     passed = floor if passed is None else max(floor, passed)

@@ -7,7 +7,7 @@ import java.nio.charset.StandardCharsets;
  * An initial scan's rows of a native source (CockroachDB's JSON, {@code {"after": …, ["before":
  * …,] "updated": "<hlc>"}}), written as the JSON encoder's wrapped envelope of {@code members}
  * (after, [before], [updated], [mvcc_timestamp]) exactly as the Python scan writes them
- * (pipeline/core/scan.py): the key and the images written again as orjson writes what it read
+ * (pipeline/core/scan/scan.py): the key and the images written again as orjson writes what it read
  * ({@link Canonical}), {@code updated} the time given (the statement time for a snapshot row),
  * {@code mvcc_timestamp} the version's own.
  *

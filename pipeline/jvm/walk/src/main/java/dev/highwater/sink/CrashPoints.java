@@ -12,7 +12,7 @@ import org.apache.spark.SparkEnv;
 /**
  * The crash points inside a task's exactly-once write ({@link Pieces#end}): the job SIGKILLed
  * there, as {@code kill -9} of it would, for the tests that show what a read_committed reader
- * sees afterwards. The driver's points are {@code pipeline/core/faults.py}'s, and these honour
+ * sees afterwards. The driver's points are {@code pipeline/core/batch/faults.py}'s, and these honour
  * the same environment: {@code HIGHWATER_CRASH_AT=<point>:<n>} kills the job the n-th time
  * this JVM reaches {@code point} (any task, any attempt), after appending {@code crash point
  * <point>:<n>: SIGKILL} to the file {@code HIGHWATER_CRASH_LOG} names, so a test can show where

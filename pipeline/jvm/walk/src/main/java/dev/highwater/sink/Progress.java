@@ -13,7 +13,7 @@ import java.util.zip.CRC32;
  *
  * <p>Key {@code rows/<topic>/<partition>} (the stream's; {@code scan/…} an initial scan's chunk),
  * written to partition {@link #slot} (CRC-32 of the key over the topic's partitions:
- * pipeline/core/progress.py computes the same); value JSON {@code {format_version, topic,
+ * pipeline/core/progress/claim.py computes the same); value JSON {@code {format_version, topic,
  * partition, next_offset, resolved, position, generation}} and a scan's {@code time}. The
  * driver's claim at a run's start writes the same record with the run's generation; tasks read
  * it back with {@link ProgressReader}.

@@ -28,8 +28,8 @@ import org.apache.spark.unsafe.types.UTF8String;
 import org.apache.spark.util.CollectionAccumulator;
 
 /**
- * An initial scan's chunk of a native source walked in the JVM (pipeline/core/scan_walk.py
- * says when), as the Python scan walks it (pipeline/core/scan.py): one source partition's
+ * An initial scan's chunk of a native source walked in the JVM (pipeline/core/scan/scan_walk.py
+ * says when), as the Python scan walks it (pipeline/core/scan/scan.py): one source partition's
  * records sorted by (the key's xxhash64, the key, the offset), so each key's versions come
  * together in commit order. Of a key's versions at or below the statement time the latest (the
  * first offset of equal times) is its snapshot row, unless it is a delete; the versions after

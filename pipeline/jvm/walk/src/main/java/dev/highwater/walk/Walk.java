@@ -31,9 +31,9 @@ import org.apache.spark.util.CollectionAccumulator;
 
 /**
  * The changefeed's fast walk: a micro-batch of native JSON records walked in the JVM
- * (pipeline/core/walk.py says when it runs and what follows it).
+ * (pipeline/core/batch/walk.py says when it runs and what follows it).
  *
- * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch.py): a
+ * <p>Per source partition, in offset order, as the Python loop (pipeline/core/batch/loop.py): a
  * marker raises the partition's floor; a change at or below the floor is dropped; any other
  * change goes to its source topic's output topic, written by the route's {@link Encoding}:
  * passed on as it came ({@code Verbatim}) or written again in Avro ({@code Avro}). Each takes
@@ -72,12 +72,15 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     final Encoding encoding;
     final boolean debezium; // Debezium's change events: no markers, positions, transactions
     final boolean rows; // records of several rows each, or a marker (Canal-JSON)
+    // its transactions' places kept in the summary (the driver completes them from their topic)
+    final boolean counted;
 
-    Route(String topic, Encoding encoding, String format) {
+    Route(String topic, Encoding encoding, String format, boolean counted) {
       this.topic = topic;
       this.encoding = encoding;
       this.debezium = format.equals("debezium");
       this.rows = format.equals("canal-json");
+      this.counted = counted;
     }
   }
 
@@ -113,7 +116,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
                       format,
                       commits,
                       registry.isObject() ? registry : null);
-              routes.put(e.getKey(), new Route(topic, encoding, format));
+              boolean counted = e.getValue().path("counted").asBoolean(true);
+              routes.put(e.getKey(), new Route(topic, encoding, format, counted));
             });
     for (JsonNode t : root.get("thresholds")) {
       thresholds.put(
@@ -411,7 +415,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       if (!resent && (out.ts == null || size(out.key, out.value) > room)) {
         return defer(s, offset);
       }
-      if (out.tx != null) {
+      if (out.tx != null && s.route.counted) {
         s.saw(out.tx, out.within, out.ts);
       }
       if (resent) {

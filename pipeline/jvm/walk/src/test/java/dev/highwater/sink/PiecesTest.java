@@ -549,7 +549,7 @@ class PiecesTest {
 
   @Test
   void the_slot_is_crc32_of_the_key_as_python_computes_it() {
-    // zlib.crc32(b"rows/src/0") % 4, zlib.crc32(b"rows/orders/11") % 12 (pipeline/core/progress.py)
+    // zlib.crc32(b"rows/src/0") % 4, zlib.crc32(b"rows/orders/11") % 12 (pipeline/core/progress/claim.py)
     assertEquals(SLOT_SRC_0, Progress.slot("rows/src/0", 4));
     assertEquals(SLOT_ORDERS_11, Progress.slot("rows/orders/11", 12));
   }

@@ -10,7 +10,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
-/** The walk's markers and partition summaries (read by pipeline/core/walk.py). */
+/** The walk's markers and partition summaries (read by pipeline/core/batch/walk.py). */
 class WalkTest {
   static final String T = "1700000000000000001.0000000042";
 

@@ -1,0 +1,85 @@
+"""Writing a micro-batch: the driver↔executor contract and the code that writes rows.
+
+``contract`` is what driver and executors exchange (the plan shipped to the tasks, each
+source partition's summary and rest sent back, merged into the batch's result); ``loop`` the
+Python loop the executors run over every record, and ``output`` what a task writes (its and
+the initial scan's); ``walk`` is the JVM walk, behind the one facade to our Java (``jvm``);
+``writer`` the two writers of a batch, chosen once when a run starts; ``summary`` what a task
+saw of each source partition, as both write it; ``rows`` one Spark row per change, which the
+CDC ``queries`` and the initial scan read; ``kafka_clients`` every Kafka client's settings,
+built from the config in one place; and ``faults`` the crash points the crash-safety tests
+kill the job at.
+"""
+
+from __future__ import annotations
+
+from . import faults
+from .contract import (
+    RECORD_FRAMING,
+    BatchAbandoned,
+    BatchPlan,
+    BatchResult,
+    Deferred,
+    PartitionSeen,
+    Settled,
+    read_result,
+)
+from .jvm import Summaries, Transactions, scan_and_write, scan_rows
+from .kafka_clients import (
+    client_config,
+    low_offsets,
+    range_reader,
+    read_range,
+    source_reader,
+    write_records,
+    writer_options,
+)
+from .loop import Task, source_columns
+from .output import (
+    OUTPUT_SCHEMA,
+    Output,
+    bad_reason,
+    count_transaction,
+    records_observed,
+    too_large,
+)
+from .queries import apply_query, check_query
+from .rows import pick_row, with_rows
+from .writer import BatchWriter, batch_writer
+
+__all__ = [
+    "OUTPUT_SCHEMA",
+    "RECORD_FRAMING",
+    "BatchAbandoned",
+    "BatchPlan",
+    "BatchResult",
+    "BatchWriter",
+    "Deferred",
+    "Output",
+    "PartitionSeen",
+    "Settled",
+    "Summaries",
+    "Task",
+    "Transactions",
+    "apply_query",
+    "bad_reason",
+    "batch_writer",
+    "check_query",
+    "client_config",
+    "count_transaction",
+    "faults",
+    "low_offsets",
+    "pick_row",
+    "range_reader",
+    "read_range",
+    "read_result",
+    "records_observed",
+    "scan_and_write",
+    "scan_rows",
+    "source_columns",
+    "source_reader",
+    "too_large",
+    "with_rows",
+    "write_records",
+    "writer_options",
+]

@@ -1,0 +1,166 @@
+"""Kafka client settings and topic administration, built from the config in one place.
+
+Every Kafka client Highwater makes (Spark's source and sink, confluent-kafka producers,
+consumers and admin clients) takes its settings from :func:`client_config` or
+:func:`spark_kafka_options`, so security settings given once in ``kafka.options`` reach all
+of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+from pipeline.config import KafkaOptions
+from schemas.errors import SourceError
+
+from ..ledger import SourcePartition
+from .jvm import Transactions, write_rows
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, DataFrameReader
+    from pyspark.sql.streaming.readwriter import DataStreamReader
+
+    Reader = TypeVar("Reader", DataFrameReader, DataStreamReader)
+
+
+def client_config(kafka: KafkaOptions, **extra: Any) -> dict[str, Any]:
+    """Settings for a confluent-kafka client of this cluster."""
+    return {"bootstrap.servers": kafka.bootstrap_servers, **kafka.options, **extra}
+
+
+# Spark reads each source partition's range with one consumer per task; when a range ends at
+# the partition's end, the consumer's next fetch waits fetch.max.wait.ms (500 ms by default)
+# for data that is not coming, and a batch pays that once per partition. Measured on 300
+# partitions: 88 s per batch at the default, 8 s at 20 ms. A user's kafka.options still win.
+# read_committed: a transaction the upstream aborted never reaches the output (the Java
+# client's default would read it).
+SOURCE_DEFAULTS = {"kafka.fetch.max.wait.ms": "20", "kafka.isolation.level": "read_committed"}
+
+
+def spark_kafka_options(kafka: KafkaOptions, *, source: bool = False) -> dict[str, str]:
+    """Options for Spark's Kafka source or sink (``kafka.``-prefixed client settings)."""
+    options = {"kafka.bootstrap.servers": kafka.bootstrap_servers}
+    if source:
+        options.update(SOURCE_DEFAULTS)
+    options.update({f"kafka.{k}": v for k, v in kafka.options.items()})
+    return options
+
+
+def source_reader(reader: Reader, kafka: KafkaOptions, *, headers: bool = True) -> Reader:
+    """Spark's Kafka source as every changefeed read uses it (stream and initial scan).
+
+    Data loss fails the read (a trimmed offset is never skipped), and headers come along for
+    the dead-letter topic and CDC queries (``headers=False``: a stream the JVM walk takes,
+    whose rests are read again with them).
+    """
+    return (
+        reader.format("kafka")
+        .options(**spark_kafka_options(kafka, source=True))
+        .option("failOnDataLoss", "true")
+        .option("includeHeaders", str(headers).lower())
+    )
+
+
+# The rows' producers wait up to 5 ms to fill batches of up to 256 KiB (Kafka's own defaults
+# before 4.0: no wait, 16 KiB). A task writes its partition's records in one burst, so the
+# wait costs nothing and the fuller batches halve the produce requests: 1.4x the rows/s of the
+# walk at least once, 1.5x exactly once, where each source partition has its own
+# transactional producer (docs/benchmarks.md, session 23). Kafka 4.0 made 5 ms its default.
+PRODUCER_BATCHING = {"linger.ms": "5", "batch.size": "262144"}
+
+
+def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str, str]:
+    """Spark's Kafka writer options for every changefeed write (Spark's writer and the walk's).
+
+    ``acks=all``, idempotent, and batching (:data:`PRODUCER_BATCHING`); ``producer``: the
+    user's producer settings (``sink.producer``, which win; the config refuses unsafe ones).
+    """
+    return {
+        **spark_kafka_options(kafka),
+        "kafka.acks": "all",
+        "kafka.enable.idempotence": "true",
+        **{f"kafka.{k}": v for k, v in PRODUCER_BATCHING.items()},
+        **{f"kafka.{k}": v for k, v in producer.items()},
+    }
+
+
+def write_records(
+    records: DataFrame,
+    kafka: KafkaOptions,
+    producer: Mapping[str, str],
+    delivery: Mapping[str, str] | None = None,
+) -> Transactions:
+    """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
+
+    ``delivery``: exactly once, the run's claim's options (``progress.Claim.options``): the
+    rows then carry each source partition's begin and end rows (``batch/loop.py``).
+
+    By the changefeed's own sink (our Java's ``Sink``, called through ``jvm.write_rows``):
+    Spark's pooled producer and option checks, but a task ends only once Kafka answered every
+    record it sent; Spark's Kafka writer trusts the producer's flush(), which can return before
+    a refused batch's records are answered (KAFKA-19479), and such records would be lost unseen.
+    """
+    return write_rows(records, {**writer_options(kafka, producer), **(delivery or {})})
+
+
+def range_reader(client: Mapping[str, Any], group: str) -> Any:
+    """A confluent-kafka consumer for :func:`read_range` (no group commits).
+
+    Its fetches wait at most 10 ms for more data: a read stops at a known offset and moves on
+    to another partition or range, and the default 500 ms long poll at a partition's end would
+    hold up each next read (12 partitions' latest markers took 11 s; with it, well under 1).
+    """
+    return Consumer(
+        {
+            **client,
+            "group.id": group,
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 10,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,  # a range may end in transaction control records
+        }
+    )
+
+
+def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Iterator[Any]:
+    """The records of ``sp`` from offset ``start`` up to ``stop`` (confluent-kafka messages).
+
+    For the driver's own short reads (a partition's tail, GC's prefix); a missing record or a
+    read error is a :class:`SourceError` naming the partition and offset. The committed
+    records end where the consumer reports the partition's end: offsets up to ``stop`` after
+    it hold transaction markers or records not committed (yet), which no reader sees.
+    """
+    consumer.assign([TopicPartition(sp.topic, sp.partition, start)])
+    position = start
+    while position < stop:
+        message = consumer.poll(10)
+        if message is None:
+            raise SourceError(f"{sp}: no record at offset {position} (end {stop}) in 10 s")
+        error = message.error()
+        if error is not None and error.code() == KafkaError._PARTITION_EOF:
+            if (message.topic(), message.partition()) == (sp.topic, sp.partition):
+                return
+            continue  # the end of a partition read before
+        if error is not None:
+            raise SourceError(f"{sp}: reading offset {position}: {error}")
+        position = message.offset() + 1
+        yield message
+
+
+def low_offsets(
+    client: Mapping[str, Any], partitions: Iterable[SourcePartition]
+) -> dict[SourcePartition, int]:
+    """Each partition's first offset still held (its low watermark)."""
+    consumer = range_reader(client, "highwater-low-offsets")
+    try:
+        return {
+            sp: consumer.get_watermark_offsets(TopicPartition(sp.topic, sp.partition), timeout=30)[
+                0
+            ]
+            for sp in partitions
+        }
+    finally:
+        consumer.close()

@@ -1,0 +1,409 @@
+"""The changefeed: the coordinator on the Spark driver.
+
+The executors are the aggregators (``batch/loop.py``, ``scan/scan.py``: decode, filter,
+encode, write); the driver decides what must be decided in one place, and this class keeps
+the decisions in order: one batch, chunk or tick at a time, under one lock. It is the lock,
+the loop, the batch hook and the carrying-out of the policy's decisions; the rest has its own
+room (paths under ``pipeline/core/``):
+
+================================  ==========================================================
+``operators/lifecycle.py``        the spec: admission (wait while paused), a pause at a
+                                  record, the stop
+``coordinator/setup.py``          topics, encoders, clients; where it starts (create or
+                                  resume), the safepoint held before anything is read
+``coordinator/stream.py``         the streaming query, and one micro-batch's write
+``coordinator/scan_driver.py``    the scans (initial, added tables, a table again), one
+                                  Spark job per chunk
+``resolved/resolvers.py``         what resolves the source partitions beside the stream
+                                  (Debezium's transaction topics), per source format
+``progress/policy.py``            when to checkpoint and which marker may go out (pure)
+``progress/position.py``          the frontier, statement time and unfinished scan the
+                                  checkpoint keeps
+``operators/observers.py``        the run's numbers, metrics, job status and replica watch
+================================  ==========================================================
+
+A run is: set up, the initial scan if one is due, then the streaming query until
+``end_time``, a stop (SIGTERM, between batches), the end of an ``available_now`` drain, or an
+error. After every batch (and chunk) the :class:`~.policy.Policy` says whether to write the
+checkpoint record and which resolved marker may follow it; the safepoint follows what is
+durable.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from contextlib import ExitStack, closing
+from typing import TYPE_CHECKING, TypeVar
+
+from pipeline.config import ChangefeedConfig
+from schemas.errors import (
+    FencedError,
+    HighwaterError,
+    SinkError,
+    SourceDecodeError,
+    SourceError,
+    cause,
+)
+from schemas.hlc import Hlc
+
+from ..batch import (
+    BatchAbandoned,
+    BatchPlan,
+    BatchResult,
+    Settled,
+    check_query,
+    client_config,
+    faults,
+)
+from ..operators import Admission, Observers, StopRequest
+from ..progress import TAKEN, Cadence, Claim, Decision, Policy, Position
+from .durable import Durable
+from .scan_driver import Scans
+from .setup import Outputs, find_start, open_outputs, resolver_of
+from .stream import start_query
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+__all__ = ["Changefeed", "StopRequest", "run"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Changefeed:
+    """One changefeed run, from its config to a stop, an ``end_time`` or an error."""
+
+    def __init__(
+        self,
+        config: ChangefeedConfig,
+        spark: SparkSession,
+        *,
+        stop: StopRequest | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self.spark = spark
+        self.stop_request = stop or StopRequest()
+        self.observers = Observers(config.changefeed_id)
+        self.policy = Policy(Cadence.of(config))
+        self.scans = Scans(self)
+        self.lock = threading.Lock()  # one batch, chunk or tick at a time
+        self._clock = clock
+        self._resources = ExitStack()  # every client and folder a run opens, closed at its end
+        self._outputs: Outputs | None = None  # set up by prepare()
+        self._position: Position | None = None
+        self._durable: Durable | None = None  # the checkpoints and the safepoint (prepare())
+        self.admission = Admission(config, self.stop_request)  # the spec: let in, paused at
+        self._closing = False  # batches that start from now on do nothing
+        self._finished = False  # end_time reached, or an ``only`` scan done: release all
+        self._error: BaseException | None = None  # a batch's error, raised by the loop
+        self.query: StreamingQuery | None = None  # the run's streaming query (its progress)
+
+    # -- what tests, tools and the status read while it runs -------------------------------
+
+    stats = property(lambda self: self.observers.stats, doc="The run's numbers.")
+    metrics = property(lambda self: self.observers.metrics, doc="The run's Prometheus metrics.")
+    last_marker = property(lambda self: self.policy.last_marker, doc="The last marker sent.")
+    statement_time = property(lambda self: self._position and self._position.statement_time)
+    backfill = property(lambda self: self._position and self._position.backfill)
+
+    @property
+    def outputs(self) -> Outputs:
+        """What the run writes through (after :meth:`prepare`)."""
+        return _prepared(self._outputs)
+
+    @property
+    def durable(self) -> Durable:
+        """The checkpoints and the safepoint (after :meth:`prepare`)."""
+        return _prepared(self._durable)
+
+    @property
+    def position(self) -> Position:
+        """Where the changefeed stands (after :meth:`prepare`)."""
+        return _prepared(self._position)
+
+    # -- a run ------------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Once its spec admits it: prepare, scan if due, stream until an end, stop or error."""
+        try:
+            if not self.admission.admit(self._resources):
+                return
+            self.observers.serve(self.config, self._resources)
+            if self.config.query is not None:
+                check_query(self.spark, *self.config.query, self.config.encoder)
+            self.prepare()
+            scanned = self.position.backfill is None or self.initial_scan()
+            if scanned and not self._finished:
+                self.outputs.status.state = "running"
+                self._stream()
+            reason = self.stop_request.reason
+            if self._finished or reason == "removed":  # the source data is not needed
+                self.durable.release()
+            self.publish("finished" if self._finished else reason, error=self.admission.paused_at)
+        except Exception as exc:
+            self.publish("failed", error=str(exc) or repr(exc), best_effort=True)
+            raise
+        finally:
+            self._resources.close()
+
+    def prepare(self) -> None:
+        """Topics, encoders and clients; then the start, its safepoint held.
+
+        A new changefeed's start is checkpointed before anything is emitted.
+        """
+        outputs = self._outputs = open_outputs(self.config, self._resources)
+        self.observers.attach(outputs.status, outputs.replicas)
+        position = self._position = find_start(self.config, outputs)
+        position.resolver = self._resources.enter_context(
+            closing(resolver_of(self.config, outputs, position.skipped))
+        )
+        self._durable = Durable.of(self.config, outputs, self.observers, position)
+        restored = outputs.restored
+        if restored is None:
+            self.write_checkpoint(last_marker=None)
+            return
+        pending = self.policy.resume(
+            restored.high_water, restored.last_marker, restored.marker_sent
+        )
+        if pending is not None:
+            log.info("re-sending marker %s: checkpointed, perhaps never sent", pending)
+            self._emit_marker(pending)
+            self.write_checkpoint(last_marker=pending)  # which now says it was sent
+        self._finished = self.config.scan_mode == "only" and position.backfill is None
+
+    def initial_scan(self) -> bool:
+        """The scan due (``scan_driver.Scans``); then the first marker, at the statement time.
+
+        False: a stop came first. A later scan (added tables, a table again) ends like a batch.
+        """
+        scanned = self.scans.initial()
+        if scanned is None:
+            return False
+        (statement, first), only = scanned, self.config.scan_mode == "only"
+        if first:
+            self._carry_out(self.policy.after_scan(statement, only=only))
+            return True
+        self.policy.progressed()
+        with self.lock:
+            self._after_batch(final=True)
+        self._finished = self._finished or only
+        return True
+
+    def _stream(self) -> None:
+        """The streaming query, until ``end_time``, a stop, a drain's end or an error."""
+        self.stats.stream_started = time.perf_counter()
+        query = self.query = start_query(
+            self.spark,
+            self.config,
+            self.position.starting_offsets(),
+            self._on_batch,
+            self._resources,
+            headers=self.outputs.writer.headers,
+        )
+        while query.isActive:
+            self.check_replicas()
+            self._tick()
+            if self._finished or self.stop_request.is_set() or self._error is not None:
+                self._close(query)
+                break
+            try:
+                query.awaitTermination(1)
+            except Exception:
+                break
+        if self._error is not None:
+            raise self._error
+        exception = query.exception()
+        if exception is not None:
+            raise SourceError(f"the streaming query failed: {cause(exception)}") from None
+        if not self._closing:  # an available_now drain ended by itself
+            with self.lock:
+                self._after_batch(final=True)
+        self.stats.stream_ended = time.perf_counter()  # its last checkpoint and marker out
+
+    def _close(self, query: StreamingQuery) -> None:
+        self._closing = True
+        with self.lock:  # wait for the batch in flight
+            if self._error is None:
+                self._after_batch(final=True)
+        query.stop()
+        high_water = self.position.frontier.high_water()
+        log.info("changefeed %s: stopped at high-water %s", self.config.changefeed_id, high_water)
+
+    # -- one batch ----------------------------------------------------------------------------
+
+    def _on_batch(self, batch: DataFrame, batch_id: int) -> None:
+        with self.lock:  # a stop waits for the batch in flight, and no batch follows it
+            if self._closing or self._error is not None:
+                return  # not checkpointed: the next run reads these offsets again
+            try:
+                started = time.perf_counter()
+                written = self._process(batch, batch_id)
+                self.stats.batch_seconds.append((written, time.perf_counter() - started))
+            except BatchAbandoned as exc:
+                log.info("batch %d not checkpointed (%s): it runs again on resume", batch_id, exc)
+            except HighwaterError as exc:
+                self._error = exc
+                raise
+            except Exception as exc:
+                # Spark or Kafka gave up (the clients retry with back-off first): one clear
+                # error; nothing of this batch was checkpointed (or, exactly once, fenced).
+                failed = SinkError(f"batch {batch_id} failed, not checkpointed: {cause(exc)}")
+                self._error = _taken(self.config, self.outputs.claim, batch_id) or failed
+                raise self._error from exc
+
+    def _process(self, batch: DataFrame, batch_id: int) -> float:
+        """Write one batch, then move the frontier and do what is due; the seconds writing."""
+        frontier, resolver = self.position.frontier, self.position.resolver
+        encoders, commits = self.outputs.schemas.encoders, resolver.commit_times()
+        plan = BatchPlan.at(
+            self.config, encoders, frontier, skip=self.admission.skip(), commits=commits
+        )
+        result, seconds = self.outputs.writer.write(batch, batch_id, plan, self._settle)
+        result.forward(frontier)
+        resolver.saw(result)
+        resolver.advance(frontier)
+        if self.observers.resolver(resolver):
+            self.publish(best_effort=True)
+        if result.partitions:
+            self.policy.progressed()
+        self.observers.batch(batch_id, result, seconds, frontier)
+        if result.stops(self.config.on_error):
+            # Each partition was written up to the record it stops at: checkpoint just before
+            # it, then stop (or pause) there, naming it.
+            self._after_batch(final=True)
+            self.halt(result)
+        else:
+            self._after_batch()
+        return seconds
+
+    def _settle(self, plan: BatchPlan, result: BatchResult) -> Settled:
+        """Rests that wait for a transaction's END (read first), or for an evolved schema.
+
+        A table evolved under ``backfill`` is emitted again before its rests run.
+        """
+        plan, ends = self.position.resolver.settle(plan, result.rests, self.stop_request.is_set)
+        schemas = self.outputs.schemas
+        plan, evolved, later = schemas.settle(plan, result.rests)
+        self.observers.schemas(schemas)
+        for rescan in schemas.take_rescans():
+            self.scans.again(rescan, result)
+        return Settled(plan, [*ends, *evolved], later)
+
+    def halt(self, result: BatchResult) -> None:
+        """Stop at what stops a batch or chunk (:meth:`~.batch.BatchResult.stops`).
+
+        ``on_error: fail`` fails the run at a bad record; else the spec says paused at the
+        record (``resume --skip-bad-record`` may divert it) or at the schema change (an update
+        of the table's schema lets it through), and the run stops.
+        """
+        exc = result.stop_error(self.config.on_error, self.outputs.schemas.explain)
+        if isinstance(exc, SourceDecodeError) and self.config.on_error == "fail":
+            raise exc
+        self._closing = True  # no later batch may write what follows the record
+        self.admission.pause_at(self.outputs.specs, exc)
+
+    # -- carrying out the policy's decisions ----------------------------------------------------
+
+    def _after_batch(self, *, final: bool = False) -> None:
+        """Checkpoint and emit a marker if due; notice ``end_time`` and a stalled high-water."""
+        frontier = self.position.frontier
+        decision = self.policy.after_batch(frontier.high_water(), self._clock(), final=final)
+        self._carry_out(decision, final=final)
+        self.durable.check_stall(self.position, self.position.resolver.quiet)
+        self.durable.refresh()
+
+    def _carry_out(self, decision: Decision, *, final: bool = False) -> None:
+        """The checkpoint first, then the marker it covers; at a run's end, confirm it."""
+        if decision.checkpoint:
+            self.write_checkpoint(last_marker=decision.record_marker)
+        if decision.marker is not None:
+            faults.reached("before_marker")
+            self._emit_marker(decision.marker)
+        if decision.finished:
+            self._finished = True
+        if (final or decision.finished) and self.policy.unconfirmed():
+            self.write_checkpoint(last_marker=self.policy.last_marker)
+
+    def _tick(self) -> None:
+        """Between batches (Spark runs none while the sources are quiet), once a second.
+
+        What is due goes out as if a batch had just ended: a held-back marker, the safepoint.
+        """
+        with self.lock:
+            if self._error is not None or self._closing:
+                return
+            try:
+                if self.position.resolver.advance(self.position.frontier):
+                    self.policy.progressed()  # quiet sources, a transaction completed
+                if self.observers.resolver(self.position.resolver):
+                    self.publish(best_effort=True)
+                self._after_batch()
+                self.metrics.lags(self.position.frontier)
+            except HighwaterError as exc:
+                self._error = exc
+
+    def check_replicas(self) -> None:
+        """Re-read the relied-on topics' replicas when due (outside the lock: batches go on)."""
+        if self.observers.replicas():
+            with self.lock:
+                if self._error is None and not self._closing:
+                    self.publish(best_effort=True)
+
+    def _emit_marker(self, marker: Hlc) -> None:
+        """Broadcast ``marker`` (its checkpoint is durable already)."""
+        started = time.perf_counter()
+        self.outputs.broadcaster.emit(marker)
+        self.observers.marker(marker, time.perf_counter() - started)
+        self.policy.marker_sent(marker, self._clock())
+        faults.reached("after_marker")
+
+    def write_checkpoint(self, *, last_marker: Hlc | None) -> None:
+        """Write the checkpoint record of where the changefeed stands; the safepoint follows."""
+        checkpoint = self.durable.write(self.position, last_marker, self.policy.sent)
+        self.policy.checkpointed(checkpoint.high_water, self._clock())
+        self.publish()
+
+    def publish(
+        self, state: str | None = None, *, error: str | None = None, best_effort: bool = False
+    ) -> None:
+        """Write the job status (``jobs.topic``) as things stand."""
+        marker, position = self.policy.last_marker, self._position
+        self.observers.publish(position, marker, state, error=error, best_effort=best_effort)
+
+
+def _prepared(value: T | None) -> T:
+    if value is None:
+        raise HighwaterError("the changefeed is not prepared yet")
+    return value
+
+
+def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:
+    """Run the changefeed described by ``config``."""
+    Changefeed(config, spark, stop=stop).run()
+
+
+def _taken(config: ChangefeedConfig, claim: Claim | None, batch_id: int) -> FencedError | None:
+    """Exactly once, after a failed write: the fence, if a newer run generation claimed.
+
+    A newer instance's claim fails this run's tasks in Spark (``Pieces.java``); the run must
+    stop then, not be restarted as after a Kafka failure.
+    """
+    if claim is None:
+        return None
+    try:
+        newer = claim.newer(client_config(config.sink_kafka))
+    except Exception as exc:  # the batch's own error is the one to report
+        log.warning("could not read the run generation after batch %d failed: %s", batch_id, exc)
+        return None
+    if newer is None:
+        return None
+    return FencedError(
+        f"{TAKEN}: batch {batch_id} not written, run generation {newer} claimed its "
+        f"partitions (this run is generation {claim.generation})"
+    )

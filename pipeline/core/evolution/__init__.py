@@ -1,0 +1,14 @@
+"""Output schemas that follow their tables: ``schema_change_policy``.
+
+``evolution`` settles a row its output schema cannot hold by the policy (``stop``,
+``evolve``, ``backfill``) and keeps each table's schema versions; ``rescan`` is the
+``backfill`` policy's own part (pure): the table emitted again from its source topic as it
+stood just before the change, with the initial scan's machinery.
+"""
+
+from __future__ import annotations
+
+from .evolution import SchemaEvolution
+from .rescan import Rescan, rescan_backfill
+
+__all__ = ["Rescan", "SchemaEvolution", "rescan_backfill"]

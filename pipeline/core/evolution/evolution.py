@@ -1,0 +1,480 @@
+"""Output schemas that follow their tables: ``schema_change_policy``.
+
+A row its output schema cannot hold (a column added upstream: the encoder's
+``SchemaChange``) ends its partition's part of the batch there, and the rest is left to the
+driver (``batch/loop.py``: a rest with ``new_shape``). :meth:`SchemaEvolution.settle` decides, by
+the policy:
+
+* ``stop``: nothing runs again. The coordinator checkpoints just before the row, sends the
+  marker the high-water mark allows and pauses the changefeed, naming the record, the
+  table, the column(s) and the commit time; a new ``table_schema`` and ``resume`` go on
+  from the row, without loss or duplicates;
+* ``evolve``: the row's source record is read again here and its columns' types taken from
+  the source's own schema (``Adapter.shape``: Debezium's, in JSON with schemas or Avro;
+  ``schemas/connect.py`` maps them). The table's schema gains the columns it lacks, each
+  optional with a null default (``TableSchema.with_columns``): a new version registered
+  once the registry finds it compatible with the subject's latest (its rule; BACKWARD
+  unless someone chose another), or published to the schema topic. The rest runs again in
+  the same batch with the new encoder, and every later batch uses it. A change that cannot
+  evolve so (the source carries no types, a column no Avro type holds exactly, the registry
+  refuses) stops as ``stop`` does, and the pause says why;
+* ``backfill``: ``evolve``, then the table is emitted again at the change's commit time from
+  its source topic, before the rows of the new shape (``rescan.py``): the coordinator takes
+  the :class:`~.rescan.Rescan` it is due (:meth:`SchemaEvolution.take_rescans`).
+
+A Debezium table without a ``table_schema`` takes its whole schema from its source: at the
+start from the newest change at its partitions' ends (the one describing the most columns),
+else (an empty topic) from its first row, which evolves it from nothing; its policy is
+``evolve`` unless the config says otherwise.
+
+Evolved schemas last as long as the run: a restart begins from the declared (or derived)
+ones and meets the same rows again, which evolve them the same way (the registry answers
+the same ids).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from typing import Any
+
+from confluent_kafka import TopicPartition
+
+from encoders.avro import AvroEncoder, AvroPending
+from encoders.base import Encoder
+from encoders.json import JsonEncoder
+from pipeline.config import ChangefeedConfig, SourceConfig
+from schemas.avro import OutputSchemas, marker_schema
+from schemas.connect import (
+    NoAvroType,
+    column_fields,
+    derived_table,
+    key_change,
+    type_changes,
+)
+from schemas.errors import ConfigError, HighwaterError, RecordRef, SchemaChangeError
+from schemas.hlc import Hlc
+from schemas.tables import TableSchema
+from sinks.admin import partition_counts
+from sinks.compacted import CompactedTopic
+from sinks.schemas import SchemaPublisher
+
+from ..batch import BatchPlan, Deferred, Settled, range_reader, read_range
+from ..ledger import SourcePartition
+from ..sources import Adapter, BadRecord, Change, SourceShape, adapter
+from .rescan import Rescan, defaults_of
+
+log = logging.getLogger(__name__)
+
+Record = tuple[bytes | None, bytes | None]  # a source record's key and value
+TAIL = 20  # records read at the end of each partition to derive a table's schema at start
+
+
+@dataclass(frozen=True)
+class TableVersion:
+    """A table's output schema as the run writes it, and its last change."""
+
+    schema: TableSchema | None  # None: to be derived from its source's first row
+    version: str  # how a reader names it: the registry's id, or the fingerprint
+    changed_at: str | None = None  # the commit time of the first row of the last change
+    added: tuple[str, ...] = ()  # the columns it added
+
+    def to_json(self) -> dict[str, Any]:
+        """What the job status shows of it."""
+        return {
+            "version": self.version,
+            "columns": [] if self.schema is None else list(self.schema.columns),
+            "changed_at": self.changed_at,
+            "added": list(self.added),
+        }
+
+
+def _before(time: str, version: TableVersion) -> bool:
+    return version.changed_at is not None and Hlc.parse(time) < Hlc.parse(version.changed_at)
+
+
+class SchemaEvolution:
+    """The run's output encoders, and their schemas as the policy lets them follow the tables."""
+
+    def __init__(
+        self,
+        config: ChangefeedConfig,
+        publisher: SchemaPublisher | None,
+        tables: Mapping[str, TableSchema | None],
+        source: Mapping[str, Any],
+        read: Callable[[SourcePartition, int], Record] | None = None,
+        *,
+        newest: Mapping[str, SourceShape] | None = None,
+        warnings: list[str] | None = None,
+    ) -> None:
+        """Make each source topic's encoder (``publisher`` None: JSON output).
+
+        ``tables``: each source topic's output table (None: not known yet); ``read``: a
+        source record by partition and offset (default: from Kafka); ``newest``: each source
+        topic's newest shape found at the start; ``warnings``: what the start found amiss.
+        """
+        self.config = config
+        self._publisher = publisher
+        self._source = source
+        self._read = read or self._record
+        self._encoders: dict[str, Encoder] = {}  # source topic -> its output topic's encoder
+        self.tables: dict[str, TableVersion] = {}  # source topic -> its output schema
+        if publisher is None:
+            self._encoders = dict.fromkeys(config.routes, JsonEncoder(config.encoder))
+        for topic, table in tables.items():
+            self._use(topic, table)
+        self.refused: dict[RecordRef, str] = {}  # why a change could not evolve
+        self._tried: set[RecordRef] = set()  # rows run again with an evolved schema
+        self._rescans: list[Rescan] = []  # tables evolved under backfill, to emit again
+        self.changes = 0  # schema changes evolved in this run
+        self.warnings = warnings or []  # declared schemas that differ from their sources'
+        self._newest = dict(newest or {})
+
+    @classmethod
+    def open(
+        cls,
+        config: ChangefeedConfig,
+        sink: Mapping[str, Any],
+        source: Mapping[str, Any],
+        resources: ExitStack,
+    ) -> SchemaEvolution:
+        """The run's encoders: Avro schemas registered or published first, derived where due."""
+        if config.encoder.format == "json":
+            return cls(config, None, {}, source)
+        registry = config.encoder.schema_registry
+        if registry is None:
+            schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
+            resources.callback(schema_topic.close)
+            schema_topic.ensure(config.sink.replication_factor)
+            publisher = SchemaPublisher(None, schema_topic)
+        else:
+            publisher = SchemaPublisher(registry.client_config())
+        tables: dict[str, TableSchema | None] = {}
+        warnings, newest = [], {}
+        for i, s in enumerate(config.sources):
+            shape = newest_shape(config, s, source) if s.format in TYPED else None
+            if shape is not None:
+                newest[s.topic] = shape
+            declared = s.declared_schema
+            if declared is None:
+                tables[s.topic] = _derived_at_start(i, s, shape)
+                continue
+            tables[s.topic] = declared
+            mismatch = declared_mismatch(i, declared, shape)
+            if mismatch is not None:
+                warnings.append(mismatch)
+        return cls(config, publisher, tables, source, newest=newest, warnings=warnings)
+
+    @property
+    def encoders(self) -> Mapping[str, Encoder]:
+        """Each source topic's encoder, as the schemas stand."""
+        return self._encoders
+
+    def policy(self, topic: str) -> str:
+        """``schema_change_policy`` for a source topic: as configured, else by its schema.
+
+        One of ``stop``, ``evolve``, ``backfill``.
+
+        A declared ``table_schema`` stops; one derived from the source evolves.
+        """
+        configured = self.config.schema_change_policy
+        if configured is not None:
+            return configured
+        declared = self.config.sources[list(self.config.routes).index(topic)].table_schema
+        return "stop" if declared is not None else "evolve"
+
+    def status(self) -> dict[str, Any]:
+        """Per table: its output schema's version, columns and last change."""
+        return {self.config.tables[t]: v.to_json() for t, v in sorted(self.tables.items())}
+
+    def settle(self, plan: BatchPlan, rests: list[Deferred]) -> Settled:
+        """The plan to run rests at a schema change again with, and those it can run.
+
+        Under ``evolve`` (and ``backfill``) each such rest's table evolves first, the earliest
+        change first; under ``stop`` none runs. A table due to be emitted again
+        (``backfill``) is scanned up to where the rests stand, so under ``backfill`` a rest
+        runs alone in its round: the later ones wait, and the rows before a change are
+        written before its table is scanned.
+        """
+        changes = sorted(
+            (r for r in rests if r.new_shape), key=lambda r: Hlc.parse(str(r.new_shape))
+        )
+        again: list[Deferred] = []
+        for i, rest in enumerate(changes):
+            if self._rescans or (again and self.policy(rest.partition.topic) == "backfill"):
+                return Settled(self._with_encoders(plan), again, tuple(changes[i:]))
+            if self._evolved(rest):
+                again.append(rest)
+        return Settled(self._with_encoders(plan) if again else plan, again)
+
+    def _with_encoders(self, plan: BatchPlan) -> BatchPlan:
+        return replace(plan, encoders=dict(self._encoders))
+
+    def before_scan(self) -> dict[str, dict[str, Any]]:
+        """Ready the tables for a changefeed's first scan; each source topic's defaults.
+
+        The snapshot is the tables as they are: under ``evolve`` and ``backfill`` a table's
+        schema first takes the columns its source's newest shape has and it lacks (the rows
+        would meet them at once). Under ``backfill`` a column a row's record predates takes
+        its default, as the later scans at a change do; a row the schema still cannot hold
+        pauses the scan (``stop``).
+        """
+        defaults = {}
+        for topic, shape in self._newest.items():
+            policy, current = self.policy(topic), self.tables.get(topic)
+            if policy == "stop" or current is None or current.schema is None:
+                continue
+            new = [c for c in shape.columns if c not in current.schema.columns]
+            if new:
+                try:
+                    grown = current.schema.with_columns(column_fields(shape.columns, new))
+                except NoAvroType as exc:
+                    log.warning("table %s not evolved before its scan: %s", topic, exc)
+                    continue
+                self._use(topic, grown)
+                self.changes += 1
+            if policy == "backfill":
+                defaults[topic] = defaults_of(shape.columns)
+        return defaults
+
+    def take_rescans(self) -> list[Rescan]:
+        """The tables ``backfill`` evolved since last asked, to emit again (``rescan.py``)."""
+        rescans, self._rescans = self._rescans, []
+        return rescans
+
+    def rescan_at(self, change: RecordRef, time: Hlc) -> Rescan:
+        """A scan at a schema change (``time``: its) that a killed run left unfinished.
+
+        The table's schema evolves from the change's row again if this run's does not hold
+        it yet (a declared one); the defaults are read from that row's schema.
+        """
+        sp = SourcePartition(change.topic, change.partition)
+        try:
+            shape = self._evolve(sp, change.offset, str(time.next()))  # the row's own time
+        except (NoAvroType, HighwaterError) as exc:
+            raise SchemaChangeError(
+                change, f"its table cannot be emitted again: {exc}", str(time)
+            ) from None
+        return Rescan(change, time, defaults_of(shape.columns))
+
+    def explain(self, change: SchemaChangeError) -> SchemaChangeError:
+        """The pause's error, with why the change could not evolve where it was tried."""
+        why = self.refused.get(change.record)
+        if why is None:
+            return change
+        return SchemaChangeError(change.record, f"{change.reason}; not evolved: {why}", change.time)
+
+    def _use(self, topic: str, table: TableSchema | None, time: str | None = None) -> None:
+        """Make ``table`` (None: not known yet) the output schema of ``topic``'s table."""
+        config, publisher = self.config, self._publisher
+        assert publisher is not None  # noqa: S101 - Avro output
+        name, output = config.tables[topic], config.routes[topic]
+        if table is None:
+            marker = marker_schema(name)
+            header = publisher.marker(output, marker)
+            self._encoders[topic] = AvroPending(name, marker, header)
+            self.tables[topic] = TableVersion(None, "none yet (derived from the first row)")
+            return
+        schemas = OutputSchemas.of(table, config.encoder)
+        before = self.tables.get(topic)
+        framing = publisher.framing(output, schemas, evolved=before is not None)
+        self._encoders[topic] = AvroEncoder(schemas, framing, config.encoder, name)
+        added = () if before is None else _added(before, table)
+        self.tables[topic] = TableVersion(table, publisher.version(output, framing), time, added)
+
+    def _evolved(self, rest: Deferred) -> bool:
+        """Evolve the table of ``rest`` to hold its first row; False (reason kept) if not."""
+        sp = rest.partition
+        policy = self.policy(sp.topic)
+        if policy == "stop":
+            return False
+        ref = RecordRef(sp.topic, sp.partition, rest.start)
+        current = self.tables.get(sp.topic)
+        had = current is not None and current.schema is not None  # rows were written in it
+        try:
+            if ref in self._tried:
+                raise HighwaterError("the row does not fit the evolved schema either")
+            self._tried.add(ref)
+            before = self.changes
+            shape = self._evolve(sp, rest.start, rest.new_shape)
+        except (NoAvroType, HighwaterError) as exc:
+            self.refused[ref] = str(exc)
+            log.warning("schema change at %s not evolved: %s", ref, exc)
+            return False
+        if policy == "backfill" and had and self.changes > before and rest.new_shape:
+            before_it = Hlc.parse(rest.new_shape).previous()
+            self._rescans.append(Rescan(ref, before_it, defaults_of(shape.columns)))
+        return True
+
+    def _evolve(self, sp: SourcePartition, offset: int, time: str | None) -> SourceShape:
+        """Evolve ``sp``'s table to hold the row at ``offset``, if it does not; its shape."""
+        topic, config = sp.topic, self.config
+        if self._publisher is None:  # a CDC query's select *: its columns are declared
+            raise HighwaterError(
+                "the CDC query's select * is the declared table_schema's columns: add the "
+                "new column(s) there and resume"
+            )
+        shape = _shape(_adapter(config, topic), *self._read(sp, offset), config.formats[topic])
+        current = self.tables[topic]
+        if current.schema is None:
+            evolved = derived_table(config.tables[topic], shape.columns, shape.key)
+        else:
+            new = [name for name in shape.columns if name not in current.schema.columns]
+            refused = _cannot_evolve(current.schema, shape, grows=bool(new))
+            if refused is not None:
+                raise HighwaterError(refused)
+            if not new:  # evolved already (at another partition's row of the same change)
+                if time is not None and _before(time, current):
+                    self.tables[topic] = replace(current, changed_at=time)  # the earliest
+                return shape
+            evolved = current.schema.with_columns(column_fields(shape.columns, new))
+        self._use(topic, evolved, time)
+        self.changes += 1
+        log.info(
+            "table %s: output schema evolved at %s/%d@%d: added %s (%s)",
+            config.tables[topic],
+            topic,
+            sp.partition,
+            offset,
+            ", ".join(self.tables[topic].added),
+            self.tables[topic].version,
+        )
+        return shape
+
+    def _record(self, sp: SourcePartition, offset: int) -> Record:
+        """The key and value of the source record at ``offset``."""
+        consumer = range_reader(self._source, "highwater-schema-change")
+        try:
+            for message in read_range(consumer, sp, offset, offset + 1):
+                return message.key(), message.value()
+        finally:
+            consumer.close()
+        raise HighwaterError(f"{sp}: no record at offset {offset} to read its schema from")
+
+
+def _cannot_evolve(schema: TableSchema, shape: SourceShape, *, grows: bool) -> str | None:
+    """Why ``schema`` cannot follow ``shape`` by growing (None: it can, or need not)."""
+    rekeyed = key_change(schema.primary_key, shape.key)
+    if rekeyed is not None:
+        return (
+            f"the table's key changed ({rekeyed}): its rows would be keyed otherwise than the "
+            "output's; declare the new key and schema and resume, or create a new changefeed"
+        )
+    retyped = type_changes(schema.record, shape.columns)
+    if retyped and not grows:
+        return (
+            f"a column's type changed ({'; '.join(retyped)}): Avro has no compatible schema "
+            "for both; declare the new type in table_schema and resume (its consumers read "
+            "the new type from there), or create a new changefeed"
+        )
+    return None
+
+
+def _added(before: TableVersion, table: TableSchema) -> tuple[str, ...]:
+    had = () if before.schema is None else before.schema.columns
+    return tuple(c for c in table.columns if c not in had)
+
+
+def _adapter(config: ChangefeedConfig, topic: str) -> Adapter:
+    return adapter(config.formats[topic], config.registries.get(topic))
+
+
+def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) -> SourceShape:
+    """The record's columns as its source types them, or why there are none."""
+    try:
+        shape = source.shape(key, value)
+    except BadRecord as exc:
+        raise HighwaterError(f"its schema cannot be read: {exc}") from None
+    if shape is None:
+        raise HighwaterError(
+            f"the source (format {fmt}) carries no column types: declare the new column(s) "
+            "in table_schema"
+        )
+    return shape
+
+
+TYPED = frozenset({"debezium", "canal-json"})  # formats whose records type their columns
+
+
+def newest_shape(
+    config: ChangefeedConfig, source: SourceConfig, client: Mapping[str, Any]
+) -> SourceShape | None:
+    """The columns of the newest change at a topic's end (None: none there yet).
+
+    Newest by the change's own time (its commit), then by when Kafka took it: of the last
+    changes of each partition, counting columns would take an older change's (one with a
+    column dropped since, or a type widened since) as often as the newest's.
+    """
+    read = _adapter(config, source.topic)
+    newest: tuple[tuple[Hlc, int], SourceShape] | None = None
+    consumer = range_reader(client, "highwater-schema-start")
+    try:
+        count = partition_counts(client, [source.topic])[source.topic]
+        for partition in range(count):
+            sp = SourcePartition(source.topic, partition)
+            low, high = consumer.get_watermark_offsets(
+                TopicPartition(sp.topic, sp.partition), timeout=30
+            )
+            for message in read_range(consumer, sp, max(low, high - TAIL), high):
+                found = _timed_shape(read, message.key(), message.value())
+                if found is None:
+                    continue
+                when = (found[0], message.timestamp()[1])
+                if newest is None or when > newest[0]:
+                    newest = (when, found[1])
+    finally:
+        consumer.close()
+    return None if newest is None else newest[1]
+
+
+def _timed_shape(
+    read: Adapter, key: bytes | None, value: bytes | None
+) -> tuple[Hlc, SourceShape] | None:
+    """A change record's time and shape (None: not a change it can read; the stream reports it)."""
+    try:
+        change, shape = read.decode(key, value), read.shape(key, value)
+    except BadRecord:
+        return None
+    if not isinstance(change, Change) or shape is None:
+        return None
+    return change.ts, shape
+
+
+def _derived_at_start(
+    index: int, source: SourceConfig, shape: SourceShape | None
+) -> TableSchema | None:
+    """A table's schema from its source's newest (None: not known yet)."""
+    if shape is None:
+        return None
+    try:
+        return derived_table(source.table, shape.columns, shape.key)
+    except NoAvroType as exc:
+        raise ConfigError(
+            [
+                (
+                    f"sources[{index}].table_schema",
+                    f"is needed: the output schema cannot be derived from the source's: {exc}",
+                )
+            ]
+        ) from None
+
+
+def declared_mismatch(index: int, declared: TableSchema, shape: SourceShape | None) -> str | None:
+    """How a declared ``table_schema`` differs from its source's newest schema, if it does."""
+    if shape is None:
+        return None
+    missing = [c for c in shape.columns if c not in declared.columns]
+    found = [f"column(s) {', '.join(missing)} not declared"] if missing else []
+    found.extend(type_changes(declared.record, shape.columns))
+    rekeyed = key_change(declared.primary_key, shape.key)
+    if rekeyed is not None:
+        found.append(rekeyed)
+    if not found:
+        return None
+    return (
+        f"sources[{index}].table_schema differs from the source's newest schema: "
+        f"{'; '.join(found)} (the declared schema is written; rows it cannot hold follow "
+        "schema_change_policy)"
+    )

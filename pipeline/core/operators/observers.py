@@ -1,0 +1,154 @@
+"""Who watches a run, behind one interface: its numbers, its metrics, its job status, its replicas.
+
+The coordinator tells :class:`Observers` what happened (a batch, a scan chunk, a checkpoint, a
+marker, a state) and each observer keeps what it keeps: :class:`~.status.ChangefeedStats` (logs,
+benchmarks), :class:`~.metrics.ChangefeedMetrics` (Prometheus), the
+:class:`~.status.StatusPublisher` (the job status an operator reads) and the replica watch of
+the topics the changefeed relies on. None of them decides anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from contextlib import ExitStack
+from typing import TYPE_CHECKING
+
+from pipeline.config import ChangefeedConfig
+from schemas.errors import HighwaterError, SinkError
+from schemas.hlc import Hlc
+
+from .metrics import STATES, ChangefeedMetrics
+from .status import ChangefeedStats, StatusPublisher
+
+if TYPE_CHECKING:
+    from sinks.admin import DurabilityWatch
+
+    from ..batch import BatchResult
+    from ..evolution import SchemaEvolution
+    from ..ledger import Frontier, ScanProgress
+    from ..progress import Position
+    from ..resolved import Resolver
+
+log = logging.getLogger(__name__)
+
+
+class Observers:
+    """The run's stats, metrics, job status and replica watch (the last two from prepare on)."""
+
+    def __init__(self, changefeed_id: str) -> None:
+        self.stats = ChangefeedStats()
+        self.metrics = ChangefeedMetrics(changefeed_id)
+        self._status: StatusPublisher | None = None
+        self._replicas: DurabilityWatch | None = None
+        self._schema_changes = 0  # as counted in the metrics so far
+
+    def serve(self, config: ChangefeedConfig, resources: ExitStack) -> None:
+        """Serve the metrics when ``config`` asks, until ``resources`` close."""
+        if config.metrics.enabled:
+            self.metrics.serve(config.metrics.host, config.metrics.port)
+            resources.callback(self.metrics.close)
+
+    def attach(self, status: StatusPublisher, replicas: DurabilityWatch) -> None:
+        """The job status and the replica watch, once the run's topics are set up."""
+        self._status, self._replicas = status, replicas
+        status.metrics_url = self.metrics.url
+        self.metrics.replicas(replicas.found)
+
+    @property
+    def status(self) -> StatusPublisher:
+        """The job status publisher (after :meth:`attach`)."""
+        if self._status is None:
+            raise HighwaterError("the changefeed is not prepared yet")
+        return self._status
+
+    # -- what happened ------------------------------------------------------------------------
+
+    def batch(self, batch_id: int, result: BatchResult, seconds: float, frontier: Frontier) -> None:
+        """A stream batch was written in ``seconds``; ``frontier`` moved past it."""
+        log.info(
+            "batch %d: %s in %.2fs; high-water %s", batch_id, result, seconds, frontier.high_water()
+        )
+        self.stats.count(result)
+        self.metrics.batch(result, seconds)
+        self.metrics.lags(frontier)
+
+    def scanning(self, progress: ScanProgress) -> None:
+        """A scan starts (or goes on) with ``progress``."""
+        self.status.progress = progress
+        self.metrics.scan(progress)
+
+    def chunk(self, result: BatchResult, progress: ScanProgress) -> None:
+        """A scan chunk's rows were acknowledged and recorded."""
+        self.stats.count(result, scan=True)
+        self.metrics.batch(result, None, scan=True)
+        self.metrics.scan(progress)
+
+    def checkpoint(self, seconds: float, size: int) -> None:
+        """A checkpoint record of ``size`` bytes was written in ``seconds``."""
+        self.stats.checkpoint_seconds.append(seconds)
+        self.metrics.checkpoint(seconds, size)
+
+    def marker(self, marker: Hlc, seconds: float) -> None:
+        """``marker`` went out (to every partition) in ``seconds``."""
+        log.info("marker %s sent in %.1f ms", marker, seconds * 1000)
+        self.stats.markers.append((time.time(), marker))
+        self.metrics.markers.inc()
+
+    def schemas(self, evolution: SchemaEvolution) -> None:
+        """The output schemas after a batch settled: what evolved is counted and shown."""
+        if evolution.changes > self._schema_changes:
+            self.metrics.schema_changes.inc(evolution.changes - self._schema_changes)
+            self.status.schemas = evolution.status()
+        self._schema_changes = evolution.changes
+
+    def resolver(self, resolver: Resolver) -> bool:
+        """What cannot resolve (stuck transactions); True when the job status should say so."""
+        self.metrics.transactions(*resolver.stuck_topics())
+        warnings = resolver.warnings()
+        if self._status is None or warnings == self._status.transactions:
+            return False
+        self._status.transactions = warnings
+        return True
+
+    def replicas(self) -> bool:
+        """Re-read the relied-on topics' replicas when due; True when the warnings changed.
+
+        Called outside the coordinator's lock (a batch goes on meanwhile): what changed is
+        logged and counted here, and the caller publishes it under the lock.
+        """
+        watch = self._replicas
+        if watch is None or not watch.due():
+            return False
+        before = watch.warnings()
+        try:
+            self.metrics.replicas(watch.check())
+        except SinkError as exc:
+            log.warning("could not re-read the topics' replicas: %s", exc)
+            return False
+        now = watch.warnings()
+        if now == before:
+            return False
+        for warning in now:
+            log.warning("%s", warning)
+        if not now:
+            log.info("every topic the changefeed relies on is fully replicated again")
+        self.status.replication = now
+        return True
+
+    def publish(
+        self,
+        position: Position | None,
+        last_marker: Hlc | None,
+        state: str | None = None,
+        *,
+        error: str | None = None,
+        best_effort: bool = False,
+    ) -> None:
+        """Write the job status (``jobs.topic``) an operator reads with ``highwater changefeed``."""
+        current = state
+        if self._status is not None:  # else it failed before the topic was set up
+            self._status.publish(position, last_marker, state, error=error, best_effort=best_effort)
+            current = self._status.state
+        if current in STATES:
+            self.metrics.state.state(current)
