@@ -143,12 +143,18 @@ class AvroEventTest {
     return id;
   }
 
+  // the table's value and key schemas, registered as ids 101 and 102
+  private static final Schema VALUE_SCHEMA = avro(VALUE);
+  private static final Schema KEY_SCHEMA = avro(KEY);
+  private static final int VALUE_ID = register(101, VALUE_SCHEMA);
+  private static final int KEY_ID = register(102, KEY_SCHEMA);
+
   @Test
   void aPostgresqlTableOfEveryColumnKindIsReadStraightAsThroughJson() throws IOException {
-    Schema value = avro(VALUE);
-    Schema key = avro(KEY);
-    int valueId = register(101, value);
-    int keyId = register(102, key);
+    Schema value = VALUE_SCHEMA;
+    Schema key = KEY_SCHEMA;
+    int valueId = VALUE_ID;
+    int keyId = KEY_ID;
     assertNotNull(registry.schema(valueId).event, "the value schema has a plan");
     assertTrue(registry.schema(keyId).keyable, "the key schema is read straight");
     Random random = new Random(20261128);
@@ -195,10 +201,10 @@ class AvroEventTest {
 
   @Test
   void aMapWithANameTwiceIsTakenByNeither() throws IOException {
-    Schema value = avro(VALUE);
-    Schema key = avro(KEY);
-    int valueId = register(105, value);
-    int keyId = register(106, key);
+    Schema value = VALUE_SCHEMA;
+    Schema key = KEY_SCHEMA;
+    int valueId = VALUE_ID;
+    int keyId = KEY_ID;
     Random random = new Random(7);
     GenericData.Record k = new GenericData.Record(key);
     k.put("id", 1L);
