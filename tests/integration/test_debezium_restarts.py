@@ -93,6 +93,7 @@ def test_connect_and_the_changefeed_killed_mid_transaction_lose_nothing_and_send
         },
         watched={"orders": "note", "customers": "name"},
         place=lsn_place,
+        bulk="public.orders",  # BULK's 5,000 rows
         text=as_psql,
         separator="|",
     )

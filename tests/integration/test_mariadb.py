@@ -130,6 +130,7 @@ def test_mariadb_through_debezium_with_restarts_loses_nothing_and_sends_no_news_
         },
         watched={"orders": "note", "customers": "name", "events": "note"},
         place=binlog_place,
+        bulk="highwater.orders",  # BULK's 5,000 rows
         text=as_mariadb,
         separator="\t",
         concurrent=event,
