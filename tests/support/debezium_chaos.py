@@ -101,12 +101,12 @@ class Upstream:
     place: Callable[[dict[str, Any]], tuple[int, ...]]
     text: Callable[[Any, str], str]
     separator: str
+    # the table of thousands of rows (one of ``tables``): its initial snapshot lasts, and the
+    # first Connect kill lands at its first read (a small table's can end before the kill does)
+    bulk: str
     # the SQL of short transactions another session commits every 0.2 s meanwhile, while
     # the writer's are open (commits interleaved with theirs), if any
     concurrent: Callable[[int], str] | None = None
-    # the table of thousands of rows (one of ``tables``): its initial snapshot lasts, and the
-    # first Connect kill lands at its first read (a small table's can end before the kill does)
-    bulk: str = ""
 
 
 @dataclass

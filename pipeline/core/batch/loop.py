@@ -253,8 +253,9 @@ class Task(Frames):
         state = self.seen.get(sp)
         if state is None:
             first = run.column("offset")[0].as_py()
-            state = self.seen[sp] = PartitionSeen(SourcePartition(topic, partition), first, None)
-            state.counting = topic in self.plan.counted
+            state = self.seen[sp] = PartitionSeen(
+                SourcePartition(topic, partition), first, None, counting=topic in self.plan.counted
+            )
             self.floors[sp] = self.plan.thresholds.get(sp, self.plan.new_partition_floor)
             self.latest[sp] = self.plan.positions.get(sp)
         return sp, state

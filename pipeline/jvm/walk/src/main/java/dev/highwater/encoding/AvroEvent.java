@@ -118,56 +118,40 @@ final class AvroEvent {
       byte[] b, Encoding.Buffer o, Scratch s, EventPlace place, boolean diff, Encoding.Encoded out) {
     int[] at = s.at;
     at[0] = 5;
-    s.after.reset();
+    s.after.reset(); // left empty: the event has no such field (null)
     s.before.reset();
     s.meta.reset();
-    boolean afterNull = true;
-    boolean sawAfter = false;
-    boolean sawBefore = false;
     int op = 0;
     int source = -1;
     int transaction = -1;
     for (int k = 0; k < fields.length; k++) {
-      switch (roles[k]) {
-        case AFTER:
-          sawAfter = true;
-          if (!images[k].read(b, at, s.after, s.json)) {
-            return false;
-          }
-          afterNull = s.after.bytes[0] == 'n';
-          break;
-        case BEFORE:
-          sawBefore = true;
-          if (!images[k].read(b, at, s.before, s.json)) {
-            return false;
-          }
-          break;
-        case OP:
-          s.other.reset();
-          if (!AvroJson.read(fields[k], b, at, s.other, FIELD)) {
-            return false;
-          }
-          op = op(s.other);
-          break;
-        case SOURCE:
+      int role = roles[k];
+      if (role == AFTER || role == BEFORE) {
+        if (!images[k].read(b, at, role == AFTER ? s.after : s.before, s.json)) {
+          return false;
+        }
+        continue;
+      }
+      if (role == SOURCE || role == TRANSACTION) {
+        if (role == SOURCE) {
           source = s.meta.size;
-          if (!AvroJson.read(fields[k], b, at, s.meta, FIELD)) {
-            return false;
-          }
-          break;
-        case TRANSACTION:
+        } else {
           transaction = s.meta.size;
-          if (!AvroJson.read(fields[k], b, at, s.meta, FIELD)) {
-            return false;
-          }
-          break;
-        default:
-          s.other.reset();
-          if (!AvroJson.read(fields[k], b, at, s.other, FIELD)) {
-            return false;
-          }
+        }
+        if (!AvroJson.read(fields[k], b, at, s.meta, FIELD)) {
+          return false;
+        }
+        continue;
+      }
+      s.other.reset(); // the op, or a field read to be checked and dropped
+      if (!AvroJson.read(fields[k], b, at, s.other, FIELD)) {
+        return false;
+      }
+      if (role == OP) {
+        op = op(s.other);
       }
     }
+    boolean afterNull = s.after.size == 0 || s.after.bytes[0] == 'n';
     if (at[0] != b.length || (op != 'c' && op != 'r' && op != 'u' && op != 'd')) {
       return false;
     }
@@ -176,10 +160,10 @@ final class AvroEvent {
       return false;
     }
     Envelope.after(o);
-    put(o, sawAfter ? s.after : null);
+    put(o, s.after);
     if (diff) {
       Envelope.before(o);
-      put(o, sawBefore ? s.before : null);
+      put(o, s.before);
     }
     if (out.ts != null) {
       Envelope.updated(o, out.ts);
@@ -187,8 +171,9 @@ final class AvroEvent {
     return true;
   }
 
+  /** An image as read, or null where the event had no such field. */
   private static void put(Encoding.Buffer o, Encoding.Buffer image) {
-    if (image == null) {
+    if (image.size == 0) {
       o.put(Json.NULL, 0, Json.NULL.length);
     } else {
       o.put(image.bytes, 0, image.size);
@@ -204,5 +189,4 @@ final class AvroEvent {
     }
     return 0;
   }
-
 }
