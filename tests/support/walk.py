@@ -74,10 +74,10 @@ def python_loop(batch: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult
 
 
 def walk_then_rests(batch: Any, the_plan: BatchPlan) -> tuple[list[Any], BatchResult]:
-    """As ``stream.write_batch`` does it: the walk, then its rests through the Python loop.
+    """As ``writer.WalkWriter`` does it: the walk, then its rests through the Python loop.
 
-    The rests are cut from the same frame, all in one job as ``walk.write_rest`` reads them
-    (the changefeed reads them from Kafka again).
+    The rests are cut from the same frame, all in one job (the changefeed reads them from
+    Kafka again).
     """
     walk = walk_plan(the_plan)
     assert walk is not None

@@ -4,7 +4,8 @@
 source partition's summary and rest sent back, merged into the batch's result); ``loop`` the
 Python loop the executors run over every record, and ``output`` what a task writes (its and
 the initial scan's); ``walk`` is the JVM walk, behind the one facade to our Java (``jvm``);
-``writer`` the two writers of a batch, chosen once when a run starts; ``summary`` what a task
+``writer`` the two writers of a batch, chosen once when a run starts; ``sink`` the row sink,
+the one owner of every row written (stream, walk, rests, scans); ``summary`` what a task
 saw of each source partition, as both write it; ``rows`` one Spark row per change, which the
 CDC ``queries`` and the initial scan read; ``kafka_clients`` every Kafka client's settings,
 built from the config in one place; and ``faults`` the crash points the crash-safety tests
@@ -24,15 +25,13 @@ from .contract import (
     Settled,
     read_result,
 )
-from .jvm import Summaries, Transactions, scan_and_write, scan_rows
+from .jvm import Summaries, Transactions, scan_rows
 from .kafka_clients import (
     client_config,
     low_offsets,
     range_reader,
     read_range,
     source_reader,
-    write_records,
-    writer_options,
 )
 from .loop import Task, source_columns
 from .output import (
@@ -45,6 +44,7 @@ from .output import (
 )
 from .queries import apply_query, check_query
 from .rows import pick_row, with_rows
+from .sink import RowSink
 from .writer import BatchWriter, batch_writer
 
 __all__ = [
@@ -57,6 +57,7 @@ __all__ = [
     "Deferred",
     "Output",
     "PartitionSeen",
+    "RowSink",
     "Settled",
     "Summaries",
     "Task",
@@ -74,12 +75,9 @@ __all__ = [
     "read_range",
     "read_result",
     "records_observed",
-    "scan_and_write",
     "scan_rows",
     "source_columns",
     "source_reader",
     "too_large",
     "with_rows",
-    "write_records",
-    "writer_options",
 ]

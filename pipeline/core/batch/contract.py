@@ -31,6 +31,8 @@ from .summary import Summary
 if TYPE_CHECKING:
     from pyspark.sql import Observation
 
+    from .jvm import Transactions
+
 DEFAULT_MAX_REQUEST = 1_048_576  # Kafka producers' max.request.size
 # what Kafka adds to a record's key and value (batch header, varints), with room to spare
 RECORD_FRAMING = 512
@@ -322,7 +324,7 @@ class BatchResult:
     bytes: int = 0
     resent: int = 0  # changes dropped as an upstream's re-sends (see the module)
     schema_change: SchemaChangeError | None = None  # the first row of a new shape
-    # exactly once: the write's Kafka transactions (writer.py counts them)
+    # exactly once: the write's Kafka transactions (:meth:`counted`)
     committed: int = 0
     aborted: int = 0
 
@@ -382,7 +384,20 @@ class BatchResult:
             else replace(seen, deferred=None)
             for seen in self.partitions
         ]
-        return BatchResult.of([*done, *rests.partitions])
+        merged = BatchResult.of([*done, *rests.partitions])
+        return replace(
+            merged,
+            committed=self.committed + rests.committed,
+            aborted=self.aborted + rests.aborted,
+        )
+
+    def counted(self, transactions: Transactions) -> BatchResult:
+        """The result with a write's Kafka transactions counted in."""
+        return replace(
+            self,
+            committed=self.committed + transactions.committed,
+            aborted=self.aborted + transactions.aborted,
+        )
 
     def __str__(self) -> str:
         resent = f", {self.resent} re-sent dropped" if self.resent else ""

@@ -17,10 +17,9 @@ from pipeline.config import KafkaOptions
 from schemas.errors import SourceError
 
 from ..ledger import SourcePartition
-from .jvm import Transactions, write_rows
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, DataFrameReader
+    from pyspark.sql import DataFrameReader
     from pyspark.sql.streaming.readwriter import DataStreamReader
 
     Reader = TypeVar("Reader", DataFrameReader, DataStreamReader)
@@ -85,25 +84,6 @@ def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str
         **{f"kafka.{k}": v for k, v in PRODUCER_BATCHING.items()},
         **{f"kafka.{k}": v for k, v in producer.items()},
     }
-
-
-def write_records(
-    records: DataFrame,
-    kafka: KafkaOptions,
-    producer: Mapping[str, str],
-    delivery: Mapping[str, str] | None = None,
-) -> Transactions:
-    """Write ``topic, key, value, headers`` rows to the sink; returns once Kafka acknowledged all.
-
-    ``delivery``: exactly once, the run's claim's options (``progress.Claim.options``): the
-    rows then carry each source partition's begin and end rows (``batch/loop.py``).
-
-    By the changefeed's own sink (our Java's ``Sink``, called through ``jvm.write_rows``):
-    Spark's pooled producer and option checks, but a task ends only once Kafka answered every
-    record it sent; Spark's Kafka writer trusts the producer's flush(), which can return before
-    a refused batch's records are answered (KAFKA-19479), and such records would be lost unseen.
-    """
-    return write_rows(records, {**writer_options(kafka, producer), **(delivery or {})})
 
 
 def range_reader(client: Mapping[str, Any], group: str) -> Any:

@@ -34,8 +34,8 @@ One code path still decides everything else. The walk takes a partition's record
 order, as the loop does (markers raise the floor; changes at or below it are dropped), until
 the first record it does not take: anything else, valid or not. There it stops that
 partition; the summary says where (*deferred*: from, to, the floor there), and
-:func:`write_rest` reads that rest again and runs it through the Python loop, after the
-walk's records were acknowledged, so per-key order holds and bad records go where
+the writer (``writer.py``) reads that rest again and runs it through the Python loop, after
+the walk's records were acknowledged, so per-key order holds and bad records go where
 ``on_error`` says.
 Whether the walk takes a changefeed is a property of its config (:func:`walkable`): such a
 stream is read without Kafka headers, and the rests with them (dead letters carry them).
@@ -44,20 +44,17 @@ stream is read without Kafka headers, and the rests with them (dead letters carr
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from pipeline.config import ChangefeedConfig, KafkaOptions
 from schemas.hlc import Hlc
 
 from .contract import BatchPlan, BatchResult, Deferred, PartitionSeen
-from .jvm import Summaries, Transactions, walk_and_write, walk_rows
-from .kafka_clients import source_reader, write_records, writer_options
-from .loop import kafka_records
+from .jvm import Summaries, Transactions, walk_rows
+from .sink import RowSink
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame, Observation, SparkSession
+    from pyspark.sql import DataFrame
 
 # The walk keeps times as two Java longs, and reads only times whose wall fits one: a floor
 # above this (a marker near the year 2262) is the same to it as this.
@@ -69,7 +66,7 @@ def walkable(plan: BatchPlan) -> bool:
 
     Every source native, Debezium (JSON or Avro) or Canal-JSON with an encoder the walk can
     write (``Encoder.walk``: the JSON encoder's envelope, or Avro); no CDC query, no end
-    time. Such a changefeed's stream needs no headers (:func:`write_rest` reads them).
+    time. Such a changefeed's stream needs no headers (the rests are read again with them).
     """
     if plan.shapes or plan.end_time is not None:
         return False
@@ -123,24 +120,13 @@ class Walked:
     transactions: Transactions = field(default_factory=Transactions)  # exactly once: the walk's
 
     @classmethod
-    def write(
-        cls,
-        batch: DataFrame,
-        walk: str,
-        batch_id: int,
-        kafka: KafkaOptions,
-        producer: Mapping[str, str],
-        *,
-        delivery: Mapping[str, str],
-    ) -> Walked:
-        """Walk ``batch`` (Spark's Kafka source rows) and send what it takes to the sink.
+    def write(cls, batch: DataFrame, walk: str, batch_id: int, sink: RowSink) -> Walked:
+        """Walk ``batch`` (Spark's Kafka source rows) and send what it takes to ``sink``.
 
-        ``walk``: the plan; the producer settings are :func:`write_records`' own. Returns once
-        the brokers acknowledged every record.
+        ``walk``: the plan. Returns once the brokers acknowledged every record.
         """
         summaries = Summaries.new(batch.sparkSession, f"walk-{batch_id}")
-        options = {**writer_options(kafka, producer), **delivery}
-        return cls(summaries, walk_and_write(batch, walk, summaries, options))
+        return cls(summaries, sink.walk(batch, walk, summaries))
 
     @classmethod
     def rows(cls, batch: DataFrame, walk: str, batch_id: int) -> tuple[DataFrame, Walked]:
@@ -165,39 +151,6 @@ class Walked:
             seen.deferred = None  # the walk's rest runs through the loop next
             summaries.append(seen)
         return BatchResult.of(summaries), rests
-
-
-def write_rest(
-    spark: SparkSession,
-    rests: list[Deferred],
-    plan: BatchPlan,
-    config: ChangefeedConfig,
-    observation: Observation,
-    *,
-    delivery: Mapping[str, str],
-) -> Transactions:
-    """Read the rests again and write them through the Python loop (summaries observed)."""
-    assign: dict[str, list[int]] = {}
-    starts: dict[str, dict[str, int]] = {}
-    stops: dict[str, dict[str, int]] = {}
-    for rest in rests:
-        topic, partition = rest.partition.topic, rest.partition.partition
-        assign.setdefault(topic, []).append(partition)
-        starts.setdefault(topic, {})[str(partition)] = rest.start
-        stops.setdefault(topic, {})[str(partition)] = rest.stop
-    records = (
-        source_reader(spark.read, config.kafka)
-        .option("assign", json.dumps(assign))
-        .option("startingOffsets", json.dumps(starts))
-        .option("endingOffsets", json.dumps(stops))
-        .load()
-    )
-    return write_records(
-        kafka_records(records, rest_plan(plan, rests), observation),
-        config.sink_kafka,
-        config.sink.producer,
-        delivery,
-    )
 
 
 def rest_plan(plan: BatchPlan, rests: list[Deferred]) -> BatchPlan:

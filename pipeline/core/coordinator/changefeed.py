@@ -9,9 +9,11 @@ room (paths under ``pipeline/core/``):
 ================================  ==========================================================
 ``operators/lifecycle.py``        the spec: admission (wait while paused), a pause at a
                                   record, the stop
-``coordinator/setup.py``          topics, encoders, clients; where it starts (create or
-                                  resume), the safepoint held before anything is read
-``coordinator/stream.py``         the streaming query, and one micro-batch's write
+``coordinator/setup.py``          topics, encoders, clients, the row sink
+``coordinator/start.py``          where it starts (create or resume), the safepoint held
+                                  before anything is read
+``coordinator/stream.py``         the streaming query
+``coordinator/rounds.py``         one micro-batch's rows: written, its rests settled
 ``coordinator/scan_driver.py``    the scans (initial, added tables, a table again), one
                                   Spark job per chunk
 ``resolved/resolvers.py``         what resolves the source partitions beside the stream
@@ -53,7 +55,6 @@ from ..batch import (
     BatchAbandoned,
     BatchPlan,
     BatchResult,
-    Settled,
     check_query,
     client_config,
     faults,
@@ -61,8 +62,10 @@ from ..batch import (
 from ..operators import Admission, Observers, StopRequest
 from ..progress import TAKEN, Cadence, Claim, Decision, Policy, Position
 from .durable import Durable
+from .rounds import Rounds
 from .scan_driver import Scans
-from .setup import Outputs, find_start, open_outputs, resolver_of
+from .setup import Outputs, open_outputs, resolver_of
+from .start import find_start
 from .stream import start_query
 
 if TYPE_CHECKING:
@@ -98,6 +101,7 @@ class Changefeed:
         self._outputs: Outputs | None = None  # set up by prepare()
         self._position: Position | None = None
         self._durable: Durable | None = None  # the checkpoints and the safepoint (prepare())
+        self._rounds: Rounds | None = None  # how a batch's rows are written (prepare())
         self.admission = Admission(config, self.stop_request)  # the spec: let in, paused at
         self._closing = False  # batches that start from now on do nothing
         self._finished = False  # end_time reached, or an ``only`` scan done: release all
@@ -163,6 +167,7 @@ class Changefeed:
         position.resolver = self._resources.enter_context(
             closing(resolver_of(self.config, outputs, position.skipped))
         )
+        self._rounds = Rounds.of(outputs, position, self.observers, self.scans, self.stop_request)
         self._durable = Durable.of(self.config, outputs, self.observers, position)
         restored = outputs.restored
         if restored is None:
@@ -264,7 +269,9 @@ class Changefeed:
         plan = BatchPlan.at(
             self.config, encoders, frontier, skip=self.admission.skip(), commits=commits
         )
-        result, seconds = self.outputs.writer.write(batch, batch_id, plan, self._settle)
+        started = time.perf_counter()
+        result = _prepared(self._rounds).write(batch, batch_id, plan)
+        seconds = time.perf_counter() - started
         result.forward(frontier)
         resolver.saw(result)
         resolver.advance(frontier)
@@ -281,19 +288,6 @@ class Changefeed:
         else:
             self._after_batch()
         return seconds
-
-    def _settle(self, plan: BatchPlan, result: BatchResult) -> Settled:
-        """Rests that wait for a transaction's END (read first), or for an evolved schema.
-
-        A table evolved under ``backfill`` is emitted again before its rests run.
-        """
-        plan, ends = self.position.resolver.settle(plan, result.rests, self.stop_request.is_set)
-        schemas = self.outputs.schemas
-        plan, evolved, later = schemas.settle(plan, result.rests)
-        self.observers.schemas(schemas)
-        for rescan in schemas.take_rescans():
-            self.scans.again(rescan, result)
-        return Settled(plan, [*ends, *evolved], later)
 
     def halt(self, result: BatchResult) -> None:
         """Stop at what stops a batch or chunk (:meth:`~.batch.BatchResult.stops`).

@@ -26,19 +26,18 @@ from ..batch import (
     BatchAbandoned,
     BatchPlan,
     BatchResult,
+    RowSink,
     apply_query,
     faults,
     low_offsets,
     read_result,
     source_reader,
     with_rows,
-    write_records,
 )
 from ..evolution import Rescan, rescan_backfill
 from ..ledger import Backfill, Chunk, ScanProgress, progress_line
-from ..progress import Claim
 from ..scan import ScanPlan, chunk_records, scan_walk_plan, write_chunk
-from .setup import check_history_complete
+from .start import check_history_complete
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -146,12 +145,10 @@ def assign_options(chunk: Chunk) -> dict[str, str]:
     }
 
 
-def chunk_job(
-    spark: SparkSession, config: ChangefeedConfig, claim: Claim | None = None
-) -> ChunkJob:
-    """The Spark job of one chunk: read its range, walk it, write the rows to the sink.
+def chunk_job(spark: SparkSession, config: ChangefeedConfig, sink: RowSink) -> ChunkJob:
+    """The Spark job of one chunk: read its range, walk it, write the rows to ``sink``.
 
-    ``claim`` (exactly once): each chunk in one transaction with its scan progress record.
+    Exactly once, each chunk is one transaction with its scan progress record (``sink.py``).
     """
     query = config.query
 
@@ -161,10 +158,9 @@ def chunk_job(
         frame = source_reader(spark.read, config.kafka).options(**assign_options(chunk)).load()
         topic = chunk.partition.topic
         source_format, registry = config.formats[topic], config.registries.get(topic)
-        delivery = None if claim is None else claim.options("scan", plan.statement_time)
         walk = None if query is not None else scan_walk_plan(plan)
         if walk is not None:  # the JVM's, its rest the Python scan's (scan_walk.py)
-            return write_chunk(frame, walk, plan, config, delivery)
+            return write_chunk(frame, walk, plan, sink)
         if query is not None:
             frame = apply_query(
                 frame,
@@ -178,9 +174,8 @@ def chunk_job(
             frame = with_rows(frame, source_format, registry, envelopes=False)
         observation = Observation(f"scan-{chunk.partition}-{uuid.uuid4().hex[:8]}")
         records = chunk_records(frame, plan, observation)
-        transactions = write_records(records, config.sink_kafka, config.sink.producer, delivery)
-        result = read_result(observation)
-        return replace(result, committed=transactions.committed, aborted=transactions.aborted)
+        transactions = sink.write(records, scan_time=plan.statement_time)
+        return read_result(observation).counted(transactions)
 
     return run
 
@@ -310,7 +305,7 @@ class Scans:
         plan = replace(plan, exactly_once=host.outputs.claim is not None)
         scan = InitialScan(
             host.spark,
-            chunk_job(host.spark, config, host.outputs.claim),
+            chunk_job(host.spark, config, host.outputs.sink),
             ScanPlan(
                 plan,
                 statement,

@@ -1,4 +1,4 @@
-"""Before a changefeed emits anything: its topics and encoders, then where it starts.
+"""Before a changefeed emits anything: its topics, encoders and clients.
 
 :func:`open_outputs` creates the missing output, dead-letter and internal topics, registers
 or publishes the Avro schemas (``evolution.py`` evolves them), and opens the clients a run
@@ -7,16 +7,8 @@ changefeed's own records (checkpoints and markers on the sink cluster, safepoint
 beside the sources) go through a transactional producer named after the changefeed (one
 per cluster when the sink is a cluster of its own): opening it fences every earlier
 instance of the changefeed, whose next write of those records fails (contract §5.8, one
-writer). :func:`find_start` then decides where the changefeed starts:
-
-* **resume**: from its checkpoint record alone, refusing when records it still needs were
-  deleted from the sources, and a config that changed what the output depends on
-  (``update.py``); tables the config added start with a scan of their own;
-* **create**: its statement time and start (contract §7), refusing a snapshot over a trimmed
-  change log.
-
-Either way the changefeed's safepoint is held at the restart position before anything is
-read, and a start below the GC safe point is refused, naming topics, partitions and times.
+writer). Its rows go through the run's one row sink (``batch/sink.py``), exactly once under
+the run's claim. Where the changefeed starts is ``start.py``'s.
 """
 
 from __future__ import annotations
@@ -27,12 +19,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
 from encoders.base import Context, Encoder
 from pipeline.config import ChangefeedConfig
-from schemas.errors import ConfigError, HighwaterError, SourceError
-from schemas.hlc import ZERO, Hlc
+from schemas.errors import HighwaterError, SourceError
 from sinks.admin import (
     DurabilityWatch,
     cluster_metadata,
@@ -44,13 +33,12 @@ from sinks.compacted import CompactedTopic, producer_limit
 from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
 
-from ..batch import BatchPlan, BatchWriter, batch_writer, client_config
+from ..batch import BatchPlan, BatchWriter, RowSink, batch_writer, client_config
 from ..evolution import SchemaEvolution
-from ..ledger import Backfill, Checkpoint, CheckpointStore, Frontier, Progress, SourcePartition
-from ..operators import JobStatus, SpecStore, StatusPublisher, check_update, identified
-from ..progress import ChangefeedSafepoint, Claim, Position, SafepointRegistry, retention_warnings
-from ..resolved import InStream, Resolver, TransactionFeed, transaction_wires
-from ..scan import statement_time
+from ..ledger import Checkpoint, CheckpointStore, SourcePartition
+from ..operators import JobStatus, SpecStore, StatusPublisher, identified
+from ..progress import ChangefeedSafepoint, Claim, SafepointRegistry, retention_warnings
+from ..resolved import InStream, Resolver, TransactionFeed
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +59,8 @@ class Outputs:
     restored: Checkpoint | None  # None: a new changefeed
     shape: Mapping[str, Any]  # the config's shape with its clusters' ids, as checkpoints keep it
     replicas: DurabilityWatch  # the relied-on topics' replicas, re-read while the run goes on
-    writer: BatchWriter  # how every batch is written (the walk, or the loop alone)
+    sink: RowSink  # where every row goes (at least or exactly once)
+    writer: BatchWriter  # how every batch is written (the walk, or the loop alone), to ``sink``
     claim: Claim | None = None  # delivery: exactly_once: the run's generation, what was committed
 
 
@@ -94,10 +83,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     schemas = SchemaEvolution.open(config, sink, source, resources)
     broadcaster = _broadcaster(config, sink, schemas.encoders, sink_writer, resources)
     partitions, source_configs = _source_topics(source, list(config.routes))
-    safepoint, warnings = None, []
-    if config.safepoints.enabled:
-        safepoint = _safepoint(config, source, resources, source_writer)
-        warnings = retention_warnings(source_configs)
+    safepoint, warnings = _safepoint(config, source, source_configs, resources, source_writer)
     checkpoints = CheckpointStore(checkpoint_topic, config.changefeed_id, budget)
     restored = checkpoints.load()
     jobs = _compacted(source, config.jobs.topic, config, resources, source_writer)
@@ -119,6 +105,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     status.schemas = schemas.status() or None
     status.delivery, status.output = config.delivery, config.output_description()
     status.generation = None if claim is None else claim.generation
+    sink_of_rows = RowSink.of(config, claim)
     return Outputs(
         schemas=schemas,
         checkpoints=checkpoints,
@@ -132,17 +119,16 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
         restored=restored,
         shape=identified(config.shape, clusters),
         replicas=replicas,
-        writer=_batch_writer(config, schemas, claim),
+        sink=sink_of_rows,
+        writer=_batch_writer(config, schemas, sink_of_rows),
         claim=claim,
     )
 
 
-def _batch_writer(
-    config: ChangefeedConfig, schemas: SchemaEvolution, claim: Claim | None
-) -> BatchWriter:
-    """How the run's batches are written: the walk or the loop, at least or exactly once."""
+def _batch_writer(config: ChangefeedConfig, schemas: SchemaEvolution, sink: RowSink) -> BatchWriter:
+    """How the run's batches are written to ``sink``: the walk or the loop."""
     plan = BatchPlan.of(config, schemas.encoders, thresholds={})
-    return batch_writer(config, plan, {} if claim is None else claim.options())
+    return batch_writer(config, plan, sink)
 
 
 def _writers(
@@ -289,16 +275,24 @@ def _compacted(
 def _safepoint(
     config: ChangefeedConfig,
     source: Mapping[str, Any],
+    source_configs: Mapping[str, Mapping[str, str | None]],
     resources: ExitStack,
     writer: AcknowledgedProducer,
-) -> ChangefeedSafepoint:
+) -> tuple[ChangefeedSafepoint | None, list[str]]:
+    """The changefeed's safepoint (``safepoints.enabled``), and the source topics' warnings.
+
+    A topic whose retention may delete what the safepoint holds is warned of.
+    """
+    if not config.safepoints.enabled:
+        return None, []
     registry = SafepointRegistry(
         source, config.safepoints.topic, config.safepoints.cluster, producer=writer
     )
     resources.callback(registry.close)
     registry.ensure(config.checkpoint.replication_factor)
     ttl = config.safepoints.gc_ttl.total_seconds()
-    return ChangefeedSafepoint(registry, config.changefeed_id, ttl)
+    safepoint = ChangefeedSafepoint(registry, config.changefeed_id, ttl)
+    return safepoint, retention_warnings(source_configs)
 
 
 def resolver_of(
@@ -317,258 +311,3 @@ def resolver_of(
         return InStream()
     feed.recount(skipped)
     return feed
-
-
-def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
-    """Where the changefeed starts: resumed or created, its safepoint held, its data there."""
-    restored = outputs.restored
-    if restored is None:
-        outputs.checkpoints.write_shape(outputs.shape)
-        position, start_offsets = create(config, outputs)
-        _committed(outputs, position)
-        if position.backfill is not None:
-            check_history_complete(start_offsets, outputs.source_configs)
-        _hold_safepoint(outputs, position)
-        if position.backfill is None:
-            check_sources_hold(outputs, position)
-        return position
-    shape = outputs.checkpoints.load_shape()
-    if shape is None or shape != outputs.shape:
-        if shape is not None:  # refuses what the output cannot follow, naming it
-            update = check_update(shape, outputs.shape)
-            log.info("changefeed %s: config updated: %s", config.changefeed_id, update.describe())
-        outputs.checkpoints.write_shape(outputs.shape)
-    position = Position.restored(restored, outputs.partitions)
-    added = tuple(t for t in config.routes if restored.topics and t not in restored.topics)
-    if added:  # known from the record itself: a crash before its scan was recorded adds again
-        position = add_tables(config, outputs, position, added)
-    _committed(outputs, position)
-    log.info(
-        "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
-        config.changefeed_id,
-        restored.high_water,
-        restored.level,
-        "" if position.backfill is None else ", initial scan unfinished",
-    )
-    _hold_safepoint(outputs, position)
-    check_sources_hold(outputs, position)
-    return position
-
-
-def _committed(outputs: Outputs, position: Position) -> None:
-    """Exactly once: each partition resumes where its committed rows end (progress/claim.py).
-
-    A scan chunk committed before the restart (and not yet in the checkpoint) is done.
-    What the run does not read again for either is ``position.skipped``.
-    """
-    claim = outputs.claim
-    if claim is None:
-        return
-    position.skipped = claim.overlay(position.frontier)
-    backfill = position.backfill
-    time = None if backfill is None else backfill.time or position.statement_time
-    if backfill is not None and time is not None:
-        position.backfill, chunks = claim.scanned_chunks(backfill, time)
-        position.skipped.extend(chunks)
-
-
-def create(
-    config: ChangefeedConfig, outputs: Outputs
-) -> tuple[Position, Mapping[SourcePartition, int]]:
-    """A new changefeed's position, and the sources' first offsets (when it read them).
-
-    * ``cursor`` without a scan: every change after the cursor, from the first offsets;
-    * no scan: every change after the statement time, from the first offsets (the floor
-      mechanism drops what is at or below it);
-    * a scan: the snapshot at the statement time (the cursor, or the sources' high-water
-      mark), then the stream from the offsets the statement time was read at, each
-      partition's floor at its latest marker there (the scan emitted everything before).
-    """
-    cursor, mode, partitions = config.cursor, config.scan_mode, outputs.partitions
-    if cursor is not None and mode == "no":
-        position = Position(Frontier(partitions, start=cursor), cursor)
-        start_offsets: Mapping[SourcePartition, int] = {}
-    else:
-        found = statement_time(
-            outputs.source,
-            config.formats,
-            partitions,
-            _snapshot_transactions(config),
-            transaction_wires(config),
-        )
-        if cursor is not None and cursor > found.time:
-            raise SourceError(
-                f"cursor {cursor} is above the sources' high-water mark {found.time}: a "
-                "snapshot there would not be consistent yet"
-            )
-        statement = cursor or found.time
-        if config.end_time is not None and config.end_time < statement:
-            raise ConfigError(
-                [("end_time", f"is below the statement time {statement}: nothing could be emitted")]
-            )
-        start_offsets = found.start_offsets
-        if mode == "no":
-            position = Position(Frontier(partitions, start=statement), statement)
-        else:
-            floors = {
-                sp: Progress(found.end_offsets[sp], max(statement, found.markers[sp]))
-                for sp in partitions
-            }
-            backfill = Backfill.of(found.start_offsets, found.end_offsets)
-            position = Position(Frontier.restore(floors), statement, backfill)
-    log.info(
-        "changefeed %s: new, statement time %s, initial scan %s",
-        config.changefeed_id,
-        position.statement_time,
-        mode,
-    )
-    return position, start_offsets
-
-
-def _snapshot_transactions(config: ChangefeedConfig) -> dict[str, str]:
-    """Debezium source topic -> its transaction topic, when a snapshot is taken (a scan).
-
-    Without a scan a Debezium source is read from its start (its own snapshot, ``op: r``,
-    is there), at statement time zero.
-    """
-    if config.scan_mode == "no":
-        return {}
-    return {
-        topic: tx for tx, tables in config.transaction_topics.items() for topic in tables.values()
-    }
-
-
-def add_tables(
-    config: ChangefeedConfig, outputs: Outputs, position: Position, topics: tuple[str, ...]
-) -> Position:
-    """Source topics an update added: they start at their own high-water mark, now.
-
-    That time, T, is read as a new changefeed's statement time is, over their partitions
-    alone: they get an initial scan at T (unless ``initial_scan`` is ``no``: then every
-    change after T), checkpointed like any scan; the other tables go on where they were,
-    without one. Their output topics never had a marker, so T may lie below the last one;
-    the next marker waits until they are resolved past it.
-    """
-    if position.backfill is not None:
-        raise ConfigError(
-            [
-                (
-                    "sources",
-                    f"cannot add {', '.join(topics)} while the initial scan is unfinished: run "
-                    "the changefeed with its config as it was until the scan ends, then add them",
-                )
-            ]
-        )
-    new = [sp for sp in outputs.partitions if sp.topic in topics]
-    found = statement_time(
-        outputs.source,
-        config.formats,
-        new,
-        _snapshot_transactions(config),
-        transaction_wires(config),
-    )
-    progress = position.frontier.progress()
-    backfill = None
-    if config.scan_mode == "no":
-        progress.update({sp: Progress(None, found.time) for sp in new})
-    else:
-        check_history_complete(found.start_offsets, outputs.source_configs)
-        progress.update(
-            {sp: Progress(found.end_offsets[sp], max(found.time, found.markers[sp])) for sp in new}
-        )
-        backfill = Backfill.of(found.start_offsets, found.end_offsets, time=found.time)
-    log.info(
-        "changefeed %s: added %s at %s, initial scan %s",
-        config.changefeed_id,
-        ", ".join(topics),
-        found.time,
-        "no" if backfill is None else "yes",
-    )
-    return Position(Frontier.restore(progress), position.statement_time, backfill)
-
-
-def check_history_complete(
-    start_offsets: Mapping[SourcePartition, int],
-    source_configs: Mapping[str, Mapping[str, str | None]],
-) -> None:
-    """A snapshot needs every key's history: refuse one over a trimmed change log."""
-    compacted = {
-        topic
-        for topic, settings in source_configs.items()
-        if "compact" in (settings.get("cleanup.policy") or "")
-    }
-    gone = sorted(
-        f"{sp} offsets 0..{low - 1}"
-        for sp, low in start_offsets.items()
-        if low > 0 and sp.topic not in compacted
-    )
-    if gone:
-        raise SourceError(
-            "the initial scan needs the whole change history, and records were deleted "
-            "from the source topics (GC or retention): " + "; ".join(gone) + ". Use "
-            "initial_scan: no, or a cursor, to start without a snapshot"
-        )
-
-
-def check_sources_hold(outputs: Outputs, position: Position) -> None:
-    """Refuse to start or resume when source records the changefeed needs were deleted.
-
-    A partition read from a checkpointed offset needs every record from there on (and, while
-    the initial scan is unfinished, its pending chunk's range). A partition read from its
-    beginning (a cursor, no scan, a checkpoint that kept no offsets, a partition the
-    checkpoint does not know) needs every record above its floor: records deleted from its
-    beginning are only known to be at or below the floor when the GC safe point says so (GC
-    trims nothing above it, and a start below it is refused); anything else deleted them
-    (retention, DeleteRecords by hand) and they may hold changes that would be skipped.
-    """
-    needed = position.needed()
-    gc = _gc_safe_point(outputs)
-    consumer = Consumer({**outputs.source, "group.id": "highwater-offset-check"})
-    gone = []
-    try:
-        for sp, progress in sorted(position.frontier.progress().items()):
-            low, _high = consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=30
-            )
-            if sp in needed:
-                offset, what = needed[sp]
-                if low > offset:
-                    gone.append(f"{sp} offsets {offset}..{low - 1} ({what})")
-            elif low > 0 and not (ZERO < gc <= progress.resolved):
-                gone.append(
-                    f"{sp} offsets 0..{low - 1} (read from the beginning for changes after "
-                    f"{progress.resolved}; no GC safe point accounts for their deletion)"
-                )
-    finally:
-        consumer.close()
-    if gone:
-        raise SourceError(
-            "source data this changefeed needs was deleted from Kafka, so it cannot start or "
-            "resume without losing changes: " + "; ".join(gone)
-        )
-
-
-def _gc_safe_point(outputs: Outputs) -> Hlc:
-    """The cluster's GC safe point as the safepoint's hold read it (zero without safepoints).
-
-    The hold is set first, so GC cannot have moved past what it read since.
-    """
-    return ZERO if outputs.safepoint is None else outputs.safepoint.gc_safe_point
-
-
-def _hold_safepoint(outputs: Outputs, position: Position) -> None:
-    """Hold GC at the restart position before reading anything (refused below GC)."""
-    if outputs.safepoint is None:
-        return
-    restart = position.restart_time()
-    counts: dict[str, int] = {}
-    for sp in outputs.partitions:
-        counts[sp.topic] = counts.get(sp.topic, 0) + 1
-    topics = ", ".join(f"{t} partitions 0-{n - 1}" for t, n in sorted(counts.items()))
-
-    def gone(gc: Hlc) -> str:
-        return f"source changes after {restart} up to {gc} on {topics} may be gone"
-
-    outputs.safepoint.start(
-        restart, position.needed_offsets(), gone, check=position.backfill is None
-    )

@@ -2,7 +2,7 @@
 
 Spark Structured Streaming reads the source topics from where the changefeed's position
 stands and hands every micro-batch to the coordinator (``foreachBatch``), which writes it
-with the run's :class:`~.writer.BatchWriter`.
+through ``rounds.Rounds`` and the run's ``batch.BatchWriter``.
 """
 
 from __future__ import annotations

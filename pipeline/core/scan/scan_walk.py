@@ -20,27 +20,24 @@ from __future__ import annotations
 import base64
 import json
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-
-from pipeline.config import ChangefeedConfig
 
 from ..batch import (
     BatchResult,
     PartitionSeen,
+    RowSink,
     Summaries,
     Transactions,
     read_result,
-    scan_and_write,
     scan_rows,
-    write_records,
-    writer_options,
 )
 from .scan import ScanPlan, chunk_records
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
+
+    from schemas.hlc import Hlc
 
 
 def scan_walk_plan(plan: ScanPlan) -> str | None:
@@ -121,14 +118,14 @@ class ScanWalked:
 
     @classmethod
     def write(
-        cls, frame: DataFrame, walk: str, name: str, options: Mapping[str, str]
+        cls, frame: DataFrame, walk: str, name: str, sink: RowSink, scan_time: Hlc
     ) -> ScanWalked:
-        """Walk the chunk ``frame`` (Spark's Kafka rows) and send its rows to the sink.
+        """Walk the chunk ``frame`` (Spark's Kafka rows) and send its rows to ``sink``.
 
-        ``options``: :func:`~.kafka_clients.write_records`' (writer and delivery options).
+        ``scan_time``: the scan's snapshot time (exactly once, the chunk's progress is the scan's).
         """
         reports = Summaries.new(frame.sparkSession, name)
-        return cls(reports, scan_and_write(sorted_chunk(frame), walk, reports, options))
+        return cls(reports, sink.scan(sorted_chunk(frame), walk, reports, scan_time))
 
     @classmethod
     def rows(cls, frame: DataFrame, walk: str, name: str) -> tuple[DataFrame, ScanWalked]:
@@ -149,27 +146,20 @@ class ScanWalked:
         return BatchResult.of(summaries), rest
 
 
-def write_chunk(
-    frame: DataFrame,
-    walk: str,
-    plan: ScanPlan,
-    config: ChangefeedConfig,
-    delivery: Mapping[str, str] | None,
-) -> BatchResult:
+def write_chunk(frame: DataFrame, walk: str, plan: ScanPlan, sink: RowSink) -> BatchResult:
     """The chunk ``frame`` walked in the JVM and written, its rest (if any) by the Python scan.
 
-    ``delivery``: exactly once, the claim's scan options. Returns once every row is acknowledged.
+    Returns once every row is acknowledged.
     """
     from pyspark.sql import Observation  # noqa: PLC0415 - Spark stays out of the import path
 
     name = f"scan-{plan.chunk}-{uuid.uuid4().hex[:8]}"
-    options = {**writer_options(config.sink_kafka, config.sink.producer), **(delivery or {})}
-    walked = ScanWalked.write(frame, walk, name, options)
+    walked = ScanWalked.write(frame, walk, name, sink, plan.statement_time)
     result, rest = walked.result()
-    transactions = walked.transactions
-    if rest is not None:
-        observation = Observation(f"{name}-rest")
-        records = chunk_records(rest.of(frame), plan, observation)
-        transactions += write_records(records, config.sink_kafka, config.sink.producer, delivery)
-        result = BatchResult.of([*result.partitions, *read_result(observation).partitions])
-    return replace(result, committed=transactions.committed, aborted=transactions.aborted)
+    if rest is None:
+        return result.counted(walked.transactions)
+    observation = Observation(f"{name}-rest")
+    records = chunk_records(rest.of(frame), plan, observation)
+    transactions = sink.write(records, scan_time=plan.statement_time)
+    merged = BatchResult.of([*result.partitions, *read_result(observation).partitions])
+    return merged.counted(walked.transactions + transactions)
