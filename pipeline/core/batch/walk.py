@@ -49,8 +49,8 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig, KafkaOptions
-from schemas.hlc import Hlc
 
+from .boundary import WalkPlan, WalkRoute
 from .contract import BatchPlan, BatchResult, Deferred, PartitionSeen
 from .jvm import Summaries, Transactions, walk_and_write, walk_rows
 from .kafka_clients import source_reader, write_records, writer_options
@@ -58,10 +58,6 @@ from .loop import kafka_records
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
-
-# The walk keeps times as two Java longs, and reads only times whose wall fits one: a floor
-# above this (a marker near the year 2262) is the same to it as this.
-_CEILING = Hlc(2**63 - 1, 9_999_999_999)
 
 
 def walkable(plan: BatchPlan) -> bool:
@@ -87,31 +83,32 @@ def _walks(plan: BatchPlan, topic: str, fmt: str) -> bool:
 
 def walk_plan(plan: BatchPlan) -> str | None:
     """The walk's plan (JSON) when :func:`walkable`, else None."""
+    walk = planned_walk(plan)
+    return None if walk is None else walk.to_json()
+
+
+def planned_walk(plan: BatchPlan) -> WalkPlan | None:
+    """The walk's plan (:class:`~.boundary.WalkPlan`) when :func:`walkable`, else None."""
     if not walkable(plan):
         return None
     routes = {
-        topic: {
-            "topic": plan.routes[topic],
-            "encoding": plan.encoders[topic].walk,
-            "format": fmt,
-            "registry": plan.registries.get(topic),  # Debezium's Avro: its writer schemas
-            "counted": topic in plan.counted,  # its transactions' places kept in the summary
-        }
+        topic: WalkRoute(
+            topic=plan.routes[topic],
+            encoding=walk,
+            format=fmt,
+            registry=plan.registries.get(topic),  # Debezium's Avro: its writer schemas
+            counted=topic in plan.counted,
+        )
         for topic, fmt in plan.formats.items()
+        if (walk := plan.encoders[topic].walk) is not None  # every one, as walkable says
     }
-    thresholds = [[t, p, *min(ts, _CEILING)] for (t, p), ts in plan.thresholds.items()]
-    return json.dumps(
-        {
-            "routes": routes,
-            "thresholds": thresholds,
-            "new_partition_floor": list(min(plan.new_partition_floor, _CEILING)),
-            "positions": [[t, p, list(position)] for (t, p), position in plan.positions.items()],
-            "commits": {  # Debezium binlogs: each transaction's END's time
-                topic: {tx: list(min(end, _CEILING)) for tx, end in ends.items()}
-                for topic, ends in plan.commits.items()
-            },
-            "room": plan.room,
-        }
+    return WalkPlan(
+        routes=routes,
+        thresholds=plan.thresholds,
+        new_partition_floor=plan.new_partition_floor,
+        positions=plan.positions,
+        commits=plan.commits,
+        room=plan.room,
     )
 
 
@@ -203,7 +200,8 @@ def write_rest(
 def rest_plan(plan: BatchPlan, rests: list[Deferred]) -> BatchPlan:
     """``plan`` for the rests: each partition's floor and position where the walk stopped.
 
-    The walk's floor is never below the plan's but for a floor above :data:`_CEILING`.
+    The walk's floor is never below the plan's but for a floor above
+    :data:`~.boundary.CEILING`.
     """
     floors, positions = {}, {}
     for rest in rests:
