@@ -3,7 +3,8 @@
 ``contract`` is what driver and executors exchange (the plan shipped to the tasks, each
 source partition's summary and rest sent back, merged into the batch's result); ``loop`` the
 Python loop the executors run over every record, and ``output`` what a task writes (its and
-the initial scan's); ``walk`` is the JVM walk, behind the one facade to our Java (``jvm``);
+the initial scan's); ``walk`` is the JVM walk, behind the one facade to our Java (``jvm``),
+and ``boundary`` what crosses to that Java (plans, progress rows, options), declared once;
 ``writer`` the two writers of a batch, chosen once when a run starts; ``sink`` the row sink,
 the one owner of every row written (stream, walk, rests, scans); ``summary`` what a task
 saw of each source partition, as both write it; ``rows`` one Spark row per change, which the
@@ -15,6 +16,15 @@ kill the job at.
 from __future__ import annotations
 
 from . import faults
+from .boundary import (
+    DeliveryOptions,
+    PieceAbandon,
+    PieceBegin,
+    PieceEnd,
+    ProgressRow,
+    ScanWalkPlan,
+    WalkPlan,
+)
 from .contract import (
     RECORD_FRAMING,
     BatchAbandoned,
@@ -55,13 +65,20 @@ __all__ = [
     "BatchResult",
     "BatchWriter",
     "Deferred",
+    "DeliveryOptions",
     "Output",
     "PartitionSeen",
+    "PieceAbandon",
+    "PieceBegin",
+    "PieceEnd",
+    "ProgressRow",
     "RowSink",
+    "ScanWalkPlan",
     "Settled",
     "Summaries",
     "Task",
     "Transactions",
+    "WalkPlan",
     "apply_query",
     "bad_reason",
     "batch_writer",

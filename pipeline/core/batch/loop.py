@@ -39,7 +39,6 @@ gets back is ``contract.py``'s; what a task writes, ``output.py``'s.
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Callable, Iterator
 from functools import partial
@@ -65,6 +64,7 @@ from ..sources import (
     snapshot_read,
     timed,
 )
+from .boundary import PieceBegin, PieceEnd
 from .contract import RECORD_FRAMING, BatchPlan, PartitionSeen
 from .jvm import coalesce_in_place
 from .output import (
@@ -164,18 +164,13 @@ class Frames:
 
     def begins(self, sp: tuple[str, int], piece: pa.RecordBatch) -> str:
         """Exactly once: the begin row's progress text, where the partition's piece starts."""
-        first = piece.column("offset")[0].as_py()
-        return json.dumps({"topic": sp[0], "partition": sp[1], "first": first})
+        return PieceBegin(sp[0], sp[1], piece.column("offset")[0].as_py()).to_json()
 
     def ended(self, sp: tuple[str, int], out: Output) -> None:
         """Exactly once: a partition's stretch ended; its summary, and where its progress is."""
         state = self.seen[sp]
-        progress = {
-            "next_offset": state.next_offset,
-            "resolved": str(self.floors[sp]),
-            "position": None if state.position is None else list(state.position),
-        }
-        out.mark(state.to_json(), json.dumps(progress))
+        progress = PieceEnd(state.next_offset, self.floors[sp], state.position)
+        out.mark(state.to_json(), progress.to_json())
 
 
 class Task(Frames):

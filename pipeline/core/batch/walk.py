@@ -43,22 +43,16 @@ stream is read without Kafka headers, and the rests with them (dead letters carr
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from schemas.hlc import Hlc
-
+from .boundary import WalkPlan, WalkRoute
 from .contract import BatchPlan, BatchResult, Deferred, PartitionSeen
 from .jvm import Summaries, Transactions, walk_rows
 from .sink import RowSink
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
-
-# The walk keeps times as two Java longs, and reads only times whose wall fits one: a floor
-# above this (a marker near the year 2262) is the same to it as this.
-_CEILING = Hlc(2**63 - 1, 9_999_999_999)
 
 
 def walkable(plan: BatchPlan) -> bool:
@@ -84,31 +78,32 @@ def _walks(plan: BatchPlan, topic: str, fmt: str) -> bool:
 
 def walk_plan(plan: BatchPlan) -> str | None:
     """The walk's plan (JSON) when :func:`walkable`, else None."""
+    walk = planned_walk(plan)
+    return None if walk is None else walk.to_json()
+
+
+def planned_walk(plan: BatchPlan) -> WalkPlan | None:
+    """The walk's plan (:class:`~.boundary.WalkPlan`) when :func:`walkable`, else None."""
     if not walkable(plan):
         return None
     routes = {
-        topic: {
-            "topic": plan.routes[topic],
-            "encoding": plan.encoders[topic].walk,
-            "format": fmt,
-            "registry": plan.registries.get(topic),  # Debezium's Avro: its writer schemas
-            "counted": topic in plan.counted,  # its transactions' places kept in the summary
-        }
+        topic: WalkRoute(
+            topic=plan.routes[topic],
+            encoding=walk,
+            format=fmt,
+            registry=plan.registries.get(topic),  # Debezium's Avro: its writer schemas
+            counted=topic in plan.counted,
+        )
         for topic, fmt in plan.formats.items()
+        if (walk := plan.encoders[topic].walk) is not None  # every one, as walkable says
     }
-    thresholds = [[t, p, *min(ts, _CEILING)] for (t, p), ts in plan.thresholds.items()]
-    return json.dumps(
-        {
-            "routes": routes,
-            "thresholds": thresholds,
-            "new_partition_floor": list(min(plan.new_partition_floor, _CEILING)),
-            "positions": [[t, p, list(position)] for (t, p), position in plan.positions.items()],
-            "commits": {  # Debezium binlogs: each transaction's END's time
-                topic: {tx: list(min(end, _CEILING)) for tx, end in ends.items()}
-                for topic, ends in plan.commits.items()
-            },
-            "room": plan.room,
-        }
+    return WalkPlan(
+        routes=routes,
+        thresholds=plan.thresholds,
+        new_partition_floor=plan.new_partition_floor,
+        positions=plan.positions,
+        commits=plan.commits,
+        room=plan.room,
     )
 
 
@@ -156,7 +151,8 @@ class Walked:
 def rest_plan(plan: BatchPlan, rests: list[Deferred]) -> BatchPlan:
     """``plan`` for the rests: each partition's floor and position where the walk stopped.
 
-    The walk's floor is never below the plan's but for a floor above :data:`_CEILING`.
+    The walk's floor is never below the plan's but for a floor above
+    :data:`~.boundary.CEILING`.
     """
     floors, positions = {}, {}
     for rest in rests:

@@ -39,6 +39,7 @@ from sinks.admin import ensure_topics, partition_counts, transaction_state
 from sinks.compacted import COMPACTED, CompactedTopic
 from sinks.producer import AcknowledgedProducer, Record
 
+from ..batch import DeliveryOptions
 from ..ledger import Backfill, Frontier, GenerationRecord, ProgressRecord, SourcePartition, decode
 
 log = logging.getLogger(__name__)
@@ -88,16 +89,11 @@ class Claim:
 
         ``kind`` ``scan``: an initial scan's chunks, at the snapshot time ``scan_time``.
         """
-        options = {
-            "highwater.delivery": "exactly_once",
-            "highwater.transactional.id.prefix": self.prefix,
-            "highwater.progress.topic": self.topic,
-            "highwater.generation": str(self.generation),
-            "highwater.piece.kind": kind,
-        }
-        if scan_time is not None:
-            options["highwater.scan.time"] = str(scan_time)
-        return options
+        return self.delivery(kind, scan_time).options()
+
+    def delivery(self, kind: str = "rows", scan_time: Hlc | None = None) -> DeliveryOptions:
+        """Exactly once for this run's writes of ``kind`` (:meth:`options`, as a model)."""
+        return DeliveryOptions(self.prefix, self.topic, self.generation, kind, scan_time)
 
     @classmethod
     def take(

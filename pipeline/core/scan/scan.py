@@ -32,7 +32,6 @@ records, rows, rate, ETA) is counted per finished chunk.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -49,6 +48,9 @@ from ..batch import (
     BatchPlan,
     Output,
     PartitionSeen,
+    PieceAbandon,
+    PieceBegin,
+    PieceEnd,
     Task,
     bad_reason,
     count_transaction,
@@ -168,7 +170,7 @@ class ScanTask(Task):
     def begins(self, sp: tuple[str, int], piece: pa.RecordBatch) -> str:
         """Exactly once: the chunk starts at its range's start (its rows go by key)."""
         assert self.scan.span is not None  # noqa: S101 - InitialScan names it
-        return json.dumps({"topic": sp[0], "partition": sp[1], "first": self.scan.span[0]})
+        return PieceBegin(sp[0], sp[1], self.scan.span[0]).to_json()
 
     def ended(self, sp: tuple[str, int], out: Output) -> None:
         """Exactly once: the chunk is done to its range's end (for this scan's time).
@@ -182,10 +184,8 @@ class ScanTask(Task):
         stopped = state.schema_change is not None or (
             state.first_bad is not None and self.plan.dlq_topic is None
         )
-        progress: dict[str, Any] = {"abandon": True}
-        if not stopped:
-            progress = {"next_offset": self.scan.span[1], "resolved": None, "position": None}
-        out.mark(state.to_json(), json.dumps(progress))
+        progress = PieceAbandon() if stopped else PieceEnd(self.scan.span[1])
+        out.mark(state.to_json(), progress.to_json())
 
     def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:
         """The chunk's partition (from the plan) and its summary so far."""

@@ -27,6 +27,7 @@ from ..batch import (
     BatchResult,
     PartitionSeen,
     RowSink,
+    ScanWalkPlan,
     Summaries,
     Transactions,
     read_result,
@@ -42,6 +43,12 @@ if TYPE_CHECKING:
 
 def scan_walk_plan(plan: ScanPlan) -> str | None:
     """The JVM's plan (JSON) for ``plan``'s chunk, or None: the Python scan walks it."""
+    walk = planned_scan_walk(plan)
+    return None if walk is None else walk.to_json()
+
+
+def planned_scan_walk(plan: ScanPlan) -> ScanWalkPlan | None:
+    """The JVM's plan (:class:`~..batch.ScanWalkPlan`) for ``plan``'s chunk, or None."""
     batch, chunk, span = plan.batch, plan.chunk, plan.span
     assert chunk is not None  # noqa: S101 - InitialScan names it
     assert span is not None  # noqa: S101
@@ -57,19 +64,16 @@ def scan_walk_plan(plan: ScanPlan) -> str | None:
         or batch.skip is not None
     ):
         return None
-    end = batch.end_time
-    return json.dumps(
-        {
-            "source": topic,
-            "partition": chunk.partition,
-            "span": list(span),
-            "topic": batch.routes[topic],
-            "members": envelope["members"],
-            "statement_time": [plan.statement_time.wall, plan.statement_time.logical],
-            "end_time": None if end is None else [end.wall, end.logical],
-            "changes": plan.changes,
-            "room": batch.room,
-        }
+    return ScanWalkPlan(
+        source=topic,
+        partition=chunk.partition,
+        span=span,
+        topic=batch.routes[topic],
+        members=envelope["members"],
+        statement_time=plan.statement_time,
+        end_time=batch.end_time,
+        changes=plan.changes,
+        room=batch.room,
     )
 
 

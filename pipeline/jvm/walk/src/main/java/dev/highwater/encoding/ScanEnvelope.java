@@ -35,6 +35,15 @@ public final class ScanEnvelope implements Serializable {
     return text.getBytes(StandardCharsets.UTF_8);
   }
 
+  /** The envelope's members, in order. */
+  public java.util.List<String> members() {
+    java.util.List<String> names = new java.util.ArrayList<>(members.length);
+    for (byte[] member : members) {
+      names.add(new String(member, StandardCharsets.UTF_8));
+    }
+    return names;
+  }
+
   /**
    * A version's time when its value ends with an {@code "updated"} member as {@code
    * NativeAdapter.times} matches it ({@code "updated"\s*:\s*"<wall>[.<logical>]"\s*}\s*$}

@@ -10,7 +10,8 @@ import scala.Option;
 /**
  * How a changefeed's rows are delivered: {@code at_least_once} (no instance of this class) or
  * {@code exactly_once}, whose settings travel in the writer options under {@code highwater.}
- * (pipeline/core/batch/kafka_clients.py writes them; Spark's option checks never see them).
+ * (pipeline/core/batch/boundary.py declares them: DeliveryOptions; Spark's option checks never
+ * see them). tests/golden/boundary.json holds the keys and examples, which BoundaryTest reads.
  *
  * <p>Exactly once: each source partition's rows of a batch are written in one Kafka transaction
  * with that partition's progress record ({@link Progress}), under a transactional id of the

@@ -1,6 +1,5 @@
 package dev.highwater.sink;
 
-import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -145,7 +144,7 @@ public final class Sink {
    * each source partition's <i>begin</i> row (no topic, no summary; progress: its topic,
    * partition, first offset) and its <i>end</i> row (its summary; progress: next offset, the
    * floor there as {@code resolved}, the source position; or {@code abandon}: the piece is not
-   * done and nothing of it commits), in the order the loop wrote them.
+   * done and nothing of it commits), in the order the loop wrote them ({@link ProgressRow}).
    */
   static final class PieceRows implements ForeachPartitionFunction<Row> {
     private static final long serialVersionUID = 1L;
@@ -166,14 +165,7 @@ public final class Sink {
             pieces.send(Rows.record(r));
             continue;
           }
-          JsonNode p = Progress.JSON.readTree(r.getString(5));
-          if (r.isNullAt(4)) {
-            pieces.begin(p.get("topic").asText(), p.get("partition").asInt(), p.get("first").asLong());
-          } else if (p.path("abandon").asBoolean(false)) {
-            pieces.abandon();
-          } else {
-            pieces.end(p.get("next_offset").asLong(), p.get("resolved").textValue(), p.get("position"));
-          }
+          ProgressRow.parse(r.getString(5), r.isNullAt(4)).apply(pieces);
         }
       }
     }

@@ -52,16 +52,17 @@ public final class Scan implements Serializable {
 
   private final CollectionAccumulator<String> reports;
   private final int[] columns; // key, value, offset, hash in the sorted rows
-  private final String source;
-  private final int partition;
-  private final long first; // the chunk's range [first, end)
-  private final long end;
-  private final String topic; // where its rows go
-  private final ScanEnvelope envelope;
-  private final long[] statement;
-  private final long[] endTime; // null: none
-  private final boolean changes;
-  private final int room;
+  // the plan (pipeline/core/batch/boundary.py: ScanWalkPlan), as read (BoundaryTest reads it too)
+  final String source;
+  final int partition;
+  final long first; // the chunk's range [first, end)
+  final long end;
+  final String topic; // where its rows go
+  final ScanEnvelope envelope;
+  final long[] statement;
+  final long[] endTime; // null: none
+  final boolean changes;
+  final int room;
 
   Scan(String plan, int[] columns, CollectionAccumulator<String> reports) throws IOException {
     this.columns = columns;

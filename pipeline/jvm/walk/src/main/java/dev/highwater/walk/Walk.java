@@ -74,24 +74,32 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
     final boolean rows; // records of several rows each, or a marker (Canal-JSON)
     // its transactions' places kept in the summary (the driver completes them from their topic)
     final boolean counted;
+    final Map<String, long[]> commits; // binlogs: each transaction's END's time (its encoding's)
 
-    Route(String topic, Encoding encoding, String format, boolean counted) {
+    Route(
+        String topic,
+        Encoding encoding,
+        String format,
+        boolean counted,
+        Map<String, long[]> commits) {
       this.topic = topic;
       this.encoding = encoding;
       this.debezium = format.equals("debezium");
       this.rows = format.equals("canal-json");
       this.counted = counted;
+      this.commits = commits;
     }
   }
 
   private final CollectionAccumulator<String> summaries;
   private final int[] columns; // key, value, topic, partition, offset in the batch's rows
-  private final Map<String, Route> routes = new HashMap<>();
-  private final Map<String, long[]> thresholds = new HashMap<>(); // "topic/partition"
+  // the plan (pipeline/core/batch/boundary.py: WalkPlan), as read (BoundaryTest reads it too)
+  final Map<String, Route> routes = new HashMap<>();
+  final Map<String, long[]> thresholds = new HashMap<>(); // "topic/partition"
   // the highest source position read before the batch (Debezium), by "topic/partition"
-  private final Map<String, long[]> positions = new HashMap<>();
-  private final long[] newPartitionFloor;
-  private final int room;
+  final Map<String, long[]> positions = new HashMap<>();
+  final long[] newPartitionFloor;
+  final int room;
 
   Walk(String plan, int[] columns, CollectionAccumulator<String> summaries) throws IOException {
     this.columns = columns;
@@ -117,7 +125,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
                       commits,
                       registry.isObject() ? registry : null);
               boolean counted = e.getValue().path("counted").asBoolean(true);
-              routes.put(e.getKey(), new Route(topic, encoding, format, counted));
+              routes.put(e.getKey(), new Route(topic, encoding, format, counted, commits));
             });
     for (JsonNode t : root.get("thresholds")) {
       thresholds.put(
