@@ -163,7 +163,7 @@ def test_a_kill_inside_a_transaction_or_before_the_checkpoint_writes_nothing_twi
     }
     assert transactions["committed"] >= PARTITIONS, transactions  # the drain's, one per piece
     assert transactions["aborted"] == 0, transactions
-    assert drain.outputs.status.delivery == "exactly_once"
+    assert drain.opened.status.delivery == "exactly_once"
 
     # each source partition's last progress record: where it ends, claimed by the drain
     generation = len(kills) + 1

@@ -182,9 +182,8 @@ def test_the_rules_see_relative_imports() -> None:
         "pipeline.core.coordinator.durable",
         "pipeline.config",
     } <= imports
-    assert {("pipeline.core.progress", "Policy"), ("pipeline.core.batch", "faults")} <= taken(
-        changefeed
-    )
+    assert ("pipeline.core.progress", "Policy") in taken(changefeed)
+    assert ("pipeline.core.batch", "faults") in taken(CORE / "coordinator" / "durable.py")
     assert "pipeline.core.operators" in imported_modules(CORE / "coordinator" / "scan_driver.py")
     consumer = imported_modules(ROOT / "highwater_consumer" / "consumer.py")
     assert {"highwater_consumer.windows", "schemas.hlc"} <= consumer

@@ -35,7 +35,7 @@ from .contract import (
     Settled,
     read_result,
 )
-from .jvm import Summaries, Transactions, scan_rows
+from .jvm import KafkaTransactions, Summaries, scan_rows
 from .kafka_clients import (
     client_config,
     low_offsets,
@@ -66,6 +66,7 @@ __all__ = [
     "BatchWriter",
     "Deferred",
     "DeliveryOptions",
+    "KafkaTransactions",
     "Output",
     "PartitionSeen",
     "PieceAbandon",
@@ -77,7 +78,6 @@ __all__ = [
     "Settled",
     "Summaries",
     "Task",
-    "Transactions",
     "WalkPlan",
     "apply_query",
     "bad_reason",

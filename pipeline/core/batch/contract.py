@@ -31,7 +31,7 @@ from .summary import Summary
 if TYPE_CHECKING:
     from pyspark.sql import Observation
 
-    from .jvm import Transactions
+    from .jvm import KafkaTransactions
 
 DEFAULT_MAX_REQUEST = 1_048_576  # Kafka producers' max.request.size
 # what Kafka adds to a record's key and value (batch header, varints), with room to spare
@@ -391,7 +391,7 @@ class BatchResult:
             aborted=self.aborted + rests.aborted,
         )
 
-    def counted(self, transactions: Transactions) -> BatchResult:
+    def counted(self, transactions: KafkaTransactions) -> BatchResult:
         """The result with a write's Kafka transactions counted in."""
         return replace(
             self,

@@ -64,30 +64,30 @@ class Summaries:
 
 
 @dataclass(frozen=True)
-class Transactions:
+class KafkaTransactions:
     """A write's Kafka transactions (exactly once; none at least once), failed tasks' too."""
 
     committed: int = 0
     aborted: int = 0
 
-    def __add__(self, other: Transactions) -> Transactions:
-        return Transactions(self.committed + other.committed, self.aborted + other.aborted)
+    def __add__(self, other: KafkaTransactions) -> KafkaTransactions:
+        return KafkaTransactions(self.committed + other.committed, self.aborted + other.aborted)
 
     @classmethod
-    def of(cls, counts: Any) -> Transactions:
+    def of(cls, counts: Any) -> KafkaTransactions:
         """From ``Delivery.counts`` (a Java ``long[]``: committed, aborted)."""
         committed, aborted = list(counts)
         return cls(int(committed), int(aborted))
 
 
-def write_rows(records: DataFrame, options: Mapping[str, str]) -> Transactions:
+def write_rows(records: DataFrame, options: Mapping[str, str]) -> KafkaTransactions:
     """``Sink.write``: rows ``topic, key, value, headers`` to Kafka; returns once all are answered.
 
     ``options``: Spark's Kafka writer options (``kafka.``-prefixed), and ``highwater.``-prefixed
     ones for exactly once (``progress.Claim.options``).
     """
     sink = _class(records.sparkSession, SINK)
-    return Transactions.of(sink.write(records._jdf, dict(options)))
+    return KafkaTransactions.of(sink.write(records._jdf, dict(options)))
 
 
 def coalesce_in_place(batch: DataFrame, tasks: int) -> DataFrame:
@@ -104,13 +104,13 @@ def coalesce_in_place(batch: DataFrame, tasks: int) -> DataFrame:
 
 def walk_and_write(
     batch: DataFrame, plan: str, summaries: Summaries, options: Mapping[str, str]
-) -> Transactions:
+) -> KafkaTransactions:
     """``Walk.write``: walk ``batch`` (Spark's Kafka source rows) and send what it takes.
 
     ``plan``: the walk's plan (JSON); returns once Kafka acknowledged every record sent.
     """
     walk = _class(batch.sparkSession, WALK)
-    return Transactions.of(walk.write(batch._jdf, plan, summaries.accumulator, dict(options)))
+    return KafkaTransactions.of(walk.write(batch._jdf, plan, summaries.accumulator, dict(options)))
 
 
 def walk_rows(batch: DataFrame, plan: str, summaries: Summaries) -> DataFrame:
@@ -123,13 +123,13 @@ def walk_rows(batch: DataFrame, plan: str, summaries: Summaries) -> DataFrame:
 
 def scan_and_write(
     chunk: DataFrame, plan: str, reports: Summaries, options: Mapping[str, str]
-) -> Transactions:
+) -> KafkaTransactions:
     """``Scan.write``: walk a scan's sorted ``chunk`` and send its rows.
 
     ``plan``: the chunk's plan (JSON); returns once Kafka acknowledged every record sent.
     """
     scan = _class(chunk.sparkSession, SCAN)
-    return Transactions.of(scan.write(chunk._jdf, plan, reports.accumulator, dict(options)))
+    return KafkaTransactions.of(scan.write(chunk._jdf, plan, reports.accumulator, dict(options)))
 
 
 def scan_rows(chunk: DataFrame, plan: str, reports: Summaries) -> DataFrame:

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Protocol
 from pipeline.config import ChangefeedConfig, KafkaOptions
 from schemas.hlc import Hlc
 
-from .jvm import Summaries, Transactions, scan_and_write, walk_and_write, write_rows
+from .jvm import KafkaTransactions, Summaries, scan_and_write, walk_and_write, write_rows
 from .kafka_clients import writer_options
 
 if TYPE_CHECKING:
@@ -67,14 +67,16 @@ class RowSink:
             options.update(self.delivery.options(kind, scan_time))
         return options
 
-    def write(self, records: DataFrame, *, scan_time: Hlc | None = None) -> Transactions:
+    def write(self, records: DataFrame, *, scan_time: Hlc | None = None) -> KafkaTransactions:
         """Write the Python loop's rows (``topic, key, value, headers``)."""
         return write_rows(records, self.options(scan_time))
 
-    def walk(self, batch: DataFrame, plan: str, summaries: Summaries) -> Transactions:
+    def walk(self, batch: DataFrame, plan: str, summaries: Summaries) -> KafkaTransactions:
         """Walk a micro-batch (Spark's Kafka source rows) in the JVM and write what it takes."""
         return walk_and_write(batch, plan, summaries, self.options())
 
-    def scan(self, chunk: DataFrame, plan: str, reports: Summaries, scan_time: Hlc) -> Transactions:
+    def scan(
+        self, chunk: DataFrame, plan: str, reports: Summaries, scan_time: Hlc
+    ) -> KafkaTransactions:
         """Walk a scan's sorted chunk in the JVM and write its rows."""
         return scan_and_write(chunk, plan, reports, self.options(scan_time))

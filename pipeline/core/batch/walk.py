@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 
 from .boundary import WalkPlan, WalkRoute
 from .contract import BatchPlan, BatchResult, Deferred, PartitionSeen
-from .jvm import Summaries, Transactions, walk_rows
+from .jvm import KafkaTransactions, Summaries, walk_rows
 from .sink import RowSink
 
 if TYPE_CHECKING:
@@ -112,7 +112,8 @@ class Walked:
     """A batch's walk: what it saw of each source partition, once its records are written."""
 
     summaries: Summaries
-    transactions: Transactions = field(default_factory=Transactions)  # exactly once: the walk's
+    # exactly once: the walk's
+    transactions: KafkaTransactions = field(default_factory=KafkaTransactions)
 
     @classmethod
     def write(cls, batch: DataFrame, walk: str, batch_id: int, sink: RowSink) -> Walked:

@@ -38,7 +38,7 @@ from pipeline.config import ChangefeedConfig
 from ..ledger import SourcePartition
 from . import faults
 from .contract import BatchPlan, BatchResult, Deferred, Settled, read_result
-from .jvm import Transactions
+from .jvm import KafkaTransactions
 from .kafka_clients import source_reader
 from .loop import kafka_records
 from .queries import apply_query
@@ -94,7 +94,7 @@ class BatchWriter:
         rests: list[Deferred],
         plan: BatchPlan,
         observation: Observation,
-    ) -> Transactions:
+    ) -> KafkaTransactions:
         """Read the rests again, with their headers, and write them through the Python loop."""
         assign: dict[str, list[int]] = {}
         starts: dict[str, dict[str, int]] = {}

@@ -3,8 +3,8 @@
 The executors are the aggregators (``batch/loop.py``, ``scan/scan.py``: decode, filter,
 encode, write); the driver decides what must be decided in one place, and this class keeps
 the decisions in order: one batch, chunk or tick at a time, under one lock. It is the lock,
-the loop, the batch hook and the carrying-out of the policy's decisions; the rest has its own
-room (paths under ``pipeline/core/``):
+the loop and the batch hook, and it asks the policy what is due after each; the rest has its
+own room (paths under ``pipeline/core/``):
 
 ================================  ==========================================================
 ``operators/lifecycle.py``        the spec: admission (wait while paused), a pause at a
@@ -13,7 +13,10 @@ room (paths under ``pipeline/core/``):
 ``coordinator/start.py``          where it starts (create or resume), the safepoint held
                                   before anything is read
 ``coordinator/stream.py``         the streaming query
-``coordinator/rounds.py``         one micro-batch's rows: written, its rests settled
+``coordinator/rounds.py``         one micro-batch's rows: planned, written, its rests
+                                  settled, the frontier moved
+``coordinator/durable.py``        the policy's decisions carried out: the checkpoint, then
+                                  the marker; the safepoint following
 ``coordinator/scan_driver.py``    the scans (initial, added tables, a table again), one
                                   Spark job per chunk
 ``resolved/resolvers.py``         what resolves the source partitions beside the stream
@@ -45,7 +48,6 @@ from schemas.errors import (
     FencedError,
     HighwaterError,
     SinkError,
-    SourceDecodeError,
     SourceError,
     cause,
 )
@@ -53,18 +55,16 @@ from schemas.hlc import Hlc
 
 from ..batch import (
     BatchAbandoned,
-    BatchPlan,
     BatchResult,
     check_query,
     client_config,
-    faults,
 )
 from ..operators import Admission, Observers, StopRequest
 from ..progress import TAKEN, Cadence, Claim, Decision, Policy, Position
 from .durable import Durable
 from .rounds import Rounds
 from .scan_driver import Scans
-from .setup import Outputs, open_outputs, resolver_of
+from .setup import Opened, open_run, resolver_of
 from .start import find_start
 from .stream import start_query
 
@@ -98,7 +98,7 @@ class Changefeed:
         self.lock = threading.Lock()  # one batch, chunk or tick at a time
         self._clock = clock
         self._resources = ExitStack()  # every client and folder a run opens, closed at its end
-        self._outputs: Outputs | None = None  # set up by prepare()
+        self._opened: Opened | None = None  # set up by prepare()
         self._position: Position | None = None
         self._durable: Durable | None = None  # the checkpoints and the safepoint (prepare())
         self._rounds: Rounds | None = None  # how a batch's rows are written (prepare())
@@ -117,9 +117,9 @@ class Changefeed:
     backfill = property(lambda self: self._position and self._position.backfill)
 
     @property
-    def outputs(self) -> Outputs:
+    def opened(self) -> Opened:
         """What the run writes through (after :meth:`prepare`)."""
-        return _prepared(self._outputs)
+        return _prepared(self._opened)
 
     @property
     def durable(self) -> Durable:
@@ -144,7 +144,7 @@ class Changefeed:
             self.prepare()
             scanned = self.position.backfill is None or self.initial_scan()
             if scanned and not self._finished:
-                self.outputs.status.state = "running"
+                self.opened.status.state = "running"
                 self._stream()
             reason = self.stop_request.reason
             if self._finished or reason == "removed":  # the source data is not needed
@@ -161,25 +161,20 @@ class Changefeed:
 
         A new changefeed's start is checkpointed before anything is emitted.
         """
-        outputs = self._outputs = open_outputs(self.config, self._resources)
-        self.observers.attach(outputs.status, outputs.replicas)
-        position = self._position = find_start(self.config, outputs)
+        opened = self._opened = open_run(self.config, self._resources)
+        self.observers.attach(opened.status, opened.replicas)
+        position = self._position = find_start(self.config, opened)
         position.resolver = self._resources.enter_context(
-            closing(resolver_of(self.config, outputs, position.skipped))
+            closing(resolver_of(self.config, opened, position.skipped))
         )
-        self._rounds = Rounds.of(outputs, position, self.observers, self.scans, self.stop_request)
-        self._durable = Durable.of(self.config, outputs, self.observers, position)
-        restored = outputs.restored
-        if restored is None:
+        self._rounds = Rounds.of(opened, position, self.observers, self.scans, self.stop_request)
+        durable = self._durable = Durable.of(
+            self.config, opened, self.observers, self.policy, position, clock=self._clock
+        )
+        if opened.restored is None:
             self.write_checkpoint(last_marker=None)
             return
-        pending = self.policy.resume(
-            restored.high_water, restored.last_marker, restored.marker_sent
-        )
-        if pending is not None:
-            log.info("re-sending marker %s: checkpointed, perhaps never sent", pending)
-            self._emit_marker(pending)
-            self.write_checkpoint(last_marker=pending)  # which now says it was sent
+        durable.resume(opened.restored, position)
         self._finished = self.config.scan_mode == "only" and position.backfill is None
 
     def initial_scan(self) -> bool:
@@ -209,7 +204,7 @@ class Changefeed:
             self.position.starting_offsets(),
             self._on_batch,
             self._resources,
-            headers=self.outputs.writer.headers,
+            headers=self.opened.writer.headers,
         )
         while query.isActive:
             self.check_replicas()
@@ -256,26 +251,14 @@ class Changefeed:
                 self._error = exc
                 raise
             except Exception as exc:
-                # Spark or Kafka gave up (the clients retry with back-off first): one clear
-                # error; nothing of this batch was checkpointed (or, exactly once, fenced).
-                failed = SinkError(f"batch {batch_id} failed, not checkpointed: {cause(exc)}")
-                self._error = _taken(self.config, self.outputs.claim, batch_id) or failed
+                self._error = _failed(self.config, self.opened.claim, batch_id, exc)
                 raise self._error from exc
 
     def _process(self, batch: DataFrame, batch_id: int) -> float:
-        """Write one batch, then move the frontier and do what is due; the seconds writing."""
-        frontier, resolver = self.position.frontier, self.position.resolver
-        encoders, commits = self.outputs.schemas.encoders, resolver.commit_times()
-        plan = BatchPlan.at(
-            self.config, encoders, frontier, skip=self.admission.skip(), commits=commits
-        )
-        started = time.perf_counter()
-        result = _prepared(self._rounds).write(batch, batch_id, plan)
-        seconds = time.perf_counter() - started
-        result.forward(frontier)
-        resolver.saw(result)
-        resolver.advance(frontier)
-        if self.observers.resolver(resolver):
+        """Write one batch, the frontier moved (``rounds.py``); do what is due; the seconds."""
+        frontier, skip = self.position.frontier, self.admission.skip()
+        result, seconds = _prepared(self._rounds).write(batch, batch_id, frontier, skip)
+        if self.observers.resolver(self.position.resolver):
             self.publish(best_effort=True)
         if result.partitions:
             self.policy.progressed()
@@ -290,17 +273,9 @@ class Changefeed:
         return seconds
 
     def halt(self, result: BatchResult) -> None:
-        """Stop at what stops a batch or chunk (:meth:`~.batch.BatchResult.stops`).
-
-        ``on_error: fail`` fails the run at a bad record; else the spec says paused at the
-        record (``resume --skip-bad-record`` may divert it) or at the schema change (an update
-        of the table's schema lets it through), and the run stops.
-        """
-        exc = result.stop_error(self.config.on_error, self.outputs.schemas.explain)
-        if isinstance(exc, SourceDecodeError) and self.config.on_error == "fail":
-            raise exc
+        """Stop at what stops a batch or chunk: fail, or pause at it (``Admission.halt``)."""
+        self.admission.halt(result, self.opened.specs, self.opened.schemas.explain)
         self._closing = True  # no later batch may write what follows the record
-        self.admission.pause_at(self.outputs.specs, exc)
 
     # -- carrying out the policy's decisions ----------------------------------------------------
 
@@ -313,16 +288,9 @@ class Changefeed:
         self.durable.refresh()
 
     def _carry_out(self, decision: Decision, *, final: bool = False) -> None:
-        """The checkpoint first, then the marker it covers; at a run's end, confirm it."""
-        if decision.checkpoint:
-            self.write_checkpoint(last_marker=decision.record_marker)
-        if decision.marker is not None:
-            faults.reached("before_marker")
-            self._emit_marker(decision.marker)
-        if decision.finished:
-            self._finished = True
-        if (final or decision.finished) and self.policy.unconfirmed():
-            self.write_checkpoint(last_marker=self.policy.last_marker)
+        """The checkpoint first, then the marker it covers (``durable.py``)."""
+        self.durable.carry_out(decision, self.position, final=final)
+        self._finished = self._finished or decision.finished
 
     def _tick(self) -> None:
         """Between batches (Spark runs none while the sources are quiet), once a second.
@@ -349,19 +317,9 @@ class Changefeed:
                 if self._error is None and not self._closing:
                     self.publish(best_effort=True)
 
-    def _emit_marker(self, marker: Hlc) -> None:
-        """Broadcast ``marker`` (its checkpoint is durable already)."""
-        started = time.perf_counter()
-        self.outputs.broadcaster.emit(marker)
-        self.observers.marker(marker, time.perf_counter() - started)
-        self.policy.marker_sent(marker, self._clock())
-        faults.reached("after_marker")
-
     def write_checkpoint(self, *, last_marker: Hlc | None) -> None:
         """Write the checkpoint record of where the changefeed stands; the safepoint follows."""
-        checkpoint = self.durable.write(self.position, last_marker, self.policy.sent)
-        self.policy.checkpointed(checkpoint.high_water, self._clock())
-        self.publish()
+        self.durable.checkpoint(self.position, last_marker=last_marker)
 
     def publish(
         self, state: str | None = None, *, error: str | None = None, best_effort: bool = False
@@ -380,6 +338,17 @@ def _prepared(value: T | None) -> T:
 def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:
     """Run the changefeed described by ``config``."""
     Changefeed(config, spark, stop=stop).run()
+
+
+def _failed(
+    config: ChangefeedConfig, claim: Claim | None, batch_id: int, exc: Exception
+) -> HighwaterError:
+    """Spark or Kafka gave up on a batch (the clients retry with back-off first): one error.
+
+    Nothing of the batch was checkpointed (or, exactly once, fenced: :func:`_taken`).
+    """
+    failed = SinkError(f"batch {batch_id} failed, not checkpointed: {cause(exc)}")
+    return _taken(config, claim, batch_id) or failed
 
 
 def _taken(config: ChangefeedConfig, claim: Claim | None, batch_id: int) -> FencedError | None:

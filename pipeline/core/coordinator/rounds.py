@@ -1,4 +1,8 @@
-"""A batch's rows in rounds: the writer's first pass, then its rests as the driver settles them.
+"""One batch's rows: planned, written in rounds (its rests as the driver settles them), seen.
+
+:meth:`Rounds.write` plans the batch (each partition's floor and position, the encoders, the
+commit times the resolver knows), has the writer write it, and moves the frontier past what
+it read once Kafka acknowledged every row; the resolver hears what the batch saw.
 
 The writer (``batch/writer.py``) writes what it is given and returns; it never calls back
 into the coordinator. A source partition's rows can stop short of the batch's end at a change
@@ -19,13 +23,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pipeline.config import ChangefeedConfig
+from schemas.errors import RecordRef
+
 from ..batch import BatchPlan, BatchResult, BatchWriter, Deferred, Settled, faults
 from ..evolution import Rescan, SchemaEvolution
+from ..ledger import Frontier
 from ..operators import Observers, StopRequest
 from ..progress import Position
 from ..resolved import Resolver
 from .scan_driver import Scans
-from .setup import Outputs
+from .setup import Opened
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -37,6 +45,7 @@ log = logging.getLogger(__name__)
 class Rounds:
     """A run's batches written round by round: the writer's, settled by the driver."""
 
+    config: ChangefeedConfig
     writer: BatchWriter
     resolver: Resolver
     schemas: SchemaEvolution
@@ -47,18 +56,37 @@ class Rounds:
     @classmethod
     def of(
         cls,
-        outputs: Outputs,
+        opened: Opened,
         position: Position,
         observers: Observers,
         scans: Scans,
         stop: StopRequest,
     ) -> Rounds:
         """A run's: its writer and schemas, its resolver (``position.resolver``), its scans."""
-        writer, schemas = outputs.writer, outputs.schemas
-        return cls(writer, position.resolver, schemas, observers, scans.again, stop.is_set)
+        writer, schemas = opened.writer, opened.schemas
+        config = writer.config
+        return cls(config, writer, position.resolver, schemas, observers, scans.again, stop.is_set)
 
-    def write(self, batch: DataFrame, batch_id: int, plan: BatchPlan) -> BatchResult:
-        """Write ``batch`` and the rests that can run; returns once Kafka acknowledged them."""
+    def write(
+        self, batch: DataFrame, batch_id: int, frontier: Frontier, skip: RecordRef | None
+    ) -> tuple[BatchResult, float]:
+        """Write ``batch`` and its rests, then move ``frontier``: the result and its seconds.
+
+        Returns once Kafka acknowledged every row; the resolver has heard what the batch saw.
+        ``skip``: the bad record an operator chose to divert.
+        """
+        started = time.perf_counter()
+        encoders, commits = self.schemas.encoders, self.resolver.commit_times()
+        plan = BatchPlan.at(self.config, encoders, frontier, skip=skip, commits=commits)
+        result = self._rows(batch, batch_id, plan)
+        seconds = time.perf_counter() - started
+        result.forward(frontier)
+        self.resolver.saw(result)
+        self.resolver.advance(frontier)
+        return result, seconds
+
+    def _rows(self, batch: DataFrame, batch_id: int, plan: BatchPlan) -> BatchResult:
+        """The writer's first pass, then the rests as they settle, round by round."""
         result = self.writer.write(batch, batch_id, plan)
         rounds = 0
         while result.rests:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
     from ..operators import Admission, Observers, StopRequest
     from ..progress import Position
-    from .setup import Outputs
+    from .setup import Opened
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class ScanHost(Protocol):
     admission: Admission
 
     @property
-    def outputs(self) -> Outputs:
+    def opened(self) -> Opened:
         """What the run writes through."""
 
     @property
@@ -230,7 +230,7 @@ class Scans:
         again at its schema change (a killed run left it), the schema as it was at the change.
         Once every chunk is acknowledged, the scan's time is resolved.
         """
-        host, position, schemas = self.host, self.host.position, self.host.outputs.schemas
+        host, position, schemas = self.host, self.host.position, self.host.opened.schemas
         backfill = position.backfill
         assert backfill is not None  # noqa: S101 - the caller checked
         statement = backfill.time or position.statement_time
@@ -258,13 +258,11 @@ class Scans:
         change's commit time (``rescan.py``); recorded in the checkpoint as a scan, so a kill
         scans the rest first on restart. Runs inside a batch, the lock held.
         """
-        host, position, outputs = self.host, self.host.position, self.host.outputs
+        host, position, opened = self.host, self.host.position, self.host.opened
         table = host.config.tables[rescan.topic]
-        low = low_offsets(
-            outputs.source, [p for p in outputs.partitions if p.topic == rescan.topic]
-        )
-        check_history_complete(low, outputs.source_configs)
-        backfill = rescan_backfill(rescan, outputs.partitions, low, result, position.frontier)
+        low = low_offsets(opened.source, [p for p in opened.partitions if p.topic == rescan.topic])
+        check_history_complete(low, opened.source_configs)
+        backfill = rescan_backfill(rescan, opened.partitions, low, result, position.frontier)
         position.backfill = backfill
         log.info("table %s: emitted again at its schema change %s", table, rescan.time)
         host.write_checkpoint(last_marker=None)
@@ -297,15 +295,15 @@ class Scans:
         host.publish("scanning")
         plan = BatchPlan.of(
             config,
-            host.outputs.schemas.encoders,
+            host.opened.schemas.encoders,
             thresholds={},
             skip=host.admission.skip(),
             commits=host.position.resolver.commit_times(),
         )
-        plan = replace(plan, exactly_once=host.outputs.claim is not None)
+        plan = replace(plan, exactly_once=host.opened.claim is not None)
         scan = InitialScan(
             host.spark,
-            chunk_job(host.spark, config, host.outputs.sink),
+            chunk_job(host.spark, config, host.opened.sink),
             ScanPlan(
                 plan,
                 statement,

@@ -1,6 +1,6 @@
 """Before a changefeed emits anything: its topics, encoders and clients.
 
-:func:`open_outputs` creates the missing output, dead-letter and internal topics, registers
+:func:`open_run` creates the missing output, dead-letter and internal topics, registers
 or publishes the Avro schemas (``evolution.py`` evolves them), and opens the clients a run
 writes through; every one of them is handed to the caller's ``ExitStack`` to be closed. The
 changefeed's own records (checkpoints and markers on the sink cluster, safepoint and status
@@ -44,8 +44,8 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Outputs:
-    """What a run writes through, and what it found on the source cluster."""
+class Opened:
+    """What setup opened for a run: what it writes through, what it found on the clusters."""
 
     schemas: SchemaEvolution  # each source topic's encoder, its schema as it evolves
     checkpoints: CheckpointStore
@@ -64,7 +64,7 @@ class Outputs:
     claim: Claim | None = None  # delivery: exactly_once: the run's generation, what was committed
 
 
-def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
+def open_run(config: ChangefeedConfig, resources: ExitStack) -> Opened:
     """Create missing topics, make the encoders, open the clients; read the checkpoint."""
     sink, source = client_config(config.sink_kafka), client_config(config.kafka)
     replication = config.sink.replication_factor
@@ -106,7 +106,7 @@ def open_outputs(config: ChangefeedConfig, resources: ExitStack) -> Outputs:
     status.delivery, status.output = config.delivery, config.output_description()
     status.generation = None if claim is None else claim.generation
     sink_of_rows = RowSink.of(config, claim)
-    return Outputs(
+    return Opened(
         schemas=schemas,
         checkpoints=checkpoints,
         broadcaster=broadcaster,
@@ -297,7 +297,7 @@ def _safepoint(
 
 def resolver_of(
     config: ChangefeedConfig,
-    outputs: Outputs,
+    opened: Opened,
     skipped: Iterable[tuple[SourcePartition, int | None, int]] = (),
 ) -> Resolver:
     """Debezium's transaction feed where ``config`` names transaction topics, else in-stream.
@@ -305,8 +305,8 @@ def resolver_of(
     A resumed changefeed's transaction logs start as its checkpoint kept them, and count
     what the run before committed after it (``skipped``: ``Position.skipped``).
     """
-    records = {} if outputs.restored is None else outputs.restored.transactions
-    feed = TransactionFeed.of(config, outputs.source, outputs.partitions, records)
+    records = {} if opened.restored is None else opened.restored.transactions
+    feed = TransactionFeed.of(config, opened.source, opened.partitions, records)
     if feed is None:
         return InStream()
     feed.recount(skipped)

@@ -1,4 +1,4 @@
-"""Where a changefeed starts, once its outputs are open (``setup.py``).
+"""Where a changefeed starts, once setup opened what its run writes through (``setup.py``).
 
 :func:`find_start` decides it:
 
@@ -28,35 +28,35 @@ from ..operators import check_update
 from ..progress import Position
 from ..resolved import transaction_wires
 from ..scan import statement_time
-from .setup import Outputs
+from .setup import Opened
 
 log = logging.getLogger(__name__)
 
 
-def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
+def find_start(config: ChangefeedConfig, opened: Opened) -> Position:
     """Where the changefeed starts: resumed or created, its safepoint held, its data there."""
-    restored = outputs.restored
+    restored = opened.restored
     if restored is None:
-        outputs.checkpoints.write_shape(outputs.shape)
-        position, start_offsets = create(config, outputs)
-        _committed(outputs, position)
+        opened.checkpoints.write_shape(opened.shape)
+        position, start_offsets = create(config, opened)
+        _committed(opened, position)
         if position.backfill is not None:
-            check_history_complete(start_offsets, outputs.source_configs)
-        _hold_safepoint(outputs, position)
+            check_history_complete(start_offsets, opened.source_configs)
+        _hold_safepoint(opened, position)
         if position.backfill is None:
-            check_sources_hold(outputs, position)
+            check_sources_hold(opened, position)
         return position
-    shape = outputs.checkpoints.load_shape()
-    if shape is None or shape != outputs.shape:
+    shape = opened.checkpoints.load_shape()
+    if shape is None or shape != opened.shape:
         if shape is not None:  # refuses what the output cannot follow, naming it
-            update = check_update(shape, outputs.shape)
+            update = check_update(shape, opened.shape)
             log.info("changefeed %s: config updated: %s", config.changefeed_id, update.describe())
-        outputs.checkpoints.write_shape(outputs.shape)
-    position = Position.restored(restored, outputs.partitions)
+        opened.checkpoints.write_shape(opened.shape)
+    position = Position.restored(restored, opened.partitions)
     added = tuple(t for t in config.routes if restored.topics and t not in restored.topics)
     if added:  # known from the record itself: a crash before its scan was recorded adds again
-        position = add_tables(config, outputs, position, added)
-    _committed(outputs, position)
+        position = add_tables(config, opened, position, added)
+    _committed(opened, position)
     log.info(
         "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
         config.changefeed_id,
@@ -64,18 +64,18 @@ def find_start(config: ChangefeedConfig, outputs: Outputs) -> Position:
         restored.level,
         "" if position.backfill is None else ", initial scan unfinished",
     )
-    _hold_safepoint(outputs, position)
-    check_sources_hold(outputs, position)
+    _hold_safepoint(opened, position)
+    check_sources_hold(opened, position)
     return position
 
 
-def _committed(outputs: Outputs, position: Position) -> None:
+def _committed(opened: Opened, position: Position) -> None:
     """Exactly once: each partition resumes where its committed rows end (progress/claim.py).
 
     A scan chunk committed before the restart (and not yet in the checkpoint) is done.
     What the run does not read again for either is ``position.skipped``.
     """
-    claim = outputs.claim
+    claim = opened.claim
     if claim is None:
         return
     position.skipped = claim.overlay(position.frontier)
@@ -87,7 +87,7 @@ def _committed(outputs: Outputs, position: Position) -> None:
 
 
 def create(
-    config: ChangefeedConfig, outputs: Outputs
+    config: ChangefeedConfig, opened: Opened
 ) -> tuple[Position, Mapping[SourcePartition, int]]:
     """A new changefeed's position, and the sources' first offsets (when it read them).
 
@@ -98,13 +98,13 @@ def create(
       mark), then the stream from the offsets the statement time was read at, each
       partition's floor at its latest marker there (the scan emitted everything before).
     """
-    cursor, mode, partitions = config.cursor, config.scan_mode, outputs.partitions
+    cursor, mode, partitions = config.cursor, config.scan_mode, opened.partitions
     if cursor is not None and mode == "no":
         position = Position(Frontier(partitions, start=cursor), cursor)
         start_offsets: Mapping[SourcePartition, int] = {}
     else:
         found = statement_time(
-            outputs.source,
+            opened.source,
             config.formats,
             partitions,
             _snapshot_transactions(config),
@@ -153,7 +153,7 @@ def _snapshot_transactions(config: ChangefeedConfig) -> dict[str, str]:
 
 
 def add_tables(
-    config: ChangefeedConfig, outputs: Outputs, position: Position, topics: tuple[str, ...]
+    config: ChangefeedConfig, opened: Opened, position: Position, topics: tuple[str, ...]
 ) -> Position:
     """Source topics an update added: they start at their own high-water mark, now.
 
@@ -173,9 +173,9 @@ def add_tables(
                 )
             ]
         )
-    new = [sp for sp in outputs.partitions if sp.topic in topics]
+    new = [sp for sp in opened.partitions if sp.topic in topics]
     found = statement_time(
-        outputs.source,
+        opened.source,
         config.formats,
         new,
         _snapshot_transactions(config),
@@ -186,7 +186,7 @@ def add_tables(
     if config.scan_mode == "no":
         progress.update({sp: Progress(None, found.time) for sp in new})
     else:
-        check_history_complete(found.start_offsets, outputs.source_configs)
+        check_history_complete(found.start_offsets, opened.source_configs)
         progress.update(
             {sp: Progress(found.end_offsets[sp], max(found.time, found.markers[sp])) for sp in new}
         )
@@ -224,7 +224,7 @@ def check_history_complete(
         )
 
 
-def check_sources_hold(outputs: Outputs, position: Position) -> None:
+def check_sources_hold(opened: Opened, position: Position) -> None:
     """Refuse to start or resume when source records the changefeed needs were deleted.
 
     A partition read from a checkpointed offset needs every record from there on (and, while
@@ -236,8 +236,8 @@ def check_sources_hold(outputs: Outputs, position: Position) -> None:
     (retention, DeleteRecords by hand) and they may hold changes that would be skipped.
     """
     needed = position.needed()
-    gc = _gc_safe_point(outputs)
-    consumer = Consumer({**outputs.source, "group.id": "highwater-offset-check"})
+    gc = _gc_safe_point(opened)
+    consumer = Consumer({**opened.source, "group.id": "highwater-offset-check"})
     gone = []
     try:
         for sp, progress in sorted(position.frontier.progress().items()):
@@ -262,27 +262,27 @@ def check_sources_hold(outputs: Outputs, position: Position) -> None:
         )
 
 
-def _gc_safe_point(outputs: Outputs) -> Hlc:
+def _gc_safe_point(opened: Opened) -> Hlc:
     """The cluster's GC safe point as the safepoint's hold read it (zero without safepoints).
 
     The hold is set first, so GC cannot have moved past what it read since.
     """
-    return ZERO if outputs.safepoint is None else outputs.safepoint.gc_safe_point
+    return ZERO if opened.safepoint is None else opened.safepoint.gc_safe_point
 
 
-def _hold_safepoint(outputs: Outputs, position: Position) -> None:
+def _hold_safepoint(opened: Opened, position: Position) -> None:
     """Hold GC at the restart position before reading anything (refused below GC)."""
-    if outputs.safepoint is None:
+    if opened.safepoint is None:
         return
     restart = position.restart_time()
     counts: dict[str, int] = {}
-    for sp in outputs.partitions:
+    for sp in opened.partitions:
         counts[sp.topic] = counts.get(sp.topic, 0) + 1
     topics = ", ".join(f"{t} partitions 0-{n - 1}" for t, n in sorted(counts.items()))
 
     def gone(gc: Hlc) -> str:
         return f"source changes after {restart} up to {gc} on {topics} may be gone"
 
-    outputs.safepoint.start(
+    opened.safepoint.start(
         restart, position.needed_offsets(), gone, check=position.backfill is None
     )

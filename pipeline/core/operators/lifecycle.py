@@ -50,7 +50,7 @@ from schemas.errors import (
 from sinks.admin import ensure_topics
 from sinks.compacted import COMPACTED, CompactedTopic
 
-from ..batch import client_config
+from ..batch import BatchResult, client_config
 from ..ledger import Desired, SpecRecord, records
 
 log = logging.getLogger(__name__)
@@ -294,7 +294,8 @@ class Admission:
 
     :meth:`admit` follows the spec (waiting while it says ``paused``; ``removed`` does not
     start); :meth:`skip` is the bad record an operator chose to divert (``resume
-    --skip-bad-record``); :meth:`pause_at` writes the spec paused at a record and stops the run.
+    --skip-bad-record``); :meth:`halt` and :meth:`pause_at` write the spec paused at a record and
+    stop the run.
     """
 
     def __init__(self, config: ChangefeedConfig, stop: StopRequest) -> None:
@@ -312,6 +313,23 @@ class Admission:
         """The bad record an operator chose to divert, if any."""
         spec = self.spec
         return spec.bad_record if spec is not None and spec.skip_bad_record else None
+
+    def halt(
+        self,
+        result: BatchResult,
+        specs: SpecStore,
+        explain: Callable[[SchemaChangeError], SchemaChangeError],
+    ) -> None:
+        """Stop at what stops a batch or chunk (:meth:`~.batch.BatchResult.stops`).
+
+        ``on_error: fail`` fails the run at a bad record (raised); else the spec says paused
+        at the record or at the schema change (``explain``: the output schemas' account of it),
+        and the run stops.
+        """
+        exc = result.stop_error(self.config.on_error, explain)
+        if isinstance(exc, SourceDecodeError) and self.config.on_error == "fail":
+            raise exc
+        self.pause_at(specs, exc)
 
     def pause_at(self, specs: SpecStore, exc: SourceDecodeError | SchemaChangeError) -> None:
         """The spec says paused at the record ``exc`` names, and the run stops.

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 from ..batch import (
     BatchResult,
+    KafkaTransactions,
     PartitionSeen,
     RowSink,
     ScanWalkPlan,
     Summaries,
-    Transactions,
     read_result,
     scan_rows,
 )
@@ -118,7 +118,7 @@ class ScanWalked:
     """A chunk's walk in the JVM: its summary and where it stopped, once its rows are written."""
 
     reports: Summaries
-    transactions: Transactions = field(default_factory=Transactions)
+    transactions: KafkaTransactions = field(default_factory=KafkaTransactions)
 
     @classmethod
     def write(
