@@ -203,7 +203,7 @@ def test_the_source_s_newest_schema_is_its_newest_change_s_not_its_widest(
     ``test_an_initial_scan_follows_the_schema_change_policy[evolve]``: ``vip`` undeclared).
     """
     from pipeline.config import parse_config  # noqa: PLC0415
-    from pipeline.core.evolution.evolution import newest_shape  # noqa: PLC0415
+    from pipeline.core.evolution.start import newest_shape  # noqa: PLC0415
     from pipeline.core.sources.debezium import DebeziumAdapter  # noqa: PLC0415
     from tests.support.debezium_json import column  # noqa: PLC0415
     from tests.unit.test_evolution import debezium  # noqa: PLC0415

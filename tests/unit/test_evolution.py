@@ -23,8 +23,9 @@ from encoders.avro import Framing
 from pipeline.config import ChangefeedConfig, parse_config
 from pipeline.core.batch.contract import BatchPlan, BatchResult, Deferred, PartitionSeen
 from pipeline.core.batch.loop import process as run_task
-from pipeline.core.evolution.evolution import SchemaEvolution, declared_mismatch
+from pipeline.core.evolution.evolution import SchemaEvolution
 from pipeline.core.evolution.rescan import Rescan, rescan_backfill
+from pipeline.core.evolution.start import declared_mismatch
 from pipeline.core.ledger.backfill import Backfill
 from pipeline.core.ledger.frontier import Frontier, Progress, SourcePartition
 from pipeline.core.sources.base import SourceShape

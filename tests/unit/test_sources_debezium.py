@@ -25,7 +25,8 @@ from hypothesis import strategies as st
 
 from pipeline.core.batch.walk import rest_plan
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
-from pipeline.core.sources.debezium import DebeziumAdapter, decimal_number, in_commit, time_of
+from pipeline.core.sources.connect_types import decimal_number
+from pipeline.core.sources.debezium import DebeziumAdapter, in_commit, time_of
 from pipeline.core.sources.wire import WireReader, without_logical_types
 from schemas.hlc import Hlc
 from schemas.jsontext import Number

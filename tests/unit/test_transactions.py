@@ -331,8 +331,8 @@ class _Trimmed:
 def test_a_transaction_topic_trimmed_past_where_the_log_resumes_stops_the_changefeed() -> None:
     log = TransactionLog(COLLECTIONS, offset=40, started=True)  # resumes at END offset 40
     feed = TransactionFeed({"bootstrap.servers": "127.0.0.1:9"}, {"pg.transaction": log}, [])
-    feed._consumer.close()
-    feed._consumer = _Trimmed()
+    feed.reader.consumer.close()
+    feed.reader.consumer = _Trimmed()
     with pytest.raises(
         SourceError, match=r"'pg.transaction' was trimmed to offset 50, past offset 40"
     ):
@@ -347,7 +347,7 @@ def test_a_snapshot_whose_time_passes_an_incomplete_transaction_stops_the_change
     feed = TransactionFeed(
         {"bootstrap.servers": "127.0.0.1:9"}, {"pg.transaction": log}, PARTITIONS
     )
-    feed._read = lambda _topic, _log: None  # type: ignore[method-assign] - read above
+    feed.reader.read = lambda _topic, _log: None  # type: ignore[method-assign] - read above
     statement = just_below(Hlc(9 * MS, 0))
     frontier = Frontier(PARTITIONS)
     log.saw("100", [1], Hlc(5 * MS, 1), Hlc(5 * MS, 1))  # one of its two changes in the scan
@@ -609,9 +609,9 @@ def test_a_transaction_that_cannot_complete_is_named_and_clears_once_it_does() -
         PARTITIONS,
         clock=lambda: now[0],
     )
-    feed._consumer.close()
-    feed._consumer = _Ends()
-    feed._read = lambda _topic, _log: None  # type: ignore[method-assign] - fed below
+    feed.reader.consumer.close()
+    feed.reader.consumer = _Ends()
+    feed.reader.read = lambda _topic, _log: None  # type: ignore[method-assign] - fed below
     frontier = Frontier(PARTITIONS)
     log.ended("100", {"public.orders": 2}, Hlc(5 * MS, 0), 0)
     log.saw("100", [24_000_001], Hlc(5 * MS, 1), Hlc(5 * MS, 1))  # one of its two changes

@@ -2,15 +2,16 @@
 
 ``contract`` is what driver and executors exchange (the plan shipped to the tasks, each
 source partition's summary and rest sent back, merged into the batch's result); ``loop`` the
-Python loop the executors run over every record, and ``output`` what a task writes (its and
-the initial scan's); ``walk`` is the JVM walk, behind the one facade to our Java (``jvm``),
-and ``boundary`` what crosses to that Java (plans, progress rows, options), declared once;
-``writer`` the two writers of a batch, chosen once when a run starts; ``sink`` the row sink,
-the one owner of every row written (stream, walk, rests, scans); ``summary`` what a task
-saw of each source partition, as both write it; ``rows`` one Spark row per change, which the
-CDC ``queries`` and the initial scan read; ``kafka_clients`` every Kafka client's settings,
-built from the config in one place; and ``faults`` the crash points the crash-safety tests
-kill the job at.
+Python loop the executors run over every record, ``bad_records`` what it does with a record
+it cannot write as a row (a schema change found, a dead letter), and ``output`` what a task
+writes (its and the initial scan's); ``walk`` is the JVM walk, behind the one facade to our
+Java (``jvm``), and ``boundary`` what crosses to that Java (plans, progress rows, options),
+declared once; ``writer`` the two writers of a batch, chosen once when a run starts; ``sink``
+the row sink, the one owner of every row written (stream, walk, rests, scans); ``summary``
+what a task saw of each source partition, as both write it; ``rows`` one Spark row per change,
+which the CDC ``queries`` and the initial scan read; ``kafka_clients`` every Kafka client's
+settings, built from the config in one place; and ``faults`` the crash points the
+crash-safety tests kill the job at.
 """
 
 from __future__ import annotations

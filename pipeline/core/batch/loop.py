@@ -44,10 +44,8 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING
 
-from encoders.avro import AvroEncoder
 from encoders.base import ChangeRow, Context
-from schemas.connect import key_change, type_changes
-from schemas.errors import EncodingError, RecordRef, SchemaChange
+from schemas.errors import EncodingError, SchemaChange
 from schemas.hlc import ZERO, Hlc
 
 from ..ledger import SourcePartition
@@ -64,13 +62,12 @@ from ..sources import (
     snapshot_read,
     timed,
 )
+from .bad_records import BadRecords
 from .boundary import PieceBegin, PieceEnd
-from .contract import RECORD_FRAMING, BatchPlan, PartitionSeen
+from .contract import BatchPlan, PartitionSeen
 from .jvm import coalesce_in_place
 from .output import (
-    ERROR_HEADER,
     OUTPUT_SCHEMA,
-    SOURCE_HEADER,
     Output,
     bad_reason,
     count_transaction,
@@ -188,6 +185,7 @@ class Task(Frames):
         self.floors: dict[tuple[str, int], Hlc] = {}
         self.latest: dict[tuple[str, int], Position | None] = {}  # highest source position read
         self.halted: set[tuple[str, int]] = set()  # stopped at a bad record
+        self.bad_records = BadRecords(plan, self.adapters)  # dead letters, retyped columns
 
     def run(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Records out for each input batch, then the summaries.
@@ -338,7 +336,7 @@ class Task(Frames):
                     try:
                         key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
                     except EncodingError as exc:  # a type changed upstream, or a bad value
-                        raise self.retyped(topic, key, value, exc) from None
+                        raise self.bad_records.retyped(topic, key, value, exc) from None
                     record_size = len(key_bytes) + len(value_bytes or b"")
                     if record_size > room:
                         raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)
@@ -369,37 +367,15 @@ class Task(Frames):
                     continue
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
-                if self.bad(out, state, offsets[i].as_py(), bad_reason(exc), run, i):
+                if self.bad_records.dead_letter(
+                    out, state, offsets[i].as_py(), bad_reason(exc), run, i
+                ):
                     stop, latest = i, held  # read again on resume: its position not passed
                     break
                 latest = position or latest
         out.topic_run(ctx.topic, emitted)
         self.latest[sp] = state.position = latest
         self.walked(sp, state, floor, (kept, size), offsets, stop)
-
-    def retyped(
-        self, topic: str, key: bytes | None, value: bytes | None, exc: EncodingError
-    ) -> EncodingError:
-        """A value its declared type cannot hold: a schema change if its source retyped it.
-
-        That is, where the record's own schema (Debezium's) gives a column a type that maps to
-        another Avro type than the output's, or keys the table by other columns; else
-        ``exc``, a bad value. The record's schema is read on this error path only.
-        """
-        encoder = self.plan.encoders[topic]
-        if isinstance(exc, SchemaChange) or not isinstance(encoder, AvroEncoder):
-            return exc
-        try:
-            shape = self.adapters[topic].shape(key, value)
-        except Exception:  # a record it cannot read says nothing of types
-            return exc
-        if shape is None:
-            return exc
-        changed = type_changes(encoder.row_schema, shape.columns)
-        rekeyed = key_change(encoder.key_columns, shape.key)
-        if not changed and rekeyed is None:
-            return exc
-        return SchemaChange(encoder.table, (), changed, rekeyed)
 
     def walked(  # noqa: PLR0917 - where a stretch's walk got to
         self,
@@ -421,54 +397,6 @@ class Task(Frames):
             state.next_offset = offsets[stop].as_py()
         else:
             state.next_offset = offsets[-1].as_py() + 1
-
-    def bad(  # noqa: PLR0917 - the record, where it sits in its stretch
-        self,
-        out: Output,
-        state: PartitionSeen,
-        offset: int,
-        reason: str,
-        run: pa.RecordBatch,
-        index: int,
-    ) -> bool:
-        """Count a bad record; with a dead-letter topic, write it there as it came.
-
-        Returns True when the partition's walk stops here: without a dead-letter topic
-        (``on_error: fail`` or ``pause``) nothing after a bad record is written.
-        """
-        state.bad += 1
-        sp = state.partition
-        dlq = self.plan.dlq_topic
-        if dlq is None and self.plan.skip == RecordRef(sp.topic, sp.partition, offset):
-            dlq = self.plan.skip_topic
-            reason = f"skipped by an operator (resume --skip-bad-record): {reason}"
-        elif state.first_bad is None:
-            state.first_bad = (offset, reason)
-        if dlq is None:
-            return True
-        where = f"{sp.topic}/{sp.partition}@{offset}"
-        headers = run.column("headers")[index].as_py() if "headers" in run.schema.names else None
-        key, value = run.column("key")[index].as_py(), run.column("value")[index].as_py()
-        size = len(key or b"") + len(value or b"")
-        size += sum(len(h["key"]) + len(h["value"] or b"") for h in headers or ())
-        if size + len(reason) > self.plan.max_record_bytes - RECORD_FRAMING - len(where):
-            # the producer would refuse the copy: the dead letter points at the source record
-            reason += (
-                f"; the source record ({size:,} bytes) is too large to copy here: read {where}"
-            )
-            headers, value = None, None
-            if len(key or b"") > (self.plan.max_record_bytes - RECORD_FRAMING) // 2:
-                key = None
-        ours = [
-            {"key": ERROR_HEADER, "value": reason.encode()},
-            {"key": SOURCE_HEADER, "value": where.encode()},
-        ]
-        out.headers.extend([None] * (len(out.key) - len(out.headers)))  # rows before it
-        out.key.append(key)
-        out.value.append(value)
-        out.headers.append([*(headers or []), *ours])
-        out.topic_run(dlq, 1)
-        return False
 
 
 def kafka_records(batch: DataFrame, plan: BatchPlan, observation: Observation) -> DataFrame:

@@ -23,9 +23,9 @@ the policy:
   the :class:`~.rescan.Rescan` it is due (:meth:`SchemaEvolution.take_rescans`).
 
 A Debezium table without a ``table_schema`` takes its whole schema from its source: at the
-start from the newest change at its partitions' ends (the one describing the most columns),
-else (an empty topic) from its first row, which evolves it from nothing; its policy is
-``evolve`` unless the config says otherwise.
+start from the newest change at its partitions' ends (``start.py``), else (an empty topic) from
+its first row, which evolves it from nothing; its policy is ``evolve`` unless the config says
+otherwise.
 
 Evolved schemas last as long as the run: a restart begins from the declared (or derived)
 ones and meets the same rows again, which evolve them the same way (the registry answers
@@ -40,12 +40,10 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
-from confluent_kafka import TopicPartition
-
 from encoders.avro import AvroEncoder, AvroPending
 from encoders.base import Encoder
 from encoders.json import JsonEncoder
-from pipeline.config import ChangefeedConfig, SourceConfig
+from pipeline.config import ChangefeedConfig
 from schemas.avro import OutputSchemas, marker_schema
 from schemas.connect import (
     NoAvroType,
@@ -54,22 +52,21 @@ from schemas.connect import (
     key_change,
     type_changes,
 )
-from schemas.errors import ConfigError, HighwaterError, RecordRef, SchemaChangeError
+from schemas.errors import HighwaterError, RecordRef, SchemaChangeError
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
-from sinks.admin import partition_counts
 from sinks.compacted import CompactedTopic
 from sinks.schemas import SchemaPublisher
 
 from ..batch import BatchPlan, Deferred, Settled, range_reader, read_range
 from ..ledger import SourcePartition
-from ..sources import Adapter, BadRecord, Change, SourceShape, adapter
+from ..sources import Adapter, BadRecord, SourceShape
 from .rescan import Rescan, defaults_of
+from .start import source_adapter, start_tables
 
 log = logging.getLogger(__name__)
 
 Record = tuple[bytes | None, bytes | None]  # a source record's key and value
-TAIL = 20  # records read at the end of each partition to derive a table's schema at start
 
 
 @dataclass(frozen=True)
@@ -151,20 +148,7 @@ class SchemaEvolution:
             publisher = SchemaPublisher(None, schema_topic)
         else:
             publisher = SchemaPublisher(registry.client_config())
-        tables: dict[str, TableSchema | None] = {}
-        warnings, newest = [], {}
-        for i, s in enumerate(config.sources):
-            shape = newest_shape(config, s, source) if s.format in TYPED else None
-            if shape is not None:
-                newest[s.topic] = shape
-            declared = s.declared_schema
-            if declared is None:
-                tables[s.topic] = _derived_at_start(i, s, shape)
-                continue
-            tables[s.topic] = declared
-            mismatch = declared_mismatch(i, declared, shape)
-            if mismatch is not None:
-                warnings.append(mismatch)
+        tables, newest, warnings = start_tables(config, source)
         return cls(config, publisher, tables, source, newest=newest, warnings=warnings)
 
     @property
@@ -316,7 +300,9 @@ class SchemaEvolution:
                 "the CDC query's select * is the declared table_schema's columns: add the "
                 "new column(s) there and resume"
             )
-        shape = _shape(_adapter(config, topic), *self._read(sp, offset), config.formats[topic])
+        shape = _shape(
+            source_adapter(config, topic), *self._read(sp, offset), config.formats[topic]
+        )
         current = self.tables[topic]
         if current.schema is None:
             evolved = derived_table(config.tables[topic], shape.columns, shape.key)
@@ -377,10 +363,6 @@ def _added(before: TableVersion, table: TableSchema) -> tuple[str, ...]:
     return tuple(c for c in table.columns if c not in had)
 
 
-def _adapter(config: ChangefeedConfig, topic: str) -> Adapter:
-    return adapter(config.formats[topic], config.registries.get(topic))
-
-
 def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) -> SourceShape:
     """The record's columns as its source types them, or why there are none."""
     try:
@@ -393,88 +375,3 @@ def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) ->
             "in table_schema"
         )
     return shape
-
-
-TYPED = frozenset({"debezium", "canal-json"})  # formats whose records type their columns
-
-
-def newest_shape(
-    config: ChangefeedConfig, source: SourceConfig, client: Mapping[str, Any]
-) -> SourceShape | None:
-    """The columns of the newest change at a topic's end (None: none there yet).
-
-    Newest by the change's own time (its commit), then by when Kafka took it: of the last
-    changes of each partition, counting columns would take an older change's (one with a
-    column dropped since, or a type widened since) as often as the newest's.
-    """
-    read = _adapter(config, source.topic)
-    newest: tuple[tuple[Hlc, int], SourceShape] | None = None
-    consumer = range_reader(client, "highwater-schema-start")
-    try:
-        count = partition_counts(client, [source.topic])[source.topic]
-        for partition in range(count):
-            sp = SourcePartition(source.topic, partition)
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=30
-            )
-            for message in read_range(consumer, sp, max(low, high - TAIL), high):
-                found = _timed_shape(read, message.key(), message.value())
-                if found is None:
-                    continue
-                when = (found[0], message.timestamp()[1])
-                if newest is None or when > newest[0]:
-                    newest = (when, found[1])
-    finally:
-        consumer.close()
-    return None if newest is None else newest[1]
-
-
-def _timed_shape(
-    read: Adapter, key: bytes | None, value: bytes | None
-) -> tuple[Hlc, SourceShape] | None:
-    """A change record's time and shape (None: not a change it can read; the stream reports it)."""
-    try:
-        change, shape = read.decode(key, value), read.shape(key, value)
-    except BadRecord:
-        return None
-    if not isinstance(change, Change) or shape is None:
-        return None
-    return change.ts, shape
-
-
-def _derived_at_start(
-    index: int, source: SourceConfig, shape: SourceShape | None
-) -> TableSchema | None:
-    """A table's schema from its source's newest (None: not known yet)."""
-    if shape is None:
-        return None
-    try:
-        return derived_table(source.table, shape.columns, shape.key)
-    except NoAvroType as exc:
-        raise ConfigError(
-            [
-                (
-                    f"sources[{index}].table_schema",
-                    f"is needed: the output schema cannot be derived from the source's: {exc}",
-                )
-            ]
-        ) from None
-
-
-def declared_mismatch(index: int, declared: TableSchema, shape: SourceShape | None) -> str | None:
-    """How a declared ``table_schema`` differs from its source's newest schema, if it does."""
-    if shape is None:
-        return None
-    missing = [c for c in shape.columns if c not in declared.columns]
-    found = [f"column(s) {', '.join(missing)} not declared"] if missing else []
-    found.extend(type_changes(declared.record, shape.columns))
-    rekeyed = key_change(declared.primary_key, shape.key)
-    if rekeyed is not None:
-        found.append(rekeyed)
-    if not found:
-        return None
-    return (
-        f"sources[{index}].table_schema differs from the source's newest schema: "
-        f"{'; '.join(found)} (the declared schema is written; rows it cannot hold follow "
-        "schema_change_policy)"
-    )

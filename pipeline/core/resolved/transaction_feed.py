@@ -1,8 +1,9 @@
 """Debezium's transaction topics, read on the driver, turned into resolved times.
 
 One :class:`~.transactions.TransactionLog` per transaction topic (``sources[i].transactions``)
-holds the rule; this module feeds it: the topic's BEGIN and END events, read up to the
-topic's end after every batch and once a second while the sources are quiet, the transaction
+holds the rule; this module feeds it (reading Kafka through ``transaction_reader.py``): the
+topic's BEGIN and END events, read up to the topic's end after every batch and once a second
+while the sources are quiet, the transaction
 places the executors read (each batch's summaries), and the data partitions' end offsets
 where the rule needs them (a transaction the connector sent again; one that has waited
 :data:`STUCK_CHECK` seconds). The END times it read are also the commit times of binlog
@@ -22,32 +23,14 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from confluent_kafka import TopicPartition
-
 from pipeline.config import ChangefeedConfig
 from schemas.errors import SourceError
 from schemas.hlc import ZERO, Hlc
 
-from ..batch import (
-    BatchAbandoned,
-    BatchPlan,
-    BatchResult,
-    Deferred,
-    PartitionSeen,
-    count_transaction,
-    range_reader,
-    read_range,
-)
+from ..batch import BatchAbandoned, BatchPlan, BatchResult, Deferred
 from ..ledger import Frontier, SourcePartition
-from ..sources import (
-    Adapter,
-    BadRecord,
-    Change,
-    WireReader,
-    adapter,
-    commit_time_of,
-    transaction_event,
-)
+from ..sources import Adapter, WireReader, adapter
+from .transaction_reader import TransactionReader
 from .transactions import TransactionLog
 
 log = logging.getLogger(__name__)
@@ -84,13 +67,11 @@ class TransactionFeed:
         self._clock = clock
         self._waiting: dict[str, tuple[str, float]] = {}  # transaction topic -> (head, since)
         self.stuck: dict[str, str] = {}  # transaction topic -> its stuck transaction
-        self._wires = dict(wires or {})  # a transaction topic in Avro -> its reader
         self._by_source = {t: log for log in self.logs.values() for t in log.topics}
         self._partitions = {
             tx: [sp for sp in partitions if sp.topic in log.topics] for tx, log in self.logs.items()
         }
-        self._consumer = range_reader(client, "highwater-transactions")
-        self._checked: set[str] = set()
+        self.reader = TransactionReader(client, wires or {})
 
     @classmethod
     def of(
@@ -149,7 +130,7 @@ class TransactionFeed:
             if tx_log is None:
                 continue
             source = self._adapters[sp.topic]
-            seen = _counted(self._consumer, sp, start, stop, source=source, commits=commits)
+            seen = self.reader.counted(sp, start, stop, source=source, commits=commits)
             for tx_id, (places, first, last) in seen.transactions.items():
                 tx_log.saw(tx_id, places, first, last)
             count = len(seen.transactions)
@@ -158,7 +139,7 @@ class TransactionFeed:
     def read(self) -> None:
         """Read the transaction topics to their end."""
         for tx, tx_log in self.logs.items():
-            self._read(tx, tx_log)
+            self.reader.read(tx, tx_log)
 
     def commit_times(self) -> dict[str, Mapping[str, Hlc]]:
         """Each data topic -> its transactions' commit times (binlog changes'), read up to now."""
@@ -214,10 +195,10 @@ class TransactionFeed:
         """Read the transaction topics to their end; True if a resolved time rose."""
         rose = False
         for tx, tx_log in self.logs.items():
-            self._read(tx, tx_log)
+            self.reader.read(tx, tx_log)
             partitions = self._partitions[tx]
             if tx_log.needs_horizon():
-                tx_log.set_horizon(self._ends(partitions))
+                tx_log.set_horizon(self.reader.ends(partitions))
             read = {sp: frontier[sp].offset for sp in partitions}
             resolved = tx_log.resolved(read)
             for sp in partitions:
@@ -225,7 +206,7 @@ class TransactionFeed:
                     frontier.resolve(sp, resolved)
                     rose = True
             if tx_log.needs_ends():  # a re-sent transaction: complete once read to here
-                tx_log.take_ends(self._ends(partitions))
+                tx_log.take_ends(self.reader.ends(partitions))
             self._watch(tx, tx_log, read)
         return rose
 
@@ -240,7 +221,7 @@ class TransactionFeed:
         elif self._waiting.get(topic, ("", 0.0))[0] != head.id:
             self._waiting[topic] = (head.id, now)
         elif head.ends is None and now - self._waiting[topic][1] >= STUCK_CHECK:
-            head.ends = self._ends(self._partitions[topic])
+            head.ends = self.reader.ends(self._partitions[topic])
         stuck = tx_log.stuck(read)
         if stuck is not None and self.stuck.get(topic) != stuck:
             log.warning(
@@ -276,7 +257,7 @@ class TransactionFeed:
         if time == ZERO:
             return  # no transaction yet: the scan emitted every change as a change
         for tx, tx_log in self.logs.items():
-            self._read(tx, tx_log)
+            self.reader.read(tx, tx_log)
             read = {sp: frontier[sp].offset or 0 for sp in self._partitions[tx]}
             if tx_log.needs_horizon():
                 tx_log.set_horizon(read)
@@ -310,85 +291,4 @@ class TransactionFeed:
 
     def close(self) -> None:
         """Release the reader."""
-        self._consumer.close()
-
-    def _read(self, topic: str, tx_log: TransactionLog) -> None:
-        """The topic's records after the log's offset, up to its end now."""
-        if not self._check(topic):
-            return
-        sp = SourcePartition(topic, 0)
-        low, high = self._consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        if tx_log.offset is not None and low > tx_log.offset:
-            raise SourceError(
-                f"transaction topic {topic!r} was trimmed to offset {low}, past offset "
-                f"{tx_log.offset} where this changefeed reads it again: the transactions in "
-                "between cannot be counted, so no marker could be trusted (keep the "
-                "transaction topic's retention above the changefeed's lag)"
-            )
-        start = max(low, tx_log.offset or 0)
-        for message in read_range(self._consumer, sp, start, high):
-            try:
-                event = transaction_event(message.value(), self._wires.get(topic))
-            except BadRecord as exc:
-                log.warning("%s@%d: not a transaction event: %s", sp, message.offset(), exc)
-                tx_log.skipped(message.offset())
-                continue
-            if event.status == "END":
-                tx_log.ended(event.id, event.counts, event.time, message.offset())
-            else:
-                tx_log.began(event.id, event.time, message.offset())
-
-    def _check(self, topic: str) -> bool:
-        """Whether the topic is there to read; one with several partitions is an error."""
-        if topic in self._checked:
-            return True
-        found = self._consumer.list_topics(topic, timeout=10).topics.get(topic)
-        if found is None or found.error is not None or not found.partitions:
-            return False  # not created yet: the connector has not committed a transaction
-        if len(found.partitions) > 1:
-            raise SourceError(
-                f"transaction topic {topic!r} has {len(found.partitions)} partitions: its order "
-                "is the commit order only on one (give Debezium's transaction topic one "
-                "partition, e.g. a topic.creation group with partitions=1)"
-            )
-        self._checked.add(topic)
-        return True
-
-    def _ends(self, partitions: list[SourcePartition]) -> dict[SourcePartition, int]:
-        """The partitions' end offsets now."""
-        ends = {}
-        for sp in partitions:
-            ends[sp] = self._consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=10
-            )[1]
-        return ends
-
-
-def _counted(
-    consumer: Any,
-    sp: SourcePartition,
-    start: int | None,
-    stop: int,
-    *,
-    source: Adapter,
-    commits: Mapping[str, Mapping[str, Hlc]],
-) -> PartitionSeen:
-    """The transaction places of ``sp`` from ``start`` (None: its first) up to ``stop``."""
-    low = consumer.get_watermark_offsets(TopicPartition(sp.topic, sp.partition), timeout=10)[0]
-    if start is not None and low > start:
-        raise SourceError(
-            f"{sp} was trimmed to offset {low}, past offset {start} where the changes the run "
-            "before wrote after its checkpoint begin: their transactions cannot be counted, "
-            "so no marker could be trusted"
-        )
-    seen = PartitionSeen(sp, stop, None)
-    times = commits.get(sp.topic, {})
-    for message in read_range(consumer, sp, max(low, start or 0), stop):
-        try:
-            item = source.decode(message.key(), message.value())
-        except Exception as exc:  # counted for its transaction, as the executors do
-            count_transaction(seen, exc)
-            continue
-        if isinstance(item, Change) and item.tx is not None:
-            seen.saw(item.tx, commit_time_of(item, times))
-    return seen
+        self.reader.close()

@@ -21,8 +21,9 @@ transaction's id. A :class:`TransactionLog` (one per transaction topic) puts the
 what followed its last flushed offset: changes (same positions, so they count once here and
 the executors drop them as re-sends), and the BEGIN/END of the transactions among them, whose
 counts start over where it resumed. So an END read again never stands for a new transaction:
-the END of a transaction already passed is ignored (known by id for :data:`RECENT` of commit
-time, older ones by their time), and an END of one still waiting keeps the highest count read.
+the END of a transaction already passed is ignored (known by id for
+:data:`~.passed.RECENT` of commit time, older ones by their time: ``passed.py``), and an END of
+one still waiting keeps the highest count read.
 A transaction whose BEGIN or END was read twice is *re-sent*: its last END may count only
 the events after the restart, so it is complete once that many were read and every data
 partition was read up to where it ended when that END was read. A transaction that stays
@@ -39,7 +40,7 @@ its transaction's time from here, its END's time raised to the one before it in 
 
 What it rests on: the source commits in the order the transaction topic lists its
 transactions, and a later commit does not carry an earlier commit time by more than
-:data:`RECENT` (PostgreSQL takes the commit time just before writing the commit record, a
+:data:`~.passed.RECENT` (PostgreSQL takes the commit time just before writing the commit record, a
 binlog's END time is its COMMIT statement's start in whole seconds; a
 later transaction with an earlier time than one already resolved would be caught only as
 far as its END or its changes are known).
@@ -60,7 +61,7 @@ counting starts over and stays exact.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Container, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -73,15 +74,11 @@ from ..ledger import (
     ranges_to_numbers,
     read_part,
 )
+from .passed import MILLISECOND, Passed
 
 LOGICAL_TOP = 9_999_999_999  # the highest logical part an HLC carries on the wire
-MILLISECOND = 1_000_000  # an END's time is its commit time in milliseconds: its events lie
-# within the millisecond that follows
-# How long (commit time, ns) a passed transaction is known by id: a commit's time may come out
-# a little below an earlier commit's (PostgreSQL takes it before writing the commit record; a
-# binlog's END time is in whole seconds, its COMMIT statement's start), so only an END older
-# than this behind the latest passed one is surely one sent again
-RECENT = 2_000 * MILLISECOND
+# an END's time is its commit time in milliseconds (MILLISECOND): its events lie within the
+# millisecond that follows; RECENT: how long a passed transaction is known by id (passed.py)
 
 
 def just_below(ts: Hlc) -> Hlc:
@@ -124,6 +121,20 @@ class Seen:
         """Read :meth:`to_json`'s form."""
         low, high = (None if text is None else Hlc.parse(text) for text in data[1:3])
         return cls(set(ranges_to_numbers(data[0])), low, high)
+
+
+class SeenEvents(dict[str, Seen]):
+    """What was read of each transaction, by id, until it is passed (or known to be)."""
+
+    def add(self, tx_id: str, places: Iterable[int], low: Hlc | None, high: Hlc | None) -> None:
+        """Events of a transaction read from the data topics."""
+        self.setdefault(tx_id, Seen()).add(places, low, high)
+
+    def forget(self, top: Hlc, waiting: Container[str]) -> None:
+        """Forget the transactions read wholly at or below ``top`` whose END no one waits for."""
+        for tx_id in [t for t, s in self.items() if s.high is not None and s.high <= top]:
+            if tx_id not in waiting:
+                del self[tx_id]
 
 
 @dataclass
@@ -183,14 +194,13 @@ class TransactionLog:
         self.offset = offset  # the next offset to read of the transaction topic
         self._ended: deque[Ended] = deque()  # read, not yet passed, in commit order
         self._waiting: dict[str, Ended] = {}  # the same, by id
-        self._seen: dict[str, Seen] = dict(seen or {})
+        self._seen = SeenEvents(seen or {})
         self.horizon: dict[SourcePartition, int] | None = None if horizon is None else {**horizon}
         self.started = started or horizon is not None
         self._open: dict[str, Begun] = dict(open_ or {})  # BEGINs read without their END
         # the transactions passed lately (their END's time), to know their END if sent again
-        self._recent: dict[str, Hlc] = dict(passed or {})
-        self._latest = max(self._recent.values(), default=None)  # the latest END passed
-        self._last_commit = self._latest or ZERO  # the commit time of the latest END read
+        self._lately = Passed(passed)
+        self._last_commit = self._lately.latest or ZERO  # the commit time of the latest END read
         self.resends = 0  # BEGIN/END events read again (the connector restarted)
 
     @property
@@ -209,7 +219,7 @@ class TransactionLog:
             waiting.resent, waiting.ends = True, None  # its END will come again
         elif begun is not None:
             self._open[tx_id] = Begun(begun.begins + 1, time, begun.first, offset)
-        elif tx_id not in self._recent:  # by id: a binlog's BEGIN carries an older event's time
+        elif tx_id not in self._lately:  # by id: a binlog's BEGIN carries an older event's time
             self._open[tx_id] = Begun(1, time, offset, offset)
             return
         self.resends += 1
@@ -225,7 +235,7 @@ class TransactionLog:
         if waiting is not None:  # ENDed before: the most it ever counted is its whole
             waiting.events = max(waiting.events, events)
             waiting.resent, waiting.ends = True, None
-        elif self._was_passed(tx_id, time):
+        elif self._lately.again(tx_id, time):
             pass  # complete already: what is sent again of it is dropped as re-sent
         elif resent:
             self._wait(Ended(tx_id, events, time, first, resent))
@@ -258,7 +268,7 @@ class TransactionLog:
 
     def saw(self, tx_id: str, places: Iterable[int], low: Hlc | None, high: Hlc | None) -> None:
         """Events of a transaction read from the data topics."""
-        self._seen.setdefault(tx_id, Seen()).add(places, low, high)
+        self._seen.add(tx_id, places, low, high)
 
     def commit_times(self) -> dict[str, Hlc]:
         """The commit time of each transaction read and not passed, and of those passed lately.
@@ -270,7 +280,7 @@ class TransactionLog:
         the commit order, and the binlog positions below the second (the logical part) keep
         them apart.
         """
-        return {**self._recent, **{entry.id: entry.commit for entry in self._ended}}
+        return {**self._lately.times, **{entry.id: entry.commit for entry in self._ended}}
 
     def needs_horizon(self) -> bool:
         """True when the first END was just read: the snapshot's end is to be fixed now."""
@@ -317,17 +327,16 @@ class TransactionLog:
             if not self._complete(head, read):
                 capped = head.time if seen is None or seen.low is None else min(head.time, seen.low)
                 break
-            self._pass(self._ended.popleft())
+            self._ended.popleft()  # passed: remembered for a while, should its END come again
+            del self._waiting[head.id]
+            self._lately.add(head.id, head.commit)
             self._seen.pop(head.id, None)
             top = max(top, head.time, seen.high if seen is not None and seen.high else ZERO)
         self._passed = top
         if capped is not None:  # what is known of the first incomplete one stays unresolved
             top = min(top, just_below(capped))
         self._resolved = max(self._resolved, top)
-        waiting = self._waiting
-        for tx_id in [t for t, s in self._seen.items() if s.high is not None and s.high <= top]:
-            if tx_id not in waiting:
-                del self._seen[tx_id]
+        self._seen.forget(top, self._waiting)
         return self._resolved
 
     def complete_through(self, time: Hlc, read: Mapping[SourcePartition, int | None]) -> bool:
@@ -386,29 +395,13 @@ class TransactionLog:
             else {f"{sp.topic}/{sp.partition}": o for sp, o in sorted(self.horizon.items())},
             started=self.started,
             open={t: tuple(b) for t, b in sorted(self._open.items())},
-            passed=dict(self._recent),  # in the order passed
+            passed=dict(self._lately.times),  # in the order passed
         ).model_dump(mode="json")
 
     @classmethod
     def restore(cls, collections: Mapping[str, str], record: Mapping[str, Any]) -> TransactionLog:
         """A log as :meth:`record` left it."""
-        state = read_part(TransactionLogRecord, record, "checkpoint's transaction log")
-        horizon = state.horizon
-        return cls(
-            collections,
-            resolved=state.resolved,
-            offset=state.offset,
-            seen={
-                t: Seen(set(ranges_to_numbers(places)), low, high)
-                for t, (places, low, high) in state.seen.items()
-            },
-            horizon=None
-            if horizon is None
-            else {_partition(name): o for name, o in horizon.items()},
-            started=state.started,
-            open_={t: Begun(*b) for t, b in state.open.items()},
-            passed=dict(state.passed),
-        )
+        return cls(collections, **restored(record))
 
     def _complete(self, head: Ended, read: Mapping[SourcePartition, int | None]) -> bool:
         """Whether every event of ``head`` was read (see :class:`Ended`)."""
@@ -426,39 +419,36 @@ class TransactionLog:
         self._ended.append(entry)
         self._waiting[entry.id] = entry
 
-    def _was_passed(self, tx_id: str, time: Hlc) -> bool:
-        """Whether the transaction was passed already (its END read again).
-
-        The transactions passed within ``RECENT`` of the latest one are known by id; an END
-        older than that (commits END in commit-time order) can only be one sent again.
-        """
-        if tx_id in self._recent:
-            return True
-        return self._latest is not None and time.wall < self._latest.wall - RECENT
-
-    def _pass(self, head: Ended) -> None:
-        """``head`` is complete: remember it for a while, should its END come again.
-
-        Passed in commit order, so the oldest are first in ``_recent``.
-        """
-        del self._waiting[head.id]
-        self._recent[head.id] = head.commit
-        self._latest = head.commit if self._latest is None else max(self._latest, head.commit)
-        floor = self._latest.wall - RECENT
-        stale = []
-        for tx_id, time in self._recent.items():
-            if time.wall >= floor:
-                break
-            stale.append(tx_id)
-        for tx_id in stale:
-            del self._recent[tx_id]
-
 
 def _reached(
     read: Mapping[SourcePartition, int | None], ends: Mapping[SourcePartition, int]
 ) -> bool:
     """Whether every partition of ``ends`` was read up to its end offset there."""
     return all((read.get(sp) or 0) >= end for sp, end in ends.items())
+
+
+def restored(record: Mapping[str, Any]) -> dict[str, Any]:
+    """A log's checkpoint record (:meth:`TransactionLog.record`) read back: its state.
+
+    The keyword arguments :class:`TransactionLog` restores it from; a record that is not one
+    is refused as :func:`~.ledger.read_part` refuses a part of the checkpoint record.
+    """
+    state = read_part(TransactionLogRecord, record, "checkpoint's transaction log")
+    horizon = state.horizon
+    return {
+        "resolved": state.resolved,
+        "offset": state.offset,
+        "seen": {
+            t: Seen(set(ranges_to_numbers(places)), low, high)
+            for t, (places, low, high) in state.seen.items()
+        },
+        "horizon": None
+        if horizon is None
+        else {_partition(name): o for name, o in horizon.items()},
+        "started": state.started,
+        "open_": {t: Begun(*b) for t, b in state.open.items()},
+        "passed": dict(state.passed),
+    }
 
 
 def _partition(name: str) -> SourcePartition:

@@ -1,10 +1,11 @@
 """The initial scan on the executors, and the time it is taken at.
 
-``statement`` finds a new changefeed's statement time (the sources' high-water mark when it
-is created: a consistent snapshot's time), ``scan`` takes a chunk's snapshot in Python
-(every key's latest version at or below that time) and ``scan_walk`` in the JVM where it can,
-byte for byte the same. The driver's side, which runs the chunks as Spark jobs and records
-each as it finishes, is the coordinator's (``coordinator.scan_driver``).
+``statement`` finds a new changefeed's statement time (the sources' high-water mark when it is
+created: a consistent snapshot's time), ``scan`` takes a chunk's snapshot in Python (every
+key's latest version at or below that time; ``key_versions`` what it keeps of the key it is at)
+and ``scan_walk`` in the JVM where it can, byte for byte the same. The driver's side, which
+runs the chunks as Spark jobs and records each as it finishes, is the coordinator's
+(``coordinator.scan_driver``).
 """
 
 from __future__ import annotations

@@ -6,17 +6,17 @@ The statement time T is the sources' high-water mark when the changefeed is crea
 time at or below T, deleted keys left out, emitted with ``updated`` = T and
 ``mvcc_timestamp`` = the version's own time.
 
-**Chunks.** Every version of a key lives on one source partition, so a source partition's
-range ``[first offset, end offset)`` holds everything the snapshot of its keys needs: a
-*chunk* (``backfill.py``). A chunk is one Spark batch job of one task, no shuffle: Spark's
-Kafka reader reads the range and groups it by key (Spark's external sort, spilling to disk,
-so a table never has to fit in memory); :class:`ScanTask` drops the versions at or below T
-that a later one supersedes, reading their times without decoding them
-(:func:`drop_superseded`), and walks the rest one key at a time, decoding and encoding about
-one record per key. This module is the executors' side; ``scan_driver.py`` runs the chunks
-from driver threads, one per core, and the coordinator records each finished one in the
-checkpoint record (``backfill``) before it counts, so a restart skips finished chunks and
-re-emits only those that were in flight.
+**Chunks.** Every version of a key lives on one source partition, so a source partition's range
+``[first offset, end offset)`` holds everything the snapshot of its keys needs: a *chunk*
+(``backfill.py``). A chunk is one Spark batch job of one task, no shuffle: Spark's Kafka reader
+reads the range and groups it by key (Spark's external sort, spilling to disk, so a table never
+has to fit in memory); :class:`ScanTask` drops the versions at or below T that a later one
+supersedes, reading their times without decoding them (:func:`drop_superseded`), and walks the
+rest one key at a time (``key_versions.py``), decoding and encoding about one record per key.
+This module is the executors' side; ``scan_driver.py`` runs the chunks from driver threads, one
+per core, and the coordinator records each finished one in the checkpoint record (``backfill``)
+before it counts, so a restart skips finished chunks and re-emits only those that were in
+flight.
 
 **Hand-over.** Versions after T that lie in a chunk's range are emitted by the scan too,
 after the key's snapshot row, in commit order; the stream then starts at the end offsets,
@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from encoders.base import ChangeRow
 from schemas.errors import SchemaChange
@@ -61,6 +61,7 @@ from ..batch import (
 )
 from ..ledger import SourcePartition
 from ..sources import BadRecord, Change, Marker, Rows, SourceUnavailable, adapter, commit_time_of
+from .key_versions import KeyVersions, Version
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -84,17 +85,6 @@ class ScanPlan:
     # per source topic, its columns' defaults for the rows whose records predate them
     # (``schema_change_policy: backfill``)
     defaults: Mapping[str, Mapping[str, Any]] | None = None
-
-
-class _Version(NamedTuple):
-    """A version kept while its key is walked: its time, the change, where it came from."""
-
-    ts: Hlc
-    change: Change | None  # None: undecodable (reported already), its time read from the tail
-    keep: bool  # the CDC query's where clause holds (True without one)
-    offset: int
-    run: pa.RecordBatch  # the slice it is in, and its place there (for the dead-letter topic)
-    position: int
 
 
 class ScanTask(Task):
@@ -129,12 +119,9 @@ class ScanTask(Task):
         self.encode_key = plan.batch.encoders[chunk.topic].key
         self.encode_value = plan.batch.encoders[chunk.topic].value
         self.pending = 0  # rows appended to the output since its topic run was recorded
-        self.key: bytes | None = None
-        self.key_values: list[Any] | None = None
-        self.key_error: str | None = None
-        self.best: _Version | None = None
-        self.later: list[_Version] = []
-        self.written = False  # (``again``) the key has a version after the time
+        self.walking = KeyVersions(
+            plan.statement_time, plan.batch.end_time, changes=plan.changes, again=plan.again
+        )
         self.state: PartitionSeen | None = None
         self.sent = 0
         self.read_to = 0  # past the highest offset read (superseded versions included)
@@ -211,9 +198,9 @@ class ScanTask(Task):
         read = self.reader(run, exact, offsets)
         groups = run.column("group").to_pylist() if "group" in names else keys
         for i, group in enumerate(groups):
-            if group != self.key:
+            if group != self.walking.key:
                 self.end_key(out)
-                self.start_key(group, source.key if groups is keys else _carried)
+                self.walking.start(group, source.key if groups is keys else _carried)
             try:
                 item = read(i, keys[i], values[i])
                 if type(item) is not Change:
@@ -233,10 +220,11 @@ class ScanTask(Task):
             except Exception as exc:  # no record, however strange, stops a scan
                 count_transaction(state, exc)
                 self.flush(out)  # the rows before it, then its dead-letter record
-                self.bad(out, state, offsets[i], bad_reason(exc), run, i)
+                self.bad_records.dead_letter(out, state, offsets[i], bad_reason(exc), run, i)
                 self.keep_undecodable(run, i, offsets[i])
                 continue
-            self.keep(_Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i))
+            kept = Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i)
+            self.walking.keep(kept, state)
         state.next_offset = max(state.next_offset, self.read_to)
         self.flush(out)
 
@@ -269,48 +257,22 @@ class ScanTask(Task):
         def read(i: int, key: bytes | None, value: bytes | None) -> Change | Marker | None:
             if key is None:
                 return source.marker(value)
-            if self.key_values is None:
-                raise BadRecord(self.key_error or "no key")
-            return source.change(self.key_values, value, exact[i])
+            walking = self.walking
+            if walking.values is None:
+                raise BadRecord(walking.error or "no key")
+            return source.change(walking.values, value, exact[i])
 
         return read
 
-    def start_key(self, key: bytes | None, parse: Callable[[bytes], list[Any]]) -> None:
-        """A new key: parsed once for all of its versions."""
-        self.key = key
-        self.key_values = self.key_error = None
-        if key is not None:
-            try:
-                self.key_values = parse(key)
-            except Exception as exc:  # reported with each of the key's versions
-                self.key_error = bad_reason(exc)
-
     def keep_undecodable(self, run: pa.RecordBatch, i: int, offset: int) -> None:
         """An undecodable version of a key still supersedes older ones, if its time is read."""
-        if self.key is None:
+        if self.walking.key is None:
             return  # a marker: no key to supersede
         wall, logical = self.times(run.column("value").slice(i, 1))
         if wall[0].is_valid:
             ts = Hlc(wall[0].as_py(), logical[0].as_py())
-            self.keep(_Version(ts, None, False, offset, run, i))
-
-    def keep(self, version: _Version) -> None:
-        """Keep the version if it is the latest at or below T, or a change after it."""
-        ts, state = version.ts, self.state
-        assert state is not None  # noqa: S101 - records() set it
-        end_time = self.plan.end_time
-        if ts <= self.scan.statement_time:
-            if self.best is None or ts > self.best.ts:
-                self.best = version
-            else:
-                state.duplicates += 1
-        elif self.scan.again:
-            self.written = True  # a later version of the key is out already
-        elif self.scan.changes and (end_time is None or ts <= end_time):
-            if self.later and ts <= self.later[-1].ts:
-                state.duplicates += 1
-            else:
-                self.later.append(version)
+            assert self.state is not None  # noqa: S101 - records() set it
+            self.walking.keep(Version(ts, None, False, offset, run, i), self.state)
 
     def finish(self, out: Output) -> None:
         """The last key of the chunk."""
@@ -327,10 +289,10 @@ class ScanTask(Task):
 
     def end_key(self, out: Output) -> None:
         """Emit the key just walked: its snapshot row, then its versions after T."""
-        best, later, written = self.best, self.later, self.written
-        self.best, self.later, self.written = None, [], False
-        if (best is None and not later) or written:
+        taken = self.walking.take()
+        if taken is None:
             return
+        best, later = taken
         state = self.state
         assert state is not None  # noqa: S101 - a key was walked
         statement = self.scan.statement_time
@@ -340,7 +302,7 @@ class ScanTask(Task):
             if version.keep:
                 self.emit(out, state, version, version.ts)
 
-    def emit(self, out: Output, state: PartitionSeen, version: _Version, updated: Hlc) -> None:
+    def emit(self, out: Output, state: PartitionSeen, version: Version, updated: Hlc) -> None:
         """Encode one row (``updated`` as given, ``mvcc_timestamp`` its own) into ``out``."""
         change, ctx = version.change, self.ctx
         assert change is not None  # noqa: S101 - only decoded versions are kept to emit
@@ -361,7 +323,9 @@ class ScanTask(Task):
         except Exception as exc:  # e.g. a value that does not fit its Avro type
             self.flush(out)
             reason = bad_reason(exc)
-            self.bad(out, state, version.offset, reason, version.run, version.position)
+            self.bad_records.dead_letter(
+                out, state, version.offset, reason, version.run, version.position
+            )
             return
         out.key.append(key)
         out.value.append(value)

@@ -9,6 +9,9 @@ The contract is ``base.py``; one module per ``format:`` of a source:
                 own: they are derived from its transaction metadata topic
                 (``transactions.py``, ``transaction_feed.py``)
 ==============  =================================================================
+
+Beside them: ``connect_types.py`` (Kafka Connect's types in Debezium's row images) and
+``wire.py`` (records in Confluent's wire format, read by their registry's schemas).
 """
 
 from __future__ import annotations

@@ -31,12 +31,9 @@ the payload alone. A value's payload::
   place is the file number's last digits and the position. Without transaction metadata the
   statement's time is all there is. Snapshot reads (``op: r``) have no position: they come
   before the stream;
-* with a schema, values are read by their semantic types: ``Decimal`` and
-  ``VariableScaleDecimal`` (``decimal.handling.mode=precise``: base64 two's-complement bytes)
-  become JSON numbers with their exact digits, Debezium's and Kafka Connect's dates, times and
-  timestamps (days, milli-, micro-, nanoseconds) become ISO-8601 text, exactly; the rest
-  (``ZonedTimestamp`` text, strings, numbers) is kept as sent. Without a schema the payload is
-  kept as sent (``decimal.handling.mode=string`` keeps NUMERIC exact there).
+* with a schema, values are read by their semantic types (``connect_types.py``): exact
+  decimals, dates, times and timestamps as ISO-8601 text; without one the payload is kept as
+  sent.
 
 Debezium writes no resolved markers on the data topics: a null-key record there is not a
 marker, and the markers come from elsewhere (the transaction metadata topic).
@@ -44,16 +41,12 @@ marker, and the markers come from elsewhere (the transaction metadata topic).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Mapping
-from datetime import date, datetime, timedelta
 from typing import Any, NamedTuple
 
 import orjson
 
 from schemas.hlc import Hlc
-from schemas.jsontext import Number
 
 from .base import (
     BadRecord,
@@ -64,32 +57,14 @@ from .base import (
     Rows,
     SourceShape,
     exact_flags,
-    exact_number,
     no_times,
     parse_json,
 )
+from .connect_types import field_schemas, typed, whole
 from .wire import MAGIC, WireReader
 
 _OPS: dict[str, Op] = {"c": "insert", "r": "insert", "u": "update", "d": "delete"}
-_EPOCH = datetime(1970, 1, 1)  # noqa: DTZ001 - Debezium's timestamps without a zone
-_DAY = date(1970, 1, 1)
-_DECIMAL = "org.apache.kafka.connect.data.Decimal"
-_VARIABLE_DECIMAL = "io.debezium.data.VariableScaleDecimal"
-# semantic type -> (what it counts, per second) for times of day and timestamps
-_TIMESTAMPS = {
-    "io.debezium.time.Timestamp": 1_000,
-    "io.debezium.time.MicroTimestamp": 1_000_000,
-    "io.debezium.time.NanoTimestamp": 1_000_000_000,
-    "org.apache.kafka.connect.data.Timestamp": 1_000,
-}
-_TIMES = {
-    "io.debezium.time.Time": 1_000,
-    "io.debezium.time.MicroTime": 1_000_000,
-    "io.debezium.time.NanoTime": 1_000_000_000,
-    "org.apache.kafka.connect.data.Time": 1_000,
-}
 _CLOCKS = (("ts_us", 1_000), ("ts_ms", 1_000_000), ("ts_ns", 1))  # field, ns per unit
-_DATES = frozenset({"io.debezium.time.Date", "org.apache.kafka.connect.data.Date"})
 
 
 _LOGICAL = 10_000_000_000  # the logical part's ten digits
@@ -353,7 +328,7 @@ class DebeziumAdapter:
                 if image is not None and type(image) is not dict:
                     raise BadRecord(f"{field!r} is not an object or null")
                 if image is not None and schema is not None:
-                    image = _typed(image, _field_schemas(schema, field), field)
+                    image = typed(image, field_schemas(schema, field), field)
                 images.append(image)
             after, before = images
             if (after is None) != (op == "delete"):
@@ -382,7 +357,7 @@ class DebeziumAdapter:
         payload = _body(key, None, self.wire, "key is not a JSON object")[0]
         if schema is None or type(payload) is not dict:
             return None
-        columns = {**_field_schemas(schema, "before"), **_field_schemas(schema, "after")}
+        columns = {**field_schemas(schema, "before"), **field_schemas(schema, "after")}
         return SourceShape(columns, tuple(payload))
 
 
@@ -459,82 +434,3 @@ def _payload(body: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         schema = body["schema"]
         return body["payload"], schema if type(schema) is dict else None
     return body, None
-
-
-def _field_schemas(schema: dict[str, Any], field: str) -> dict[str, dict[str, Any]]:
-    """The column schemas of the envelope's ``field`` (``after``, ``before``) by name."""
-    for entry in schema.get("fields") or ():
-        if type(entry) is dict and entry.get("field") == field:
-            columns = entry.get("fields") or ()
-            return {c["field"]: c for c in columns if type(c) is dict and "field" in c}
-    return {}
-
-
-def _typed(image: dict[str, Any], columns: dict[str, dict[str, Any]], field: str) -> dict[str, Any]:
-    """A row image with its semantic types read (see the module's description)."""
-    out = dict(image)
-    for name, value in image.items():
-        column = columns.get(name)
-        if value is None or column is None or not column.get("name"):
-            continue
-        try:
-            out[name] = _semantic(value, column)
-        except (ValueError, TypeError, KeyError, OverflowError, binascii.Error) as exc:
-            raise BadRecord(
-                f"{field}.{name}: {column['name']} value {value!r} cannot be read: {exc}"
-            ) from None
-    return out
-
-
-def _semantic(value: Any, column: dict[str, Any]) -> Any:
-    kind = column["name"]
-    if kind == _DECIMAL:
-        return decimal_number(value, int((column.get("parameters") or {})["scale"]))
-    if kind == _VARIABLE_DECIMAL:
-        return decimal_number(value["value"], int(value["scale"]))
-    if kind in _DATES:
-        return (_DAY + timedelta(days=_integer(value))).isoformat()
-    if kind in _TIMESTAMPS:
-        seconds, fraction = divmod(_integer(value), _TIMESTAMPS[kind])
-        moment = _EPOCH + timedelta(seconds=seconds)
-        return moment.isoformat() + _fraction(fraction, _TIMESTAMPS[kind])
-    if kind in _TIMES:
-        seconds, fraction = divmod(_integer(value), _TIMES[kind])
-        clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
-        return clock + _fraction(fraction, _TIMES[kind])
-    return value
-
-
-def _integer(value: Any) -> int:
-    number = whole(value)
-    if number is None:
-        raise TypeError("not an integer")
-    return number
-
-
-def whole(value: Any) -> int | None:
-    """An integer, also as the exact reader gives one beyond 18 digits (nanoseconds); else None."""
-    if type(value) is int:
-        return value
-    if type(value) is Number and value.text.lstrip("-").isdigit():
-        return int(value.text)
-    return None
-
-
-def _fraction(count: int, per_second: int) -> str:
-    """``.123`` for 123 ms, ``.000123`` for 123 µs; nothing for a whole second."""
-    if not count:
-        return ""
-    digits = len(str(per_second)) - 1
-    return f".{count:0{digits}d}"
-
-
-def decimal_number(encoded: Any, scale: int) -> int | Number:
-    """Base64 big-endian two's-complement digits and a scale, as the exact number."""
-    if type(encoded) is not str:
-        raise TypeError("not base64 text")
-    unscaled = int.from_bytes(base64.b64decode(encoded, validate=True), "big", signed=True)
-    if scale <= 0:
-        return exact_number(str(unscaled * 10**-scale))
-    sign, digits = ("-" if unscaled < 0 else ""), str(abs(unscaled)).rjust(scale + 1, "0")
-    return Number(f"{sign}{digits[:-scale]}.{digits[-scale:]}")

@@ -15,7 +15,7 @@ import java.util.Set;
 
 /**
  * The columns of a Debezium event's Connect schema and their values, read as
- * pipeline/core/sources/debezium.py reads them ({@code _field_schemas}, {@code _semantic}):
+ * pipeline/core/sources/connect_types.py reads them ({@code field_schemas}, {@code _semantic}):
  * decimals (base64 two's complement) as numbers with their exact digits, dates, times and
  * timestamps as ISO-8601 text, the rest as it came ({@link Canonical}). What the Python side
  * would refuse, or reads in a way not copied here, is not taken (-1): the Python loop decides.

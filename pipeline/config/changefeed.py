@@ -1,0 +1,205 @@
+"""The whole changefeed config, and the views the rest of the pipeline reads from it.
+
+:class:`ChangefeedConfig` puts the sections together, refuses what spans them
+(``checks.py``) and derives what the pipeline reads: each source's output topic, table and
+format, the Debezium sources' registries and transaction topics, the CDC query, the initial
+scan's mode, the effective dead-letter and progress topics, and the shape of the output
+(with its fingerprint) that a resume compares.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from functools import cached_property
+from typing import Annotated, Any, Literal
+
+from pydantic import BeforeValidator, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+from schemas.tables import TableSchema
+
+from .checks import cross_section_problems
+from .fields import Name, Section, Time
+from .sections import (
+    CheckpointConfig,
+    EncoderConfig,
+    InitialScanConfig,
+    JobsConfig,
+    KafkaOptions,
+    MetricsConfig,
+    ResolvedConfig,
+    SafepointsConfig,
+    SinkConfig,
+    SourceConfig,
+    SparkConfig,
+    scan_shorthand,
+)
+
+
+class ChangefeedConfig(Section):
+    """A whole changefeed, as validated from YAML."""
+
+    changefeed_id: Name
+    kafka: KafkaOptions
+    sources: Annotated[list[SourceConfig], Field(min_length=1)]
+    sink: SinkConfig = SinkConfig()
+    encoder: EncoderConfig = EncoderConfig()
+    resolved: ResolvedConfig = ResolvedConfig()
+    checkpoint: CheckpointConfig = CheckpointConfig()
+    initial_scan: Annotated[InitialScanConfig, BeforeValidator(scan_shorthand)] = (
+        InitialScanConfig()
+    )
+    cursor: Time | None = None
+    end_time: Time | None = None
+    on_error: Literal["fail", "pause", "dlq"] = "fail"
+    dlq_topic: Name | None = None
+    # exactly_once (the default): each source partition's rows of a batch commit in one Kafka
+    # transaction with its progress, so a read_committed consumer sees each change once
+    # (pipeline/core/progress/claim.py); at_least_once: a kill writes again what came after the last
+    # checkpoint (no transactions: for clusters that cannot run them, or read_uncommitted readers)
+    delivery: Literal["at_least_once", "exactly_once"] = "exactly_once"
+    # A row of a shape its output schema cannot hold (a column added upstream): stop there
+    # (the changefeed pauses, naming it), or evolve the schema from the source's own types,
+    # or evolve it and emit the table again at the change (backfill, from the source topic).
+    # Unset: stop where table_schema is declared, evolve where it is derived (Debezium).
+    schema_change_policy: Literal["stop", "evolve", "backfill"] | None = None
+    safepoints: SafepointsConfig = SafepointsConfig()
+    jobs: JobsConfig = JobsConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    spark: SparkConfig = SparkConfig()
+
+    @model_validator(mode="after")
+    def _combinations(self) -> ChangefeedConfig:
+        problems = cross_section_problems(self)
+        if problems:
+            # Several cross-section problems at once: one message per key path.
+            raise PydanticCustomError(
+                "combinations", "{joined}", {"joined": "\n".join(f"{p}: {r}" for p, r in problems)}
+            )
+        return self
+
+    @property
+    def scan_mode(self) -> Literal["yes", "no", "only"]:
+        """The initial scan's mode: as configured, else ``yes`` without ``cursor``."""
+        if self.initial_scan.mode is not None:
+            return self.initial_scan.mode
+        return "no" if self.cursor is not None else "yes"
+
+    @property
+    def effective_dlq_topic(self) -> str:
+        """Dead-letter topic: the configured one, or one named after the changefeed."""
+        return self.dlq_topic or f"_highwater_dlq_{self.changefeed_id}"
+
+    @property
+    def effective_progress_topic(self) -> str:
+        """Progress topic (exactly-once): the configured one, or one named after the changefeed."""
+        return self.checkpoint.progress_topic or f"_highwater_progress_{self.changefeed_id}"
+
+    @property
+    def sink_kafka(self) -> KafkaOptions:
+        """The cluster the output topics live on (the source cluster unless overridden)."""
+        return self.sink.kafka or self.kafka
+
+    @property
+    def routes(self) -> dict[str, str]:
+        """Each source topic's output topic."""
+        return {s.topic: self.output_topic(s) for s in self.sources}
+
+    @property
+    def tables(self) -> dict[str, str]:
+        """Each source topic's table."""
+        return {s.topic: s.table for s in self.sources}
+
+    @property
+    def formats(self) -> dict[str, str]:
+        """Each source topic's format."""
+        return {s.topic: s.format for s in self.sources}
+
+    @property
+    def registries(self) -> dict[str, dict[str, str]]:
+        """Each Debezium source topic read as Avro -> its registry's client configuration."""
+        return {
+            s.topic: s.schema_registry.client_config()
+            for s in self.sources
+            if s.schema_registry is not None
+        }
+
+    @property
+    def transaction_topics(self) -> dict[str, dict[str, str]]:
+        """Debezium: each transaction topic -> its tables' names there -> their data topics."""
+        out: dict[str, dict[str, str]] = {}
+        for s in self.sources:
+            if s.transactions is not None and s.data_collection is not None:
+                out.setdefault(s.transactions, {})[s.data_collection] = s.topic
+        return out
+
+    @property
+    def unmarked_sources(self) -> list[str]:
+        """Source topics nothing resolves (Debezium without ``transactions``)."""
+        return [s.topic for s in self.sources if s.format == "debezium" and s.transactions is None]
+
+    @property
+    def query(self) -> tuple[str, TableSchema] | None:
+        """The CDC query's table and its declared columns (``select``/``where`` set)."""
+        if self.encoder.select is None and self.encoder.where is None:
+            return None
+        first = self.sources[0]
+        schema = first.declared_schema
+        return None if schema is None else (first.table, schema)
+
+    @cached_property
+    def shape(self) -> dict[str, Any]:
+        """What the existing output depends on, as the checkpoint record keeps it.
+
+        The clusters, the sources, the encoder and topic naming: a resume compares it with
+        the config it runs with (``pipeline/core/operators/update.py``), so a changed envelope is
+        refused and an added table gets its own scan. Secrets are masked.
+        """
+        shape = self.model_dump(mode="json", include={"kafka", "sources", "encoder", "sink"})
+        for source in shape["sources"]:  # options of one format only, where they are set
+            for option in ("transactions", "collection", "schema_registry"):
+                if source[option] is None:
+                    del source[option]
+            if "schema_registry" in source:  # where it is, not its secret
+                source["schema_registry"] = {"url": source["schema_registry"]["url"]}
+        shape["kafka"] = {"bootstrap_servers": self.kafka.bootstrap_servers}
+        sink = self.sink
+        shape["sink"] = {
+            "kafka": None
+            if sink.kafka is None
+            else {"bootstrap_servers": sink.kafka.bootstrap_servers},
+            "topic_prefix": sink.topic_prefix,
+            "topic_name": sink.topic_name,
+        }
+        return shape
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A short hash of :attr:`shape`, for logs and the checkpoint record."""
+        return hashlib.sha256(json.dumps(self.shape, sort_keys=True).encode()).hexdigest()[:16]
+
+    def output_topic(self, source: SourceConfig) -> str:
+        """The output topic for a source table (contract §4)."""
+        if self.sink.topic_name is not None:
+            return self.sink.topic_name
+        table = (
+            f"{source.database}.{source.schema_name}.{source.table}"
+            if self.encoder.full_table_name
+            else source.table
+        )
+        return f"{self.sink.topic_prefix}{table}"
+
+    def output_description(self) -> dict[str, Any]:
+        """Where and how the changefeed writes, as its job status tells consumers."""
+        encoder = self.encoder
+        avro = encoder.format == "avro"
+        registry = encoder.schema_registry
+        return {
+            "topics": {self.output_topic(s): s.table for s in self.sources},
+            "format": encoder.format,
+            "envelope": encoder.envelope,
+            "updated": encoder.updated,
+            "registry": registry.url if avro and registry is not None else None,
+            "schema_topic": encoder.schema_topic if avro and registry is None else None,
+        }

@@ -1,0 +1,159 @@
+"""The REST API's changefeed routes: ``/api/v2/changefeeds``, each changefeed's life and status.
+
+Create (from a YAML config), update (a paused one's), pause, resume, remove, and the
+status of one or all, as ``highwater changefeed`` does them (``changefeeds.py`` does the work
+for both): the request bodies and what each changefeed is answered as (its spec and its job
+status).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from .api import ChangefeedId, Feeds, StrictBody, responses
+from .changefeeds import Changefeed
+
+# The OpenAPI format of a changefeed config: YAML that `highwater validate` accepts.
+CONFIG_FORMAT = "highwater-config"
+
+
+class CreateChangefeed(StrictBody):
+    """The body of ``POST /api/v2/changefeeds`` and ``PUT /api/v2/changefeeds/{id}``."""
+
+    config: str = Field(
+        min_length=1,
+        max_length=1_000_000,
+        description="the changefeed's YAML config, as `highwater validate` takes it",
+        json_schema_extra={"format": CONFIG_FORMAT},
+    )
+    base_dir: str = Field(
+        "",
+        max_length=4096,
+        description="where the config's relative paths (table schemas) start, on the server",
+    )
+
+
+class ResumeChangefeed(StrictBody):
+    """The body of ``POST /api/v2/changefeeds/{id}/resume``."""
+
+    skip_bad_record: bool = Field(
+        False, description="send the record it paused at (on_error: pause) to the dead letters"
+    )
+
+
+class ChangefeedOut(BaseModel):
+    """One changefeed: what was asked of it (its spec) and its job status."""
+
+    changefeed_id: str
+    desired: str | None = Field(
+        None, description="running, paused or removed; null for one run by `highwater run` only"
+    )
+    reason: str | None = Field(None, description="why it was paused or removed")
+    bad_record: str | None = Field(None, description="topic/partition@offset it paused at")
+    state: str = Field(
+        description="pending (not started), scanning, running, paused, stopped, finished, "
+        "removed or failed"
+    )
+    high_water: str | None = None
+    statement_time: str | None = None
+    last_marker: str | None = None
+    scan: dict[str, Any] | None = None
+    error: str | None = None
+    safepoint: dict[str, Any] | None = None
+    warnings: list[str] = Field(default_factory=list)
+    updated_at: str
+    metrics_url: str | None = Field(None, description="the run's Prometheus endpoint")
+    schemas: dict[str, Any] | None = Field(
+        None,
+        description="Avro output: per table, its schema's version, columns and last change "
+        "(changed_at, added)",
+    )
+    delivery: str | None = Field(
+        None,
+        description="at_least_once or exactly_once (rows read_committed once); null from a "
+        "release before it was reported",
+    )
+    generation: int | None = Field(None, description="exactly_once: the run's generation")
+
+
+router = APIRouter()
+
+
+@router.get("/changefeeds", tags=["changefeeds"])
+def list_changefeeds(feeds: Feeds) -> list[ChangefeedOut]:
+    """Every changefeed: its desired state and job status."""
+    return [_changefeed(found) for found in feeds.all().values()]
+
+
+@router.post("/changefeeds", tags=["changefeeds"], status_code=201, responses=responses(400, 409))
+def create_changefeed(body: CreateChangefeed, feeds: Feeds) -> ChangefeedOut:
+    """Create a changefeed from its YAML config (validated first); the server runs it."""
+    return _changefeed(feeds.create(body.config, body.base_dir))
+
+
+@router.get("/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=responses(404))
+def get_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
+    """One changefeed: its desired state and job status."""
+    return _changefeed(feeds.get(changefeed_id))
+
+
+@router.put(
+    "/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=responses(400, 404, 409)
+)
+def update_changefeed(
+    changefeed_id: ChangefeedId, body: CreateChangefeed, feeds: Feeds
+) -> ChangefeedOut:
+    """Give a paused changefeed a changed config (added or dropped tables, safe options).
+
+    It takes effect at resume; a change its existing output cannot follow (format,
+    envelope, key shape, topic names, clusters) is refused naming each option.
+    """
+    updated, _change = feeds.update(changefeed_id, body.config, body.base_dir)
+    return _changefeed(updated)
+
+
+@router.post(
+    "/changefeeds/{changefeed_id}/pause", tags=["changefeeds"], responses=responses(404, 409)
+)
+def pause_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
+    """Finish the batch, checkpoint and stop; the safepoint stays held."""
+    return _changefeed(feeds.pause(changefeed_id))
+
+
+@router.post(
+    "/changefeeds/{changefeed_id}/resume",
+    tags=["changefeeds"],
+    responses=responses(400, 404, 409),
+)
+def resume_changefeed(
+    changefeed_id: ChangefeedId, feeds: Feeds, body: ResumeChangefeed | None = None
+) -> ChangefeedOut:
+    """Go on from the checkpoint (optionally past the bad record it paused at)."""
+    skip = body is not None and body.skip_bad_record
+    return _changefeed(feeds.resume(changefeed_id, skip_bad_record=skip))
+
+
+@router.delete("/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=responses(404, 409))
+def remove_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
+    """Stop it for good and release its safepoint."""
+    return _changefeed(feeds.remove(changefeed_id))
+
+
+def _changefeed(found: Changefeed) -> ChangefeedOut:
+    spec, status = found.spec, found.status
+    asked = {
+        "desired": found.desired,
+        "reason": None if spec is None else spec.reason,
+        "bad_record": None if spec is None or spec.bad_record is None else str(spec.bad_record),
+    }
+    if status is None:
+        updated = "" if spec is None else spec.updated_at
+        return ChangefeedOut(
+            changefeed_id=found.changefeed_id, state="pending", updated_at=updated, **asked
+        )
+    reported = json.loads(status.encode())
+    return ChangefeedOut.model_validate({**reported, **asked})
