@@ -47,7 +47,7 @@ from .kafka_clients import (
 from .loop import Task, source_columns
 from .output import (
     OUTPUT_SCHEMA,
-    Output,
+    OutputColumns,
     bad_reason,
     count_transaction,
     records_observed,
@@ -68,7 +68,7 @@ __all__ = [
     "Deferred",
     "DeliveryOptions",
     "KafkaTransactions",
-    "Output",
+    "OutputColumns",
     "PartitionSeen",
     "PieceAbandon",
     "PieceBegin",

@@ -20,7 +20,7 @@ from schemas.errors import EncodingError, RecordRef, SchemaChange
 
 from ..sources import Adapter
 from .contract import RECORD_FRAMING, BatchPlan, PartitionSeen
-from .output import ERROR_HEADER, SOURCE_HEADER, Output
+from .output import ERROR_HEADER, SOURCE_HEADER, OutputColumns
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,7 +59,7 @@ class BadRecords:
 
     def dead_letter(  # noqa: PLR0917 - the record, where it sits in its stretch
         self,
-        out: Output,
+        out: OutputColumns,
         state: PartitionSeen,
         offset: int,
         reason: str,

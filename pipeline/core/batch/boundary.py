@@ -32,7 +32,7 @@ from typing import Any, Final
 
 from schemas.hlc import Hlc
 
-from ..sources import Position
+from ..sources import LogPosition
 
 # The walk keeps times as two Java longs, and reads only times whose wall fits one: a time
 # above this (a marker near the year 2262) is the same to it as this.
@@ -72,7 +72,7 @@ class WalkPlan:
     routes: Mapping[str, WalkRoute]  # source topic -> its route
     thresholds: Mapping[tuple[str, int], Hlc]  # (topic, partition) -> its floor
     new_partition_floor: Hlc  # for a source partition not in ``thresholds``
-    positions: Mapping[tuple[str, int], Position]  # the highest source position read (Debezium)
+    positions: Mapping[tuple[str, int], LogPosition]  # the highest source position read (Debezium)
     commits: Mapping[str, Mapping[str, Hlc]]  # Debezium binlogs: each transaction's END's time
     room: int  # the largest key and value an output record may have
 
@@ -185,7 +185,7 @@ class PieceEnd:
 
     next_offset: int
     resolved: Hlc | None = None
-    position: Position | None = None
+    position: LogPosition | None = None
 
     def to_json(self) -> str:
         """The row's progress text, as ``ProgressRow.parse`` reads an end row's."""

@@ -24,7 +24,7 @@ from schemas.errors import RecordRef, SchemaChangeError, SourceDecodeError
 from schemas.hlc import ZERO, Hlc
 
 from ..ledger import Frontier, SourcePartition
-from ..sources import Position
+from ..sources import LogPosition
 from .queries import RowShape
 from .summary import Summary
 
@@ -58,7 +58,7 @@ class BatchPlan:
     skip: RecordRef | None = None
     skip_topic: str | None = None
     # (topic, partition) -> the highest source position read there (Debezium: re-sends)
-    positions: Mapping[tuple[str, int], Position] = field(default_factory=dict)
+    positions: Mapping[tuple[str, int], LogPosition] = field(default_factory=dict)
     # source topic -> {transaction: its END's time} (Debezium: binlog changes' commit times)
     commits: Mapping[str, Mapping[str, Hlc]] = field(default_factory=dict)
     # delivery: exactly_once (stream batches): each partition's stretch between a begin row
@@ -100,7 +100,7 @@ class BatchPlan:
         new_partition_floor: Hlc = ZERO,
         *,
         skip: RecordRef | None = None,
-        positions: Mapping[tuple[str, int], Position] | None = None,
+        positions: Mapping[tuple[str, int], LogPosition] | None = None,
         commits: Mapping[str, Mapping[str, Hlc]] | None = None,
     ) -> BatchPlan:
         """The plan of a changefeed's batch, each partition's floor at ``thresholds``.
@@ -150,7 +150,7 @@ class Deferred:
     start: int
     stop: int  # just past the batch's last offset
     floor: Hlc  # the partition's floor at ``start``
-    position: Position | None = None  # the highest source position read before ``start``
+    position: LogPosition | None = None  # the highest source position read before ``start``
     waits_for: str | None = None  # the transaction whose END it waits for
     # it starts at a schema change (``PartitionSeen.schema_change``): its row's commit time
     new_shape: str | None = None
@@ -182,7 +182,7 @@ class PartitionSeen:
     bytes: int = 0  # the emitted rows' keys and values
     # Debezium: per transaction id, [its places read, lowest time, highest time]
     transactions: dict[str, list[Any]] = field(default_factory=dict)
-    position: Position | None = None  # the highest source position read (Debezium)
+    position: LogPosition | None = None  # the highest source position read (Debezium)
     resent: int = 0  # changes dropped as re-sends (at or below a position already read)
     # [from offset, to offset, floor, transaction]: the rest left for a transaction's END
     deferred: list[Any] | None = None

@@ -53,8 +53,8 @@ from ..sources import (
     Adapter,
     BadRecord,
     Change,
+    LogPosition,
     Marker,
-    Position,
     Rows,
     SourceUnavailable,
     adapter,
@@ -68,7 +68,7 @@ from .contract import BatchPlan, PartitionSeen
 from .jvm import coalesce_in_place
 from .output import (
     OUTPUT_SCHEMA,
-    Output,
+    OutputColumns,
     bad_reason,
     count_transaction,
     records_observed,
@@ -163,7 +163,7 @@ class Frames:
         """Exactly once: the begin row's progress text, where the partition's piece starts."""
         return PieceBegin(sp[0], sp[1], piece.column("offset")[0].as_py()).to_json()
 
-    def ended(self, sp: tuple[str, int], out: Output) -> None:
+    def ended(self, sp: tuple[str, int], out: OutputColumns) -> None:
         """Exactly once: a partition's stretch ended; its summary, and where its progress is."""
         state = self.seen[sp]
         progress = PieceEnd(state.next_offset, self.floors[sp], state.position)
@@ -183,7 +183,7 @@ class Task(Frames):
         self.contexts = {topic: Context(output) for topic, output in plan.routes.items()}
         self.seen: dict[tuple[str, int], PartitionSeen] = {}
         self.floors: dict[tuple[str, int], Hlc] = {}
-        self.latest: dict[tuple[str, int], Position | None] = {}  # highest source position read
+        self.latest: dict[tuple[str, int], LogPosition | None] = {}  # highest source position read
         self.halted: set[tuple[str, int]] = set()  # stopped at a bad record
         self.bad_records = BadRecords(plan, self.adapters)  # dead letters, retyped columns
 
@@ -197,7 +197,7 @@ class Task(Frames):
         framed = self.plan.exactly_once
         current: tuple[str, int] | None = None
         for batch in batches:
-            out = Output()
+            out = OutputColumns()
             for piece in self.pieces(batch):
                 if framed:
                     sp = self.stretch(piece)
@@ -210,11 +210,11 @@ class Task(Frames):
                 if len(out.key) >= self.flush_rows:
                     yield out.arrow()
                     self.wrote(len(out.key))
-                    out = Output()
+                    out = OutputColumns()
             if out.key:
                 yield out.arrow()
                 self.wrote(len(out.key))
-        out = Output()
+        out = OutputColumns()
         self.finish(out)
         if current is not None:
             self.ended(current, out)
@@ -232,7 +232,7 @@ class Task(Frames):
     def wrote(self, count: int) -> None:
         """Called after ``count`` records went out (a hook: the initial scan paces here)."""
 
-    def finish(self, out: Output) -> None:
+    def finish(self, out: OutputColumns) -> None:
         """Called once after the last batch (a hook: the initial scan ends its last key)."""
 
     def partition(self, run: pa.RecordBatch) -> tuple[tuple[str, int], PartitionSeen]:
@@ -253,7 +253,7 @@ class Task(Frames):
             self.latest[sp] = self.plan.positions.get(sp)
         return sp, state
 
-    def records(self, run: pa.RecordBatch, out: Output) -> None:  # noqa: PLR0912, PLR0915 - one frame
+    def records(self, run: pa.RecordBatch, out: OutputColumns) -> None:  # noqa: PLR0912, PLR0915 - one frame
         """Decode, filter and encode a stretch of one source partition's records into ``out``.
 
         The hot loop of the changefeed: Python objects only for keys and values, appends

@@ -2,11 +2,11 @@
 
 A task of the Python loop (``loop.py``) or of the initial scan (``scan/scan.py``) yields Kafka
 records (topic, key, value, headers) and, with a null topic, the rows that are not records: one
-summary per source partition and, exactly once, each partition's begin row (:class:`Output`
-builds them). A dead letter carries its reason and source in :data:`ERROR_HEADER` and
-:data:`SOURCE_HEADER` (:func:`bad_reason`, :func:`too_large`). On the driver,
-:func:`records_observed` parts such output into the records the sink writes and the summaries
-a Spark ``Observation`` carries back.
+summary per source partition and, exactly once, each partition's begin row
+(:class:`OutputColumns` builds them). A dead letter carries its reason and source in
+:data:`ERROR_HEADER` and :data:`SOURCE_HEADER` (:func:`bad_reason`, :func:`too_large`). On the
+driver, :func:`records_observed` parts such output into the records the sink writes and the
+summaries a Spark ``Observation`` carries back.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ OUTPUT_SCHEMA = (
 )
 
 
-class Output:
+class OutputColumns:
     """Columns of the Arrow batch being built (plain lists: appending is the hot path).
 
     Topics are kept as runs (topic, count): consecutive records mostly go to one topic.

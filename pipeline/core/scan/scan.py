@@ -46,7 +46,7 @@ from ..batch import (
     OUTPUT_SCHEMA,
     RECORD_FRAMING,
     BatchPlan,
-    Output,
+    OutputColumns,
     PartitionSeen,
     PieceAbandon,
     PieceBegin,
@@ -159,7 +159,7 @@ class ScanTask(Task):
         assert self.scan.span is not None  # noqa: S101 - InitialScan names it
         return PieceBegin(sp[0], sp[1], self.scan.span[0]).to_json()
 
-    def ended(self, sp: tuple[str, int], out: Output) -> None:
+    def ended(self, sp: tuple[str, int], out: OutputColumns) -> None:
         """Exactly once: the chunk is done to its range's end (for this scan's time).
 
         A chunk that met what stops the run (a schema change; a bad record with no dead-letter
@@ -183,7 +183,7 @@ class ScanTask(Task):
             state = self.seen[sp] = PartitionSeen(chunk, run.column("offset")[0].as_py(), None)
         return sp, state
 
-    def records(self, run: pa.RecordBatch, out: Output) -> None:
+    def records(self, run: pa.RecordBatch, out: OutputColumns) -> None:
         """Walk a slice of the sorted records."""
         _, state = self.partition(run)
         self.state = state
@@ -274,12 +274,12 @@ class ScanTask(Task):
             assert self.state is not None  # noqa: S101 - records() set it
             self.walking.keep(Version(ts, None, False, offset, run, i), self.state)
 
-    def finish(self, out: Output) -> None:
+    def finish(self, out: OutputColumns) -> None:
         """The last key of the chunk."""
         self.end_key(out)
         self.flush(out)
 
-    def flush(self, out: Output) -> None:
+    def flush(self, out: OutputColumns) -> None:
         """Record the rows emitted since the last flush (one topic run, not one per row)."""
         if self.pending:
             out.topic_run(self.ctx.topic, self.pending)
@@ -287,7 +287,7 @@ class ScanTask(Task):
             self.state.emitted += self.pending
             self.pending = 0
 
-    def end_key(self, out: Output) -> None:
+    def end_key(self, out: OutputColumns) -> None:
         """Emit the key just walked: its snapshot row, then its versions after T."""
         taken = self.walking.take()
         if taken is None:
@@ -302,7 +302,9 @@ class ScanTask(Task):
             if version.keep:
                 self.emit(out, state, version, version.ts)
 
-    def emit(self, out: Output, state: PartitionSeen, version: Version, updated: Hlc) -> None:
+    def emit(
+        self, out: OutputColumns, state: PartitionSeen, version: Version, updated: Hlc
+    ) -> None:
         """Encode one row (``updated`` as given, ``mvcc_timestamp`` its own) into ``out``."""
         change, ctx = version.change, self.ctx
         assert change is not None  # noqa: S101 - only decoded versions are kept to emit

@@ -35,7 +35,9 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 Op = Literal["insert", "update", "delete", "upsert"]
-Position = tuple[int, ...]  # compared element by element
+# A place in the upstream database's own change log (an LSN, a binlog file and offset, a
+# transaction's commit and its event's index): compared element by element.
+LogPosition = tuple[int, ...]
 
 
 class Change(NamedTuple):
@@ -51,7 +53,7 @@ class Change(NamedTuple):
     # the source's own position (Debezium: PostgreSQL's LSNs, a binlog's file/position/row),
     # increasing along a source partition: a change at or below one already read there is a
     # re-send (an upstream that restarted), never news
-    position: Position | None = None
+    position: LogPosition | None = None
     # a binlog change (MySQL, MariaDB) in a transaction: its order within its commit. Its
     # ``ts`` is then only its statement's start (the binlog's event time, in seconds); its
     # commit time is its transaction's END's, which the batch puts (``batch/loop.py``)
@@ -59,7 +61,7 @@ class Change(NamedTuple):
     # a binlog snapshot's read (MySQL, MariaDB): where its snapshot began, (file, pos). Its
     # ``ts`` is its table's scan start, which can lie above changes committed after that
     # point; the batch times it just above what its partition has passed (``batch/loop.py``)
-    point: Position | None = None
+    point: LogPosition | None = None
 
 
 class Marker(NamedTuple):
@@ -77,7 +79,7 @@ class BadRecord(Exception):
 
     tx: tuple[str, int] | None = None
     ts: Hlc | None = None
-    position: Position | None = None
+    position: LogPosition | None = None
 
 
 class SourceUnavailable(Exception):

@@ -51,9 +51,9 @@ from schemas.hlc import Hlc
 from .base import (
     BadRecord,
     Change,
+    LogPosition,
     Marker,
     Op,
-    Position,
     Rows,
     SourceShape,
     exact_flags,
@@ -73,7 +73,7 @@ _LOGICAL = 10_000_000_000  # the logical part's ten digits
 class Place(NamedTuple):
     """Where the source put an event: its position and its place in its commit."""
 
-    position: Position  # rises along a data partition in the order Debezium sends
+    position: LogPosition  # rises along a data partition in the order Debezium sends
     within: int  # unique within its transaction: what the transaction log counts
     order: int  # its order within the commit (the low digits of its time)
     signed: bool = False  # ``order`` is a distance either side of zero
@@ -133,19 +133,21 @@ _MILLISECOND = 1_000_000  # an END's time is in milliseconds
 _TIMED = -1
 
 
-def timed(position: Position, ts: Hlc) -> Position:
+def timed(position: LogPosition, ts: Hlc) -> LogPosition:
     """``position`` with the time it was read at (what :func:`snapshot_read` starts above)."""
     return (*position, _TIMED, ts.wall, ts.logical)
 
 
-def time_of(position: Position | None) -> Hlc | None:
+def time_of(position: LogPosition | None) -> Hlc | None:
     """The time a :func:`timed` position carries; None for a place alone."""
     if position is None or len(position) < 3 or position[-3] != _TIMED:
         return None
     return Hlc(position[-2], position[-1])
 
 
-def snapshot_read(point: Position, floor: Hlc, latest: Position | None) -> tuple[Hlc, Position]:
+def snapshot_read(
+    point: LogPosition, floor: Hlc, latest: LogPosition | None
+) -> tuple[Hlc, LogPosition]:
     """The time of a snapshot's read, and the partition's latest position after it.
 
     A snapshot reads the tables as of one point of the source's history (``point``: a place
@@ -180,7 +182,7 @@ def place_of(source: dict[str, Any]) -> Place | None:
     )
 
 
-def snapshot_point(source: dict[str, Any]) -> Position | None:
+def snapshot_point(source: dict[str, Any]) -> LogPosition | None:
     """A place just below every change streamed after a snapshot's read (see the module).
 
     A read's ``ts_ms`` is the database's ``CURRENT_TIMESTAMP`` when its table's scan began
