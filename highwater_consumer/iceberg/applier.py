@@ -57,30 +57,42 @@ class UnwritableRecord(ApplyError):
         super().__init__(f"{record}: cannot be written to Iceberg table {table}: {reason}")
 
 
+Stage = Hlc | None  # the R a row is committed at: a catch-up R, or None (the window's own)
+
+
 @dataclass
 class Target:
-    """An Iceberg table a changefeed table is applied to, and what it holds."""
+    """An Iceberg table a changefeed table is applied to, and what it holds.
+
+    Rows wait per stage: the window's own R (None), or a catch-up R (:class:`IcebergApplier`).
+    """
 
     name: str  # the changefeed's table
     table: Table
     key: tuple[str, ...]  # the identifier fields in the changefeed key's order; (): append
     convert: Mapping[str, Convert]
     resolved: Hlc | None  # the last window it holds
-    pending: dict[Any, dict[str, Any] | None] = field(default_factory=dict)  # key -> row
-    appended: list[dict[str, Any]] = field(default_factory=list)  # an append-only table's
+    pending: dict[Stage, dict[Any, dict[str, Any] | None]] = field(default_factory=dict)
+    appended: dict[Stage, list[dict[str, Any]]] = field(default_factory=dict)
 
-    def change(self, key_values: Any, after: dict[str, Any] | None) -> None:
-        """A row change (converted) into the window's pending rows: a key's last one wins."""
+    def change(self, key_values: Any, after: dict[str, Any] | None, stage: Stage) -> None:
+        """A row change (converted) into its stage's rows: a key's last one wins."""
         row = None if after is None else self._row(after)
         if not self.key:
             if row is not None:
-                self.appended.append(row)
+                self.appended.setdefault(stage, []).append(row)
             return
         key = self._key(key_values)
         if row is not None:
             row.update(zip(self.key, key, strict=True))
-        self.pending.pop(key, None)  # in commit order: the last version is the one kept
-        self.pending[key] = row
+        pending = self.pending.setdefault(stage, {})
+        pending.pop(key, None)  # in commit order: the last version is the one kept
+        pending[key] = row
+
+    def rows(self, stage: Stage) -> tuple[set[Any], list[dict[str, Any]]]:
+        """A stage's keys touched and rows to write, taken out of the pending ones."""
+        pending, appended = self.pending.pop(stage, {}), self.appended.pop(stage, [])
+        return set(pending), [r for r in pending.values() if r is not None] + appended
 
     def _row(self, after: Mapping[str, Any]) -> dict[str, Any]:
         unknown = [c for c in after if c not in self.convert]
@@ -108,7 +120,7 @@ class Target:
         return tuple(out)
 
     def clear(self) -> None:
-        """Forget the window's pending rows."""
+        """Forget the rows waiting."""
         self.pending.clear()
         self.appended.clear()
 
@@ -148,6 +160,7 @@ class IcebergApplier:
         self.schemas = dict(schemas or {})
         self.names = dict(names or {})
         self.targets: dict[str, Target] = {}
+        self.catching_up: list[Hlc] = []  # the R some tables hold and others not yet
         self.applied = 0  # rows written
         self.reached: Callable[[str], None] = lambda step: None
 
@@ -171,8 +184,13 @@ class IcebergApplier:
                 self.targets[name] = self._target(name)
         held = [t.resolved for t in self.targets.values()]
         if not held or any(r is None for r in held):
-            return None
-        return min(r for r in held if r is not None)
+            low = None
+        else:
+            low = min(r for r in held if r is not None)
+        # the tables ahead of the lowest (a crash between two tables' commits): the ones
+        # behind are committed at exactly their R first, so every table holds the same cuts
+        self.catching_up = sorted({r for r in held if r is not None and (low is None or r > low)})
+        return low
 
     def _target(self, name: str) -> Target:
         """The Iceberg table of the changefeed's ``name``, made when missing, claimed as ours."""
@@ -204,29 +222,51 @@ class IcebergApplier:
     def apply(self, window: Window) -> bool:
         """Take a window (or a piece of one); its last piece commits every table that lacks it.
 
-        False: every table holds the window already (nothing was written).
+        False: nothing was written (every table holds it, or its rows wait for a catch-up R:
+        see :attr:`holding`).
         """
         try:
             self._take(window.rows)
+            if not window.last:
+                return False
+            written = self._catch_up(window.resolved)
+            if self.catching_up and window.resolved < self.catching_up[0]:
+                return any(written)  # its rows wait for the catch-up R
+            written = [self._commit(t, window.resolved, None) for t in self._order()] + written
         except BaseException:
             self._clear()
             raise
-        if not window.last:
-            return False
-        try:
-            written = [self._commit(target, window.resolved) for target in self._order()]
-        finally:
-            self._clear()
         return any(written)
 
+    @property
+    def holding(self) -> bool:
+        """Rows wait for a catch-up R: the windows taken are not held by every table yet."""
+        return bool(self.catching_up)
+
+    def _catch_up(self, resolved: Hlc) -> list[bool]:
+        """Commit the tables behind at each catch-up R the window reaches."""
+        written = []
+        while self.catching_up and self.catching_up[0] <= resolved:
+            stage = self.catching_up.pop(0)
+            written += [self._commit(t, stage, stage) for t in self._order()]
+        return written
+
     def _take(self, rows: tuple[Row, ...]) -> None:
-        """Each row's change, converted, into its table's pending rows."""
+        """Each row's change, converted, into its table's rows of its stage.
+
+        A row a table holds already (at or below its R) is dropped; a row at or below a
+        catch-up R waits for it.
+        """
         for row, (key_values, after) in zip(rows, images(rows), strict=True):
             target = self.targets.get(row.table)
             if target is None:
                 raise ApplyError(f"table {row.table!r} was not started (IcebergApplier.start)")
+            updated = row.updated
+            if target.resolved is not None and updated <= target.resolved:
+                continue
+            stage = next((r for r in self.catching_up if updated <= r), None)
             try:
-                target.change(key_values, after)
+                target.change(key_values, after, stage)
             except Unwritable as exc:
                 place = RecordRef(row.partition[0], row.partition[1], row.offset)
                 name = ".".join(target.table.name())
@@ -239,22 +279,22 @@ class IcebergApplier:
         for target in self.targets.values():
             target.clear()
 
-    def _commit(self, target: Target, resolved: Hlc) -> bool:
-        """One table's window as one commit; False: the table holds it already."""
+    def _commit(self, target: Target, resolved: Hlc, stage: Stage) -> bool:
+        """One table's rows of a stage as one commit at R; False: the table holds R already."""
         summary = {CHANGEFEED: self.changefeed, RESOLVED: str(resolved)}
+        touched, rows = target.rows(stage)
         for _ in range(_ATTEMPTS):
             if target.resolved is not None and target.resolved >= resolved:
                 return False
-            rows = [r for r in target.pending.values() if r is not None] + target.appended
             try:
-                writes.commit(target.table, target.key, set(target.pending), rows, summary)
+                writes.commit(target.table, target.key, touched, rows, summary)
             except _commit_failed() as exc:
                 log.info("%s: another writer committed first (%s); read again", target.name, exc)
                 target.table = self.catalog.load_table(target.table.name())
                 target.resolved = _last(target.table, self.changefeed)
                 continue
             target.resolved = resolved
-            self.applied += len(target.pending) + len(target.appended)
+            self.applied += len(touched) if target.key else len(rows)  # deletes count
             self.reached(f"committed {target.name}")
             return True
         raise ApplyError(f"{target.name}: {_ATTEMPTS} commits of window {resolved} were refused")
@@ -295,7 +335,7 @@ def apply(
     done = 0
     for window in consumer.windows(until=until, idle=idle):
         written = applier.apply(window)
-        if window.last:
-            consumer.ack(window)  # every table holds it (written now, or before)
+        if window.last and not applier.holding:
+            consumer.ack(window)  # every table holds it (and those before: written, or before)
             done += written
     return done

@@ -382,6 +382,46 @@ def test_a_crash_between_two_tables_leaves_the_cut_before_it_and_a_restart_compl
         assert state(catalog, cut(catalog, "ns", "cf", Hlc(wall))) == expected
 
 
+def test_after_a_crash_between_tables_the_tables_behind_catch_up_at_exactly_the_torn_r(
+    tmp_path: Path,
+) -> None:
+    """The tables behind are committed at exactly the torn R first, then the window's.
+
+    The windows after a restart need not end where the torn one did (the consumer reads
+    other batches); the rows at or below the torn R wait for it, so every table holds the
+    same cuts again.
+    """
+    made = applier(tmp_path)
+    made.start(["orders", "customers"])
+    first, second_a, second_b, _ = windows()
+
+    def crash(step: str) -> None:
+        if step == "committed customers":
+            raise KeyboardInterrupt("killed between two tables' commits")
+
+    made.apply(first)
+    made.reached = crash
+    made.apply(second_a)
+    with pytest.raises(KeyboardInterrupt):
+        made.apply(second_b)
+    again = applier(tmp_path)
+    assert again.start(["orders", "customers"]) == Hlc(10)
+    assert again.catching_up == [Hlc(20)]
+    rows = (*second_a.rows, *second_b.rows)
+    early = tuple(r for r in rows if r.updated <= Hlc(12))
+    later = tuple(r for r in rows if r.updated > Hlc(12))
+    assert not again.apply(Window(Hlc(12), early))  # below 20: its rows wait
+    assert again.holding
+    late = change(25, "orders", ["eu", 1], {"amount": "4.00", "note": "late"}, 9)
+    assert again.apply(Window(Hlc(30), (*later, late)))  # 20 for orders, then 30 for both
+    assert not again.holding
+    catalog = load({"warehouse": str(tmp_path)})
+    assert exactly_once_problems(catalog, "ns", "cf") == []
+    assert state(catalog, cut(catalog, "ns", "cf", Hlc(20))) == STATES[20]
+    at_30 = {**STATES[20], "orders": {**STATES[20]["orders"], ("eu", 1): (Decimal("4.00"), "late")}}
+    assert state(catalog, cut(catalog, "ns", "cf", Hlc(30))) == at_30
+
+
 def test_a_window_applied_twice_is_what_the_exactly_once_check_finds(tmp_path: Path) -> None:
     """The negative control: an applier whose skip is defeated applies window 20 twice."""
     made = applier(tmp_path)
@@ -430,3 +470,41 @@ def test_a_table_of_another_changefeed_or_without_a_schema_is_refused(tmp_path: 
         other.start(["orders"])
     with pytest.raises(Exception, match="declares no schema for table 'nothing'"):
         other.start(["nothing"])
+
+
+# --- the command line: --dsn or --catalog, exactly one ---
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        ([], "one of the arguments --dsn --catalog is required"),
+        (["--dsn", "x", "--catalog", "warehouse=w"], "argument --catalog: not allowed with"),
+    ],
+)
+def test_apply_takes_exactly_one_of_dsn_and_catalog(
+    given: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from highwater_consumer.cli import main  # noqa: PLC0415
+
+    with pytest.raises(SystemExit) as stopped:
+        main(["apply", "cf", *given])
+    assert stopped.value.code == 2
+    assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("given", "said"),
+    [
+        (["--dsn", "x", "--namespace", "ns"], "--namespace is Iceberg's: give it with --catalog"),
+        (["--catalog", "warehouse"], "--catalog 'warehouse': a catalog property is KEY=VALUE"),
+    ],
+)
+def test_apply_names_the_flag_it_refuses(
+    given: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from highwater_consumer.cli import main  # noqa: PLC0415
+
+    topics = ["--topic", "out.t=t", "--bootstrap-servers", "127.0.0.1:1"]
+    assert main(["apply", "cf", *topics, *given]) == 1
+    assert said in capsys.readouterr().err
