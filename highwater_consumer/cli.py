@@ -2,6 +2,7 @@
 
     highwater tail CHANGEFEED [--json]            windows as they resolve, for people or scripts
     highwater apply CHANGEFEED --dsn DSN          windows into PostgreSQL, exactly once
+    highwater apply CHANGEFEED --catalog K=V …    windows into Iceberg tables, consistent cuts
 
 The output is found from the changefeed's job status (``--jobs-topic``), or given with
 ``--topic`` (then ``--format``, ``--registry`` or ``--schema-topic`` say how it is written).
@@ -28,7 +29,7 @@ from schemas.hlc import Hlc
 from schemas.jsontext import Number
 
 from .consumer import ChangefeedConsumer
-from .decoding import BadRecord
+from .decoding import BadRecord, ConsumerError
 from .output import JOBS_TOPIC, Output
 from .windows import Row, Window
 
@@ -40,10 +41,21 @@ def add_commands(commands: Any) -> None:
     tail.add_argument("--json", action="store_true", help="one JSON object a line, for scripts")
     tail.set_defaults(handler=_tail)
     apply = commands.add_parser(
-        "apply", help="apply a changefeed's windows to PostgreSQL tables, exactly once"
+        "apply", help="apply a changefeed's windows to PostgreSQL or Iceberg, exactly once"
     )
     _output_args(apply)
-    apply.add_argument("--dsn", required=True, help="libpq connection string of the target")
+    target = apply.add_mutually_exclusive_group(required=True)
+    target.add_argument("--dsn", help="PostgreSQL: the libpq connection string of the target")
+    target.add_argument(
+        "--catalog",
+        action="append",
+        metavar="KEY=VALUE",
+        help="Iceberg: a pyiceberg catalog property (repeat it); without type= or uri=, the "
+        "embedded SQLite catalog in warehouse=PATH (default .highwater/iceberg)",
+    )
+    apply.add_argument(
+        "--namespace", help="Iceberg: the namespace of the tables (with --catalog; highwater)"
+    )
     apply.add_argument(
         "--table",
         action="append",
@@ -155,6 +167,10 @@ def _tail(args: argparse.Namespace) -> int:
 
 
 def _apply(args: argparse.Namespace) -> int:
+    if args.catalog is not None:
+        return _apply_iceberg(args)
+    if args.namespace is not None:
+        raise ConsumerError("--namespace is Iceberg's: give it with --catalog, not --dsn")
     from .postgres import PostgresApplier, apply  # noqa: PLC0415 - psycopg only here
 
     tables = dict(t.split("=", 1) for t in args.table)
@@ -163,6 +179,29 @@ def _apply(args: argparse.Namespace) -> int:
         after = applier.start()
         group = args.group or f"highwater-apply-{args.changefeed}"
         with ChangefeedConsumer(output_of(args), group, after=after) as consumer:
+            windows = apply(consumer, applier, until=args.until, idle=args.idle)
+    finally:
+        applier.close()
+    print(f"applied {windows} windows, {applier.applied} rows", file=sys.stderr)
+    return 0
+
+
+def _apply_iceberg(args: argparse.Namespace) -> int:
+    from .iceberg import NAMESPACE, IcebergApplier, apply  # noqa: PLC0415 - the [iceberg] extra
+    from .iceberg.catalog import parse_pairs  # noqa: PLC0415
+
+    output = output_of(args)
+    applier = IcebergApplier(
+        parse_pairs(args.catalog),
+        args.changefeed,
+        namespace=args.namespace or NAMESPACE,
+        schemas=output.schemas,
+        names=dict(t.split("=", 1) for t in args.table),
+    )
+    try:
+        after = applier.start(output.topics.values())
+        group = args.group or f"highwater-apply-{args.changefeed}"
+        with ChangefeedConsumer(output, group, after=after) as consumer:
             windows = apply(consumer, applier, until=args.until, idle=args.idle)
     finally:
         applier.close()

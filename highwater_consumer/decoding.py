@@ -33,6 +33,10 @@ class ConsumerError(HighwaterError):
     """The consumer library cannot go on: its output, its target or its arguments."""
 
 
+class ApplyError(ConsumerError):
+    """A window could not be applied: a table, column, key or value the target cannot take."""
+
+
 class BadRecord(ConsumerError):
     """An output record that is not Highwater's envelope; ``record`` says which one."""
 

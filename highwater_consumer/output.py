@@ -15,6 +15,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from schemas.tables import TableSchema
+
 from .decoding import (
     AvroDecoder,
     ConsumerError,
@@ -34,7 +36,8 @@ class Output:
 
     ``topics``: output topic -> the table it carries; ``registry``: confluent-kafka's
     ``SchemaRegistryClient`` config (Avro in Confluent's wire format); ``schema_topic``:
-    registry-free Avro's compacted schema topic.
+    registry-free Avro's compacted schema topic; ``schemas``: the tables the changefeed
+    declares (table -> its schema and key), from which an applier makes its tables.
     """
 
     bootstrap: str
@@ -43,6 +46,7 @@ class Output:
     registry: Mapping[str, Any] | None = None
     schema_topic: str | None = None
     kafka: Mapping[str, Any] = field(default_factory=dict)  # more client settings (security)
+    schemas: Mapping[str, TableSchema] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.topics:
@@ -90,6 +94,10 @@ class Output:
             registry=None if url is None else {"url": url, **(registry or {})},
             schema_topic=output.get("schema_topic"),
             kafka=settings,
+            schemas={
+                table: TableSchema.of(declared["record"], declared["primary_key"])
+                for table, declared in (output.get("tables") or {}).items()
+            },
         )
 
     def decoder(self) -> Decoder:

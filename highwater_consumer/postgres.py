@@ -37,10 +37,9 @@ from psycopg import sql
 
 from schemas.hlc import Hlc
 
-from .decoding import JsonDecoder
+from .decoding import ApplyError, JsonDecoder
 from .staging import (
     SHAPE,
-    ApplyError,
     Staged,
     Table,
     last_versions,

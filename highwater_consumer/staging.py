@@ -30,15 +30,11 @@ from psycopg import sql
 
 from schemas.jsontext import Number, dumps, loads_exact
 
-from .decoding import ConsumerError, Image
+from .decoding import ApplyError, Image
 from .windows import Row
 
 SHAPE = "_hw_shape"  # the staging table's own column: 0 a delete, n > 0 a row of shape n
 NULL = "\\N"  # COPY text's NULL; a value's backslash is doubled, so no text reads as it
-
-
-class ApplyError(ConsumerError):
-    """A window could not be applied: a table, column or key the target does not have."""
 
 
 @dataclass(frozen=True)

@@ -202,4 +202,13 @@ class ChangefeedConfig(Section):
             "updated": encoder.updated,
             "registry": registry.url if avro and registry is not None else None,
             "schema_topic": encoder.schema_topic if avro and registry is None else None,
+            # the declared tables, whose rows the output carries as declared (a CDC query's
+            # `select` writes other columns): what an applier makes its tables from
+            "tables": {
+                s.table: {"record": s.table_schema, "primary_key": s.primary_key}
+                for s in self.sources
+                if s.table_schema is not None and s.primary_key is not None
+            }
+            if encoder.select is None
+            else {},
         }

@@ -328,6 +328,13 @@ class TableSchemaStatus(_Part):
     added: tuple[str, ...]  # the columns it added
 
 
+class DeclaredTable(_Part):
+    """A table's declared schema (``sources[].table_schema`` and ``primary_key``)."""
+
+    record: dict[str, Any]  # the Avro record schema
+    primary_key: tuple[str, ...]
+
+
 class OutputFields(_Part):
     """Where and how a changefeed writes, for its consumers (``highwater_consumer``)."""
 
@@ -337,6 +344,9 @@ class OutputFields(_Part):
     updated: bool
     registry: str | None = None  # Avro: the registry's URL (its credentials are not written)
     schema_topic: str | None = None  # registry-free Avro: where the schemas are published
+    # table -> its declared schema ({record: Avro record, primary_key: [...]}), for appliers
+    # that make their tables (written by newer runs only)
+    tables: dict[str, DeclaredTable] | None = None
 
 
 class StatusRecord(Record):

@@ -1,0 +1,34 @@
+"""Iceberg tables that are a consistent cut at resolved times (``highwater apply --catalog``).
+
+Needs the ``[iceberg]`` extra (pyiceberg with SQLite and pyarrow); nothing else of the
+consumer library imports this package.
+
+* :class:`IcebergApplier` and :func:`apply`: windows into Iceberg tables, one commit per
+  table per window with R in its snapshot summary, exactly once across crashes
+  (:mod:`.applier`; copy-on-write in :mod:`.writes`, types in :mod:`.columns`);
+* :func:`cut` and :class:`Cut`: every table of a changefeed at one R (:mod:`.cuts`);
+* :func:`load`: a pyiceberg catalog from its properties, the embedded SQLite one by default
+  (:mod:`.catalog`).
+"""
+
+from .applier import NAMESPACE, IcebergApplier, UnwritableRecord, apply
+from .catalog import embedded, load
+from .columns import NoIcebergType, iceberg_schema
+from .cuts import CHANGEFEED, RESOLVED, Cut, CutError, complete, cut
+
+__all__ = [
+    "CHANGEFEED",
+    "NAMESPACE",
+    "RESOLVED",
+    "Cut",
+    "CutError",
+    "IcebergApplier",
+    "NoIcebergType",
+    "UnwritableRecord",
+    "apply",
+    "complete",
+    "cut",
+    "embedded",
+    "iceberg_schema",
+    "load",
+]

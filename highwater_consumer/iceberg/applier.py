@@ -1,0 +1,341 @@
+"""Applying resolved windows to Iceberg tables, exactly once, as consistent cuts.
+
+Each changefeed table goes to the Iceberg table ``<namespace>.<table>``, created when missing
+from the changefeed's declared schema (:mod:`.columns`). A window is one commit **per table,
+every table, empty windows included** (:mod:`.cuts` says why): a key's last version in the
+window replaces its row, a delete removes it, a key changed is a delete of the old key and a
+row of the new one; a table without identifier fields gets every version appended. Each
+commit's snapshot summary carries ``highwater.resolved`` (R) and ``highwater.changefeed``.
+
+Exactly once: each table's last R is read from its own history at :meth:`IcebergApplier.start`
+(the consumer resumes after the lowest, the latest complete cut) and a table is skipped for a
+window it holds already, so a crash anywhere (between two tables' commits too) neither
+applies a window twice nor loses one; the window is acknowledged to the consumer only once
+every table holds it. A commit refused because another writer committed meanwhile is
+re-checked against the table's new R: skipped if that covers the window, else retried.
+
+A value a column cannot hold stops the applier with :class:`UnwritableRecord`, which names
+the record (topic/partition@offset), the table and the column: nothing of that window is
+committed (every row is converted before the first table's commit).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from schemas.errors import RecordRef
+from schemas.hlc import Hlc
+from schemas.tables import TableSchema
+
+from ..decoding import ApplyError
+from ..windows import Row, Window, images
+from . import writes
+from .catalog import load
+from .columns import Convert, Unwritable, converters, iceberg_schema
+from .cuts import CHANGEFEED, RESOLVED, applied
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "highwater"  # the default namespace of the applied tables
+_ATTEMPTS = 3  # commits refused by another writer's, before giving up
+
+
+class UnwritableRecord(ApplyError):
+    """An output record the applier cannot write: which one, into which table, and why."""
+
+    def __init__(self, record: RecordRef, table: str, reason: str) -> None:
+        self.record = record
+        self.table = table
+        self.reason = reason
+        super().__init__(f"{record}: cannot be written to Iceberg table {table}: {reason}")
+
+
+Stage = Hlc | None  # the R a row is committed at: a catch-up R, or None (the window's own)
+
+
+@dataclass
+class Target:
+    """An Iceberg table a changefeed table is applied to, and what it holds.
+
+    Rows wait per stage: the window's own R (None), or a catch-up R (:class:`IcebergApplier`).
+    """
+
+    name: str  # the changefeed's table
+    table: Table
+    key: tuple[str, ...]  # the identifier fields in the changefeed key's order; (): append
+    convert: Mapping[str, Convert]
+    resolved: Hlc | None  # the last window it holds
+    pending: dict[Stage, dict[Any, dict[str, Any] | None]] = field(default_factory=dict)
+    appended: dict[Stage, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def change(self, key_values: Any, after: dict[str, Any] | None, stage: Stage) -> None:
+        """A row change (converted) into its stage's rows: a key's last one wins."""
+        row = None if after is None else self._row(after)
+        if not self.key:
+            if row is not None:
+                self.appended.setdefault(stage, []).append(row)
+            return
+        key = self._key(key_values)
+        if row is not None:
+            row.update(zip(self.key, key, strict=True))
+        pending = self.pending.setdefault(stage, {})
+        pending.pop(key, None)  # in commit order: the last version is the one kept
+        pending[key] = row
+
+    def rows(self, stage: Stage) -> tuple[set[Any], list[dict[str, Any]]]:
+        """A stage's keys touched and rows to write, taken out of the pending ones."""
+        pending, appended = self.pending.pop(stage, {}), self.appended.pop(stage, [])
+        return set(pending), [r for r in pending.values() if r is not None] + appended
+
+    def _row(self, after: Mapping[str, Any]) -> dict[str, Any]:
+        unknown = [c for c in after if c not in self.convert]
+        if unknown:
+            raise Unwritable(f"column {unknown[0]!r} is not in the table (a schema change)")
+        row = {}
+        for column, convert in self.convert.items():
+            value = after.get(column)
+            row[column] = None if value is None else _converted(convert, value, column)
+        return row
+
+    def _key(self, values: Any) -> tuple[Any, ...]:
+        if isinstance(values, Mapping):
+            missing = [c for c in self.key if c not in values]
+            if missing:
+                raise Unwritable(f"the key {values!r} lacks {missing}")
+            values = [values[c] for c in self.key]
+        if not isinstance(values, list) or len(values) != len(self.key):
+            raise Unwritable(f"the key {values!r} is not one of {list(self.key)}")
+        out = []
+        for column, value in zip(self.key, values, strict=True):
+            if value is None:
+                raise Unwritable(f"key column {column!r} is null")
+            out.append(_converted(self.convert[column], value, column))
+        return tuple(out)
+
+    def clear(self) -> None:
+        """Forget the rows waiting."""
+        self.pending.clear()
+        self.appended.clear()
+
+
+def _converted(convert: Convert, value: Any, column: str) -> Any:
+    try:
+        return convert(value)
+    except Unwritable as exc:
+        raise Unwritable(f"column {column!r}: {exc}") from None
+
+
+class IcebergApplier:
+    """Applies windows of ``changefeed`` to Iceberg tables in ``namespace`` of ``catalog``.
+
+    ``catalog``: a pyiceberg catalog, or its properties (:func:`.catalog.load`: none gives
+    the embedded SQLite one); ``schemas``: the changefeed's declared tables, from which
+    missing tables are made; ``names``: a changefeed table -> its Iceberg table's name (in
+    ``namespace``; default the same name). ``reached`` is called with ``committed <table>``
+    after each table's commit: the crash tests' knob.
+
+    Making one touches nothing: :meth:`start` loads the catalog and the tables.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog | Mapping[str, str],
+        changefeed: str,
+        *,
+        namespace: str = NAMESPACE,
+        schemas: Mapping[str, TableSchema] | None = None,
+        names: Mapping[str, str] | None = None,
+    ) -> None:
+        self._given = catalog
+        self._catalog: Catalog | None = None
+        self.changefeed = changefeed
+        self.namespace = namespace
+        self.schemas = dict(schemas or {})
+        self.names = dict(names or {})
+        self.targets: dict[str, Target] = {}
+        self.catching_up: list[Hlc] = []  # the R some tables hold and others not yet
+        self.applied = 0  # rows written
+        self.reached: Callable[[str], None] = lambda step: None
+
+    @property
+    def catalog(self) -> Catalog:
+        """The catalog (:meth:`start` loaded it)."""
+        if self._catalog is None:
+            raise ApplyError("the applier was not started (IcebergApplier.start loads it)")
+        return self._catalog
+
+    def start(self, tables: Iterable[str]) -> Hlc | None:
+        """Load (or make) the changefeed's ``tables``; the latest complete cut's R, or None.
+
+        None: a table holds no window yet (the consumer starts where its group left off).
+        """
+        if self._catalog is None:
+            self._catalog = load(self._given)
+        self.catalog.create_namespace_if_not_exists(self.namespace)
+        for name in sorted(set(tables)):
+            if name not in self.targets:
+                self.targets[name] = self._target(name)
+        held = [t.resolved for t in self.targets.values()]
+        if not held or any(r is None for r in held):
+            low = None
+        else:
+            low = min(r for r in held if r is not None)
+        # the tables ahead of the lowest (a crash between two tables' commits): the ones
+        # behind are committed at exactly their R first, so every table holds the same cuts
+        self.catching_up = sorted({r for r in held if r is not None and (low is None or r > low)})
+        return low
+
+    def _target(self, name: str) -> Target:
+        """The Iceberg table of the changefeed's ``name``, made when missing, claimed as ours."""
+        identifier = (self.namespace, self.names.get(name, name))
+        declared = self.schemas.get(name)
+        if not self.catalog.table_exists(identifier):
+            if declared is None:
+                raise ApplyError(
+                    f"Iceberg table {'.'.join(identifier)} does not exist and the changefeed "
+                    f"declares no schema for table {name!r} (sources[].table_schema with "
+                    f"primary_key): declare one, or create the table"
+                )
+            self.catalog.create_table_if_not_exists(
+                identifier, iceberg_schema(declared), properties={CHANGEFEED: self.changefeed}
+            )
+        table = self.catalog.load_table(identifier)
+        owner = table.properties.get(CHANGEFEED)
+        if owner is None:
+            with table.transaction() as transaction:
+                transaction.set_properties({CHANGEFEED: self.changefeed})
+        elif owner != self.changefeed:
+            raise ApplyError(
+                f"Iceberg table {'.'.join(identifier)} is applied by changefeed {owner!r}, "
+                f"not {self.changefeed!r}"
+            )
+        key, convert = _key_of(table, declared), converters(table.schema())
+        return Target(name, table, key, convert, _last(table, self.changefeed))
+
+    def apply(self, window: Window) -> bool:
+        """Take a window (or a piece of one); its last piece commits every table that lacks it.
+
+        False: nothing was written (every table holds it, or its rows wait for a catch-up R:
+        see :attr:`holding`).
+        """
+        try:
+            self._take(window.rows)
+            if not window.last:
+                return False
+            written = self._catch_up(window.resolved)
+            if self.catching_up and window.resolved < self.catching_up[0]:
+                return any(written)  # its rows wait for the catch-up R
+            written = [self._commit(t, window.resolved, None) for t in self._order()] + written
+        except BaseException:
+            self._clear()
+            raise
+        return any(written)
+
+    @property
+    def holding(self) -> bool:
+        """Rows wait for a catch-up R: the windows taken are not held by every table yet."""
+        return bool(self.catching_up)
+
+    def _catch_up(self, resolved: Hlc) -> list[bool]:
+        """Commit the tables behind at each catch-up R the window reaches."""
+        written = []
+        while self.catching_up and self.catching_up[0] <= resolved:
+            stage = self.catching_up.pop(0)
+            written += [self._commit(t, stage, stage) for t in self._order()]
+        return written
+
+    def _take(self, rows: tuple[Row, ...]) -> None:
+        """Each row's change, converted, into its table's rows of its stage.
+
+        A row a table holds already (at or below its R) is dropped; a row at or below a
+        catch-up R waits for it.
+        """
+        for row, (key_values, after) in zip(rows, images(rows), strict=True):
+            target = self.targets.get(row.table)
+            if target is None:
+                raise ApplyError(f"table {row.table!r} was not started (IcebergApplier.start)")
+            updated = row.updated
+            if target.resolved is not None and updated <= target.resolved:
+                continue
+            stage = next((r for r in self.catching_up if updated <= r), None)
+            try:
+                target.change(key_values, after, stage)
+            except Unwritable as exc:
+                place = RecordRef(row.partition[0], row.partition[1], row.offset)
+                name = ".".join(target.table.name())
+                raise UnwritableRecord(place, name, str(exc)) from exc
+
+    def _order(self) -> list[Target]:
+        return [self.targets[name] for name in sorted(self.targets)]
+
+    def _clear(self) -> None:
+        for target in self.targets.values():
+            target.clear()
+
+    def _commit(self, target: Target, resolved: Hlc, stage: Stage) -> bool:
+        """One table's rows of a stage as one commit at R; False: the table holds R already."""
+        summary = {CHANGEFEED: self.changefeed, RESOLVED: str(resolved)}
+        touched, rows = target.rows(stage)
+        for _ in range(_ATTEMPTS):
+            if target.resolved is not None and target.resolved >= resolved:
+                return False
+            try:
+                writes.commit(target.table, target.key, touched, rows, summary)
+            except _commit_failed() as exc:
+                log.info("%s: another writer committed first (%s); read again", target.name, exc)
+                target.table = self.catalog.load_table(target.table.name())
+                target.resolved = _last(target.table, self.changefeed)
+                continue
+            target.resolved = resolved
+            self.applied += len(touched) if target.key else len(rows)  # deletes count
+            self.reached(f"committed {target.name}")
+            return True
+        raise ApplyError(f"{target.name}: {_ATTEMPTS} commits of window {resolved} were refused")
+
+    def close(self) -> None:
+        """Forget a window not committed (nothing is held open between windows)."""
+        self._clear()
+
+
+def _commit_failed() -> type[Exception]:
+    from pyiceberg.exceptions import CommitFailedException  # noqa: PLC0415
+
+    return CommitFailedException
+
+
+def _key_of(table: Table, declared: TableSchema | None) -> tuple[str, ...]:
+    """The table's identifier fields, in the changefeed key's order where it declares one."""
+    names = table.schema().identifier_field_names()
+    if declared is not None and set(declared.primary_key) == names:
+        return declared.primary_key
+    schema = table.schema()
+    return tuple(schema.find_column_name(i) or "" for i in schema.identifier_field_ids)
+
+
+def _last(table: Table, changefeed: str) -> Hlc | None:
+    """The last R ``changefeed`` committed to ``table`` (None: none)."""
+    found = applied(table, changefeed)
+    return max((r for r, _ in found), default=None)
+
+
+def apply(
+    consumer: Any, applier: IcebergApplier, *, until: Hlc | None = None, idle: float | None = None
+) -> int:
+    """Apply ``consumer``'s windows, each acknowledged once every table holds it.
+
+    ``until``, ``idle``: as :meth:`ChangefeedConsumer.windows`. Returns the windows written.
+    """
+    done = 0
+    for window in consumer.windows(until=until, idle=idle):
+        written = applier.apply(window)
+        if window.last and not applier.holding:
+            consumer.ack(window)  # every table holds it (and those before: written, or before)
+            done += written
+    return done

@@ -1,0 +1,32 @@
+"""Checks of Iceberg tables a changefeed was applied to: exactly once, and cuts that hold."""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import pairwise
+from typing import Any
+
+from highwater_consumer.iceberg.cuts import applied, tables_of
+from schemas.hlc import Hlc
+
+
+def exactly_once_problems(catalog: Any, namespace: str, changefeed: str) -> list[str]:
+    """How the tables' commits differ from once per window each, in R order (empty: none).
+
+    A window applied twice to a table shows as its R in two snapshots; a window lost in a
+    table as an R the other tables hold and it does not; one applied out of order as an R
+    below the one before it.
+    """
+    sequences = {
+        name: [r for r, _ in applied(table, changefeed)]
+        for name, table in tables_of(catalog, namespace, changefeed).items()
+    }
+    problems = []
+    every: set[Hlc] = set().union(*sequences.values()) if sequences else set()
+    for name, sequence in sorted(sequences.items()):
+        twice = sorted(r for r, n in Counter(sequence).items() if n > 1)
+        problems += [f"{name}: window {r} applied twice" for r in twice]
+        backwards = [b for a, b in pairwise(sequence) if b <= a]
+        problems += [f"{name}: window {r} after a later one" for r in backwards]
+        problems += [f"{name}: window {r} lost" for r in sorted(every - set(sequence))]
+    return problems
