@@ -113,8 +113,12 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     plain = {r.name.lower() for r in declared if r.marker is None}
     assert plain == {"confluent-kafka", "fastavro", "orjson"}
     assert not plain & {"pyspark", "fastapi", "uvicorn", "psycopg", "highwater"}
-    postgres = [r for r in declared if r.marker is not None]
-    assert [(r.name, str(r.marker)) for r in postgres] == [("psycopg", 'extra == "postgres"')]
+    extras = sorted((r.name, str(r.marker)) for r in declared if r.marker is not None)
+    assert extras == [
+        ("psycopg", 'extra == "postgres"'),
+        ("pyarrow", 'extra == "iceberg"'),
+        ("pyiceberg", 'extra == "iceberg"'),
+    ]
 
     dists = closure([str(r) for r in declared if r.marker is None])
     linked = link_installed(dists, work / "deps")
