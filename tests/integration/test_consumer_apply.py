@@ -43,7 +43,7 @@ from tests.integration.test_chaos import config_for
 from tests.support.changefeed import run_to_end
 from tests.support.process import ROOT, run_killed_at, write_config
 from tests.support.producer import SteadyProducer
-from tests.support.workload import SourceChange, Workload
+from tests.support.workload import Workload, live_at
 
 PARTITIONS = 3
 SEED = int(os.environ.get("HIGHWATER_APPLY_SEED", "11"))
@@ -66,20 +66,6 @@ def postgres() -> Iterator[PostgresInfo]:
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
-
-
-def source_state(changes: list[SourceChange], resolved: Hlc) -> dict[tuple[str, int], str]:
-    """Each live key's ``after`` text at ``resolved`` (the changes are in commit order)."""
-    state: dict[tuple[str, int], str] = {}
-    for change in changes:
-        if change.wall > resolved.wall:
-            break
-        region, number = json.loads(change.key)
-        if change.after == "null":
-            state.pop((region, number), None)
-        else:
-            state[(region, number)] = change.after
-    return state
 
 
 def expected_row(after: str) -> tuple[Any, ...]:
@@ -110,7 +96,7 @@ def snapshot(dsn: str, changefeed: str, table: str) -> tuple[Hlc | None, dict[An
 def differences(workload: Workload, resolved: Hlc, table: dict[Any, Any]) -> list[str]:
     """How the table differs from the source at ``resolved`` (empty: equal)."""
     want = {
-        key: expected_row(after) for key, after in source_state(workload.changes, resolved).items()
+        key: expected_row(after) for key, after in live_at(workload.changes, resolved.wall).items()
     }
     out = [f"missing {k}" for k in want.keys() - table.keys()]
     out += [f"not deleted {k}" for k in table.keys() - want.keys()]

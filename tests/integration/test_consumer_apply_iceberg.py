@@ -41,7 +41,7 @@ from sinks.admin import ensure_topics
 from tests.support.changefeed import changefeed_config, run_to_end
 from tests.support.iceberg import exactly_once_problems
 from tests.support.process import ROOT
-from tests.support.workload import NOTES, SourceChange, Workload
+from tests.support.workload import NOTES, Workload, live_at
 
 PARTITIONS = 3
 SEED = int(os.environ.get("HIGHWATER_APPLY_SEED", "11"))
@@ -111,20 +111,6 @@ def expected_row(after: str) -> tuple[Any, ...]:
     )
 
 
-def source_state(changes: list[SourceChange], resolved: Hlc) -> dict[tuple[str, int], Any]:
-    """Each live key's row at ``resolved`` (the changes are in commit order)."""
-    state: dict[tuple[str, int], Any] = {}
-    for change in changes:
-        if change.wall > resolved.wall:
-            break
-        region, number = json.loads(change.key)
-        if change.after == "null":
-            state.pop((region, number), None)
-        else:
-            state[(region, number)] = expected_row(change.after)
-    return state
-
-
 def table_at(catalog: Any, found: Cut, table: str) -> dict[tuple[str, int], Any]:
     rows = found.scan(catalog, table).to_arrow().to_pylist()
     columns = ("amount", "note", "meta", "maybe", "flag", "at", "extra")
@@ -135,7 +121,9 @@ def differences(catalog: Any, found: Cut, workloads: dict[str, Workload]) -> lis
     """How the tables at a cut differ from the sources at its R (empty: equal)."""
     out = []
     for table, workload in workloads.items():
-        want, have = source_state(workload.changes, found.resolved), table_at(catalog, found, table)
+        live = live_at(workload.changes, found.resolved.wall)
+        want = {key: expected_row(after) for key, after in live.items()}
+        have = table_at(catalog, found, table)
         out += [f"{table} at {found.resolved}: missing {k}" for k in want.keys() - have.keys()]
         out += [f"{table} at {found.resolved}: not deleted {k}" for k in have.keys() - want.keys()]
         out += [

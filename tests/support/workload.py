@@ -53,6 +53,20 @@ class SourceChange:
         return text.encode()
 
 
+def live_at(changes: list[SourceChange], resolved_wall: int) -> dict[tuple[str, int], str]:
+    """Each live key's ``after`` text at ``resolved_wall`` (``changes`` in commit order)."""
+    state: dict[tuple[str, int], str] = {}
+    for change in changes:
+        if change.wall > resolved_wall:
+            break
+        region, number = json.loads(change.key)
+        if change.after == "null":
+            state.pop((region, number), None)
+        else:
+            state[(region, number)] = change.after
+    return state
+
+
 @dataclass
 class Workload:
     """The records written so far, in order per partition."""
