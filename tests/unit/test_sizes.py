@@ -15,7 +15,7 @@ import pytest
 pytestmark = pytest.mark.unit
 
 ROOT = Path(__file__).resolve().parents[2]
-SCOPE = ("pipeline", "encoders", "sinks", "schemas")
+SCOPE = ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer")
 LEFT_OUT = ("pipeline/dev/",)
 MAX_MODULE, MAX_CLASS, MAX_FUNCTION = 500, 250, 60
 # Over a limit and being split by another change under way (issue 51's size rule): each entry
