@@ -63,7 +63,11 @@ def add_commands(commands: Any) -> None:
         metavar="TABLE=TARGET",
         help="the target of a changefeed table (default: the table of the same name)",
     )
-    apply.add_argument("--group", help="the consumer group (highwater-apply-<changefeed>)")
+    apply.add_argument(
+        "--group",
+        help="the consumer group (PostgreSQL: highwater-apply-<changefeed>; Iceberg: one per "
+        "catalog and namespace)",
+    )
     apply.set_defaults(handler=_apply)
 
 
@@ -188,19 +192,20 @@ def _apply(args: argparse.Namespace) -> int:
 
 def _apply_iceberg(args: argparse.Namespace) -> int:
     from .iceberg import NAMESPACE, IcebergApplier, apply  # noqa: PLC0415 - the [iceberg] extra
-    from .iceberg.catalog import parse_pairs  # noqa: PLC0415
+    from .iceberg.catalog import default_group, parse_pairs  # noqa: PLC0415
 
-    output = output_of(args)
+    output, properties = output_of(args), parse_pairs(args.catalog)
+    namespace = args.namespace or NAMESPACE
     applier = IcebergApplier(
-        parse_pairs(args.catalog),
+        properties,
         args.changefeed,
-        namespace=args.namespace or NAMESPACE,
+        namespace=namespace,
         schemas=output.schemas,
         names=dict(t.split("=", 1) for t in args.table),
     )
     try:
         after = applier.start(output.topics.values())
-        group = args.group or f"highwater-apply-{args.changefeed}"
+        group = args.group or default_group(args.changefeed, properties, namespace)
         with ChangefeedConsumer(output, group, after=after) as consumer:
             windows = apply(consumer, applier, until=args.until, idle=args.idle)
     finally:

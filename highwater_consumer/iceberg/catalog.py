@@ -9,6 +9,8 @@ beside it, nothing to run and nothing to install but the ``[iceberg]`` extra.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -39,6 +41,21 @@ def properties_of(given: Mapping[str, str]) -> dict[str, str]:
     if "type" in found or "uri" in found:
         return found
     return {**found, **embedded(found.get("warehouse", EMBEDDED_WAREHOUSE))}
+
+
+def default_group(changefeed: str, given: Mapping[str, str], namespace: str) -> str:
+    """The consumer group of an applier to one Iceberg target (``--group`` names another).
+
+    One group per target: the group's committed offsets are where a restarted applier reads
+    on, so two targets sharing one (a PostgreSQL applier's ``highwater-apply-<changefeed>``,
+    another catalog or namespace) would split the partitions between them, or start a new
+    target after windows it never had. The target is its catalog's properties as pyiceberg
+    is given them and the namespace, hashed; credentials count too, as they are part of how
+    it is reached (the hash shows none of them).
+    """
+    target = json.dumps([properties_of(given), namespace], sort_keys=True)
+    digest = hashlib.sha256(target.encode()).hexdigest()[:12]
+    return f"highwater-apply-iceberg-{changefeed}-{digest}"
 
 
 def parse_pairs(pairs: list[str]) -> dict[str, str]:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -30,7 +31,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from pipeline.config import ChangefeedConfig, load_config
@@ -74,6 +75,27 @@ def _fresh_topics(bootstrap: str, topics: list[str]) -> None:
         time.sleep(0.2)
 
 
+def _fresh_warehouse(bootstrap: str, warehouse: Path, changefeed: str) -> Path:
+    """The demo's Iceberg warehouse (README: to Iceberg), empty, its applier's group gone.
+
+    An earlier run's tables hold that run's changes, and its applier's group the offsets of
+    output topics made again since: both go, so the printed ``highwater apply`` starts new.
+    """
+    from highwater_consumer.iceberg import NAMESPACE  # noqa: PLC0415 - the [iceberg] extra
+    from highwater_consumer.iceberg.catalog import default_group  # noqa: PLC0415
+
+    shutil.rmtree(warehouse, ignore_errors=True)
+    group = default_group(changefeed, {"warehouse": str(warehouse)}, NAMESPACE)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.delete_consumer_groups([group], request_timeout=30).values():
+        try:
+            future.result()
+        except KafkaException as exc:  # none yet: nothing to delete
+            if exc.args[0].code() != KafkaError.GROUP_ID_NOT_FOUND:
+                raise
+    return warehouse
+
+
 def run_demo(
     rows: int, state: Path, config_file: Path | None = None, live_seconds: float = LIVE_SECONDS
 ) -> int:
@@ -101,7 +123,12 @@ def run_demo(
         config = load_config(config_file)
         _say(f"schema registry at {registry.url} (dir {registry.directory})")
     output = config.output_topic(config.sources[0])
-    _fresh_topics(bootstrap, [SOURCE_TOPIC, output, config.checkpoint.topic, config.jobs.topic])
+    # everything an earlier run left of this changefeed, so it starts new on a new source:
+    # exactly once, the progress topic's records would have it resume where that run's rows
+    # ended (offsets the new source topic does not have)
+    kept = [config.checkpoint.topic, config.jobs.topic, config.effective_progress_topic]
+    _fresh_topics(bootstrap, [SOURCE_TOPIC, output, *kept])
+    warehouse = _fresh_warehouse(bootstrap, state / "demo" / "iceberg", config.changefeed_id)
 
     spec = GeneratorSpec(
         topic=SOURCE_TOPIC, rows=rows, partitions=3, resolved_every=max(1, rows // 5)
@@ -132,6 +159,12 @@ def run_demo(
         "--property print.key=true"
     )
     print(f"    highwater changefeed query {config.changefeed_id} --bootstrap-servers {bootstrap}")
+    if all(s.table_schema is not None and s.primary_key for s in config.sources):
+        # declared tables: an applier can make the Iceberg tables from them (README: to Iceberg)
+        print(
+            f"    highwater apply {config.changefeed_id} --bootstrap-servers {bootstrap} "
+            f"--catalog warehouse={warehouse} --idle 5"
+        )
     print("    highwater dev kafka --name demo stop")
     if registry_url is not None:
         print("    highwater dev registry --name demo stop")

@@ -45,6 +45,7 @@ from highwater_consumer.iceberg import (
     iceberg_schema,
     load,
 )
+from highwater_consumer.iceberg.catalog import default_group
 from highwater_consumer.iceberg.columns import Unwritable, columns
 from highwater_consumer.windows import Row, Window
 from schemas.hlc import Hlc
@@ -508,3 +509,28 @@ def test_apply_names_the_flag_it_refuses(
     topics = ["--topic", "out.t=t", "--bootstrap-servers", "127.0.0.1:1"]
     assert main(["apply", "cf", *topics, *given]) == 1
     assert said in capsys.readouterr().err
+
+
+def test_each_iceberg_target_has_a_consumer_group_of_its_own() -> None:
+    # a group's committed offsets are where an applier reads on: a new target sharing one
+    # with another (the PostgreSQL applier's, another warehouse or namespace) would start
+    # after windows it never had, or split the partitions with it
+    lake, other = {"warehouse": "/data/lake"}, {"warehouse": "/data/other"}
+    group = default_group("cf", lake, "highwater")
+    assert group == default_group("cf", dict(lake), "highwater")  # stable for one target
+    assert group.startswith("highwater-apply-iceberg-cf-")
+    assert (
+        len(
+            {
+                group,
+                default_group("cf", other, "highwater"),
+                default_group("cf", lake, "shop"),
+                default_group("cf", {"type": "rest", "uri": "http://cat:8181"}, "highwater"),
+                default_group("other-cf", lake, "highwater"),
+                "highwater-apply-cf",  # the PostgreSQL applier's
+            }
+        )
+        == 6
+    )
+    secret = default_group("cf", {"type": "rest", "uri": "http://c", "token": "s3cret"}, "ns")
+    assert "s3cret" not in secret
