@@ -1,4 +1,4 @@
-"""Fixtures: a Kafka broker, a schema registry, unique topics, a local SparkSession.
+"""Fixtures: a Kafka broker, a schema registry, an Iceberg REST catalog, unique topics, Spark.
 
 The broker is, in order of preference: ``KAFKA_BOOTSTRAP_SERVERS`` when set; testcontainers'
 Kafka when a Docker engine answers; otherwise the project's own embedded KRaft broker. It is
@@ -40,10 +40,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     And ordered longest file first (a file's tests keep their order): with ``make test``'s
     ``--dist loadfile --no-loadscope-reorder`` the workers take files in this order.
     """
+    tiers = set(_TIER_BY_FOLDER.values())
     for item in items:
         folder = Path(str(item.fspath)).parent.name
         tier = _TIER_BY_FOLDER.get(folder)
-        if tier and not any(item.iter_markers(tier)):
+        # a test (or a parameter of one) marked with a tier of its own keeps it: the REST
+        # catalog's variant of a unit test is an integration test (it runs a server)
+        if tier and not any(m.name in tiers for m in item.iter_markers()):
             item.add_marker(getattr(pytest.mark, tier))
     timed = json.loads(_DURATIONS.read_text(encoding="utf-8")) if _DURATIONS.exists() else {}
 
@@ -100,6 +103,40 @@ def schema_registry_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[st
 
     with EmbeddedRegistry(tmp_path_factory.mktemp("registry")) as info:
         yield info.url
+
+
+@pytest.fixture(scope="session")
+def iceberg_rest(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """An Iceberg REST catalog for the whole session: its pyiceberg properties.
+
+    ``ICEBERG_REST_URI`` when set, else the project's embedded one (Apache Iceberg's own REST
+    catalog server over a warehouse in a temporary folder).
+    """
+    external = os.environ.get("ICEBERG_REST_URI")
+    if external:
+        yield {"type": "rest", "uri": external}
+        return
+    from pipeline.dev.iceberg_rest import EmbeddedIcebergRest  # noqa: PLC0415
+
+    with EmbeddedIcebergRest(tmp_path_factory.mktemp("iceberg-rest")) as info:
+        yield info.properties
+
+
+@pytest.fixture(params=["sqlite", pytest.param("rest", marks=pytest.mark.integration)])
+def iceberg_catalog(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
+    """A test's Iceberg catalog (its properties), once per kind the applier is tested on.
+
+    ``sqlite``: the embedded catalog in tmp_path. ``rest``: the session's REST catalog,
+    emptied after the test (every table and namespace dropped), so each test starts with none.
+    """
+    if request.param == "sqlite":
+        yield {"warehouse": str(tmp_path / "warehouse")}
+        return
+    properties: dict[str, str] = request.getfixturevalue("iceberg_rest")
+    yield properties
+    from tests.support.iceberg import empty  # noqa: PLC0415
+
+    empty(properties)
 
 
 @pytest.fixture

@@ -4,14 +4,15 @@ Needs the ``[iceberg]`` extra (pyiceberg with SQLite and pyarrow); nothing else 
 consumer library imports this package.
 
 * :class:`IcebergApplier` and :func:`apply`: windows into Iceberg tables, one commit per
-  table per window with R in its snapshot summary, exactly once across crashes
-  (:mod:`.applier`; copy-on-write in :mod:`.writes`, types in :mod:`.columns`);
+  table per window with R in its snapshot summary, exactly once across crashes, a catalog
+  that does not answer waited for with back-off (:class:`CatalogUnreachable` after its
+  patience) (:mod:`.applier`; copy-on-write in :mod:`.writes`, types in :mod:`.columns`);
 * :func:`cut` and :class:`Cut`: every table of a changefeed at one R (:mod:`.cuts`);
 * :func:`load`: a pyiceberg catalog from its properties, the embedded SQLite one by default
   (:mod:`.catalog`).
 """
 
-from .applier import NAMESPACE, IcebergApplier, UnwritableRecord, apply
+from .applier import NAMESPACE, CatalogUnreachable, IcebergApplier, UnwritableRecord, apply
 from .catalog import embedded, load
 from .columns import NoIcebergType, iceberg_schema
 from .cuts import CHANGEFEED, RESOLVED, Cut, CutError, complete, cut
@@ -20,6 +21,7 @@ __all__ = [
     "CHANGEFEED",
     "NAMESPACE",
     "RESOLVED",
+    "CatalogUnreachable",
     "Cut",
     "CutError",
     "IcebergApplier",

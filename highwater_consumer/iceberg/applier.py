@@ -14,6 +14,12 @@ applies a window twice nor loses one; the window is acknowledged to the consumer
 every table holds it. A commit refused because another writer committed meanwhile is
 re-checked against the table's new R: skipped if that covers the window, else retried.
 
+A catalog that does not answer (a REST catalog restarted, a connection refused or broken, a
+5xx whose commit may or may not have happened) is waited for with back-off, up to
+``patience`` seconds (then :class:`CatalogUnreachable`); once it answers the table is read
+again before anything is retried, so a commit that did land before its answer was lost is
+seen as the table's R and not made twice.
+
 A value a column cannot hold stops the applier with :class:`UnwritableRecord`, which names
 the record (topic/partition@offset), the table and the column: nothing of that window is
 committed (every row is converted before the first table's commit).
@@ -22,6 +28,7 @@ committed (every row is converted before the first table's commit).
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -45,6 +52,7 @@ log = logging.getLogger(__name__)
 
 NAMESPACE = "highwater"  # the default namespace of the applied tables
 _ATTEMPTS = 3  # commits refused by another writer's, before giving up
+_FIRST_PAUSE, _LONGEST_PAUSE = 0.5, 8.0  # seconds between tries while the catalog is away
 
 
 class UnwritableRecord(ApplyError):
@@ -55,6 +63,34 @@ class UnwritableRecord(ApplyError):
         self.table = table
         self.reason = reason
         super().__init__(f"{record}: cannot be written to Iceberg table {table}: {reason}")
+
+
+class CatalogUnreachable(ApplyError):
+    """The catalog did not answer for ``waited`` seconds (the last error is the cause)."""
+
+    def __init__(self, table: str, waited: float) -> None:
+        self.table = table
+        self.waited = waited
+        super().__init__(f"{table}: the Iceberg catalog did not answer for {waited:.0f} s")
+
+
+@dataclass
+class Outage:
+    """A catalog that does not answer: each :meth:`wait` sleeps longer, up to ``patience``."""
+
+    patience: float
+    pause: float = _FIRST_PAUSE
+    since: float | None = None
+
+    def wait(self, table: str, exc: BaseException) -> None:
+        """Sleep before the next try; :class:`CatalogUnreachable` once patience is spent."""
+        now = time.monotonic()
+        self.since = now if self.since is None else self.since
+        if now - self.since >= self.patience:
+            raise CatalogUnreachable(table, now - self.since) from exc
+        log.warning("%s: the catalog does not answer (%r); again in %.1f s", table, exc, self.pause)
+        time.sleep(self.pause)
+        self.pause = min(self.pause * 2, _LONGEST_PAUSE)
 
 
 Stage = Hlc | None  # the R a row is committed at: a catch-up R, or None (the window's own)
@@ -139,7 +175,8 @@ class IcebergApplier:
     the embedded SQLite one); ``schemas``: the changefeed's declared tables, from which
     missing tables are made; ``names``: a changefeed table -> its Iceberg table's name (in
     ``namespace``; default the same name). ``reached`` is called with ``committed <table>``
-    after each table's commit: the crash tests' knob.
+    after each table's commit: the crash tests' knob. ``patience``: the seconds a catalog
+    that does not answer is waited for (with back-off) before the applier stops.
 
     Making one touches nothing: :meth:`start` loads the catalog and the tables.
     """
@@ -152,8 +189,10 @@ class IcebergApplier:
         namespace: str = NAMESPACE,
         schemas: Mapping[str, TableSchema] | None = None,
         names: Mapping[str, str] | None = None,
+        patience: float = 300.0,
     ) -> None:
         self._given = catalog
+        self.patience = patience
         self._catalog: Catalog | None = None
         self.changefeed = changefeed
         self.namespace = namespace
@@ -280,24 +319,48 @@ class IcebergApplier:
             target.clear()
 
     def _commit(self, target: Target, resolved: Hlc, stage: Stage) -> bool:
-        """One table's rows of a stage as one commit at R; False: the table holds R already."""
+        """One table's rows of a stage as one commit at R; False: the table holds R already.
+
+        After a refused commit or a catalog away, the table is read again first: its R may
+        cover the window now (another writer's commit, or ours whose answer was lost).
+        """
         summary = {CHANGEFEED: self.changefeed, RESOLVED: str(resolved)}
         touched, rows = target.rows(stage)
-        for _ in range(_ATTEMPTS):
-            if target.resolved is not None and target.resolved >= resolved:
-                return False
+        refused, outage = 0, Outage(self.patience)
+        while target.resolved is None or target.resolved < resolved:
             try:
                 writes.commit(target.table, target.key, touched, rows, summary)
             except _commit_failed() as exc:
+                refused += 1
+                if refused == _ATTEMPTS:
+                    raise ApplyError(
+                        f"{target.name}: {_ATTEMPTS} commits of window {resolved} were refused"
+                    ) from exc
                 log.info("%s: another writer committed first (%s); read again", target.name, exc)
+            except Exception as exc:
+                if not _unreachable(exc):
+                    raise
+                outage.wait(target.name, exc)
+            else:
+                target.resolved = resolved
+                self.applied += len(touched) if target.key else len(rows)  # deletes count
+                self.reached(f"committed {target.name}")
+                return True
+            self._read_again(target, outage)
+        return False
+
+    def _read_again(self, target: Target, outage: Outage) -> None:
+        """The table and its last R as the catalog has them now (waiting while it is away)."""
+        while True:
+            try:
                 target.table = self.catalog.load_table(target.table.name())
-                target.resolved = _last(target.table, self.changefeed)
+            except Exception as exc:
+                if not _unreachable(exc):
+                    raise
+                outage.wait(target.name, exc)
                 continue
-            target.resolved = resolved
-            self.applied += len(touched) if target.key else len(rows)  # deletes count
-            self.reached(f"committed {target.name}")
-            return True
-        raise ApplyError(f"{target.name}: {_ATTEMPTS} commits of window {resolved} were refused")
+            target.resolved = _last(target.table, self.changefeed)
+            return
 
     def close(self) -> None:
         """Forget a window not committed (nothing is held open between windows)."""
@@ -308,6 +371,27 @@ def _commit_failed() -> type[Exception]:
     from pyiceberg.exceptions import CommitFailedException  # noqa: PLC0415
 
     return CommitFailedException
+
+
+_LOCAL_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
+
+
+def _unreachable(exc: Exception) -> bool:
+    """Whether ``exc`` says the catalog did not answer, so trying again later may work.
+
+    A connection refused, reset or timed out (the HTTP client's errors are OSErrors; a
+    missing or forbidden local file is not one of these), or a REST catalog's 5xx: a commit
+    whose outcome is unknown, a server error, the service unavailable.
+    """
+    from pyiceberg.exceptions import (  # noqa: PLC0415
+        CommitStateUnknownException,
+        ServerError,
+        ServiceUnavailableError,
+    )
+
+    if isinstance(exc, CommitStateUnknownException | ServerError | ServiceUnavailableError):
+        return True
+    return isinstance(exc, OSError) and not isinstance(exc, _LOCAL_FILE_ERRORS)
 
 
 def _key_of(table: Table, declared: TableSchema | None) -> tuple[str, ...]:

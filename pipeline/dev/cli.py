@@ -17,6 +17,7 @@ from .cluster import KafkaCluster
 from .debezium import CAPTURED, DATABASES, DebeziumUpstream, run_debezium_demo, sources_yaml
 from .demo import run_demo
 from .generator import GeneratorSpec, write
+from .iceberg_rest import EmbeddedIcebergRest, IcebergRestInfo
 from .kafka_tools import TOOLS, tool_command
 from .postgres import EmbeddedPostgres
 from .registry import EmbeddedRegistry
@@ -90,6 +91,22 @@ def add_dev_commands(commands: Any) -> None:
         service.add_argument("--name", default="default", help=f"embedded {name} name")
         service.add_argument("--dir", type=Path, help=f"embedded {name} folder (overrides --name)")
         service.set_defaults(handler=handler)
+
+    iceberg = dev.add_parser(
+        "iceberg",
+        help="Apache Iceberg's REST catalog server over a local warehouse (for highwater "
+        "apply --catalog)",
+    )
+    iceberg.add_argument("action", choices=("start", "stop", "status"))
+    iceberg.add_argument("--name", default="default", help="embedded catalog name")
+    iceberg.add_argument("--dir", type=Path, help="embedded catalog folder (overrides --name)")
+    iceberg.add_argument(
+        "--port", type=int, help="its port (default: the last start's, else a free one)"
+    )
+    iceberg.add_argument(
+        "--warehouse", type=Path, help="the warehouse folder (default: warehouse/ in its folder)"
+    )
+    iceberg.set_defaults(handler=_iceberg)
 
     debezium = dev.add_parser(
         "debezium",
@@ -219,6 +236,29 @@ def _cluster(args: argparse.Namespace) -> int:
 
 def _registry(args: argparse.Namespace) -> int:
     return _service(args.action, registry_for(args), lambda i: i.url)
+
+
+def iceberg_for(args: argparse.Namespace) -> EmbeddedIcebergRest:
+    """The embedded Iceberg REST catalog named by ``--name`` (or placed by ``--dir``)."""
+    directory = args.dir or state_dir() / "iceberg" / args.name
+    return EmbeddedIcebergRest(directory, warehouse=args.warehouse, port=args.port, owned=False)
+
+
+def _iceberg(args: argparse.Namespace) -> int:
+    """``dev iceberg``: as the other services; start also prints ``apply``'s catalog flags."""
+    catalog = iceberg_for(args)
+    if args.action != "start":
+        return _service(args.action, catalog, lambda i: i.uri)
+    info: IcebergRestInfo = catalog.start()
+    print(
+        f"{catalog.name} {info.uri} (pid {info.pid}, dir {info.directory}, "
+        f"warehouse {info.warehouse})"
+    )
+    print(
+        "highwater apply CHANGEFEED "
+        + " ".join(f"--catalog {k}={v}" for k, v in info.properties.items())
+    )
+    return 0
 
 
 def postgres_for(args: argparse.Namespace) -> EmbeddedPostgres:

@@ -2,11 +2,12 @@
 
 The schema registry (Apicurio) comes as an application archive, unpacked in place; Debezium's
 PostgreSQL connector as its jars, for the Kafka Connect among the broker jars, with Apicurio's
-Avro converter for Connect.
+Avro converter for Connect; Apache Iceberg's REST catalog server as its one runnable jar.
 
 What running changefeeds needs (:func:`fetch_runtime`, ``highwater fetch-jars``): Spark's
 Kafka connector and our own Java built against it (:class:`WalkJar`). The development tools'
-sets (broker, registry, Debezium) come with :func:`fetch_all` (``highwater dev fetch-jars``).
+sets (broker, registry, Debezium, Iceberg's REST catalog) come with :func:`fetch_all`
+(``highwater dev fetch-jars``).
 
 Each fetch is idempotent: each jar set lands in its own folder with a stamp naming the
 POM and versions it came from, and a second call with the same stamp does nothing (no Maven,
@@ -42,6 +43,9 @@ SPARK_CONNECTOR_ARTIFACTS = (
 )
 _STAMP = ".highwater-stamp"
 REGISTRY_VERSION = "3.0.9"
+# Iceberg's REST catalog server (``iceberg-open-api``'s runnable jar): 1.10.0 runs on Java 17
+# and is the Iceberg of the Spark runtime the platform notes name.
+ICEBERG_REST_VERSION = "1.10.0"
 
 
 def jars_root() -> Path:
@@ -168,6 +172,15 @@ def registry_app() -> JarSet:
         "registry",
         _JVM / "registry" / "pom.xml",
         artifact=f"io.apicurio:apicurio-registry-app:{REGISTRY_VERSION}:tar.gz:all",
+    )
+
+
+def iceberg_rest_jars() -> JarSet:
+    """Apache Iceberg's REST catalog server: ``iceberg-open-api``'s runnable (shaded) jar."""
+    return JarSet(
+        "iceberg-rest",
+        _JVM / "iceberg-rest" / "pom.xml",
+        artifact=f"org.apache.iceberg:iceberg-open-api:{ICEBERG_REST_VERSION}:jar",
     )
 
 
@@ -311,7 +324,7 @@ def fetch_runtime() -> dict[str, bool]:
 
 def fetch_all() -> dict[str, bool]:
     """Fetch (or build) every jar set, the development tools' too; report which were."""
-    sets = (broker_jars(), registry_app(), debezium_jars(), *runtime_sets())
+    sets = (broker_jars(), registry_app(), debezium_jars(), iceberg_rest_jars(), *runtime_sets())
     return {s.name: s.fetch() for s in sets}
 
 
@@ -324,6 +337,18 @@ def registry_runner() -> Path:
             f"the schema registry is not in {jar_set.directory}: run 'highwater dev fetch-jars'"
         )
     return runners[0]
+
+
+def iceberg_rest_jar() -> Path:
+    """The REST catalog server's jar; a clear error when it was not fetched."""
+    jar_set = iceberg_rest_jars()
+    found = jar_set.jars()
+    if not jar_set.is_current() or not found:
+        raise JarsError(
+            f"Iceberg's REST catalog server is not in {jar_set.directory}: "
+            "run 'highwater dev fetch-jars'"
+        )
+    return found[0]
 
 
 def spark_jars() -> list[Path]:

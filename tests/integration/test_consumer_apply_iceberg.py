@@ -3,8 +3,10 @@
 Two seeded workloads (the apply tests' :class:`Workload`, with columns an Iceberg table types:
 exact decimals, instants with their zone, text of any characters, nested JSON, booleans,
 nulls, deletes, a column set only from mid-stream, upstream duplicates, bad records) flow
-through a real changefeed (declared table schemas, JSON output) into its output topics; the
-applier writes them into the embedded SQLite catalog in tmp_path.
+through a real changefeed (declared table schemas, JSON output) into its output topics, once
+for the module; the applier writes them into each catalog kind (``iceberg_catalog``): the
+embedded SQLite catalog in tmp_path, and Apache Iceberg's own REST catalog server (pyiceberg
+reads its tables back), each with a consumer group of its own.
 
 First an applier process is SIGKILLed between two tables' commits of a window: the cut
 before it is complete and equals the source at its R, the window's own cut is incomplete.
@@ -26,6 +28,8 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -153,16 +157,16 @@ def produce(bootstrap: str, topics: dict[str, Workload]) -> None:
     assert producer.flush(60) == 0
 
 
-def applier_process(bootstrap: str, changefeed: str, warehouse: str, after: int) -> None:
+def applier_process(bootstrap: str, changefeed: str, catalog: str, group: str, after: int) -> None:
     """Applies ``after`` windows, then dies (SIGKILL) between the next window's two tables.
 
-    ``after`` below 0: applies on until killed. Reads a few records at a time: the output is
-    all there already, and a consumer reading it whole would make it one window.
+    ``catalog``: its properties as JSON. ``after`` below 0: applies on until killed. Reads a
+    few records at a time: the output is all there already, and a consumer reading it whole
+    would make it one window.
     """
     output = Output.of_changefeed(bootstrap, changefeed)
-    applier = IcebergApplier(
-        {"warehouse": warehouse}, changefeed, namespace=NAMESPACE, schemas=output.schemas
-    )
+    properties = json.loads(catalog)
+    applier = IcebergApplier(properties, changefeed, namespace=NAMESPACE, schemas=output.schemas)
     windows = 0
 
     def reached(step: str) -> None:
@@ -171,7 +175,6 @@ def applier_process(bootstrap: str, changefeed: str, warehouse: str, after: int)
 
     applier.reached = reached
     start = applier.start(output.topics.values())
-    group = f"highwater-apply-{changefeed}"
     with ChangefeedConsumer(output, group, after=start, batch=60) as consumer:
         for window in consumer.windows(idle=30):
             applier.apply(window)
@@ -181,7 +184,7 @@ def applier_process(bootstrap: str, changefeed: str, warehouse: str, after: int)
     raise AssertionError("the applier ran out of windows before its crash")
 
 
-def cli(bootstrap: str, changefeed: str, warehouse: str, *more: str) -> list[str]:
+def cli(bootstrap: str, changefeed: str, catalog: dict[str, str], *more: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -191,22 +194,28 @@ def cli(bootstrap: str, changefeed: str, warehouse: str, *more: str) -> list[str
         changefeed,
         "--bootstrap-servers",
         bootstrap,
-        "--catalog",
-        f"warehouse={warehouse}",
+        *(f"--catalog={key}={value}" for key, value in catalog.items()),
         "--namespace",
         NAMESPACE,
         *more,
     ]
 
 
-def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
-    kafka_bootstrap: str, unique_name: Any, tmp_path: Path, spark: Any
-) -> None:
-    rnd = random.Random(SEED)
-    changefeed = unique_name("cf")
+@dataclass(frozen=True)
+class Applied:
+    """The module's changefeed: its name and the workloads that went through it."""
+
+    changefeed: str
+    workloads: dict[str, Workload]
+
+
+@pytest.fixture(scope="module")
+def output(kafka_bootstrap: str, spark: Any) -> Applied:
+    """The workloads through a changefeed into its output topics, once for every catalog."""
+    changefeed = f"iceberg-apply.cf.{uuid.uuid4().hex[:8]}"
     # no lagging partition: markers every 25 changes on every partition, so many windows
     workloads = {t: TypedWorkload(PARTITIONS, SEED + n, lagging=-1) for n, t in enumerate(TABLES)}
-    topics = {unique_name(f"src-{t}"): workloads[t] for t in TABLES}
+    topics = {f"{changefeed}.src-{t}": workloads[t] for t in TABLES}
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, dict.fromkeys(topics, PARTITIONS))
     produce(kafka_bootstrap, topics)
     sources = [
@@ -227,14 +236,23 @@ def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
         spark={"max_offsets_per_trigger": 50},  # many batches: many markers, many windows
     )
     run_to_end(config, spark)
-    warehouse = str(tmp_path / "warehouse")
+    return Applied(changefeed, workloads)
+
+
+def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
+    kafka_bootstrap: str, output: Applied, iceberg_catalog: dict[str, str], tmp_path: Path
+) -> None:
+    rnd = random.Random(SEED)
+    changefeed, workloads = output.changefeed, output.workloads
+    group = f"highwater-apply-{changefeed}-{uuid.uuid4().hex[:8]}"  # one per catalog
+    properties = json.dumps(iceberg_catalog)
     log = tmp_path / "apply.log"
 
     # 1. killed between two tables' commits of its fourth window
-    crash = [sys.executable, "-m", __name__, kafka_bootstrap, changefeed, warehouse, "3"]
+    crash = [sys.executable, "-m", __name__, kafka_bootstrap, changefeed, properties, group, "3"]
     died = subprocess.run(crash, cwd=ROOT, capture_output=True, timeout=300, check=False)
     assert died.returncode == -signal.SIGKILL, died.stderr.decode(errors="replace")[-3000:]
-    catalog = load({"warehouse": warehouse})
+    catalog = load(iceberg_catalog)
     held = {
         n: [r for r, _ in applied(t, changefeed)]
         for n, t in tables_of(catalog, NAMESPACE, changefeed).items()
@@ -265,7 +283,15 @@ def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
     final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
     with log.open("ab") as out:
         done = subprocess.run(
-            cli(kafka_bootstrap, changefeed, warehouse, "--until", str(final)),
+            cli(
+                kafka_bootstrap,
+                changefeed,
+                iceberg_catalog,
+                "--group",
+                group,
+                "--until",
+                str(final),
+            ),
             cwd=ROOT,
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -292,7 +318,8 @@ def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
     assert last.resolved == cuts[-1]
     assert all(len(table_at(catalog, last, t)) > 100 for t in TABLES), "the workloads' live keys"
     print(
-        f"iceberg apply: {sum(len(w.changes) for w in workloads.values())} changes in "
+        f"iceberg apply ({iceberg_catalog.get('type', 'sqlite')}): "
+        f"{sum(len(w.changes) for w in workloads.values())} changes in "
         f"{len(TABLES)} tables, {len(cuts)} complete cuts ({len(checked)} compared with the "
         f"sources), a kill between two tables at {torn}, {kills} applier kills"
     )
@@ -332,4 +359,4 @@ def test_a_window_applied_twice_fails_the_exactly_once_check(tmp_path: Path) -> 
 
 if __name__ == "__main__":
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    applier_process(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]))
+    applier_process(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from itertools import pairwise
 from typing import Any
 
+from highwater_consumer.iceberg import load
 from highwater_consumer.iceberg.cuts import applied, tables_of
 from schemas.hlc import Hlc
 
@@ -30,3 +32,12 @@ def exactly_once_problems(catalog: Any, namespace: str, changefeed: str) -> list
         problems += [f"{name}: window {r} after a later one" for r in backwards]
         problems += [f"{name}: window {r} lost" for r in sorted(every - set(sequence))]
     return problems
+
+
+def empty(properties: Mapping[str, str]) -> None:
+    """Drop every table and namespace of the catalog (a shared test catalog between tests)."""
+    catalog = load(properties)
+    for namespace in catalog.list_namespaces():
+        for table in catalog.list_tables(namespace):
+            catalog.drop_table(table)
+        catalog.drop_namespace(namespace)

@@ -2,10 +2,11 @@
 
 Every column kind a changefeed writes maps to the Iceberg type that holds it exactly (or is
 refused by name); a value its column cannot hold is refused, never rounded. The cut logic is
-checked pure (histories in, a cut out) and on the embedded SQLite catalog in tmp_path with
-hand-made windows: updates, deletes, a key changed, empty windows, a crash between two
-tables' commits and the resume after it; a window applied twice is what the exactly-once
-check finds (its negative control).
+checked pure (histories in, a cut out) and, with hand-made windows, on each catalog kind the
+applier is tested on (``iceberg_catalog``: the embedded SQLite one in tmp_path, and Apache
+Iceberg's own REST catalog server, whose variants are integration tests): updates, deletes, a
+key changed, empty windows, a crash between two tables' commits and the resume after it; a
+window applied twice is what the exactly-once check finds (its negative control).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import datetime
 import json
 import re
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -44,6 +44,7 @@ from highwater_consumer.iceberg import (
     cut,
     iceberg_schema,
     load,
+    writes,
 )
 from highwater_consumer.iceberg.catalog import default_group
 from highwater_consumer.iceberg.columns import Unwritable, columns
@@ -329,17 +330,18 @@ def state(catalog: Any, found: Cut) -> dict[str, dict[Any, Any]]:
     return {t: rows for t in found.snapshots if (rows := rows_at(catalog, found, t))}
 
 
-def applier(folder: Path) -> IcebergApplier:
-    made = IcebergApplier({"warehouse": str(folder)}, "cf", namespace="ns", schemas=SCHEMAS)
-    return made
+def applier(catalog: dict[str, str]) -> IcebergApplier:
+    return IcebergApplier(catalog, "cf", namespace="ns", schemas=SCHEMAS)
 
 
-def test_windows_become_cuts_that_hold_the_source_at_each_r(tmp_path: Path) -> None:
-    made = applier(tmp_path)
+def test_windows_become_cuts_that_hold_the_source_at_each_r(
+    iceberg_catalog: dict[str, str],
+) -> None:
+    made = applier(iceberg_catalog)
     assert made.start(["orders", "customers"]) is None
     for window in windows():
         made.apply(window)
-    catalog = load({"warehouse": str(tmp_path)})
+    catalog = load(iceberg_catalog)
     for wall, expected in STATES.items():
         found = cut(catalog, "ns", "cf", Hlc(wall))
         assert state(catalog, found) == expected, wall
@@ -353,9 +355,9 @@ def test_windows_become_cuts_that_hold_the_source_at_each_r(tmp_path: Path) -> N
 
 
 def test_a_crash_between_two_tables_leaves_the_cut_before_it_and_a_restart_completes_it(
-    tmp_path: Path,
+    iceberg_catalog: dict[str, str],
 ) -> None:
-    made = applier(tmp_path)
+    made = applier(iceberg_catalog)
     made.start(["orders", "customers"])
     first, *second, last = windows()
     made.apply(first)
@@ -368,13 +370,13 @@ def test_a_crash_between_two_tables_leaves_the_cut_before_it_and_a_restart_compl
     made.apply(second[0])
     with pytest.raises(KeyboardInterrupt):
         made.apply(second[1])
-    catalog = load({"warehouse": str(tmp_path)})
+    catalog = load(iceberg_catalog)
     assert cut(catalog, "ns", "cf").resolved == Hlc(10)  # R 20 incomplete: orders lacks it
     with pytest.raises(CutError, match="orders hold no snapshot"):
         cut(catalog, "ns", "cf", Hlc(20))
     assert state(catalog, cut(catalog, "ns", "cf")) == STATES[10]
 
-    again = applier(tmp_path)
+    again = applier(iceberg_catalog)
     assert again.start(["orders", "customers"]) == Hlc(10)  # the consumer resumes after 10
     for window in (*second, last):  # handed over again: customers skips what it holds
         again.apply(window)
@@ -384,7 +386,7 @@ def test_a_crash_between_two_tables_leaves_the_cut_before_it_and_a_restart_compl
 
 
 def test_after_a_crash_between_tables_the_tables_behind_catch_up_at_exactly_the_torn_r(
-    tmp_path: Path,
+    iceberg_catalog: dict[str, str],
 ) -> None:
     """The tables behind are committed at exactly the torn R first, then the window's.
 
@@ -392,7 +394,7 @@ def test_after_a_crash_between_tables_the_tables_behind_catch_up_at_exactly_the_
     other batches); the rows at or below the torn R wait for it, so every table holds the
     same cuts again.
     """
-    made = applier(tmp_path)
+    made = applier(iceberg_catalog)
     made.start(["orders", "customers"])
     first, second_a, second_b, _ = windows()
 
@@ -405,7 +407,7 @@ def test_after_a_crash_between_tables_the_tables_behind_catch_up_at_exactly_the_
     made.apply(second_a)
     with pytest.raises(KeyboardInterrupt):
         made.apply(second_b)
-    again = applier(tmp_path)
+    again = applier(iceberg_catalog)
     assert again.start(["orders", "customers"]) == Hlc(10)
     assert again.catching_up == [Hlc(20)]
     rows = (*second_a.rows, *second_b.rows)
@@ -416,16 +418,45 @@ def test_after_a_crash_between_tables_the_tables_behind_catch_up_at_exactly_the_
     late = change(25, "orders", ["eu", 1], {"amount": "4.00", "note": "late"}, 9)
     assert again.apply(Window(Hlc(30), (*later, late)))  # 20 for orders, then 30 for both
     assert not again.holding
-    catalog = load({"warehouse": str(tmp_path)})
+    catalog = load(iceberg_catalog)
     assert exactly_once_problems(catalog, "ns", "cf") == []
     assert state(catalog, cut(catalog, "ns", "cf", Hlc(20))) == STATES[20]
     at_30 = {**STATES[20], "orders": {**STATES[20]["orders"], ("eu", 1): (Decimal("4.00"), "late")}}
     assert state(catalog, cut(catalog, "ns", "cf", Hlc(30))) == at_30
 
 
-def test_a_window_applied_twice_is_what_the_exactly_once_check_finds(tmp_path: Path) -> None:
+def test_a_commit_whose_answer_was_lost_is_read_back_not_made_again(
+    iceberg_catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The catalog took a commit, then the connection broke before its answer came back.
+
+    The applier waits, reads the table again, finds R there and goes on: not made twice.
+    """
+    made = applier(iceberg_catalog)
+    made.start(["orders", "customers"])
+    real, lost = writes.commit, []
+
+    def answer_lost(table: Any, *args: Any) -> None:
+        real(table, *args)
+        if not lost:
+            lost.append(table.name())
+            raise ConnectionResetError("the connection broke before the catalog's answer")
+
+    monkeypatch.setattr(writes, "commit", answer_lost)
+    for window in windows():
+        made.apply(window)
+    assert lost == [("ns", "customers")]
+    catalog = load(iceberg_catalog)
+    assert exactly_once_problems(catalog, "ns", "cf") == []
+    for wall, expected in STATES.items():
+        assert state(catalog, cut(catalog, "ns", "cf", Hlc(wall))) == expected
+
+
+def test_a_window_applied_twice_is_what_the_exactly_once_check_finds(
+    iceberg_catalog: dict[str, str],
+) -> None:
     """The negative control: an applier whose skip is defeated applies window 20 twice."""
-    made = applier(tmp_path)
+    made = applier(iceberg_catalog)
     made.start(["orders", "customers"])
     for window in windows()[:3]:
         made.apply(window)
@@ -433,7 +464,7 @@ def test_a_window_applied_twice_is_what_the_exactly_once_check_finds(tmp_path: P
         target.resolved = Hlc(10)  # as if it had not read what the tables hold
     assert not made.apply(windows()[1])  # a piece: nothing committed before the last
     assert made.apply(windows()[2])
-    catalog = load({"warehouse": str(tmp_path)})
+    catalog = load(iceberg_catalog)
     problems = exactly_once_problems(catalog, "ns", "cf")
     print(problems)
     assert problems == [
@@ -447,9 +478,9 @@ def test_a_window_applied_twice_is_what_the_exactly_once_check_finds(tmp_path: P
 
 
 def test_a_value_its_column_cannot_hold_stops_the_applier_naming_the_record(
-    tmp_path: Path,
+    iceberg_catalog: dict[str, str],
 ) -> None:
-    made = applier(tmp_path)
+    made = applier(iceberg_catalog)
     made.start(["orders", "customers"])
     made.apply(windows()[0])
     bad = change(21, "orders", ["eu", 3], {"amount": 0.001}, 42)
@@ -459,14 +490,16 @@ def test_a_value_its_column_cannot_hold_stops_the_applier_naming_the_record(
         "out/0@42: cannot be written to Iceberg table ns.orders: column 'amount': 0.001 does "
         "not fit decimal(20,2) without rounding"
     )
-    catalog = load({"warehouse": str(tmp_path)})
+    catalog = load(iceberg_catalog)
     assert cut(catalog, "ns", "cf").resolved == Hlc(10)  # nothing of the window committed
     assert exactly_once_problems(catalog, "ns", "cf") == []
 
 
-def test_a_table_of_another_changefeed_or_without_a_schema_is_refused(tmp_path: Path) -> None:
-    applier(tmp_path).start(["orders"])
-    other = IcebergApplier({"warehouse": str(tmp_path)}, "other", namespace="ns")
+def test_a_table_of_another_changefeed_or_without_a_schema_is_refused(
+    iceberg_catalog: dict[str, str],
+) -> None:
+    applier(iceberg_catalog).start(["orders"])
+    other = IcebergApplier(iceberg_catalog, "other", namespace="ns")
     with pytest.raises(Exception, match=r"ns\.orders is applied by changefeed 'cf', not 'other'"):
         other.start(["orders"])
     with pytest.raises(Exception, match="declares no schema for table 'nothing'"):

@@ -74,6 +74,17 @@ def test_the_debezium_set_copies_apicurios_converter_after_the_poms_dependencies
     assert "apicurio-registry-utils-converter" in debezium.pom.read_text(encoding="utf-8")
 
 
+def test_the_iceberg_rest_catalog_is_one_runnable_jar_and_says_how_to_fetch_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rest = jars.iceberg_rest_jars()
+    assert rest.artifact == f"org.apache.iceberg:iceberg-open-api:{jars.ICEBERG_REST_VERSION}:jar"
+    assert rest.pom.parent.name == rest.name == "iceberg-rest"
+    monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
+    with pytest.raises(JarsError, match=r"REST catalog server is not in .*dev fetch-jars"):
+        jars.iceberg_rest_jar()
+
+
 def test_the_run_time_fetch_is_the_connector_then_the_walk() -> None:
     assert [s.name for s in jars.runtime_sets()] == ["spark", "walk"]
 
