@@ -43,17 +43,23 @@ def properties_of(given: Mapping[str, str]) -> dict[str, str]:
     return {**found, **embedded(found.get("warehouse", EMBEDDED_WAREHOUSE))}
 
 
+# The catalog properties that say which catalog it is (not how it is reached: credentials)
+IDENTITY = ("type", "uri", "warehouse", "name", "prefix")
+
+
 def default_group(changefeed: str, given: Mapping[str, str], namespace: str) -> str:
     """The consumer group of an applier to one Iceberg target (``--group`` names another).
 
     One group per target: the group's committed offsets are where a restarted applier reads
     on, so two targets sharing one (a PostgreSQL applier's ``highwater-apply-<changefeed>``,
     another catalog or namespace) would split the partitions between them, or start a new
-    target after windows it never had. The target is its catalog's properties as pyiceberg
-    is given them and the namespace, hashed; credentials count too, as they are part of how
-    it is reached (the hash shows none of them).
+    target after windows it never had. The target is where its catalog is (the properties
+    :data:`IDENTITY` names, as pyiceberg is given them) and the namespace, hashed: a rotated
+    token or key is the same target, whose group reads on where it was.
     """
-    target = json.dumps([properties_of(given), namespace], sort_keys=True)
+    properties = properties_of(given)
+    where = {key: properties[key] for key in IDENTITY if key in properties}
+    target = json.dumps([where, namespace], sort_keys=True)
     digest = hashlib.sha256(target.encode()).hexdigest()[:12]
     return f"highwater-apply-iceberg-{changefeed}-{digest}"
 

@@ -128,7 +128,9 @@ def run_demo(
     # ended (offsets the new source topic does not have)
     kept = [config.checkpoint.topic, config.jobs.topic, config.effective_progress_topic]
     _fresh_topics(bootstrap, [SOURCE_TOPIC, output, *kept])
-    warehouse = _fresh_warehouse(bootstrap, state / "demo" / "iceberg", config.changefeed_id)
+    warehouse = None  # with declared tables: the Iceberg warehouse an applier can fill
+    if all(s.table_schema is not None and s.primary_key for s in config.sources):
+        warehouse = _fresh_warehouse(bootstrap, state / "demo" / "iceberg", config.changefeed_id)
 
     spec = GeneratorSpec(
         topic=SOURCE_TOPIC, rows=rows, partitions=3, resolved_every=max(1, rows // 5)
@@ -159,8 +161,7 @@ def run_demo(
         "--property print.key=true"
     )
     print(f"    highwater changefeed query {config.changefeed_id} --bootstrap-servers {bootstrap}")
-    if all(s.table_schema is not None and s.primary_key for s in config.sources):
-        # declared tables: an applier can make the Iceberg tables from them (README: to Iceberg)
+    if warehouse is not None:  # (README: to Iceberg)
         print(
             f"    highwater apply {config.changefeed_id} --bootstrap-servers {bootstrap} "
             f"--catalog warehouse={warehouse} --idle 5"

@@ -567,3 +567,10 @@ def test_each_iceberg_target_has_a_consumer_group_of_its_own() -> None:
     )
     secret = default_group("cf", {"type": "rest", "uri": "http://c", "token": "s3cret"}, "ns")
     assert "s3cret" not in secret
+
+
+def test_a_rotated_credential_keeps_the_targets_group() -> None:
+    rest = {"type": "rest", "uri": "http://cat:8181"}
+    assert default_group("cf", {**rest, "token": "old"}, "ns") == default_group(
+        "cf", {**rest, "token": "new"}, "ns"
+    )
