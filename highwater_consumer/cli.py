@@ -19,7 +19,7 @@ import logging
 import os
 import sys
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import orjson
@@ -33,9 +33,16 @@ from .decoding import BadRecord, ConsumerError
 from .output import JOBS_TOPIC, Output
 from .windows import Row, Window
 
+# An Iceberg engine other than the local one: (arguments, output, catalog properties) -> status.
+# Highwater's command hands over ``spark`` (pipeline/iceberg): this library imports no Spark.
+Engine = Callable[[argparse.Namespace, Output, dict[str, str]], int]
 
-def add_commands(commands: Any) -> None:
-    """Add ``tail`` and ``apply`` to a command tree (``highwater``'s, or this module's own)."""
+
+def add_commands(commands: Any, engines: Mapping[str, Engine] | None = None) -> None:
+    """Add ``tail`` and ``apply`` to a command tree (``highwater``'s, or this module's own).
+
+    ``engines``: the Iceberg engines besides the local one that ``apply --engine`` offers.
+    """
     tail = commands.add_parser("tail", help="print a changefeed's windows as they resolve")
     _output_args(tail)
     tail.add_argument("--json", action="store_true", help="one JSON object a line, for scripts")
@@ -68,7 +75,26 @@ def add_commands(commands: Any) -> None:
         help="the consumer group (PostgreSQL: highwater-apply-<changefeed>; Iceberg: one per "
         "catalog and namespace)",
     )
-    apply.set_defaults(handler=_apply)
+    _engine_args(apply)
+    apply.set_defaults(handler=_apply, engines=dict(engines or {}))
+
+
+def _engine_args(apply: argparse.ArgumentParser) -> None:
+    apply.add_argument(
+        "--engine",
+        default="local",
+        help="Iceberg: local (pyiceberg in this process, the default) or spark (Spark's "
+        "Iceberg runtime on --master; a REST catalog; Highwater's `highwater apply`)",
+    )
+    apply.add_argument(
+        "--master", default="local[*]", help="--engine spark: the Spark master (local[*])"
+    )
+    apply.add_argument(
+        "--python-env",
+        default="none",
+        help="--engine spark off local mode: the executors' Python, as a changefeed's "
+        "spark.python_env (none: the driver's interpreter path; auto; or a .tar.gz)",
+    )
 
 
 def _output_args(parser: argparse.ArgumentParser) -> None:
@@ -173,8 +199,8 @@ def _tail(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     if args.catalog is not None:
         return _apply_iceberg(args)
-    if args.namespace is not None:
-        raise ConsumerError("--namespace is Iceberg's: give it with --catalog, not --dsn")
+    if args.namespace is not None or args.engine != "local":
+        raise ConsumerError("--namespace and --engine are Iceberg's: give them with --catalog")
     from .postgres import PostgresApplier, apply  # noqa: PLC0415 - psycopg only here
 
     tables = dict(t.split("=", 1) for t in args.table)
@@ -195,6 +221,15 @@ def _apply_iceberg(args: argparse.Namespace) -> int:
     from .iceberg.catalog import default_group, parse_pairs  # noqa: PLC0415
 
     output, properties = output_of(args), parse_pairs(args.catalog)
+    if args.engine != "local":
+        engine = args.engines.get(args.engine)
+        if engine is None:
+            offered = ", ".join(["local", *sorted(args.engines)])
+            raise ConsumerError(
+                f"--engine {args.engine}: not an engine here (offered: {offered}); the spark "
+                f"engine is Highwater's own `highwater apply`, not the consumer library's"
+            )
+        return int(engine(args, output, properties))
     namespace = args.namespace or NAMESPACE
     applier = IcebergApplier(
         properties,

@@ -29,6 +29,7 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 from highwater_consumer.cli import add_commands as add_consumer_commands
+from highwater_consumer.output import Output
 from pipeline.config import load_config
 from pipeline.control.cli import add_operator_commands
 from pipeline.runtime import jars
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     fetch.set_defaults(handler=_fetch_jars)
 
     add_operator_commands(commands)
-    add_consumer_commands(commands)
+    add_consumer_commands(commands, engines={"spark": _apply_with_spark})
     for plugin in sorted(entry_points(group=PLUGIN_GROUP), key=lambda e: e.name):
         plugin.load()(commands)
     return parser
@@ -95,6 +96,13 @@ def _fetch_jars(_args: argparse.Namespace) -> int:
         where = jars.jars_root() / name
         print(f"{name} jars: {'fetched into' if fetched else 'already in'} {where}")
     return 0
+
+
+def _apply_with_spark(args: argparse.Namespace, output: Output, properties: dict[str, str]) -> int:
+    """``highwater apply --catalog … --engine spark``: the Spark engine (pipeline/iceberg)."""
+    from pipeline.iceberg import apply_with_spark  # noqa: PLC0415 - Spark only when asked
+
+    return apply_with_spark(args, output, properties)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,9 @@ Avro converter for Connect; Apache Iceberg's REST catalog server as its one runn
 What running changefeeds needs (:func:`fetch_runtime`, ``highwater fetch-jars``): Spark's
 Kafka connector and our own Java built against it (:class:`WalkJar`). The development tools'
 sets (broker, registry, Debezium, Iceberg's REST catalog) come with :func:`fetch_all`
-(``highwater dev fetch-jars``).
+(``highwater dev fetch-jars``). Iceberg's Spark runtime, which only ``highwater apply --engine
+spark`` puts on its classpath (:func:`iceberg_spark_jars`), comes with both: with
+``highwater fetch-jars --iceberg`` and with :func:`fetch_all`.
 
 Each fetch is idempotent: each jar set lands in its own folder with a stamp naming the
 POM and versions it came from, and a second call with the same stamp does nothing (no Maven,
@@ -46,6 +48,8 @@ REGISTRY_VERSION = "3.0.9"
 # Iceberg's REST catalog server (``iceberg-open-api``'s runnable jar): 1.10.0 runs on Java 17
 # and is the Iceberg of the Spark runtime the platform notes name.
 ICEBERG_REST_VERSION = "1.10.0"
+# Iceberg's Spark runtime (``apply --engine spark``): the REST server's Iceberg, for Spark 4.0
+ICEBERG_SPARK_RUNTIME = f"org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:{ICEBERG_REST_VERSION}"
 
 
 def jars_root() -> Path:
@@ -181,6 +185,13 @@ def iceberg_rest_jars() -> JarSet:
         "iceberg-rest",
         _JVM / "iceberg-rest" / "pom.xml",
         artifact=f"org.apache.iceberg:iceberg-open-api:{ICEBERG_REST_VERSION}:jar",
+    )
+
+
+def iceberg_spark_set() -> JarSet:
+    """Apache Iceberg's Spark runtime: its one shaded jar (catalogs, SQL extensions, REST)."""
+    return JarSet(
+        "iceberg-spark", _JVM / "iceberg-spark" / "pom.xml", artifact=f"{ICEBERG_SPARK_RUNTIME}:jar"
     )
 
 
@@ -324,7 +335,14 @@ def fetch_runtime() -> dict[str, bool]:
 
 def fetch_all() -> dict[str, bool]:
     """Fetch (or build) every jar set, the development tools' too; report which were."""
-    sets = (broker_jars(), registry_app(), debezium_jars(), iceberg_rest_jars(), *runtime_sets())
+    sets = (
+        broker_jars(),
+        registry_app(),
+        debezium_jars(),
+        iceberg_rest_jars(),
+        iceberg_spark_set(),
+        *runtime_sets(),
+    )
     return {s.name: s.fetch() for s in sets}
 
 
@@ -349,6 +367,21 @@ def iceberg_rest_jar() -> Path:
             "run 'highwater dev fetch-jars'"
         )
     return found[0]
+
+
+def iceberg_spark_jars() -> list[Path]:
+    """Iceberg's Spark runtime jar, for ``spark.jars`` beside :func:`spark_jars`.
+
+    Raises :class:`JarsError` naming the fix when it was not fetched.
+    """
+    jar_set = iceberg_spark_set()
+    found = jar_set.jars()
+    if not jar_set.is_current() or not found:
+        raise JarsError(
+            f"Iceberg's Spark runtime ({ICEBERG_SPARK_RUNTIME}) is not in {jar_set.directory}: "
+            "run 'highwater fetch-jars --iceberg'"
+        )
+    return found
 
 
 def spark_jars() -> list[Path]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,8 +48,13 @@ def under_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def build_session(config: SparkConfig, app_name: str) -> SparkSession:
-    """Build (or get) the SparkSession for ``config``, with the Kafka connector on its path."""
+def build_session(
+    config: SparkConfig, app_name: str, extra_jars: Sequence[Path] = ()
+) -> SparkSession:
+    """Build (or get) the SparkSession for ``config``, with the Kafka connector on its path.
+
+    ``extra_jars``: more for ``spark.jars`` (Iceberg's runtime, for ``apply --engine spark``).
+    """
     from pyspark.sql import SparkSession  # noqa: PLC0415 - keep Spark out of CLI start-up
 
     builder = SparkSession.builder.appName(config.app_name or app_name)
@@ -58,7 +64,7 @@ def build_session(config: SparkConfig, app_name: str) -> SparkSession:
         # Python workers (the changefeed's Arrow loop) run this interpreter, with our
         # dependencies, not whatever python3 is first on PATH.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-        jars = spark_jars()  # checks they match the installed pyspark
+        jars = [*spark_jars(), *extra_jars]  # checks they match the installed pyspark
         # The same driver logging as under spark-submit (pipeline/runtime/submit.py).
         builder = builder.config(
             "spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={SPARK_LOG4J2}"

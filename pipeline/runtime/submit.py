@@ -17,7 +17,7 @@ from pipeline.runtime.session import SPARK_LOG4J2, local_network_conf
 from schemas.errors import PlatformError
 
 JOB = Path(__file__).resolve().parents[1] / "job.py"  # the spark-submit application
-_PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
+_PACKAGES = ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer")
 ENVIRONMENT = "environment"  # where executors find the shipped Python (spark.python_env)
 
 

@@ -1,0 +1,282 @@
+"""``highwater apply --catalog … --engine spark``: windows applied by Spark's Iceberg runtime.
+
+The same guarantees and marks as the local engine (:mod:`highwater_consumer.iceberg`), so
+its cuts read both: one commit per table per window, empty ones too, ``highwater.resolved``
+and ``highwater.changefeed`` in each snapshot summary; each table's last R read from its own
+history at start, the windows it holds skipped (exactly once across kills); copy-on-write or
+position deletes, never equality deletes (:mod:`.merge`). The tables are made and claimed,
+and their R read, by the local engine's :class:`IcebergApplier` (pyiceberg, on the driver).
+
+Each **step** works on the frontier as it stands (a bigger window than the local engine's,
+whose R is still a real resolved time every table gets):
+
+1. each output partition's end now; ``[start, end)`` of every partition read as one Spark
+   batch, kept for the step (:mod:`.ranges`);
+2. one job finds each partition's latest marker; the frontier F is the lowest. Not above
+   what every table holds: wait and read again;
+3. each table's records converted on the executors (:mod:`.rows`), all of them before any
+   commit, so a record that cannot be written stops the step with nothing committed;
+4. the tables behind another one (a kill between two tables' commits) are first committed
+   at exactly the R the others hold, from their rows up to it; then every table at F, each
+   with its rows in (its R, F]: a table never skips an R another holds, every table holds
+   the same cuts;
+5. the group's offsets committed with F (the first row above F or the latest marker, per
+   partition): a restart reads from there, and skips what each table holds.
+
+Two appliers at once: before each commit the table's R is read again, and a table holding
+the R already (or a later one) is left alone, so it never goes back; a commit refused for a
+concurrent one is re-checked the same way before it is tried again.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from highwater_consumer.decoding import ApplyError
+from highwater_consumer.iceberg import IcebergApplier
+from highwater_consumer.output import Output
+from schemas.hlc import Hlc
+
+from . import merge, ranges
+from .ranges import Partition
+from .rows import OFFSET, PARTITION, TIME, TOPIC, Converter, row_schema, window_rows
+from .session import CATALOG
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+log = logging.getLogger(__name__)
+
+_ATTEMPTS = 3  # commits of one table at one R refused before the applier gives up
+_POLL = 1.0  # seconds between looks at the output while nothing resolves
+
+
+@dataclass
+class Table:
+    """A changefeed table as the Spark engine applies it: its Spark name, key and last R."""
+
+    name: str  # the changefeed's
+    spark_name: str  # target.<namespace>.<table>
+    key: tuple[str, ...]
+    resolved: Hlc | None
+    converter: Converter | None = None
+
+
+class SparkIcebergApplier:
+    """Applies ``output``'s windows to Iceberg tables with Spark (``spark``: its session).
+
+    ``tables``: the local engine's applier, which makes the tables and reads what they hold;
+    ``offsets``: the group's. ``reached`` is called with ``committed <table>`` after each
+    table's commit: the crash tests' knob.
+    """
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        output: Output,
+        tables: IcebergApplier,
+        offsets: ranges.Offsets,
+    ) -> None:
+        self.spark = spark
+        self.output = output
+        self.applier = tables
+        self.offsets = offsets
+        self.tables: dict[str, Table] = {}
+        self.windows = 0  # the R every table got
+        self.applied = 0  # rows written (a delete counts)
+        self.reached: Callable[[str], None] = lambda step: None
+
+    def start(self) -> Hlc | None:
+        """Make or load the tables and open the offsets; the R every table holds (or None)."""
+        low = self.applier.start(self.output.topics.values())
+        for name, target in sorted(self.applier.targets.items()):
+            namespace, table = target.table.name()
+            spark_name = f"{CATALOG}.{_q(namespace)}.{_q(table)}"
+            self.tables[name] = Table(name, spark_name, target.key, target.resolved)
+        self.offsets.open()
+        return low
+
+    @property
+    def low(self) -> Hlc | None:
+        """The R every table holds (None: one holds none)."""
+        held = [t.resolved for t in self.tables.values()]
+        if any(r is None for r in held):
+            return None
+        return min(r for r in held if r is not None)
+
+    def run(self, *, until: Hlc | None = None, idle: float | None = None) -> int:
+        """Apply steps until ``until`` is held by every table, or ``idle`` seconds without one."""
+        quiet = time.monotonic()
+        while True:
+            if until is not None and self.low is not None and self.low >= until:
+                return self.windows
+            if self.step():
+                quiet = time.monotonic()
+                continue
+            if idle is not None and time.monotonic() - quiet > idle:
+                return self.windows
+            time.sleep(_POLL)
+
+    def step(self) -> bool:
+        """One step (the module's docstring): True when every table got a new R."""
+        starts, ends = dict(self.offsets.starts), self.offsets.ends()
+        if all(ends[p] <= starts[p] for p in starts):
+            return False
+        records = ranges.read(self.spark, self.output, starts, ends).persist()
+        converted: dict[str, DataFrame] = {}
+        try:
+            latest = ranges.markers(records)
+            found = ranges.frontier(latest, sorted(starts))
+            low = self.low
+            if found is None or (low is not None and Hlc.parse(found.text) <= low):
+                return False
+            resolved = Hlc.parse(found.text)
+            converted = self._converted(records)
+            for stage in self._stages(resolved):
+                for table in self.tables.values():
+                    self._commit(table, converted[table.name], stage)
+            self.offsets.commit(self._restart_offsets(latest, converted, resolved), resolved)
+            self.windows += 1
+            log.info("every table holds %s (%d rows so far)", resolved, self.applied)
+            return True
+        finally:
+            for frame in converted.values():
+                frame.unpersist()
+            records.unpersist()
+
+    def _stages(self, resolved: Hlc) -> list[Hlc]:
+        """The R the step commits, in order: those some tables hold and others not, then F."""
+        held = {t.resolved for t in self.tables.values() if t.resolved is not None}
+        low = self.low
+        behind = sorted(r for r in held if (low is None or r > low) and r < resolved)
+        return [*behind, resolved]
+
+    def _converted(self, records: DataFrame) -> dict[str, DataFrame]:
+        """Each table's rows of the step, converted and kept; a bad record stops it here."""
+        from pyspark.sql import functions as f  # noqa: PLC0415
+
+        out = {}
+        try:
+            for table in self.tables.values():
+                topics = [t for t, name in self.output.topics.items() if name == table.name]
+                schema = row_schema(self.spark.table(table.spark_name).schema)
+                converter = table.converter or self._converter(table, schema.json())
+                mine = records.where(f.col("topic").isin(topics))
+                rows = mine.mapInArrow(converter, schema).persist()
+                out[table.name] = rows
+                rows.count()  # converted now: a record that cannot be written stops the step
+        except Exception as exc:
+            for frame in out.values():
+                frame.unpersist()
+            raise _named(exc) from exc
+        return out
+
+    def _converter(self, table: Table, schema: str) -> Converter:
+        target = self.applier.targets[table.name]
+        table.converter = Converter(
+            table.name, target.table.schema().model_dump_json(), table.key, schema
+        )
+        return table.converter
+
+    def _commit(self, table: Table, rows: DataFrame, resolved: Hlc) -> None:
+        """Commit ``table`` at ``resolved`` unless it holds it; re-checked after a refusal."""
+        for attempt in range(1, _ATTEMPTS + 1):
+            table.resolved = self._held(table)
+            if table.resolved is not None and table.resolved >= resolved:
+                return  # held already (a restart, or another applier)
+            lo = None if table.resolved is None else table.resolved.packed()
+            window = window_rows(rows, table.key, lo, resolved.packed())
+            summary = merge.summary_of(self.applier.changefeed, resolved)
+            try:
+                merge.commit(self.spark, table.spark_name, window, table.key, summary)
+            except Exception as exc:
+                if attempt == _ATTEMPTS:
+                    raise ApplyError(
+                        f"{table.name}: {_ATTEMPTS} commits of window {resolved} failed"
+                    ) from exc
+                log.warning(
+                    "%s: the commit of %s failed (%s); read again", table.name, resolved, exc
+                )
+                continue
+            table.resolved = resolved
+            self.applied += window.count()
+            self.reached(f"committed {table.name}")
+            return
+
+    def _held(self, table: Table) -> Hlc | None:
+        """The table's last R as the catalog has it now."""
+        from highwater_consumer.iceberg.cuts import applied  # noqa: PLC0415
+
+        target = self.applier.targets[table.name]
+        loaded = self.applier.catalog.load_table(target.table.name())
+        return max((r for r, _ in applied(loaded, self.applier.changefeed)), default=None)
+
+    def _restart_offsets(
+        self,
+        latest: Mapping[Partition, ranges.Marker],
+        converted: Mapping[str, DataFrame],
+        resolved: Hlc,
+    ) -> dict[Partition, int]:
+        """Per partition: the first row above ``resolved``, or its latest marker's offset."""
+        from pyspark.sql import functions as f  # noqa: PLC0415
+
+        out = {p: marker.offset for p, marker in latest.items()}
+        bound = f.lit(str(resolved.packed())).cast("decimal(38,0)")
+        for rows in converted.values():
+            above = rows.where(f.col(TIME) > bound).groupBy(TOPIC, PARTITION).agg(f.min(OFFSET))
+            for topic, partition, offset in above.collect():
+                out[(topic, partition)] = min(out[(topic, partition)], offset)
+        return out
+
+
+def _q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+_RAISED = re.compile(r"(?:UnwritableRecord|ApplyError|BadRecord): (.+)")
+
+
+def _named(exc: Exception) -> Exception:
+    """An executor's error naming a record, as the applier's own error; others as they are."""
+    found = _RAISED.findall(str(exc))
+    return ApplyError(found[-1]) if found else exc
+
+
+def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -> int:
+    """``highwater apply … --engine spark`` (pipeline/cli.py hands it over): exit status."""
+    from highwater_consumer.iceberg import NAMESPACE  # noqa: PLC0415
+    from highwater_consumer.iceberg.catalog import default_group  # noqa: PLC0415
+
+    from .session import SparkTarget, iceberg_session  # noqa: PLC0415
+
+    if output.format != "json":
+        raise ApplyError(
+            f"--engine spark reads JSON output; changefeed {args.changefeed!r} writes "
+            f"{output.format}: apply it with the local engine"
+        )
+    target = SparkTarget.of(properties, args.master, args.python_env)
+    namespace = args.namespace or NAMESPACE
+    tables = IcebergApplier(
+        properties,
+        args.changefeed,
+        namespace=namespace,
+        schemas=output.schemas,
+        names=dict(t.split("=", 1) for t in args.table),
+    )
+    group = args.group or default_group(args.changefeed, properties, namespace)
+    spark = iceberg_session(target, f"highwater-apply-{args.changefeed}")
+    offsets = ranges.Offsets(output, group)
+    engine = SparkIcebergApplier(spark, output, tables, offsets)
+    try:
+        engine.start()
+        windows = engine.run(until=args.until, idle=args.idle)
+    finally:
+        offsets.close()
+        spark.stop()
+    print(f"applied {windows} windows, {engine.applied} rows (Spark)", flush=True)
+    return 0
