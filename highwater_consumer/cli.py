@@ -95,6 +95,11 @@ def _engine_args(apply: argparse.ArgumentParser) -> None:
         help="--engine spark off local mode: the executors' Python, as a changefeed's "
         "spark.python_env (none: the driver's interpreter path; auto; or a .tar.gz)",
     )
+    apply.add_argument(
+        "--max-offsets",
+        type=int,
+        help="--engine spark: the most records a step reads of a partition (default: all)",
+    )
 
 
 def _output_args(parser: argparse.ArgumentParser) -> None:

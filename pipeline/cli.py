@@ -64,6 +64,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="fetch Spark's Kafka connector and build our Java against the installed Spark "
         "(Maven and a JDK, once; a no-op when current)",
     )
+    fetch.add_argument(
+        "--iceberg",
+        action="store_true",
+        help="also Iceberg's Spark runtime, for highwater apply --catalog … --engine spark",
+    )
     fetch.set_defaults(handler=_fetch_jars)
 
     add_operator_commands(commands)
@@ -91,8 +96,12 @@ def _run(args: argparse.Namespace) -> int:
     return supervise(command, spark_submit_env(dict(os.environ), config.spark.master))
 
 
-def _fetch_jars(_args: argparse.Namespace) -> int:
-    for name, fetched in jars.fetch_runtime().items():
+def _fetch_jars(args: argparse.Namespace) -> int:
+    done = jars.fetch_runtime()
+    if args.iceberg:
+        iceberg = jars.iceberg_spark_set()
+        done[iceberg.name] = iceberg.fetch()
+    for name, fetched in done.items():
         where = jars.jars_root() / name
         print(f"{name} jars: {'fetched into' if fetched else 'already in'} {where}")
     return 0

@@ -71,8 +71,10 @@ class SparkIcebergApplier:
     """Applies ``output``'s windows to Iceberg tables with Spark (``spark``: its session).
 
     ``tables``: the local engine's applier, which makes the tables and reads what they hold;
-    ``offsets``: the group's. ``reached`` is called with ``committed <table>`` after each
-    table's commit: the crash tests' knob.
+    ``offsets``: the group's; ``max_offsets``: the most records a step reads of a partition
+    (None: all there are), doubled for the next step while a step so bounded finds no new
+    frontier (a partition whose markers are further apart). ``reached`` is called with
+    ``committed <table>`` after each table's commit: the crash tests' knob.
     """
 
     def __init__(
@@ -81,7 +83,12 @@ class SparkIcebergApplier:
         output: Output,
         tables: IcebergApplier,
         offsets: ranges.Offsets,
+        max_offsets: int | None = None,
     ) -> None:
+        if max_offsets is not None and max_offsets < 1:
+            raise ApplyError(f"--max-offsets {max_offsets}: at least 1 record a partition")
+        self.max_offsets = max_offsets
+        self._cap = max_offsets
         self.spark = spark
         self.output = output
         self.applier = tables
@@ -127,14 +134,19 @@ class SparkIcebergApplier:
         starts, ends = dict(self.offsets.starts), self.offsets.ends()
         if all(ends[p] <= starts[p] for p in starts):
             return False
-        records = ranges.read(self.spark, self.output, starts, ends).persist()
+        cap = self._cap
+        bounded = {p: end if cap is None else min(end, starts[p] + cap) for p, end in ends.items()}
+        records = ranges.read(self.spark, self.output, starts, bounded).persist()
         converted: dict[str, DataFrame] = {}
         try:
             latest = ranges.markers(records)
             found = ranges.frontier(latest, sorted(starts))
             low = self.low
             if found is None or (low is not None and Hlc.parse(found.text) <= low):
+                if cap is not None and bounded != ends:
+                    self._cap = cap * 2  # no new frontier within the bound: read further
                 return False
+            self._cap = self.max_offsets
             resolved = Hlc.parse(found.text)
             converted = self._converted(records)
             for stage in self._stages(resolved):
@@ -271,7 +283,7 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
     group = args.group or default_group(args.changefeed, properties, namespace)
     spark = iceberg_session(target, f"highwater-apply-{args.changefeed}")
     offsets = ranges.Offsets(output, group)
-    engine = SparkIcebergApplier(spark, output, tables, offsets)
+    engine = SparkIcebergApplier(spark, output, tables, offsets, args.max_offsets)
     try:
         engine.start()
         windows = engine.run(until=args.until, idle=args.idle)

@@ -8,6 +8,7 @@
 ``pipeline/core/``     the above; inside it, rooms (below)
 ``pipeline/runtime/``  the above and ``core``
 ``pipeline/control/``  the above and ``runtime``
+``pipeline/iceberg/``  the above but ``control``: the Spark engine of ``highwater apply``
 ``pipeline/cli.py``,   everything but ``pipeline/dev/`` (which plugs into the command through
 ``pipeline/job.py``    an entry point)
 ``pipeline/dev/``      everything; nothing of the product imports it
@@ -60,6 +61,7 @@ FORBIDDEN = {
     "pipeline.core": {"pipeline.runtime", "pipeline.control", "pipeline.dev", *ENTRY_POINTS},
     "pipeline.runtime": {"pipeline.control", "pipeline.dev", *ENTRY_POINTS},
     "pipeline.control": {"pipeline.dev", *ENTRY_POINTS},
+    "pipeline.iceberg": {"pipeline.control", "pipeline.dev", *ENTRY_POINTS},
     "pipeline.cli": {"pipeline.dev", "pipeline.job"},
     "pipeline.job": {"pipeline.dev", "pipeline.cli"},
     "highwater_consumer": {"pipeline", "sinks", "encoders", "pyspark"},

@@ -1,0 +1,281 @@
+"""``highwater apply --catalog … --engine spark`` on the real chain, into the REST catalog.
+
+The Iceberg apply tests' changefeed (tests/integration/test_consumer_apply_iceberg.py: two
+seeded typed workloads through a real changefeed into its JSON output topics) is applied by
+the Spark engine in local mode, reading a bounded offset range a step (``--max-offsets``) so
+the output makes many windows. First an applier process is SIGKILLed between two tables'
+commits of a window; then ``highwater apply --engine spark`` is SIGKILLed once at a random
+moment and run again to the final marker. Every table's commits are once per window
+(:func:`exactly_once_problems`), and every complete cut equals the sources at its R, read
+back with pyiceberg and with Spark (``SELECT … VERSION AS OF <snapshot id>``, another
+process). Negative controls: an engine that does not read what the tables hold applies a
+window twice and the check names it; a table read at the previous cut's snapshot differs
+from the sources at the later R, with both readers.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import logging
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from highwater_consumer import Output
+from highwater_consumer.iceberg import Cut, CutError, IcebergApplier, cut, load
+from highwater_consumer.iceberg.cuts import applied, tables_of
+from schemas.hlc import Hlc
+from tests.integration.test_consumer_apply_iceberg import (
+    SEED,
+    TABLES,
+    Applied,
+    differences,
+    expected_row,
+    output,
+)
+from tests.support.iceberg import exactly_once_problems
+from tests.support.iceberg_spark import read_at
+from tests.support.process import ROOT
+from tests.support.workload import Workload, live_at
+
+__all__ = ["output"]  # the changefeed's output, made once for the module
+pytestmark = pytest.mark.integration
+MAX_OFFSETS = 60  # records a step reads of a partition: many windows from a finished output
+COLUMNS = ("amount", "note", "meta", "maybe", "flag", "at", "extra")
+
+
+def namespace_for(test: str) -> str:
+    return f"spark_{test}_{uuid.uuid4().hex[:6]}"
+
+
+def applier_process(  # noqa: PLR0917 - a process's arguments
+    bootstrap: str, changefeed: str, catalog: str, namespace: str, group: str, mode: str
+) -> None:
+    """The Spark engine in local mode, reading as ``group``, in one of two ``mode``.
+
+    ``kill:<n>`` dies (SIGKILL) between the two tables' commits of its n-th window (from 0);
+    ``forgetful`` reads no table's R (the negative control's bug) and applies one step.
+    """
+    from pipeline.iceberg import SparkIcebergApplier, SparkTarget, iceberg_session  # noqa: PLC0415
+    from pipeline.iceberg.ranges import Offsets  # noqa: PLC0415
+
+    output = Output.of_changefeed(bootstrap, changefeed)
+    properties = json.loads(catalog)
+    tables = IcebergApplier(properties, changefeed, namespace=namespace, schemas=output.schemas)
+    spark = iceberg_session(SparkTarget.of(properties, "local[2]"), "apply-test")
+    engine = SparkIcebergApplier(spark, output, tables, Offsets(output, group), MAX_OFFSETS)
+    engine.start()
+    if mode == "forgetful":
+        engine._held = lambda table: None  # type: ignore[method-assign]
+        for table in engine.tables.values():
+            table.resolved = None
+        assert engine.step(), "the forgetful engine applied nothing"
+        return
+    crash = int(mode.removeprefix("kill:"))
+
+    def reached(step: str) -> None:
+        if engine.windows >= crash and step == f"committed {TABLES[0]}":
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    engine.reached = reached
+    engine.run(idle=60)
+    raise AssertionError("the applier ran out of windows before its crash")
+
+
+def process(
+    kafka: str, found: Applied, catalog: dict[str, str], namespace: str, *more: str
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        __name__,
+        kafka,
+        found.changefeed,
+        json.dumps(catalog),
+        namespace,
+        *more,
+    ]
+
+
+def highwater_apply(
+    kafka: str, found: Applied, catalog: dict[str, str], namespace: str, *more: str
+) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "pipeline.cli",
+        "-v",
+        "apply",
+        found.changefeed,
+        "--bootstrap-servers",
+        kafka,
+        *(f"--catalog={key}={value}" for key, value in catalog.items()),
+        "--namespace",
+        namespace,
+        "--engine",
+        "spark",
+        "--master",
+        "local[2]",
+        "--max-offsets",
+        str(MAX_OFFSETS),
+        *more,
+    ]
+
+
+def spark_row(row: dict[str, Any]) -> tuple[Any, ...]:
+    """A row Spark read (every value cast to text) as :func:`expected_row` makes one."""
+    amount, extra, at, flag = row["amount"], row["extra"], row["at"], row["flag"]
+    return (
+        None if amount is None else Decimal(amount),
+        row["note"],
+        row["meta"],
+        row["maybe"],
+        None if flag is None else flag == "true",
+        None if at is None else datetime.datetime.fromisoformat(at).replace(tzinfo=datetime.UTC),
+        None if extra is None else Decimal(extra),
+    )
+
+
+def spark_differences(
+    read: dict[tuple[str, int], list[dict[str, Any]]],
+    found: Cut,
+    workloads: dict[str, Workload],
+    snapshots: dict[str, int] | None = None,
+) -> list[str]:
+    """How Spark's reads of the cut's snapshots (or ``snapshots``) differ from the sources."""
+    out = []
+    for table, workload in workloads.items():
+        live = live_at(workload.changes, found.resolved.wall)
+        want = {key: expected_row(after) for key, after in live.items()}
+        rows = read[(table, (snapshots or found.snapshots)[table])]
+        have = {(r["region"], int(r["id"])): spark_row(r) for r in rows}
+        out += [f"{table} at {found.resolved}: missing {k}" for k in want.keys() - have.keys()]
+        out += [f"{table} at {found.resolved}: not deleted {k}" for k in have.keys() - want.keys()]
+        out += [
+            f"{table} at {found.resolved}: {k}: {have[k]} != {want[k]}"
+            for k in want.keys() & have.keys()
+            if have[k] != want[k]
+        ]
+    return out
+
+
+def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
+    kafka_bootstrap: str, output: Applied, iceberg_rest: dict[str, str], tmp_path: Path
+) -> None:
+    rnd = random.Random(SEED)
+    workloads, namespace = output.workloads, namespace_for("cuts")
+    group = f"highwater-apply-spark-{uuid.uuid4().hex[:8]}"
+    log = tmp_path / "apply.log"
+
+    # 1. killed between two tables' commits of its fourth window
+    crash = process(kafka_bootstrap, output, iceberg_rest, namespace, group, "kill:3")
+    died = subprocess.run(crash, cwd=ROOT, capture_output=True, timeout=600, check=False)
+    assert died.returncode == -signal.SIGKILL, died.stderr.decode(errors="replace")[-3000:]
+    catalog = load(iceberg_rest)
+    held = {
+        n: [r for r, _ in applied(t, output.changefeed)]
+        for n, t in tables_of(catalog, namespace, output.changefeed).items()
+    }
+    torn = held[TABLES[0]][-1]
+    assert torn not in held[TABLES[1]]
+    assert len(held[TABLES[1]]) == 3, held
+    before = cut(catalog, namespace, output.changefeed)
+    assert before.resolved == held[TABLES[1]][-1] < torn
+    assert differences(catalog, before, workloads) == []
+    with pytest.raises(CutError, match=f"{TABLES[1]} hold no snapshot"):
+        cut(catalog, namespace, output.changefeed, torn)
+
+    # 2. highwater apply --engine spark, SIGKILLed at a random moment, then to the end
+    final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
+    command = highwater_apply(kafka_bootstrap, output, iceberg_rest, namespace, "--group", group)
+    with log.open("ab") as out:
+        running = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    time.sleep(rnd.uniform(25.0, 40.0))  # its start takes ~15 s, a step a few seconds
+    killed = running.poll() is None
+    running.send_signal(signal.SIGKILL)
+    running.wait()
+    with log.open("ab") as out:
+        done = subprocess.run(
+            [*command, "--until", str(final), "--idle", "60"],
+            cwd=ROOT,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            timeout=900,
+            check=False,
+        )
+    assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
+
+    # 3. every window once in every table; every cut the sources at its R, both readers
+    assert exactly_once_problems(catalog, namespace, output.changefeed) == []
+    cuts = complete_cuts_in(catalog, namespace, output.changefeed)
+    assert torn in cuts
+    assert before.resolved in cuts
+    assert cuts[-1] >= final
+    found = [cut(catalog, namespace, output.changefeed, r) for r in cuts]
+    assert [d for c in found for d in differences(catalog, c, workloads)] == []
+    pairs = sorted({(t, s) for c in found for t, s in c.snapshots.items()})
+    read = read_at(iceberg_rest, namespace, pairs)
+    assert [d for c in found for d in spark_differences(read, c, workloads)] == []
+    last = found[-1]
+    assert all(len(read[(t, last.snapshots[t])]) > 100 for t in TABLES), "the live keys"
+
+    # the comparisons' negative control: a table at the previous cut is not the later R's
+    previous, later = found[-2], found[-1]
+    stale = Cut(namespace, later.resolved, previous.snapshots)
+    assert differences(catalog, stale, workloads) != []
+    assert spark_differences(read, later, workloads, previous.snapshots) != []
+    print(
+        f"iceberg apply --engine spark: {sum(len(w.changes) for w in workloads.values())} "
+        f"changes, {len(cuts)} complete cuts, each compared with the sources by pyiceberg "
+        f"and Spark; a kill between two tables at {torn}, a kill of highwater apply "
+        f"({'mid-run' if killed else 'after it ended'})"
+    )
+
+
+def complete_cuts_in(catalog: Any, namespace: str, changefeed: str) -> list[Hlc]:
+    """Every R every table of ``namespace`` holds, in order."""
+    tables = tables_of(catalog, namespace, changefeed)
+    held = [{r for r, _ in applied(t, changefeed)} for t in tables.values()]
+    return sorted(set.intersection(*held))
+
+
+def test_a_spark_engine_that_forgets_what_tables_hold_fails_the_check(
+    kafka_bootstrap: str, output: Applied, iceberg_rest: dict[str, str]
+) -> None:
+    """The negative control of the exactly-once check, on the Spark engine's own commits.
+
+    One step applied; then an engine that does not read what the tables hold (its skip
+    defeated), on a new group, applies its first step again: the check names it.
+    """
+    namespace = namespace_for("forgetful")
+    args = (kafka_bootstrap, output, iceberg_rest, namespace)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    first = highwater_apply(*args, "--group", group, "--until", "0.0000000001")  # one step
+    done = subprocess.run(first, cwd=ROOT, capture_output=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stdout.decode(errors="replace")[-3000:]
+    catalog = load(iceberg_rest)
+    assert exactly_once_problems(catalog, namespace, output.changefeed) == []
+    forgetful = process(*args, f"g-{uuid.uuid4().hex[:8]}", "forgetful")
+    again = subprocess.run(forgetful, cwd=ROOT, capture_output=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stderr.decode(errors="replace")[-3000:]
+    problems = exactly_once_problems(catalog, namespace, output.changefeed)
+    with pytest.raises(AssertionError) as failed:
+        assert problems == []
+    print(f"the check failed as it must: {failed.value}")
+    assert {p.split(": ", 1)[0] for p in problems} == set(TABLES)
+    assert all("applied twice" in p or "after a later one" in p for p in problems), problems
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    applier_process(*sys.argv[1:7])

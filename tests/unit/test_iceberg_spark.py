@@ -1,0 +1,180 @@
+"""The Spark engine's parts that need no Spark session: the catalog, the rows, the statement.
+
+``apply --engine spark`` end to end (a real broker, changefeed, REST catalog and Spark) is
+tests/integration/test_consumer_apply_iceberg_spark.py.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyspark.sql.types import (
+    BooleanType,
+    DecimalType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from highwater_consumer.cli import main as consumer_main
+from highwater_consumer.decoding import ApplyError
+from highwater_consumer.iceberg import UnwritableRecord, iceberg_schema
+from pipeline.cli import main as highwater
+from pipeline.iceberg.merge import merge_sql
+from pipeline.iceberg.ranges import Marker, frontier
+from pipeline.iceberg.rows import DELETED, OFFSET, TIME, Converter, row_schema
+from pipeline.iceberg.session import SparkTarget
+from pipeline.runtime import jars
+from schemas.errors import JarsError
+from schemas.hlc import Hlc
+from schemas.tables import TableSchema
+
+SCHEMA = TableSchema.of(
+    {
+        "type": "record",
+        "name": "orders",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {
+                "name": "amount",
+                "type": [
+                    "null",
+                    {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+                ],
+            },
+            {"name": "at", "type": ["null", {"type": "long", "logicalType": "timestamp-micros"}]},
+            {"name": "note", "type": ["null", "string"]},
+            {"name": "paid", "type": ["null", "boolean"]},
+        ],
+    },
+    ["id"],
+)
+SPARK_TABLE = StructType(
+    [
+        StructField("id", LongType(), nullable=False),
+        StructField("amount", DecimalType(10, 2)),
+        StructField("at", TimestampType()),
+        StructField("note", StringType()),
+        StructField("paid", BooleanType()),
+    ]
+)
+
+
+def records(*rows: tuple[bytes | None, bytes]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(
+        [
+            {"key": k, "value": v, "topic": "out", "partition": 1, "offset": 40 + n}
+            for n, (k, v) in enumerate(rows)
+        ]
+    )
+
+
+def converter() -> Converter:
+    schema = iceberg_schema(SCHEMA).model_dump_json()
+    return Converter("orders", schema, ("id",), row_schema(SPARK_TABLE).json())
+
+
+def test_records_become_rows_exactly_and_markers_are_left_out() -> None:
+    value = (
+        b'{"after": {"id": 7, "amount": 12.50, "at": "2024-02-29T23:59:59.123456+05:30", '
+        b'"note": {"a": [1E+2, "\xc3\xa9"]}, "paid": true}, "updated": "5.0000000003"}'
+    )
+    batch = records(
+        (b"[7]", value),
+        (None, b'{"resolved": "6.0000000000"}'),
+        (b"[8]", b'{"after": null, "updated": "6.0000000000"}'),
+    )
+    [out] = list(converter()([batch]))
+    rows = out.to_pylist()
+    assert [r["id"] for r in rows] == [7, 8]
+    assert rows[0]["amount"] == Decimal("12.50")
+    assert rows[0]["at"] == datetime.datetime(2024, 2, 29, 18, 29, 59, 123456, datetime.UTC)
+    assert rows[0]["note"] == '{"a":[1E+2,"é"]}'  # the JSON text, the number as written
+    assert rows[0][TIME] == Decimal(Hlc(5, 3).packed())
+    assert rows[0][OFFSET] == 40
+    assert [r[DELETED] for r in rows] == [False, True]
+    assert rows[1]["amount"] is None
+    assert out.schema == pa.RecordBatch.from_pylist(rows, schema=out.schema).schema
+
+
+def test_a_value_its_column_cannot_hold_names_the_record_and_is_never_rounded() -> None:
+    value = b'{"after": {"id": 7, "amount": 12.505}, "updated": "5.0000000000"}'
+    with pytest.raises(UnwritableRecord) as caught:
+        list(
+            converter()([records((b"[1]", b'{"after": null, "updated": "1.0"}'), (b"[7]", value))])
+        )
+    assert str(caught.value).startswith("out/1@41: cannot be written to Iceberg table orders")
+    assert "'amount'" in str(caught.value)
+    assert "without rounding" in str(caught.value)
+
+
+def test_a_record_that_is_no_row_change_is_named() -> None:
+    with pytest.raises(ApplyError, match=r"out/1@40: .*updated"):
+        list(converter()([records((b"[7]", b'{"after": {"id": 7}}'))]))
+
+
+def test_the_merge_removes_deletes_replaces_and_inserts_by_the_key() -> None:
+    sql = merge_sql("target.`shop`.`orders`", ["region", "id", "note"], ["region", "id"])
+    assert sql == (
+        "MERGE INTO target.`shop`.`orders` t USING highwater_window s "
+        "ON t.`region` = s.`region` AND t.`id` = s.`id` "
+        "WHEN MATCHED AND s._hw_deleted THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.`note` = s.`note` "
+        "WHEN NOT MATCHED AND NOT s._hw_deleted THEN INSERT (`region`, `id`, `note`) "
+        "VALUES (s.`region`, s.`id`, s.`note`)"
+    )
+
+
+def test_the_frontier_is_the_lowest_latest_marker_once_every_partition_has_one() -> None:
+    parts = [("a", 0), ("a", 1)]
+    high, low = (
+        Marker(Hlc(9, 0).packed(), "9.0000000000", 5),
+        Marker(Hlc(3, 2).packed(), "3.0000000002", 8),
+    )
+    assert frontier({parts[0]: high}, parts) is None
+    assert frontier({parts[0]: high, parts[1]: low}, parts) == low
+
+
+def test_spark_reaches_a_rest_catalog_and_refuses_the_embedded_one() -> None:
+    target = SparkTarget.of({"type": "rest", "uri": "http://h:1", "token": "t"}, "local[2]")
+    conf = target.conf()
+    assert conf["spark.sql.catalog.target"] == "org.apache.iceberg.spark.SparkCatalog"
+    assert conf["spark.sql.catalog.target.uri"] == "http://h:1"
+    assert conf["spark.sql.catalog.target.token"] == "t"
+    assert "spark.pyspark.python" not in conf  # local mode: the driver's interpreter
+    for embedded in ({"warehouse": "/tmp/w"}, {"type": "sql", "uri": "sqlite:///x.db"}):
+        with pytest.raises(ApplyError, match="--catalog type=rest"):
+            SparkTarget.of(embedded, "local[2]")
+    cluster = SparkTarget.of({"type": "rest", "uri": "http://h:1"}, "spark://h:7077").conf()
+    assert (
+        cluster["spark.pyspark.python"].endswith("python")
+        or "python" in cluster["spark.pyspark.python"]
+    )
+
+
+def test_the_engine_is_chosen_by_the_highwater_command_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["apply", "cf", "--topic", "t=orders", "--catalog", "warehouse=w", "--engine", "spark"]
+    assert consumer_main(args) == 1  # the consumer library has no Spark engine
+    assert "the spark engine is Highwater's own `highwater apply`" in capsys.readouterr().err
+    assert highwater([*args[:4], "--dsn", "postgresql://x", "--engine", "spark"]) != 0
+    assert "--engine are Iceberg's" in capsys.readouterr().err
+
+
+def test_the_iceberg_runtime_says_how_to_fetch_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("HIGHWATER_JARS_DIR", str(tmp_path))
+    with pytest.raises(JarsError, match="highwater fetch-jars --iceberg"):
+        jars.iceberg_spark_jars()
+    artifact = jars.iceberg_spark_set().artifact
+    assert artifact == "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.0:jar"
+    assert json.dumps(artifact)  # one artifact: the shaded jar carries its dependencies
