@@ -272,6 +272,7 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
             f"{output.format}: apply it with the local engine"
         )
     target = SparkTarget.of(properties, args.master, args.python_env)
+    logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback at INFO
     namespace = args.namespace or NAMESPACE
     tables = IcebergApplier(
         properties,
