@@ -86,5 +86,5 @@ def iceberg_session(target: SparkTarget, app_name: str) -> SparkSession:
     if not target.master.startswith("local"):
         # the executors convert rows with the consumer library: our packages go with them
         work = Path(state_dir()) / "apply"
-        session.sparkContext.addPyFile(str(package_zip(work)))
+        session.sparkContext.addPyFile(str(package_zip(work, consumer=True)))
     return session

@@ -17,7 +17,7 @@ from pipeline.runtime.session import SPARK_LOG4J2, local_network_conf
 from schemas.errors import PlatformError
 
 JOB = Path(__file__).resolve().parents[1] / "job.py"  # the spark-submit application
-_PACKAGES = ("pipeline", "encoders", "sinks", "schemas", "highwater_consumer")
+_PACKAGES = ("pipeline", "encoders", "sinks", "schemas")
 ENVIRONMENT = "environment"  # where executors find the shipped Python (spark.python_env)
 
 
@@ -111,16 +111,18 @@ def printable(command: list[str]) -> str:
     return " ".join(shown)
 
 
-def package_zip(work_dir: Path) -> Path:
+def package_zip(work_dir: Path, *, consumer: bool = False) -> Path:
     """Our Python packages as one zip for ``--py-files``.
 
     Each found where this Python imports it from (``schemas`` and ``highwater_consumer`` are
-    highwater-consumer's: installed from a wheel, not beside ``pipeline``).
+    highwater-consumer's: installed from a wheel, not beside ``pipeline``). ``consumer``: with
+    ``highwater_consumer`` (``apply --engine spark``'s executors read rows with it).
     """
     work_dir.mkdir(parents=True, exist_ok=True)
     target = work_dir / "highwater-py.zip"
+    packages = (*_PACKAGES, "highwater_consumer") if consumer else _PACKAGES
     with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        for package in _PACKAGES:
+        for package in packages:
             root = _package_folder(package).parent
             paths = sorted((root / package).rglob("*.py"))
             for path in paths:

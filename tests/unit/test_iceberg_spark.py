@@ -178,3 +178,18 @@ def test_the_iceberg_runtime_says_how_to_fetch_it(
     artifact = jars.iceberg_spark_set().artifact
     assert artifact == "org.apache.iceberg:iceberg-spark-runtime-4.0_2.13:1.10.0:jar"
     assert json.dumps(artifact)  # one artifact: the shaded jar carries its dependencies
+
+
+def test_the_executors_of_the_spark_engine_get_the_consumer_library_a_changefeeds_do_not(
+    tmp_path: Path,
+) -> None:
+    import zipfile  # noqa: PLC0415
+
+    from pipeline.runtime.submit import package_zip  # noqa: PLC0415
+
+    with zipfile.ZipFile(package_zip(tmp_path / "apply", consumer=True)) as archive:
+        tops = {n.split("/")[0] for n in archive.namelist()}
+    assert "highwater_consumer/iceberg/columns.py" in archive.namelist()
+    with zipfile.ZipFile(package_zip(tmp_path / "run")) as archive:
+        assert "highwater_consumer" not in {n.split("/")[0] for n in archive.namelist()}
+    assert tops == {"pipeline", "encoders", "sinks", "schemas", "highwater_consumer"}
