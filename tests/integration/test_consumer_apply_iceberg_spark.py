@@ -49,8 +49,8 @@ from tests.support.process import ROOT
 from tests.support.workload import Workload, live_at
 
 __all__ = ["output"]  # the changefeed's output, made once for the module
-pytestmark = pytest.mark.integration
-MAX_OFFSETS = 60  # records a step reads of a partition: many windows from a finished output
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # Spark processes, many steps
+MAX_OFFSETS = 100  # records a step reads of a partition: many windows from a finished output
 COLUMNS = ("amount", "note", "meta", "maybe", "flag", "at", "extra")
 
 
