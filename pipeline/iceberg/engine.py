@@ -89,6 +89,8 @@ class SparkIcebergApplier:
             raise ApplyError(f"--max-offsets {max_offsets}: at least 1 record a partition")
         self.max_offsets = max_offsets
         self._cap = max_offsets
+        # the ranges of the last step that found no new frontier (read again once they grow)
+        self._looked: tuple[dict[Partition, int], dict[Partition, int]] | None = None
         self.spark = spark
         self.output = output
         self.applier = tables
@@ -132,8 +134,8 @@ class SparkIcebergApplier:
     def step(self) -> bool:
         """One step (the module's docstring): True when every table got a new R."""
         starts, ends = dict(self.offsets.starts), self.offsets.ends()
-        if all(ends[p] <= starts[p] for p in starts):
-            return False
+        if all(ends[p] <= starts[p] for p in starts) or (starts, ends) == self._looked:
+            return False  # nothing to read, or nothing since a look that resolved nothing
         cap = self._cap
         bounded = {p: end if cap is None else min(end, starts[p] + cap) for p, end in ends.items()}
         records = ranges.read(self.spark, self.output, starts, bounded).persist()
@@ -145,6 +147,8 @@ class SparkIcebergApplier:
             if found is None or (low is not None and Hlc.parse(found.text) <= low):
                 if cap is not None and bounded != ends:
                     self._cap = cap * 2  # no new frontier within the bound: read further
+                else:
+                    self._looked = (starts, ends)
                 return False
             self._cap = self.max_offsets
             resolved = Hlc.parse(found.text)
