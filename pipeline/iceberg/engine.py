@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import logging
 import re
+import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -295,5 +296,5 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
     finally:
         offsets.close()
         spark.stop()
-    print(f"applied {windows} windows, {engine.applied} rows (Spark)", flush=True)
+    print(f"applied {windows} windows, {engine.applied} rows (Spark)", file=sys.stderr)
     return 0
