@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Collection, Hashable, Mapping, Sequence
+from collections.abc import Callable, Collection, Hashable, Mapping, Sequence
 from datetime import date
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -46,15 +46,23 @@ def commit(
     touched: Collection[Key],
     rows: Sequence[Mapping[str, Any]],
     summary: Mapping[str, str],
+    *,
+    alter: Callable[[Transaction], None] | None = None,
+    ahead: Callable[[TableMetadata], Sequence[DataFile]] | None = None,
 ) -> None:
     """Replace the rows of the ``touched`` keys by ``rows``, one snapshot marked ``summary``.
 
-    ``key``: the key's columns (empty: an append-only table, nothing replaced).
-    Raises pyiceberg's ``CommitFailedException`` when another writer committed meanwhile.
+    ``key``: the key's columns (empty: an append-only table, nothing replaced). ``alter``
+    stages schema changes in the commit's transaction first (:mod:`.evolution`): the files
+    are written in the schema they make. ``ahead``: the data files written ahead for it
+    (:mod:`.spill`), given the commit's metadata. Raises pyiceberg's
+    ``CommitFailedException`` when another writer committed meanwhile.
     """
-    data = pa.Table.from_pylist(list(rows), schema=arrow_schema(table))
     with table.transaction() as transaction:
+        if alter is not None:
+            alter(transaction)
         metadata = transaction.table_metadata
+        data = pa.Table.from_pylist(list(rows), schema=schema_to_pyarrow(metadata.schema()))
         commit_uuid, counter = uuid.uuid4(), itertools.count(0)
         replaced = []
         if key and touched and table.current_snapshot() is not None:
@@ -64,19 +72,19 @@ def commit(
                     continue  # none of the file's rows is touched
                 files = _written(metadata, table, rewritten, commit_uuid, counter)
                 replaced.append((task.file, files))
-        _snapshot(transaction, table, dict(summary), replaced, data, (commit_uuid, counter))
+        added = _written(metadata, table, data, commit_uuid, counter)
+        added += [] if ahead is None else ahead(metadata)
+        _snapshot(transaction, dict(summary), replaced, added, commit_uuid)
 
 
-def _snapshot(  # noqa: PLR0917 - one commit's parts
+def _snapshot(
     transaction: Transaction,
-    table: Table,
     summary: dict[str, str],
     replaced: list[tuple[DataFile, list[DataFile]]],
-    data: pa.Table,
-    naming: tuple[uuid.UUID, itertools.count[int]],
+    added: list[DataFile],
+    commit_uuid: uuid.UUID,
 ) -> None:
     """The one snapshot: files replaced (an overwrite) or none (an append), then new rows."""
-    commit_uuid, counter = naming  # the new files' names: one commit's, numbered
     update = transaction.update_snapshot(snapshot_properties=summary)
     producer = update.overwrite(commit_uuid) if replaced else update.fast_append()
     with producer as snapshot:
@@ -85,10 +93,8 @@ def _snapshot(  # noqa: PLR0917 - one commit's parts
             snapshot.delete_data_file(original)
             for file in files:
                 snapshot.append_data_file(file)
-        if data.num_rows:
-            metadata = transaction.table_metadata
-            for file in _written(metadata, table, data, commit_uuid, counter):
-                snapshot.append_data_file(file)
+        for file in added:
+            snapshot.append_data_file(file)
 
 
 def _candidates(table: Table, key: Sequence[str], touched: Collection[Key]) -> list[FileScanTask]:
