@@ -57,6 +57,19 @@ def add_commands(commands: Any) -> None:
         "--namespace", help="Iceberg: the namespace of the tables (with --catalog; highwater)"
     )
     apply.add_argument(
+        "--schema-changes",
+        choices=["evolve", "stop"],
+        help="Iceberg: a column added upstream is added to the table (evolve, the default), "
+        "or stops the applier naming it (stop); a retyped column always stops it",
+    )
+    apply.add_argument(
+        "--spill",
+        type=int,
+        metavar="ROWS",
+        help="Iceberg: the most rows held per table in a window before they are written ahead "
+        "as data files, committed with the window (100000)",
+    )
+    apply.add_argument(
         "--table",
         action="append",
         default=[],
@@ -173,8 +186,10 @@ def _tail(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     if args.catalog is not None:
         return _apply_iceberg(args)
-    if args.namespace is not None:
-        raise ConsumerError("--namespace is Iceberg's: give it with --catalog, not --dsn")
+    for flag in ("namespace", "schema_changes", "spill"):
+        if getattr(args, flag) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise ConsumerError(f"{name} is Iceberg's: give it with --catalog, not --dsn")
     from .postgres import PostgresApplier, apply  # noqa: PLC0415 - psycopg only here
 
     tables = dict(t.split("=", 1) for t in args.table)
@@ -202,6 +217,8 @@ def _apply_iceberg(args: argparse.Namespace) -> int:
         namespace=namespace,
         schemas=output.schemas,
         names=dict(t.split("=", 1) for t in args.table),
+        schema_changes=args.schema_changes or "evolve",
+        spill=100_000 if args.spill is None else args.spill,
     )
     try:
         after = applier.start(output.topics.values())

@@ -126,8 +126,12 @@ class Spill:
 def _files(metadata: TableMetadata, table: Table, data: pa.Table) -> list[DataFile]:
     if not data.num_rows:
         return []
-    named = _dataframe_to_data_files(metadata, data, table.io, uuid.uuid4(), itertools.count())
-    return list(named)
+    files = list(
+        _dataframe_to_data_files(metadata, data, table.io, uuid.uuid4(), itertools.count())
+    )
+    for file in files:
+        file.spec_id = metadata.default_spec_id  # pyiceberg sets it when reading a manifest
+    return files
 
 
 def _same_ids(written: Schema, now: Schema) -> bool:

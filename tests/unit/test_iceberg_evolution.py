@@ -84,7 +84,7 @@ class Registry:
         fastavro.schemaless_writer(out, fastavro.parse_schema(self.schemas[schema_id]), datum)
         return out.getvalue()
 
-    def row(  # noqa: PLR0917 - a row's parts
+    def row(
         self, schema_id: int, time: int, id_: int, after: dict[str, Any] | None, at: int
     ) -> Row:
         key = self.encode(1, {"region": "eu", "id": id_})
