@@ -36,6 +36,11 @@ def pieces(rows: list[Row], size: int, resolved: int) -> Iterator[Window]:
         yield Window(Hlc(resolved), tuple(rows[start : start + size]), last=last)
 
 
+def apply_all(applier: IcebergApplier, windows: Iterator[Window]) -> None:
+    for window in windows:
+        applier.apply(window)
+
+
 def big_window() -> tuple[list[Row], dict[tuple[str, int], tuple[Any, str]]]:
     """30 orders; then 3 of them updated, 2 deleted, one updated twice; and what stays."""
     rows, live = [], {}
@@ -124,11 +129,13 @@ def test_a_later_version_not_superseding_its_copy_written_ahead_is_what_the_chec
 def test_a_window_refused_after_rows_were_written_ahead_deletes_them(tmp_path: Path) -> None:
     warehouse = tmp_path / "warehouse"
     made = applier({"warehouse": str(warehouse)})
+    files: list[int] = []  # the data files there as each spill is done
+    made.reached = lambda step: files.append(len(list(warehouse.rglob("*.parquet"))))
     rows, _ = big_window()
     bad = change(400, "orders", ["eu", 99], {"amount": "0.001"}, 77)
     with pytest.raises(UnwritableRecord, match="out/0@77"):
-        for piece in pieces([*rows[:20], bad], 5, 500):
-            made.apply(piece)
+        apply_all(made, pieces([*rows[:20], bad], 5, 500))
+    assert files and max(files) >= 4  # rows were written ahead before the refusal
     assert not made.targets["orders"].spills
     assert list(warehouse.rglob("*.parquet")) == []  # nothing left behind
     catalog = load({"warehouse": str(warehouse)})
@@ -150,8 +157,7 @@ def test_a_crash_in_a_window_written_ahead_leaves_no_cut_and_the_restart_applies
 
     made.reached = crash
     with pytest.raises(KeyboardInterrupt):
-        for piece in pieces(rows, 5, 300):
-            made.apply(piece)
+        apply_all(made, pieces(rows, 5, 300))
     catalog = load(iceberg_catalog)
     assert cut(catalog, "ns", "cf").resolved == Hlc(50)  # no part of the window is a cut
     assert table_at(catalog, 50) == {("eu", 0): (None, "before")}
