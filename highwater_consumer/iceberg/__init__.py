@@ -7,6 +7,8 @@ consumer library imports this package.
   table per window with R in its snapshot summary, exactly once across crashes, a catalog
   that does not answer waited for with back-off (:class:`CatalogUnreachable` after its
   patience) (:mod:`.applier`; copy-on-write in :mod:`.writes`, types in :mod:`.columns`);
+* a column added upstream added to its table, a retyped one refused (:class:`SchemaChange`,
+  :mod:`.evolution`); a big window's rows written ahead past a bound (:mod:`.spill`);
 * :func:`cut` and :class:`Cut`: every table of a changefeed at one R (:mod:`.cuts`);
 * :func:`load`: a pyiceberg catalog from its properties, the embedded SQLite one by default
   (:mod:`.catalog`).
@@ -16,6 +18,7 @@ from .applier import NAMESPACE, CatalogUnreachable, IcebergApplier, UnwritableRe
 from .catalog import embedded, load
 from .columns import NoIcebergType, iceberg_schema
 from .cuts import CHANGEFEED, RESOLVED, Cut, CutError, complete, cut
+from .evolution import SchemaChange
 
 __all__ = [
     "CHANGEFEED",
@@ -26,6 +29,7 @@ __all__ = [
     "CutError",
     "IcebergApplier",
     "NoIcebergType",
+    "SchemaChange",
     "UnwritableRecord",
     "apply",
     "complete",

@@ -253,8 +253,7 @@ class IcebergApplier:
             stage = next((r for r in self.catching_up if updated <= r), None)
             try:
                 if after is not None:
-                    name = ".".join(target.table.name())
-                    target.evolution.see(row, after, target.table.schema(), target.convert, name)
+                    target.evolution.see(row, after, target.table, target.convert)
                 target.change(key_values, after, stage)
             except Unwritable as exc:
                 place = RecordRef(row.partition[0], row.partition[1], row.offset)

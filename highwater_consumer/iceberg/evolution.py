@@ -110,33 +110,31 @@ class Evolution:
     checked: set[bytes] = field(default_factory=set)  # the writer schemas' headers checked
 
     def see(
-        self,
-        row: Row,
-        after: Mapping[str, Any],
-        schema: Schema,
-        convert: dict[str, Convert],
-        table: str,
+        self, row: Row, after: Mapping[str, Any], table: Table, convert: dict[str, Convert]
     ) -> None:
-        """Check a row's columns against ``schema`` (the table's) and what is staged.
+        """Check a row's columns against its table's schema and what is staged.
 
         A change is staged (``convert`` gains the column's converter) or refused
-        (:class:`SchemaChange`). Costs a header's look-up for a writer schema seen before.
+        (:class:`SchemaChange`). A writer schema checked before and columns the table has
+        cost a header's slice and a set look-up: every row comes here.
         """
         value = row.value
         header = None if value is None else avro_header(value)
         if header is not None and header not in self.checked:
             decoder = getattr(row.reader, "__self__", None)
             if isinstance(decoder, AvroDecoder) and value is not None:
+                schema, name = table.schema(), ".".join(table.name())
                 written = _columns(decoder.writer(value))
                 for column, avro in written.items():
-                    self._compare(row, column, avro, "the record's writer schema", schema, table)
+                    self._compare(row, column, avro, "the record's writer schema", schema, name)
                 self._converters(written, schema, convert)
             self.checked.add(header)
         if after.keys() <= convert.keys():
             return
+        schema, name = table.schema(), ".".join(table.name())
         for column in after:
             if column not in convert:
-                self._declared(row, column, schema, table)
+                self._declared(row, column, schema, name)
         self._converters(after, schema, convert)
 
     def _declared(self, row: Row, column: str, schema: Schema, table: str) -> None:

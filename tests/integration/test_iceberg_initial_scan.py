@@ -115,7 +115,7 @@ def test_the_initial_scan_lands_as_one_cut_at_the_statement_time_in_bounded_memo
         tuple(json.loads(key)): (a["status"], a["amount"], a["items"], a["customer_id"])
         for key, (a, _) in expected(changes, statement).snapshot.items()
     }
-    assert len(want) > 6 * BOUND  # a table many times the bound
+    assert len(want) > 5 * BOUND  # a table many times the bound
     warehouse = tmp_path / "warehouse"
     catalog = load({"warehouse": str(warehouse)})
 

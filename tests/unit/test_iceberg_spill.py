@@ -135,7 +135,7 @@ def test_a_window_refused_after_rows_were_written_ahead_deletes_them(tmp_path: P
     bad = change(400, "orders", ["eu", 99], {"amount": "0.001"}, 77)
     with pytest.raises(UnwritableRecord, match="out/0@77"):
         apply_all(made, pieces([*rows[:20], bad], 5, 500))
-    assert files and max(files) >= 4  # rows were written ahead before the refusal
+    assert max(files, default=0) >= 4  # rows were written ahead before the refusal
     assert not made.targets["orders"].spills
     assert list(warehouse.rglob("*.parquet")) == []  # nothing left behind
     catalog = load({"warehouse": str(warehouse)})
