@@ -327,3 +327,37 @@ def test_a_window_refused_leaves_no_column_staged(iceberg_catalog: dict[str, str
     evolution.forget()
     assert evolution.staged == {}
     assert evolution.checked == set()
+
+
+def test_a_column_added_in_a_window_written_ahead_lands_with_its_values(
+    iceberg_catalog: dict[str, str],
+) -> None:
+    """Rows written ahead before the column came and after it (staged): one commit, all read."""
+    avro = registry(vip=record(VIP))
+    made = applier(iceberg_catalog, spill=2)
+    made.apply(first_window(avro))
+    rows = [avro.row(2, 11 + n, 10 + n, {"note": f"old {n}"}, n) for n in range(3)]
+    rows += [
+        avro.row(3, 20 + n, 20 + n, {"note": f"new {n}", "vip": n % 2 == 0}, 9 + n)
+        for n in range(3)
+    ]
+    rows += [avro.row(3, 30, 10, {"note": "old 0 again", "vip": True}, 20)]  # written ahead before
+    for start in range(0, len(rows), 2):
+        made.apply(Window(Hlc(40), tuple(rows[start : start + 2]), last=start + 2 >= len(rows)))
+    assert made.most_held <= 2
+    catalog = load(iceberg_catalog)
+    found = rows_at(catalog, 40, "note", "vip")
+    assert found == {
+        1: ("one", None),
+        2: ("two", None),
+        10: ("old 0 again", True),
+        11: ("old 1", None),
+        12: ("old 2", None),
+        20: ("new 0", True),
+        21: ("new 1", False),
+        22: ("new 2", True),
+    }
+    table = catalog.load_table("ns.orders")
+    assert (
+        len([s for s in table.snapshots() if s.summary["highwater.resolved"] == str(Hlc(40))]) == 1
+    )
