@@ -155,6 +155,12 @@ def test_the_initial_scan_lands_as_one_cut_at_the_statement_time_in_bounded_memo
         assert held <= BOUND
     assert held == len(want)
     assert table_rows(load({"warehouse": str(unbounded)}), changefeed, statement) == want
+    print(
+        f"initial scan to Iceberg: {len(want)} rows at {statement} in pieces of {PIECE}; "
+        f"killed after {KILL_AT} spills ({len(orphans)} orphan files, no snapshot); restarted: "
+        f"{report['spills']} spills, at most {report['most_held']} rows held (bound {BOUND}); "
+        f"without the bound {held}"
+    )
 
 
 if __name__ == "__main__":
