@@ -29,6 +29,7 @@ from schemas.hlc import Hlc
 from schemas.jsontext import Number
 
 from .consumer import ChangefeedConsumer
+from .dead_letters import DeadLetters
 from .decoding import BadRecord, ConsumerError
 from .output import JOBS_TOPIC, Output
 from .windows import Row, Window
@@ -67,6 +68,16 @@ def add_commands(commands: Any) -> None:
         "--group",
         help="the consumer group (PostgreSQL: highwater-apply-<changefeed>; Iceberg: one per "
         "catalog and namespace)",
+    )
+    apply.add_argument(
+        "--on-error",
+        choices=["fail", "dlq"],
+        default="fail",
+        help="Iceberg: a record its table cannot hold stops the applier (fail), or goes to the "
+        "changefeed's dead-letter topic, named (dlq)",
+    )
+    apply.add_argument(
+        "--dlq-topic", help="with --on-error dlq: this topic (default: the changefeed's)"
     )
     apply.set_defaults(handler=_apply)
 
@@ -175,6 +186,8 @@ def _apply(args: argparse.Namespace) -> int:
         return _apply_iceberg(args)
     if args.namespace is not None:
         raise ConsumerError("--namespace is Iceberg's: give it with --catalog, not --dsn")
+    if args.on_error != "fail" or args.dlq_topic is not None:
+        raise ConsumerError("--on-error dlq is Iceberg's: PostgreSQL stops at what it refuses")
     from .postgres import PostgresApplier, apply  # noqa: PLC0415 - psycopg only here
 
     tables = dict(t.split("=", 1) for t in args.table)
@@ -202,6 +215,7 @@ def _apply_iceberg(args: argparse.Namespace) -> int:
         namespace=namespace,
         schemas=output.schemas,
         names=dict(t.split("=", 1) for t in args.table),
+        dead_letters=_dead_letters(args, output),
     )
     try:
         after = applier.start(output.topics.values())
@@ -212,6 +226,16 @@ def _apply_iceberg(args: argparse.Namespace) -> int:
         applier.close()
     print(f"applied {windows} windows, {applier.applied} rows", file=sys.stderr)
     return 0
+
+
+def _dead_letters(args: argparse.Namespace, output: Output) -> DeadLetters | None:
+    """Where ``--on-error dlq`` sends what a target cannot hold (None: it stops the applier)."""
+    if args.on_error != "dlq":
+        if args.dlq_topic is not None:
+            raise ConsumerError("--dlq-topic is only used with --on-error dlq")
+        return None
+    topic = args.dlq_topic or output.dead_letters or f"_highwater_dlq_{args.changefeed}"
+    return DeadLetters(output.bootstrap, topic, output.kafka)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -22,7 +22,9 @@ seen as the table's R and not made twice.
 
 A value a column cannot hold stops the applier with :class:`UnwritableRecord`, which names
 the record (topic/partition@offset), the table and the column: nothing of that window is
-committed (every row is converted before the first table's commit).
+committed (every row is converted before the first table's commit). With dead letters
+(``--on-error dlq``, :mod:`..dead_letters`) the record goes to the changefeed's dead-letter
+topic instead, acknowledged before the window is committed, and the window goes on without it.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from schemas.errors import RecordRef
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 
+from ..dead_letters import DeadLetters
 from ..decoding import ApplyError
 from ..windows import Row, Window, images
 from . import writes
@@ -177,6 +180,7 @@ class IcebergApplier:
     ``namespace``; default the same name). ``reached`` is called with ``committed <table>``
     after each table's commit: the crash tests' knob. ``patience``: the seconds a catalog
     that does not answer is waited for (with back-off) before the applier stops.
+    ``dead_letters``: where a record no column can hold goes (else it stops the applier).
 
     Making one touches nothing: :meth:`start` loads the catalog and the tables.
     """
@@ -190,8 +194,10 @@ class IcebergApplier:
         schemas: Mapping[str, TableSchema] | None = None,
         names: Mapping[str, str] | None = None,
         patience: float = 300.0,
+        dead_letters: DeadLetters | None = None,
     ) -> None:
         self._given = catalog
+        self.dead_letters = dead_letters
         self.patience = patience
         self._catalog: Catalog | None = None
         self.changefeed = changefeed
@@ -268,6 +274,8 @@ class IcebergApplier:
             self._take(window.rows)
             if not window.last:
                 return False
+            if self.dead_letters is not None:
+                self.dead_letters.flush()  # acknowledged before the window is committed
             written = self._catch_up(window.resolved)
             if self.catching_up and window.resolved < self.catching_up[0]:
                 return any(written)  # its rows wait for the catch-up R
@@ -307,9 +315,17 @@ class IcebergApplier:
             try:
                 target.change(key_values, after, stage)
             except Unwritable as exc:
-                place = RecordRef(row.partition[0], row.partition[1], row.offset)
-                name = ".".join(target.table.name())
-                raise UnwritableRecord(place, name, str(exc)) from exc
+                self._unwritable(row, target, exc)
+
+    def _unwritable(self, row: Row, target: Target, exc: Unwritable) -> None:
+        """A row its table cannot hold: to the dead letters, or :class:`UnwritableRecord`."""
+        place = RecordRef(row.partition[0], row.partition[1], row.offset)
+        name = ".".join(target.table.name())
+        if self.dead_letters is None:
+            raise UnwritableRecord(place, name, str(exc)) from exc
+        reason = f"cannot be written to Iceberg table {name}: {exc}"
+        log.warning("%s: %s; sent to dead-letter topic %s", place, reason, self.dead_letters.topic)
+        self.dead_letters.send(str(place), row.key, row.value, reason)
 
     def _order(self) -> list[Target]:
         return [self.targets[name] for name in sorted(self.targets)]
@@ -365,6 +381,8 @@ class IcebergApplier:
     def close(self) -> None:
         """Forget a window not committed (nothing is held open between windows)."""
         self._clear()
+        if self.dead_letters is not None:
+            self.dead_letters.close()
 
 
 def _commit_failed() -> type[Exception]:

@@ -532,6 +532,8 @@ def test_apply_takes_exactly_one_of_dsn_and_catalog(
     [
         (["--dsn", "x", "--namespace", "ns"], "--namespace is Iceberg's: give it with --catalog"),
         (["--catalog", "warehouse"], "--catalog 'warehouse': a catalog property is KEY=VALUE"),
+        (["--dsn", "x", "--on-error", "dlq"], "--on-error dlq is Iceberg's"),
+        (["--catalog", "warehouse=w", "--dlq-topic", "d"], "--dlq-topic is only used with"),
     ],
 )
 def test_apply_names_the_flag_it_refuses(

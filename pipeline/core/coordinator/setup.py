@@ -103,7 +103,7 @@ def open_run(config: ChangefeedConfig, resources: ExitStack) -> Opened:
         scan=_previous_scan(config, previous),
     )
     status.schemas = schemas.status() or None
-    status.delivery, status.output = config.delivery, config.output_description()
+    status.delivery, status.output = config.delivery, config.output_description(schemas.written())
     status.generation = None if claim is None else claim.generation
     sink_of_rows = RowSink.of(config, claim)
     return Opened(

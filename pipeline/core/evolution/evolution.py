@@ -62,7 +62,7 @@ from ..batch import BatchPlan, Deferred, Settled, range_reader, read_range
 from ..ledger import SourcePartition
 from ..sources import Adapter, BadRecord, SourceShape
 from .rescan import Rescan, defaults_of
-from .start import source_adapter, start_tables
+from .start import described_tables, source_adapter, start_tables
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ class SchemaEvolution:
         self.changes = 0  # schema changes evolved in this run
         self.warnings = warnings or []  # declared schemas that differ from their sources'
         self._newest = dict(newest or {})
+        self._described: dict[str, TableSchema] = {}  # JSON output: tables typed at the start
 
     @classmethod
     def open(
@@ -139,7 +140,9 @@ class SchemaEvolution:
     ) -> SchemaEvolution:
         """The run's encoders: Avro schemas registered or published first, derived where due."""
         if config.encoder.format == "json":
-            return cls(config, None, {}, source)
+            evolution = cls(config, None, {}, source)
+            evolution._described = described_tables(config, source)
+            return evolution
         registry = config.encoder.schema_registry
         if registry is None:
             schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
@@ -168,6 +171,17 @@ class SchemaEvolution:
             return configured
         declared = self.config.sources[list(self.config.routes).index(topic)].table_schema
         return "stop" if declared is not None else "evolve"
+
+    def written(self) -> dict[str, TableSchema]:
+        """Each table's schema as the run writes it, where known: declared, derived, evolved.
+
+        What the job status tells appliers to make their tables from. JSON output: the
+        declared schemas and those its sources' newest changes type at the start.
+        """
+        if self._publisher is None:
+            return dict(self._described)
+        tables = {t: v.schema for t, v in self.tables.items() if v.schema is not None}
+        return {self.config.tables[t]: schema for t, schema in tables.items()}
 
     def status(self) -> dict[str, Any]:
         """Per table: its output schema's version, columns and last change."""
