@@ -220,7 +220,20 @@ class IcebergApplier:
         """Load (or make) the changefeed's ``tables``; the latest complete cut's R, or None.
 
         None: a table holds no window yet (the consumer starts where its group left off).
+        A catalog that does not answer yet is waited for, as during commits (``patience``).
         """
+        outage = Outage(self.patience)
+        while True:
+            try:
+                return self._start(tables)
+            except Exception as exc:
+                cause = exc.__cause__ if isinstance(exc, ApplyError) else exc  # load()'s
+                if not isinstance(cause, Exception) or not _unreachable(cause):
+                    raise
+                self._catalog = None
+                outage.wait("the catalog", cause)
+
+    def _start(self, tables: Iterable[str]) -> Hlc | None:
         if self._catalog is None:
             self._catalog = load(self._given)
         self.catalog.create_namespace_if_not_exists(self.namespace)
