@@ -128,7 +128,7 @@ class SchemaEvolution:
         self.changes = 0  # schema changes evolved in this run
         self.warnings = warnings or []  # declared schemas that differ from their sources'
         self._newest = dict(newest or {})
-        self._described: dict[str, TableSchema] = {}  # JSON output: tables typed at the start
+        self.described: dict[str, TableSchema] = {}  # JSON output: tables typed at the start
 
     @classmethod
     def open(
@@ -141,7 +141,7 @@ class SchemaEvolution:
         """The run's encoders: Avro schemas registered or published first, derived where due."""
         if config.encoder.format == "json":
             evolution = cls(config, None, {}, source)
-            evolution._described = described_tables(config, source)
+            evolution.described = described_tables(config, source)
             return evolution
         registry = config.encoder.schema_registry
         if registry is None:
@@ -171,17 +171,6 @@ class SchemaEvolution:
             return configured
         declared = self.config.sources[list(self.config.routes).index(topic)].table_schema
         return "stop" if declared is not None else "evolve"
-
-    def written(self) -> dict[str, TableSchema]:
-        """Each table's schema as the run writes it, where known: declared, derived, evolved.
-
-        What the job status tells appliers to make their tables from. JSON output: the
-        declared schemas and those its sources' newest changes type at the start.
-        """
-        if self._publisher is None:
-            return dict(self._described)
-        tables = {t: v.schema for t, v in self.tables.items() if v.schema is not None}
-        return {self.config.tables[t]: schema for t, schema in tables.items()}
 
     def status(self) -> dict[str, Any]:
         """Per table: its output schema's version, columns and last change."""
@@ -389,3 +378,14 @@ def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) ->
             "in table_schema"
         )
     return shape
+
+
+def written(evolution: SchemaEvolution) -> dict[str, TableSchema]:
+    """Each table's schema as the run writes it, where known: declared, derived, evolved.
+
+    What the job status tells appliers to make their tables from. JSON output: the declared
+    schemas and those its sources' newest changes type at the start.
+    """
+    names, tables = evolution.config.tables, evolution.tables  # Avro output's, as they evolve
+    held = {names[t]: v.schema for t, v in tables.items() if v.schema is not None}
+    return {**evolution.described, **held}

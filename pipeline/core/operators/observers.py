@@ -18,6 +18,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.errors import HighwaterError, SinkError
 from schemas.hlc import Hlc
 
+from ..evolution import written
 from .metrics import STATES, ChangefeedMetrics
 from .status import ChangefeedStats, StatusPublisher
 
@@ -105,7 +106,7 @@ class Observers:
     def show_schemas(self, evolution: SchemaEvolution) -> None:
         """The job status shows the output schemas as they stand (and appliers read them)."""
         self.status.schemas = evolution.status() or None
-        self.status.output = evolution.config.output_description(evolution.written())
+        self.status.output = evolution.config.output_description(written(evolution))
 
     def resolver(self, resolver: Resolver) -> bool:
         """What cannot resolve (stuck transactions); True when the job status should say so."""
