@@ -3,6 +3,7 @@
     highwater tail CHANGEFEED [--json]            windows as they resolve, for people or scripts
     highwater apply CHANGEFEED --dsn DSN          windows into PostgreSQL, exactly once
     highwater apply CHANGEFEED --catalog K=V …    windows into Iceberg tables, consistent cuts
+    highwater iceberg maintain CHANGEFEED …       compact, expire and clean those tables
 
 The output is found from the changefeed's job status (``--jobs-topic``), or given with
 ``--topic`` (then ``--format``, ``--registry`` or ``--schema-topic`` say how it is written).
@@ -30,6 +31,7 @@ from schemas.jsontext import Number
 
 from .consumer import ChangefeedConsumer
 from .decoding import BadRecord, ConsumerError
+from .iceberg_cli import add_command as add_iceberg_command
 from .output import JOBS_TOPIC, Output
 from .windows import Row, Window
 
@@ -69,6 +71,7 @@ def add_commands(commands: Any) -> None:
         "catalog and namespace)",
     )
     apply.set_defaults(handler=_apply)
+    add_iceberg_command(commands)
 
 
 def _output_args(parser: argparse.ArgumentParser) -> None:

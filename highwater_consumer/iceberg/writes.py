@@ -62,7 +62,7 @@ def commit(
                 rewritten = _without(task, metadata, table, key, touched)
                 if rewritten is None:
                     continue  # none of the file's rows is touched
-                files = _written(metadata, table, rewritten, commit_uuid, counter)
+                files = written(metadata, table, rewritten, commit_uuid, counter)
                 replaced.append((task.file, files))
         _snapshot(transaction, table, dict(summary), replaced, data, (commit_uuid, counter))
 
@@ -87,7 +87,7 @@ def _snapshot(  # noqa: PLR0917 - one commit's parts
                 snapshot.append_data_file(file)
         if data.num_rows:
             metadata = transaction.table_metadata
-            for file in _written(metadata, table, data, commit_uuid, counter):
+            for file in written(metadata, table, data, commit_uuid, counter):
                 snapshot.append_data_file(file)
 
 
@@ -118,7 +118,7 @@ def _without(
     return rows.filter(pa.array(keep, pa.bool_()))
 
 
-def _written(
+def written(
     metadata: TableMetadata,
     table: Table,
     rows: pa.Table,
