@@ -102,7 +102,8 @@ def rewrite(
 def rebased(table: Table, groups: list[Group]) -> tuple[list[Group], list[Group]]:
     """The groups whose files are all in the table's current snapshot, and the others."""
     live = {t.file.file_path for t in table.scan().plan_files()}
-    kept, lost = [], []
+    kept: list[Group] = []
+    lost: list[Group] = []
     for group in groups:
         whole = all(f.file_path in live for f in group.originals)
         (kept if whole else lost).append(group)

@@ -35,7 +35,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 from typing import TYPE_CHECKING, TypeVar
 
 from pyiceberg.exceptions import CommitFailedException
@@ -94,7 +94,9 @@ class Keep:
         if self.newer_than is not None and self.newer_than < timedelta(0):
             raise MaintenanceError(f"keep newer than {self.newer_than}: not a negative duration")
 
-    def cuts(self, namespace: str, histories: Mapping[str, Mapping[Hlc, int]], now: float) -> set[Hlc]:
+    def cuts(
+        self, namespace: str, histories: Mapping[str, Mapping[Hlc, int]], now: float
+    ) -> set[Hlc]:
         """The R kept of the complete cuts ``histories`` give (none: nothing complete).
 
         Raises :class:`MaintenanceError` for an R asked for that is not a complete cut.
@@ -230,7 +232,9 @@ def _expire(
     def once() -> int:
         table = catalog.load_table(name)
         current = table.current_snapshot()
-        ids = expirable(applied(table, changefeed), kept, current and current.snapshot_id)
+        ids = expirable(
+            applied(table, changefeed), kept, None if current is None else current.snapshot_id
+        )
         if ids:
             expiry = table.maintenance.expire_snapshots()
             # pyiceberg 0.10's set of ids is a class attribute, shared by every expiry made:
@@ -242,9 +246,13 @@ def _expire(
     report.snapshots_expired = _retried(report, once)
 
 
-def _orphans(catalog: Catalog, table: Table, older_than: timedelta, now: Callable[[], float]) -> int:
+def _orphans(
+    catalog: Catalog, table: Table, older_than: timedelta, now: Callable[[], float]
+) -> int:
     """Step 3 for one table: its orphan files older than ``older_than``, removed."""
-    found = orphans(table, lambda: catalog.load_table(table.name()), now() - older_than.total_seconds())
+    found = orphans(
+        table, lambda: catalog.load_table(table.name()), now() - older_than.total_seconds()
+    )
     remove(table, found)
     return len(found)
 

@@ -74,8 +74,11 @@ State = dict[str, dict[int, tuple[Decimal | None, str | None]]]
 
 
 def workload(count: int, seed: int = 7) -> tuple[list[Window], dict[Hlc, State]]:
-    """``count`` windows a minute apart ending now (inserts, updates, deletes on both tables),
-    and the source's state at each window's R (the model the cuts are compared with)."""
+    """``count`` windows a minute apart, ending now, and the source's state at each R.
+
+    Inserts, updates and deletes on both tables; the states are the model the cuts are
+    compared with.
+    """
     chosen, now = random.Random(seed), time.time_ns()
     state: State = {t: {} for t in TABLES}
     windows, states, offset = [], {}, 0
@@ -95,7 +98,9 @@ def workload(count: int, seed: int = 7) -> tuple[list[Window], dict[Hlc, State]]
                 state[table][key] = (amount, after["note"])
             value = json.dumps({"after": after, "updated": f"{at}.0000000000"}).encode()
             place = ("out", i % 2)
-            rows.append(Row.of(Hlc(at), table, f"[{key}]".encode(), value, place, offset, DECODER.change))
+            rows.append(
+                Row.of(Hlc(at), table, f"[{key}]".encode(), value, place, offset, DECODER.change)
+            )
         windows.append(Window(resolved, tuple(rows)))
         states[resolved] = {t: dict(rows_) for t, rows_ in state.items()}
     return windows, states
@@ -122,8 +127,10 @@ def data_files(catalog: Any) -> int:
 
 
 def cut_problems(catalog: Any, before: dict[Hlc, State], kept: set[Hlc]) -> list[str]:
-    """How the cuts after maintenance differ from before it: a kept one gone or changed, an
-    expired one still there (empty: none)."""
+    """How the cuts after maintenance differ from before it (empty: none).
+
+    A kept one gone or reading other rows, or one to expire still there.
+    """
     problems = []
     for resolved, rows in sorted(before.items()):
         try:
@@ -139,7 +146,9 @@ def cut_problems(catalog: Any, before: dict[Hlc, State], kept: set[Hlc]) -> list
     return problems
 
 
-def applied_windows(catalog: dict[str, str], count: int) -> tuple[Any, dict[Hlc, State], list[Window]]:
+def applied_windows(
+    catalog: dict[str, str], count: int
+) -> tuple[Any, dict[Hlc, State], list[Window]]:
     windows, states = workload(count)
     made = applier(catalog)
     for window in windows:
@@ -168,7 +177,8 @@ def test_maintain_leaves_fewer_files_and_every_kept_cut_as_it_was(
         cut(catalog, "ns", "cf", ordered[5])
     for table in tables_of(catalog, "ns", "cf").values():  # the latest cut: the compaction's
         compacted = table.current_snapshot()
-        assert compacted is not None and compacted.summary is not None
+        assert compacted is not None
+        assert compacted.summary is not None
         assert compacted.summary["highwater.compacted"] == "true"
         assert history(table, "cf")[ordered[-1]] == compacted.snapshot_id
 
@@ -226,8 +236,11 @@ def paths(table: Any) -> set[str]:
 def test_orphans_are_removed_and_referenced_files_untouched(
     iceberg_catalog: dict[str, str],
 ) -> None:
-    """Files of commits that never landed: an old one removed, a young one (its commit may be
-    in flight) spared by the age bound; every file a snapshot references stays."""
+    """Files of commits that never landed: an old one removed, a young one spared.
+
+    The young one's commit may be in flight: the age bound spares it. Every file a
+    snapshot references stays.
+    """
     catalog, before, _ = applied_windows(iceberg_catalog, 6)
     table = catalog.load_table("ns.orders")
     rows = table.scan().to_arrow().slice(0, 3)
@@ -245,7 +258,8 @@ def test_orphans_are_removed_and_referenced_files_untouched(
     assert removed == [old_path]
     orphans.remove(table, removed)
     left = paths(table)
-    assert young_path in left and old_path not in left
+    assert young_path in left
+    assert old_path not in left
     assert referenced <= left
     assert {r: read(catalog, r) for r in before} == before
 
@@ -266,8 +280,11 @@ def test_an_orphan_removal_ignoring_references_is_what_the_check_finds(
 def test_a_compaction_refused_by_the_applier_is_rebased_and_neither_is_lost(
     iceberg_catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The applier commits a window between the compaction's plan and its commit, and the
-    applier's next commit is refused once by the compaction: both land, no window lost."""
+    """The applier and a compaction, each refused once by the other: both land, none lost.
+
+    The applier commits a window between the compaction's plan and its commit; its next
+    commit is refused by the compaction.
+    """
     windows, states = workload(16)
     made = applier(iceberg_catalog)
     for window in windows[:12]:
@@ -282,7 +299,8 @@ def test_a_compaction_refused_by_the_applier_is_rebased_and_neither_is_lost(
 
     monkeypatch.setattr(compaction, "commit", applier_first)
     reports = maintain(iceberg_catalog, "cf", namespace="ns", keep=Keep(last=16, newer_than=None))
-    assert len(calls) == 3 and [r.refused for r in reports] == [1, 0]  # customers' refused
+    assert len(calls) == 3
+    assert [r.refused for r in reports] == [1, 0]
     for window in windows[13:]:  # its tables read before the compaction: refused, retried
         made.apply(window)
     catalog = load(iceberg_catalog)
@@ -294,8 +312,10 @@ def test_a_compaction_refused_by_the_applier_is_rebased_and_neither_is_lost(
 def test_a_compaction_that_did_not_rebase_is_what_the_check_finds(
     iceberg_catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The negative control: after the refusal, the groups are committed as planned, so
-    rows the applier's window replaced come back."""
+    """The negative control: groups committed as planned after the refusal.
+
+    Rows the applier's window replaced come back.
+    """
     windows, states = workload(16)
     made = applier(iceberg_catalog)
     for window in windows[:12]:
@@ -331,22 +351,28 @@ def test_maintain_beside_a_live_applier_loses_no_window(iceberg_catalog: dict[st
 
     thread = threading.Thread(target=live)
     thread.start()
-    runs = 0
+    runs = refused = 0
     while thread.is_alive() or runs < 2:
         keep = Keep(last=40, newer_than=None)
-        maintain(iceberg_catalog, "cf", namespace="ns", keep=keep, orphans_older_than=timedelta(minutes=1))
-        runs += 1
+        reports = maintain(
+            iceberg_catalog,
+            "cf",
+            namespace="ns",
+            keep=keep,
+            orphans_older_than=timedelta(minutes=1),
+        )
+        runs, refused = runs + 1, refused + sum(r.refused for r in reports)
     thread.join()
     assert failures == []
     catalog = load(iceberg_catalog)
     assert exactly_once_problems(catalog, "ns", "cf") == []
     assert {r: read(catalog, r) for r in states} == states
-    print(f"{runs} maintenance runs beside the applier")
+    print(f"{runs} maintenance runs beside the applier, {refused} of their commits refused")
 
 
 def test_the_command_prints_what_it_did_per_table(tmp_path: Path) -> None:
     properties = {"warehouse": str(tmp_path / "warehouse")}
-    catalog, before, _ = applied_windows(properties, 6)
+    _catalog, before, _ = applied_windows(properties, 6)
     command = [
         sys.executable,
         "-m",
@@ -360,10 +386,13 @@ def test_the_command_prints_what_it_did_per_table(tmp_path: Path) -> None:
         "--keep-newer-than=0",
         "--orphans-older-than=0",
     ]
-    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=120, check=False
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 2
     assert lines[0].startswith("ns.customers: data files ")
-    assert "snapshots expired " in lines[1] and "orphan files removed " in lines[1]
+    assert "snapshots expired " in lines[1]
+    assert "orphan files removed " in lines[1]
     assert cut_problems(load(properties), before, set(sorted(before)[-2:])) == []
