@@ -137,7 +137,8 @@ def files_on_disk(catalog: object) -> int:
 
 def run(args: argparse.Namespace, warehouse: Path) -> None:
     """Load, apply the windows timed, check against the model, maintain."""
-    chosen, model = random.Random(52), {}  # noqa: S311 - benchmark data
+    chosen = random.Random(52)  # noqa: S311 - benchmark data
+    model: Model = {}
     catalog = embedded(warehouse)
     applier = IcebergApplier(catalog, "bench", namespace="bench", schemas={"orders": ORDERS})
     applier.start(["orders"])
