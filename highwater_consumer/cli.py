@@ -3,6 +3,7 @@
     highwater tail CHANGEFEED [--json]            windows as they resolve, for people or scripts
     highwater apply CHANGEFEED --dsn DSN          windows into PostgreSQL, exactly once
     highwater apply CHANGEFEED --catalog K=V …    windows into Iceberg tables, consistent cuts
+    highwater iceberg maintain CHANGEFEED …       compact, expire and clean those tables
 
 The output is found from the changefeed's job status (``--jobs-topic``), or given with
 ``--topic`` (then ``--format``, ``--registry`` or ``--schema-topic`` say how it is written).
@@ -31,6 +32,7 @@ from schemas.jsontext import Number
 from .consumer import ChangefeedConsumer
 from .dead_letters import DeadLetters
 from .decoding import BadRecord, ConsumerError
+from .iceberg_cli import add_command as add_iceberg_command
 from .output import JOBS_TOPIC, Output
 from .windows import Row, Window
 
@@ -80,6 +82,7 @@ def add_commands(commands: Any) -> None:
         "--dlq-topic", help="with --on-error dlq: this topic (default: the changefeed's)"
     )
     apply.set_defaults(handler=_apply)
+    add_iceberg_command(commands)
 
 
 def _output_args(parser: argparse.ArgumentParser) -> None:

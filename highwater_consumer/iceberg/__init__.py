@@ -8,6 +8,8 @@ consumer library imports this package.
   that does not answer waited for with back-off (:class:`CatalogUnreachable` after its
   patience) (:mod:`.applier`; copy-on-write in :mod:`.writes`, types in :mod:`.columns`);
 * :func:`cut` and :class:`Cut`: every table of a changefeed at one R (:mod:`.cuts`);
+* :func:`maintain` and :class:`Keep`: small files compacted, snapshots expired by the cuts
+  kept, orphan files removed, alongside a running applier (:mod:`.maintenance`);
 * :func:`load`: a pyiceberg catalog from its properties, the embedded SQLite one by default
   (:mod:`.catalog`).
 """
@@ -16,6 +18,7 @@ from .applier import NAMESPACE, CatalogUnreachable, IcebergApplier, UnwritableRe
 from .catalog import embedded, load
 from .columns import NoIcebergType, iceberg_schema
 from .cuts import CHANGEFEED, RESOLVED, Cut, CutError, complete, cut
+from .maintenance import Keep, MaintenanceError, TableReport, maintain
 
 __all__ = [
     "CHANGEFEED",
@@ -25,7 +28,10 @@ __all__ = [
     "Cut",
     "CutError",
     "IcebergApplier",
+    "Keep",
+    "MaintenanceError",
     "NoIcebergType",
+    "TableReport",
     "UnwritableRecord",
     "apply",
     "complete",
@@ -33,4 +39,5 @@ __all__ = [
     "embedded",
     "iceberg_schema",
     "load",
+    "maintain",
 ]
