@@ -10,6 +10,8 @@ consumer library imports this package.
 * a column added upstream added to its table, a retyped one refused (:class:`SchemaChange`,
   :mod:`.evolution`); a big window's rows written ahead past a bound (:mod:`.spill`);
 * :func:`cut` and :class:`Cut`: every table of a changefeed at one R (:mod:`.cuts`);
+* :func:`maintain` and :class:`Keep`: small files compacted, snapshots expired by the cuts
+  kept, orphan files removed, alongside a running applier (:mod:`.maintenance`);
 * :func:`load`: a pyiceberg catalog from its properties, the embedded SQLite one by default
   (:mod:`.catalog`).
 """
@@ -19,6 +21,7 @@ from .catalog import embedded, load
 from .columns import NoIcebergType, iceberg_schema
 from .cuts import CHANGEFEED, RESOLVED, Cut, CutError, complete, cut
 from .evolution import SchemaChange
+from .maintenance import Keep, MaintenanceError, TableReport, maintain
 
 __all__ = [
     "CHANGEFEED",
@@ -28,8 +31,11 @@ __all__ = [
     "Cut",
     "CutError",
     "IcebergApplier",
+    "Keep",
+    "MaintenanceError",
     "NoIcebergType",
     "SchemaChange",
+    "TableReport",
     "UnwritableRecord",
     "apply",
     "complete",
@@ -37,4 +43,5 @@ __all__ = [
     "embedded",
     "iceberg_schema",
     "load",
+    "maintain",
 ]

@@ -22,11 +22,13 @@ seen as the table's R and not made twice.
 
 A value a column cannot hold stops the applier with :class:`UnwritableRecord`, which names
 the record (topic/partition@offset), the table and the column: nothing of that window is
-committed (every row is converted before the first table's commit).
+committed (every row is converted before the first table's commit). With dead letters
+(``--on-error dlq``, :mod:`..dead_letters`) the record goes to the changefeed's dead-letter
+topic instead, acknowledged before the window is committed, and the window goes on without it.
 
 A column added upstream is added to the table in the window's commit, a retyped one refused
-(:mod:`.evolution`); a window's rows past ``spill`` per table are written ahead as data
-files and committed with its last piece (:mod:`.spill`).
+(:mod:`.evolution`; never a dead letter); a window's rows past ``spill`` per table are
+written ahead as data files and committed with its last piece (:mod:`.spill`).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from schemas.errors import RecordRef
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 
+from ..dead_letters import DeadLetters
 from ..decoding import ApplyError
 from ..windows import Row, Window, images
 from . import writes
@@ -109,9 +112,10 @@ class IcebergApplier:
     ``namespace``; default the same name). ``reached`` is called with ``committed <table>``
     after each table's commit and ``spilled <table>`` after rows written ahead: the crash
     tests' knob. ``patience``: the seconds a catalog that does not answer is waited for
-    (with back-off) before the applier stops. ``schema_changes``: ``evolve`` (a column added
-    upstream is added to the table) or ``stop`` (:mod:`.evolution`). ``spill``: the most
-    rows held per table before they are written ahead (:mod:`.spill`; None: no bound);
+    (with back-off) before the applier stops. ``dead_letters``: where a record no column
+    can hold goes (else it stops the applier). ``schema_changes``: ``evolve`` (a column
+    added upstream is added to the table) or ``stop`` (:mod:`.evolution`). ``spill``: the
+    most rows held per table before they are written ahead (:mod:`.spill`; None: no bound);
     :attr:`most_held` is the most it held.
 
     Making one touches nothing: :meth:`start` loads the catalog and the tables.
@@ -126,18 +130,14 @@ class IcebergApplier:
         schemas: Mapping[str, TableSchema] | None = None,
         names: Mapping[str, str] | None = None,
         patience: float = 300.0,
+        dead_letters: DeadLetters | None = None,
         schema_changes: str = EVOLVE,
         spill: int | None = 100_000,
     ) -> None:
-        if schema_changes not in SCHEMA_CHANGES:
-            raise ApplyError(
-                f"schema_changes: {schema_changes!r} is not one of {', '.join(SCHEMA_CHANGES)}"
-            )
-        if spill is not None and spill < 1:
-            raise ApplyError(f"spill: {spill} rows; at least 1 (or None: no bound)")
-        self.schema_changes, self.spill = schema_changes, spill
+        self.schema_changes, self.spill = _options(schema_changes, spill)
         self.most_held = 0  # the most rows a table held at once (the spill bound's witness)
         self._given = catalog
+        self.dead_letters = dead_letters
         self.patience = patience
         self._catalog: Catalog | None = None
         self.changefeed = changefeed
@@ -160,7 +160,20 @@ class IcebergApplier:
         """Load (or make) the changefeed's ``tables``; the latest complete cut's R, or None.
 
         None: a table holds no window yet (the consumer starts where its group left off).
+        A catalog that does not answer yet is waited for, as during commits (``patience``).
         """
+        outage = Outage(self.patience)
+        while True:
+            try:
+                return self._start(tables)
+            except Exception as exc:
+                cause = exc.__cause__ if isinstance(exc, ApplyError) else exc  # load()'s
+                if not isinstance(cause, Exception) or not _unreachable(cause):
+                    raise
+                self._catalog = None
+                outage.wait("the catalog", cause)
+
+    def _start(self, tables: Iterable[str]) -> Hlc | None:
         if self._catalog is None:
             self._catalog = load(self._given)
         self.catalog.create_namespace_if_not_exists(self.namespace)
@@ -215,6 +228,8 @@ class IcebergApplier:
             self._take(window.rows)
             if not window.last:
                 return False
+            if self.dead_letters is not None:
+                self.dead_letters.flush()  # acknowledged before the window is committed
             written = self._catch_up(window.resolved)
             if self.catching_up and window.resolved < self.catching_up[0]:
                 return any(written)  # its rows wait for the catch-up R
@@ -256,14 +271,22 @@ class IcebergApplier:
                     target.evolution.see(row, after, target.table, target.convert)
                 target.change(key_values, after, stage)
             except Unwritable as exc:
-                place = RecordRef(row.partition[0], row.partition[1], row.offset)
-                name = ".".join(target.table.name())
-                raise UnwritableRecord(place, name, str(exc)) from exc
+                self._unwritable(row, target, exc)
             held = target.held()
             self.most_held = max(self.most_held, held)
             if self.spill is not None and held >= self.spill:
                 target.spill()
                 self.reached(f"spilled {target.name}")
+
+    def _unwritable(self, row: Row, target: Target, exc: Unwritable) -> None:
+        """A row its table cannot hold: to the dead letters, or :class:`UnwritableRecord`."""
+        place = RecordRef(row.partition[0], row.partition[1], row.offset)
+        name = ".".join(target.table.name())
+        if self.dead_letters is None:
+            raise UnwritableRecord(place, name, str(exc)) from exc
+        reason = f"cannot be written to Iceberg table {name}: {exc}"
+        log.warning("%s: %s; sent to dead-letter topic %s", place, reason, self.dead_letters.topic)
+        self.dead_letters.send(str(place), row.key, row.value, reason)
 
     def _order(self) -> list[Target]:
         return [self.targets[name] for name in sorted(self.targets)]
@@ -327,6 +350,19 @@ class IcebergApplier:
     def close(self) -> None:
         """Forget a window not committed (nothing is held open between windows)."""
         self._clear()
+        if self.dead_letters is not None:
+            self.dead_letters.close()
+
+
+def _options(schema_changes: str, spill: int | None) -> tuple[str, int | None]:
+    """The applier's options, checked (:class:`ApplyError` names the one refused)."""
+    if schema_changes not in SCHEMA_CHANGES:
+        raise ApplyError(
+            f"schema_changes: {schema_changes!r} is not one of {', '.join(SCHEMA_CHANGES)}"
+        )
+    if spill is not None and spill < 1:
+        raise ApplyError(f"spill: {spill} rows; at least 1 (or None: no bound)")
+    return schema_changes, spill
 
 
 def _commit_failed() -> type[Exception]:

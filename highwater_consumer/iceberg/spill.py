@@ -79,17 +79,24 @@ class Spill:
         metadata: TableMetadata,
         pending: Mapping[Key, Mapping[str, Any] | None],
         appended: Sequence[Mapping[str, Any]],
+        key: Sequence[str],
     ) -> None:
-        """A table's rows held (a key's last version, or None: deleted) as files now."""
+        """A table's rows held (a key's last version, or None: deleted) as files now.
+
+        Sorted by ``key`` (the table's identifier fields), as :func:`.writes.commit` writes
+        a window's rows: files that each hold a narrow range of keys prune well.
+        """
         rows = [r for r in pending.values() if r is not None]
         rows += appended
         data = pa.Table.from_pylist(rows, schema=schema_to_pyarrow(metadata.schema()))
+        if key and data.num_rows:
+            data = data.sort_by([(column, "ascending") for column in key])
         index = len(self.batches)
         self.batches.append(Batch(_files(metadata, table, data), metadata.schema()))
-        for key, row in pending.items():
-            self.touched.add(key)
+        for values, row in pending.items():
+            self.touched.add(values)
             if row is not None:
-                self.written[key] = index
+                self.written[values] = index
         self.rows += len(rows)
 
     def files(self, table: Table, metadata: TableMetadata, key: Sequence[str]) -> list[DataFile]:

@@ -68,7 +68,8 @@ class Target:
         metadata = self.evolution.metadata(self.table)  # with the columns staged
         for stage in [*self.pending, *(s for s in self.appended if s not in self.pending)]:
             pending, appended = self.pending.pop(stage, {}), self.appended.pop(stage, [])
-            self.spills.setdefault(stage, Spill()).write(self.table, metadata, pending, appended)
+            spill = self.spills.setdefault(stage, Spill())
+            spill.write(self.table, metadata, pending, appended, self.key)
 
     def rows(self, stage: Stage) -> tuple[set[Any], list[dict[str, Any]]]:
         """A stage's keys touched and rows to write, taken out of the pending ones.

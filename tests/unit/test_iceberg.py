@@ -535,6 +535,8 @@ def test_apply_takes_exactly_one_of_dsn_and_catalog(
         (["--dsn", "x", "--spill", "9"], "--spill is Iceberg's: give it with --catalog"),
         (["--catalog", "warehouse=w", "--spill", "0"], "spill: 0 rows; at least 1"),
         (["--catalog", "warehouse"], "--catalog 'warehouse': a catalog property is KEY=VALUE"),
+        (["--dsn", "x", "--on-error", "dlq"], "--on-error dlq is Iceberg's"),
+        (["--catalog", "warehouse=w", "--dlq-topic", "d"], "--dlq-topic is only used with"),
     ],
 )
 def test_apply_names_the_flag_it_refuses(
