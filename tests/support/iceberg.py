@@ -97,7 +97,7 @@ def applier_process(  # noqa: PLR0917 - the command line's arguments
     """
     # small fetches: the partitions' records interleave as they would arriving live, so the
     # frontier rises marker by marker (one partition read ahead would make few windows)
-    small = {"max.partition.fetch.bytes": 4096, "fetch.max.bytes": 16384}
+    small = {"max.partition.fetch.bytes": 4096}
     output = Output.of_changefeed(bootstrap, changefeed, kafka=small)
     properties = json.loads(catalog)
     applier = IcebergApplier(properties, changefeed, namespace=namespace, schemas=output.schemas)
