@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAMESPACE = "highwater"  # the default namespace of the applied tables
-_ATTEMPTS = 3  # commits refused by another writer's, before giving up
+_ATTEMPTS = 10  # commits refused by other writers (maintenance: a compaction, an expiry) in a row
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.5, 8.0  # seconds between tries while the catalog is away
 
 
