@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test durations check jvm-test jars system clean bench bench-scan cluster-bench soak cluster-test explore
+.PHONY: demo test durations check jvm-test jars system clean bench bench-iceberg bench-scan cluster-bench soak cluster-test explore
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -61,6 +61,11 @@ bench: jars
 # the throughput part there.
 cluster-bench: jars
 	$(BIN)/python -m pipeline.dev.bench --cluster
+
+# The Iceberg applier's benchmark (also a part of `make bench`): windows of 5,000 changes/s into
+# a table of 1M orders on the embedded catalog, then files per table before and after maintain.
+bench-iceberg:
+	$(BIN)/python -m pipeline.dev.bench_iceberg
 
 # The initial-scan benchmark: a snapshot of 2.1M keys vs a plain Spark batch read-and-write.
 bench-scan: jars

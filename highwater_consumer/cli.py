@@ -3,6 +3,7 @@
     highwater tail CHANGEFEED [--json]            windows as they resolve, for people or scripts
     highwater apply CHANGEFEED --dsn DSN          windows into PostgreSQL, exactly once
     highwater apply CHANGEFEED --catalog K=V …    windows into Iceberg tables, consistent cuts
+    highwater iceberg maintain CHANGEFEED …       compact, expire and clean those tables
 
 The output is found from the changefeed's job status (``--jobs-topic``), or given with
 ``--topic`` (then ``--format``, ``--registry`` or ``--schema-topic`` say how it is written).
@@ -29,7 +30,9 @@ from schemas.hlc import Hlc
 from schemas.jsontext import Number
 
 from .consumer import ChangefeedConsumer
+from .dead_letters import DeadLetters
 from .decoding import BadRecord, ConsumerError
+from .iceberg_cli import add_command as add_iceberg_command
 from .output import JOBS_TOPIC, Output
 from .windows import Row, Window
 
@@ -64,6 +67,19 @@ def add_commands(commands: Any, engines: Mapping[str, Engine] | None = None) -> 
         "--namespace", help="Iceberg: the namespace of the tables (with --catalog; highwater)"
     )
     apply.add_argument(
+        "--schema-changes",
+        choices=["evolve", "stop"],
+        help="Iceberg: a column added upstream is added to the table (evolve, the default), "
+        "or stops the applier naming it (stop); a retyped column always stops it",
+    )
+    apply.add_argument(
+        "--spill",
+        type=int,
+        metavar="ROWS",
+        help="Iceberg: the most rows held per table in a window before they are written ahead "
+        "as data files, committed with the window (100000)",
+    )
+    apply.add_argument(
         "--table",
         action="append",
         default=[],
@@ -75,11 +91,23 @@ def add_commands(commands: Any, engines: Mapping[str, Engine] | None = None) -> 
         help="the consumer group (PostgreSQL: highwater-apply-<changefeed>; Iceberg: one per "
         "catalog and namespace)",
     )
-    _engine_args(apply)
+    _iceberg_args(apply)
     apply.set_defaults(handler=_apply, engines=dict(engines or {}))
+    add_iceberg_command(commands)
 
 
-def _engine_args(apply: argparse.ArgumentParser) -> None:
+def _iceberg_args(apply: argparse.ArgumentParser) -> None:
+    """``apply``'s Iceberg options: bad records, and the engine."""
+    apply.add_argument(
+        "--on-error",
+        choices=["fail", "dlq"],
+        default="fail",
+        help="Iceberg: a record its table cannot hold stops the applier (fail), or goes to the "
+        "changefeed's dead-letter topic, named (dlq)",
+    )
+    apply.add_argument(
+        "--dlq-topic", help="with --on-error dlq: this topic (default: the changefeed's)"
+    )
     apply.add_argument(
         "--engine",
         default="local",
@@ -204,8 +232,14 @@ def _tail(args: argparse.Namespace) -> int:
 def _apply(args: argparse.Namespace) -> int:
     if args.catalog is not None:
         return _apply_iceberg(args)
-    if args.namespace is not None or args.engine != "local":
-        raise ConsumerError("--namespace and --engine are Iceberg's: give them with --catalog")
+    for flag in ("namespace", "schema_changes", "spill"):
+        if getattr(args, flag) is not None:
+            name = "--" + flag.replace("_", "-")
+            raise ConsumerError(f"{name} is Iceberg's: give it with --catalog, not --dsn")
+    if args.engine != "local":
+        raise ConsumerError("--engine is Iceberg's: give it with --catalog, not --dsn")
+    if args.on_error != "fail" or args.dlq_topic is not None:
+        raise ConsumerError("--on-error dlq is Iceberg's: PostgreSQL stops at what it refuses")
     from .postgres import PostgresApplier, apply  # noqa: PLC0415 - psycopg only here
 
     tables = dict(t.split("=", 1) for t in args.table)
@@ -242,6 +276,9 @@ def _apply_iceberg(args: argparse.Namespace) -> int:
         namespace=namespace,
         schemas=output.schemas,
         names=dict(t.split("=", 1) for t in args.table),
+        dead_letters=_dead_letters(args, output),
+        schema_changes=args.schema_changes or "evolve",
+        spill=100_000 if args.spill is None else args.spill,
     )
     try:
         after = applier.start(output.topics.values())
@@ -252,6 +289,16 @@ def _apply_iceberg(args: argparse.Namespace) -> int:
         applier.close()
     print(f"applied {windows} windows, {applier.applied} rows", file=sys.stderr)
     return 0
+
+
+def _dead_letters(args: argparse.Namespace, output: Output) -> DeadLetters | None:
+    """Where ``--on-error dlq`` sends what a target cannot hold (None: it stops the applier)."""
+    if args.on_error != "dlq":
+        if args.dlq_topic is not None:
+            raise ConsumerError("--dlq-topic is only used with --on-error dlq")
+        return None
+    topic = args.dlq_topic or output.dead_letters or f"_highwater_dlq_{args.changefeed}"
+    return DeadLetters(output.bootstrap, topic, output.kafka)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -143,6 +143,15 @@ class JsonDecoder:
         )
 
 
+def avro_header(data: bytes) -> bytes | None:
+    """The header naming an Avro record's writer schema (registry id or fingerprint), or None."""
+    if data[:1] == CONFLUENT_MAGIC and len(data) >= 5:
+        return data[:5]
+    if data[:2] == SINGLE_OBJECT_MAGIC and len(data) >= 10:
+        return data[:10]
+    return None
+
+
 class AvroDecoder:
     """Avro by the writer's schema, named in each record's header (registry id or fingerprint)."""
 
@@ -151,11 +160,8 @@ class AvroDecoder:
         self.parsed: dict[bytes, Any] = {}
 
     def _read(self, data: bytes) -> Any:
-        if data[:1] == CONFLUENT_MAGIC and len(data) >= 5:
-            header = data[:5]
-        elif data[:2] == SINGLE_OBJECT_MAGIC and len(data) >= 10:
-            header = data[:10]
-        else:
+        header = avro_header(data)
+        if header is None:
             raise ValueError("neither Confluent's wire format nor Avro single-object encoding")
         schema = self.parsed.get(header)
         if schema is None:
@@ -169,6 +175,11 @@ class AvroDecoder:
         if body.tell() != len(data):
             raise ValueError(f"{len(data) - body.tell()} bytes left over after the Avro datum")
         return datum
+
+    def writer(self, data: bytes) -> Mapping[str, Any] | None:
+        """The schema a record was written with, as published (None: none found for it)."""
+        header = avro_header(data)
+        return None if header is None else self.lookup(header)
 
     def read(self, key: bytes | None, value: bytes | None) -> Read:
         """A record's marker or time; ``ValueError`` (or an Avro error) if it is not ours."""

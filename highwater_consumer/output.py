@@ -47,6 +47,7 @@ class Output:
     schema_topic: str | None = None
     kafka: Mapping[str, Any] = field(default_factory=dict)  # more client settings (security)
     schemas: Mapping[str, TableSchema] = field(default_factory=dict)
+    dead_letters: str | None = None  # the changefeed's dead-letter topic (appliers' --on-error)
 
     def __post_init__(self) -> None:
         if not self.topics:
@@ -93,6 +94,7 @@ class Output:
             format=output["format"],
             registry=None if url is None else {"url": url, **(registry or {})},
             schema_topic=output.get("schema_topic"),
+            dead_letters=output.get("dead_letters"),
             kafka=settings,
             schemas={
                 table: TableSchema.of(declared["record"], declared["primary_key"])

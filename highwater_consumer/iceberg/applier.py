@@ -22,7 +22,13 @@ seen as the table's R and not made twice.
 
 A value a column cannot hold stops the applier with :class:`UnwritableRecord`, which names
 the record (topic/partition@offset), the table and the column: nothing of that window is
-committed (every row is converted before the first table's commit).
+committed (every row is converted before the first table's commit). With dead letters
+(``--on-error dlq``, :mod:`..dead_letters`) the record goes to the changefeed's dead-letter
+topic instead, acknowledged before the window is committed, and the window goes on without it.
+
+A column added upstream is added to the table in the window's commit, a retyped one refused
+(:mod:`.evolution`; never a dead letter); a window's rows past ``spill`` per table are
+written ahead as data files and committed with its last piece (:mod:`.spill`).
 """
 
 from __future__ import annotations
@@ -30,19 +36,23 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from schemas.errors import RecordRef
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 
+from ..dead_letters import DeadLetters
 from ..decoding import ApplyError
 from ..windows import Row, Window, images
 from . import writes
 from .catalog import load
-from .columns import Convert, Unwritable, converters, iceberg_schema
+from .columns import Unwritable, converters, iceberg_schema
 from .cuts import CHANGEFEED, RESOLVED, applied
+from .evolution import EVOLVE, SCHEMA_CHANGES, Evolution
+from .target import Stage, Target
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -51,7 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 NAMESPACE = "highwater"  # the default namespace of the applied tables
-_ATTEMPTS = 3  # commits refused by another writer's, before giving up
+_ATTEMPTS = 10  # commits refused by other writers (maintenance: a compaction, an expiry) in a row
 _FIRST_PAUSE, _LONGEST_PAUSE = 0.5, 8.0  # seconds between tries while the catalog is away
 
 
@@ -93,81 +103,6 @@ class Outage:
         self.pause = min(self.pause * 2, _LONGEST_PAUSE)
 
 
-Stage = Hlc | None  # the R a row is committed at: a catch-up R, or None (the window's own)
-
-
-@dataclass
-class Target:
-    """An Iceberg table a changefeed table is applied to, and what it holds.
-
-    Rows wait per stage: the window's own R (None), or a catch-up R (:class:`IcebergApplier`).
-    """
-
-    name: str  # the changefeed's table
-    table: Table
-    key: tuple[str, ...]  # the identifier fields in the changefeed key's order; (): append
-    convert: Mapping[str, Convert]
-    resolved: Hlc | None  # the last window it holds
-    pending: dict[Stage, dict[Any, dict[str, Any] | None]] = field(default_factory=dict)
-    appended: dict[Stage, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def change(self, key_values: Any, after: dict[str, Any] | None, stage: Stage) -> None:
-        """A row change (converted) into its stage's rows: a key's last one wins."""
-        row = None if after is None else self._row(after)
-        if not self.key:
-            if row is not None:
-                self.appended.setdefault(stage, []).append(row)
-            return
-        key = self._key(key_values)
-        if row is not None:
-            row.update(zip(self.key, key, strict=True))
-        pending = self.pending.setdefault(stage, {})
-        pending.pop(key, None)  # in commit order: the last version is the one kept
-        pending[key] = row
-
-    def rows(self, stage: Stage) -> tuple[set[Any], list[dict[str, Any]]]:
-        """A stage's keys touched and rows to write, taken out of the pending ones."""
-        pending, appended = self.pending.pop(stage, {}), self.appended.pop(stage, [])
-        return set(pending), [r for r in pending.values() if r is not None] + appended
-
-    def _row(self, after: Mapping[str, Any]) -> dict[str, Any]:
-        unknown = [c for c in after if c not in self.convert]
-        if unknown:
-            raise Unwritable(f"column {unknown[0]!r} is not in the table (a schema change)")
-        row = {}
-        for column, convert in self.convert.items():
-            value = after.get(column)
-            row[column] = None if value is None else _converted(convert, value, column)
-        return row
-
-    def _key(self, values: Any) -> tuple[Any, ...]:
-        if isinstance(values, Mapping):
-            missing = [c for c in self.key if c not in values]
-            if missing:
-                raise Unwritable(f"the key {values!r} lacks {missing}")
-            values = [values[c] for c in self.key]
-        if not isinstance(values, list) or len(values) != len(self.key):
-            raise Unwritable(f"the key {values!r} is not one of {list(self.key)}")
-        out = []
-        for column, value in zip(self.key, values, strict=True):
-            if value is None:
-                raise Unwritable(f"key column {column!r} is null")
-            out.append(_converted(self.convert[column], value, column))
-        return tuple(out)
-
-    def clear(self) -> None:
-        """Forget the rows waiting."""
-        self.pending.clear()
-        self.appended.clear()
-
-
-def _converted(convert: Convert, value: Any, column: str) -> Any:
-    try:
-        return convert(value)
-    except Unwritable as exc:
-        raise Unwritable(f"column {column!r}: {exc}") from None
-
-
 class IcebergApplier:
     """Applies windows of ``changefeed`` to Iceberg tables in ``namespace`` of ``catalog``.
 
@@ -175,8 +110,13 @@ class IcebergApplier:
     the embedded SQLite one); ``schemas``: the changefeed's declared tables, from which
     missing tables are made; ``names``: a changefeed table -> its Iceberg table's name (in
     ``namespace``; default the same name). ``reached`` is called with ``committed <table>``
-    after each table's commit: the crash tests' knob. ``patience``: the seconds a catalog
-    that does not answer is waited for (with back-off) before the applier stops.
+    after each table's commit and ``spilled <table>`` after rows written ahead: the crash
+    tests' knob. ``patience``: the seconds a catalog that does not answer is waited for
+    (with back-off) before the applier stops. ``dead_letters``: where a record no column
+    can hold goes (else it stops the applier). ``schema_changes``: ``evolve`` (a column
+    added upstream is added to the table) or ``stop`` (:mod:`.evolution`). ``spill``: the
+    most rows held per table before they are written ahead (:mod:`.spill`; None: no bound);
+    :attr:`most_held` is the most it held.
 
     Making one touches nothing: :meth:`start` loads the catalog and the tables.
     """
@@ -190,8 +130,14 @@ class IcebergApplier:
         schemas: Mapping[str, TableSchema] | None = None,
         names: Mapping[str, str] | None = None,
         patience: float = 300.0,
+        dead_letters: DeadLetters | None = None,
+        schema_changes: str = EVOLVE,
+        spill: int | None = 100_000,
     ) -> None:
+        self.schema_changes, self.spill = _options(schema_changes, spill)
+        self.most_held = 0  # the most rows a table held at once (the spill bound's witness)
         self._given = catalog
+        self.dead_letters = dead_letters
         self.patience = patience
         self._catalog: Catalog | None = None
         self.changefeed = changefeed
@@ -214,7 +160,20 @@ class IcebergApplier:
         """Load (or make) the changefeed's ``tables``; the latest complete cut's R, or None.
 
         None: a table holds no window yet (the consumer starts where its group left off).
+        A catalog that does not answer yet is waited for, as during commits (``patience``).
         """
+        outage = Outage(self.patience)
+        while True:
+            try:
+                return self._start(tables)
+            except Exception as exc:
+                cause = exc.__cause__ if isinstance(exc, ApplyError) else exc  # load()'s
+                if not isinstance(cause, Exception) or not _unreachable(cause):
+                    raise
+                self._catalog = None
+                outage.wait("the catalog", cause)
+
+    def _start(self, tables: Iterable[str]) -> Hlc | None:
         if self._catalog is None:
             self._catalog = load(self._given)
         self.catalog.create_namespace_if_not_exists(self.namespace)
@@ -256,7 +215,8 @@ class IcebergApplier:
                 f"not {self.changefeed!r}"
             )
         key, convert = _key_of(table, declared), converters(table.schema())
-        return Target(name, table, key, convert, _last(table, self.changefeed))
+        evolution = Evolution(self.schema_changes, declared)
+        return Target(name, table, key, convert, _last(table, self.changefeed), evolution)
 
     def apply(self, window: Window) -> bool:
         """Take a window (or a piece of one); its last piece commits every table that lacks it.
@@ -268,6 +228,8 @@ class IcebergApplier:
             self._take(window.rows)
             if not window.last:
                 return False
+            if self.dead_letters is not None:
+                self.dead_letters.flush()  # acknowledged before the window is committed
             written = self._catch_up(window.resolved)
             if self.catching_up and window.resolved < self.catching_up[0]:
                 return any(written)  # its rows wait for the catch-up R
@@ -305,11 +267,26 @@ class IcebergApplier:
                 continue
             stage = next((r for r in self.catching_up if updated <= r), None)
             try:
+                if after is not None:
+                    target.evolution.see(row, after, target.table, target.convert)
                 target.change(key_values, after, stage)
             except Unwritable as exc:
-                place = RecordRef(row.partition[0], row.partition[1], row.offset)
-                name = ".".join(target.table.name())
-                raise UnwritableRecord(place, name, str(exc)) from exc
+                self._unwritable(row, target, exc)
+            held = target.held()
+            self.most_held = max(self.most_held, held)
+            if self.spill is not None and held >= self.spill:
+                target.spill()
+                self.reached(f"spilled {target.name}")
+
+    def _unwritable(self, row: Row, target: Target, exc: Unwritable) -> None:
+        """A row its table cannot hold: to the dead letters, or :class:`UnwritableRecord`."""
+        place = RecordRef(row.partition[0], row.partition[1], row.offset)
+        name = ".".join(target.table.name())
+        if self.dead_letters is None:
+            raise UnwritableRecord(place, name, str(exc)) from exc
+        reason = f"cannot be written to Iceberg table {name}: {exc}"
+        log.warning("%s: %s; sent to dead-letter topic %s", place, reason, self.dead_letters.topic)
+        self.dead_letters.send(str(place), row.key, row.value, reason)
 
     def _order(self) -> list[Target]:
         return [self.targets[name] for name in sorted(self.targets)]
@@ -326,10 +303,15 @@ class IcebergApplier:
         """
         summary = {CHANGEFEED: self.changefeed, RESOLVED: str(resolved)}
         touched, rows = target.rows(stage)
+        spill = target.spills.get(stage)
+        ahead = None if spill is None else partial(spill.files, target.table, key=target.key)
         refused, outage = 0, Outage(self.patience)
+        alter = target.evolution.alter
         while target.resolved is None or target.resolved < resolved:
             try:
-                writes.commit(target.table, target.key, touched, rows, summary)
+                writes.commit(
+                    target.table, target.key, touched, rows, summary, alter=alter, ahead=ahead
+                )
             except _commit_failed() as exc:
                 refused += 1
                 if refused == _ATTEMPTS:
@@ -343,10 +325,13 @@ class IcebergApplier:
                 outage.wait(target.name, exc)
             else:
                 target.resolved = resolved
-                self.applied += len(touched) if target.key else len(rows)  # deletes count
+                target.committed(stage)
+                written = len(rows) + (0 if spill is None else spill.rows)
+                self.applied += len(touched) if target.key else written  # deletes count
                 self.reached(f"committed {target.name}")
                 return True
             self._read_again(target, outage)
+        target.spills.pop(stage, None)  # the table holds R: files written ahead are orphans
         return False
 
     def _read_again(self, target: Target, outage: Outage) -> None:
@@ -365,6 +350,19 @@ class IcebergApplier:
     def close(self) -> None:
         """Forget a window not committed (nothing is held open between windows)."""
         self._clear()
+        if self.dead_letters is not None:
+            self.dead_letters.close()
+
+
+def _options(schema_changes: str, spill: int | None) -> tuple[str, int | None]:
+    """The applier's options, checked (:class:`ApplyError` names the one refused)."""
+    if schema_changes not in SCHEMA_CHANGES:
+        raise ApplyError(
+            f"schema_changes: {schema_changes!r} is not one of {', '.join(SCHEMA_CHANGES)}"
+        )
+    if spill is not None and spill < 1:
+        raise ApplyError(f"spill: {spill} rows; at least 1 (or None: no bound)")
+    return schema_changes, spill
 
 
 def _commit_failed() -> type[Exception]:

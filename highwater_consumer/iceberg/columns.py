@@ -108,18 +108,23 @@ def columns(table: TableSchema) -> list[Column]:
 
 def converters(schema: Schema) -> dict[str, Convert]:
     """Each column of an Iceberg table's schema (made here or by anyone) -> its converter."""
-    out = {}
-    for field in schema.fields:
-        found = _BY_TYPE.get(type(field.field_type))
-        if isinstance(field.field_type, DecimalType):
-            out[field.name] = _decimal(field.field_type.precision, field.field_type.scale)
-        elif found is not None:
-            out[field.name] = found
-        else:
-            raise NoIcebergType(
-                f"column {field.name!r}: the applier does not write {field.field_type} columns"
-            )
-    return out
+    return {field.name: converter(field.field_type, field.name) for field in schema.fields}
+
+
+def converter(kind: IcebergType, name: str) -> Convert:
+    """How a value becomes what a column of Iceberg type ``kind`` holds (refused: by name)."""
+    if isinstance(kind, DecimalType):
+        return _decimal(kind.precision, kind.scale)
+    found = _BY_TYPE.get(type(kind))
+    if found is None:
+        raise NoIcebergType(f"column {name!r}: the applier does not write {kind} columns")
+    return found
+
+
+def column_type(avro: Any, name: str) -> IcebergType:
+    """The Iceberg type of a column's Avro type (a null union: the type inside), by name."""
+    _, inside = _unwrapped(avro, name)
+    return _mapped(inside, name)[0]
 
 
 def _unwrapped(avro: Any, name: str) -> tuple[bool, Any]:

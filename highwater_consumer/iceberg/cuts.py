@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
 RESOLVED = "highwater.resolved"  # a snapshot summary's R (the HLC text)
 CHANGEFEED = "highwater.changefeed"  # a snapshot summary's and a table property's changefeed
+COMPACTED = "highwater.compacted"  # a snapshot summary's mark: R's rows again, in fewer files
 
 History = Mapping[Hlc, int]  # a table's R -> its snapshot marked R
 
@@ -56,23 +57,29 @@ class Cut:
 def applied(table: Table, changefeed: str) -> list[tuple[Hlc, int]]:
     """The (R, snapshot id) of ``changefeed``'s commits to ``table``, oldest first.
 
-    In the order the table's snapshot log lists them (a snapshot expired is gone from it).
+    In commit order: by the snapshots' sequence numbers (then their times), not by the
+    table's snapshot log, which an expiry may cut short: Apache Iceberg's own catalogs drop
+    the log's entries before an expired snapshot (a gap would misdate time travel), though
+    the snapshots kept before it are still there (:mod:`.maintenance`).
     """
     out = []
-    by_id = {s.snapshot_id: s for s in table.snapshots()}
-    for entry in table.metadata.snapshot_log:
-        snapshot = by_id.get(entry.snapshot_id)
-        summary = None if snapshot is None else snapshot.summary
+    ordered = sorted(table.snapshots(), key=lambda s: (s.sequence_number or 0, s.timestamp_ms))
+    for snapshot in ordered:
+        summary = snapshot.summary
         if summary is None or summary.get(CHANGEFEED) != changefeed:
             continue
         resolved = summary.get(RESOLVED)
         if resolved is not None:
-            out.append((Hlc.parse(resolved), entry.snapshot_id))
+            out.append((Hlc.parse(resolved), snapshot.snapshot_id))
     return out
 
 
 def history(table: Table, changefeed: str) -> dict[Hlc, int]:
-    """A table's R -> its snapshot marked R (the latest, were one R committed twice)."""
+    """A table's R -> its snapshot marked R: the latest of R's (a compaction of R's rows).
+
+    Compacting a table commits its R's rows again in fewer files, marked R (and
+    ``highwater.compacted``): the cut at R reads that snapshot from then on.
+    """
     return dict(applied(table, changefeed))
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -190,9 +191,15 @@ class ChangefeedConfig(Section):
         )
         return f"{self.sink.topic_prefix}{table}"
 
-    def output_description(self) -> dict[str, Any]:
-        """Where and how the changefeed writes, as its job status tells consumers."""
+    def output_description(self, tables: Mapping[str, TableSchema] | None = None) -> dict[str, Any]:
+        """Where and how the changefeed writes, as its job status tells consumers.
+
+        ``tables``: each table's schema as the run writes it (declared, or derived from its
+        source's); None: the declared ones.
+        """
         encoder = self.encoder
+        if tables is None:
+            tables = {s.table: d for s in self.sources if (d := s.declared_schema) is not None}
         avro = encoder.format == "avro"
         registry = encoder.schema_registry
         return {
@@ -202,12 +209,12 @@ class ChangefeedConfig(Section):
             "updated": encoder.updated,
             "registry": registry.url if avro and registry is not None else None,
             "schema_topic": encoder.schema_topic if avro and registry is None else None,
-            # the declared tables, whose rows the output carries as declared (a CDC query's
+            "dead_letters": self.effective_dlq_topic,
+            # the tables' schemas, whose rows the output carries as they say (a CDC query's
             # `select` writes other columns): what an applier makes its tables from
             "tables": {
-                s.table: {"record": s.table_schema, "primary_key": s.primary_key}
-                for s in self.sources
-                if s.table_schema is not None and s.primary_key is not None
+                name: {"record": dict(t.record), "primary_key": list(t.primary_key)}
+                for name, t in sorted(tables.items())
             }
             if encoder.select is None
             else {},

@@ -608,6 +608,14 @@ def _parser() -> argparse.ArgumentParser:
         "apply to PostgreSQL)",
     )
     parser.add_argument(
+        "--iceberg-only",
+        action="store_true",
+        help="the Iceberg applier's part only (bench_iceberg: 5,000 changes/s into 1M orders)",
+    )
+    parser.add_argument(
+        "--iceberg-windows", type=int, default=720, help="of the Iceberg part (720 of 5 s: an hour)"
+    )
+    parser.add_argument(
         "--cluster",
         action="store_true",
         help="on a local cluster (three Kafka nodes, 3 copies; a Spark standalone master with "
@@ -625,8 +633,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmark on a fresh embedded broker."""
     args = _parser().parse_args(argv)
     from .bench_consumer import apply_part, consumer_part  # noqa: PLC0415 - a part of its own
+    from .bench_iceberg import iceberg_part  # noqa: PLC0415 - a part of its own
     from .bench_sources import sources  # noqa: PLC0415 - it builds on this module
 
+    if args.iceberg_only:  # no broker: the windows are built in the part
+        iceberg_part(1_000_000, 5_000, 5, args.iceberg_windows, "uniform")
+        return 0
     if args.cluster:
         return on_cluster(
             args.rows,
@@ -682,6 +694,7 @@ def main(argv: list[str] | None = None) -> int:
                 avro_encoders(spark, info.bootstrap_servers, source)
                 consumer_part(info.bootstrap_servers, 1_000_000, 3, 6, 5_000)
                 apply_part(info.bootstrap_servers, 200_000, 6, 5_000)
+                iceberg_part(1_000_000, 5_000, 5, args.iceberg_windows, "uniform")
                 for rate in (int(r) for r in args.rates.split(",")):
                     for delivery in ("at_least_once", "exactly_once"):
                         with peaks.part(f"resolved lag at {rate:,}/s, {delivery}"):

@@ -271,6 +271,17 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
 
     from .session import SparkTarget, iceberg_session  # noqa: PLC0415
 
+    local_only = {
+        "--on-error dlq": getattr(args, "on_error", "fail") != "fail",
+        "--schema-changes evolve": getattr(args, "schema_changes", None) == "evolve",
+        "--spill": getattr(args, "spill", None) is not None,
+    }
+    given = [flag for flag, on in local_only.items() if on]
+    if given:
+        raise ApplyError(
+            f"{', '.join(given)}: the local engine's; --engine spark stops at a record it "
+            f"cannot write (a column the table lacks too) and holds no window in memory"
+        )
     if output.format != "json":
         raise ApplyError(
             f"--engine spark reads JSON output; changefeed {args.changefeed!r} writes "
@@ -285,6 +296,7 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
         namespace=namespace,
         schemas=output.schemas,
         names=dict(t.split("=", 1) for t in args.table),
+        schema_changes="stop",  # the rows are converted to the table as it is (rows.py)
     )
     group = args.group or default_group(args.changefeed, properties, namespace)
     spark = iceberg_session(target, f"highwater-apply-{args.changefeed}")

@@ -20,14 +20,9 @@ from __future__ import annotations
 
 import datetime
 import json
-import logging
 import os
 import random
 import re
-import signal
-import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal
@@ -37,14 +32,14 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from highwater_consumer import ChangefeedConsumer, Output
-from highwater_consumer.iceberg import Cut, CutError, IcebergApplier, cut, load
-from highwater_consumer.iceberg.cuts import applied, tables_of
+from highwater_consumer import Window
+from highwater_consumer.dead_letters import DeadLetters
+from highwater_consumer.iceberg import Cut, IcebergApplier, cut, load
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from tests.support.changefeed import changefeed_config, run_to_end
-from tests.support.iceberg import exactly_once_problems
-from tests.support.process import ROOT
+from tests.support.iceberg import apply_across_kills, complete_cuts, exactly_once_problems
+from tests.support.kafka import consume_all
 from tests.support.workload import NOTES, Workload, live_at
 
 PARTITIONS = 3
@@ -138,13 +133,6 @@ def differences(catalog: Any, found: Cut, workloads: dict[str, Workload]) -> lis
     return out
 
 
-def complete_cuts(catalog: Any, changefeed: str) -> list[Hlc]:
-    """Every R every table holds, in order."""
-    tables = tables_of(catalog, NAMESPACE, changefeed)
-    held = [{r for r, _ in applied(t, changefeed)} for t in tables.values()]
-    return sorted(set.intersection(*held))
-
-
 def produce(bootstrap: str, topics: dict[str, Workload]) -> None:
     """Each workload's changes (markers, duplicates, bad records among them), then its end."""
     producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True})
@@ -155,50 +143,6 @@ def produce(bootstrap: str, topics: dict[str, Workload]) -> None:
         for partition, key, value in [*written[topic], *workload.final_markers()]:
             producer.produce(topic, key=key, value=value, partition=partition)
     assert producer.flush(60) == 0
-
-
-def applier_process(bootstrap: str, changefeed: str, catalog: str, group: str, after: int) -> None:
-    """Applies ``after`` windows, then dies (SIGKILL) between the next window's two tables.
-
-    ``catalog``: its properties as JSON. ``after`` below 0: applies on until killed. Reads a
-    few records at a time: the output is all there already, and a consumer reading it whole
-    would make it one window.
-    """
-    output = Output.of_changefeed(bootstrap, changefeed)
-    properties = json.loads(catalog)
-    applier = IcebergApplier(properties, changefeed, namespace=NAMESPACE, schemas=output.schemas)
-    windows = 0
-
-    def reached(step: str) -> None:
-        if 0 <= after <= windows and step == f"committed {TABLES[0]}":
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    applier.reached = reached
-    start = applier.start(output.topics.values())
-    with ChangefeedConsumer(output, group, after=start, batch=60) as consumer:
-        for window in consumer.windows(idle=30):
-            applier.apply(window)
-            if window.last:
-                consumer.ack(window)
-                windows += 1
-    raise AssertionError("the applier ran out of windows before its crash")
-
-
-def cli(bootstrap: str, changefeed: str, catalog: dict[str, str], *more: str) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "highwater_consumer",
-        "-v",
-        "apply",
-        changefeed,
-        "--bootstrap-servers",
-        bootstrap,
-        *(f"--catalog={key}={value}" for key, value in catalog.items()),
-        "--namespace",
-        NAMESPACE,
-        *more,
-    ]
 
 
 @dataclass(frozen=True)
@@ -244,65 +188,24 @@ def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
 ) -> None:
     rnd = random.Random(SEED)
     changefeed, workloads = output.changefeed, output.workloads
-    group = f"highwater-apply-{changefeed}-{uuid.uuid4().hex[:8]}"  # one per catalog
-    properties = json.dumps(iceberg_catalog)
-    log = tmp_path / "apply.log"
-
-    # 1. killed between two tables' commits of its fourth window
-    crash = [sys.executable, "-m", __name__, kafka_bootstrap, changefeed, properties, group, "3"]
-    died = subprocess.run(crash, cwd=ROOT, capture_output=True, timeout=300, check=False)
-    assert died.returncode == -signal.SIGKILL, died.stderr.decode(errors="replace")[-3000:]
     catalog = load(iceberg_catalog)
-    held = {
-        n: [r for r, _ in applied(t, changefeed)]
-        for n, t in tables_of(catalog, NAMESPACE, changefeed).items()
-    }
-    torn = held[TABLES[0]][-1]  # the window the kill tore: the first table holds it
-    assert torn not in held[TABLES[1]]
-    before = cut(catalog, NAMESPACE, changefeed)
-    assert before.resolved == held[TABLES[1]][-1] < torn
-    assert differences(catalog, before, workloads) == []
-    with pytest.raises(CutError, match=f"{TABLES[1]} hold no snapshot"):
-        cut(catalog, NAMESPACE, changefeed, torn)
-
-    # 2. applier processes SIGKILLed at random moments, then highwater apply to the end
-    kills = 0
-    for _ in range(2):
-        with log.open("ab") as out:
-            process = subprocess.Popen(
-                [*crash[:-1], "-1"],
-                cwd=ROOT,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        time.sleep(rnd.uniform(3.0, 6.0))  # its start takes ~2 s; windows come every ~0.1 s
-        if process.poll() is None:
-            process.send_signal(signal.SIGKILL)
-            kills += 1
-        process.wait()
     final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
-    with log.open("ab") as out:
-        done = subprocess.run(
-            cli(
-                kafka_bootstrap,
-                changefeed,
-                iceberg_catalog,
-                "--group",
-                group,
-                "--until",
-                str(final),
-            ),
-            cwd=ROOT,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            timeout=600,
-            check=False,
-        )
-    assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
+    killed = apply_across_kills(
+        kafka_bootstrap,
+        changefeed,
+        iceberg_catalog,
+        NAMESPACE,
+        tmp_path / "apply.log",
+        rnd,
+        "--until",
+        str(final),
+    )
+    torn, kills = killed.torn, killed.kills
+    before = cut(catalog, NAMESPACE, changefeed, killed.before)
 
     # 3. every window once in every table; every cut the sources at its R
     assert exactly_once_problems(catalog, NAMESPACE, changefeed) == []
-    cuts = complete_cuts(catalog, changefeed)
+    cuts = complete_cuts(catalog, NAMESPACE, changefeed)
     assert torn in cuts
     assert before.resolved in cuts
     assert cuts[-1] >= final
@@ -357,6 +260,44 @@ def test_a_window_applied_twice_fails_the_exactly_once_check(tmp_path: Path) -> 
     ]
 
 
-if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
-    applier_process(sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]))
+def test_a_record_its_table_cannot_hold_goes_to_the_dead_letters_named(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``--on-error dlq``: the record as it came, with why and where, and the window goes on.
+
+    Without dead letters the same record stops the applier (the unit test
+    ``test_a_value_its_column_cannot_hold_stops_the_applier_naming_the_record``).
+    """
+    from tests.unit.test_iceberg import SCHEMAS, change, windows  # noqa: PLC0415
+
+    topic = f"apply-dlq-{uuid.uuid4().hex[:8]}"
+    catalog = {"warehouse": str(tmp_path)}
+    made = IcebergApplier(
+        catalog,
+        "cf",
+        namespace=NAMESPACE,
+        schemas=SCHEMAS,
+        dead_letters=DeadLetters(kafka_bootstrap, topic),
+    )
+    made.start(SCHEMAS)
+    made.apply(windows()[0])
+    good = change(20, "customers", ["us", 1], {"note": "kept"}, 41)
+    bad = change(21, "orders", ["eu", 3], {"amount": 0.001}, 42)  # decimal(20,2) cannot hold it
+    assert made.apply(Window(Hlc(40), (good, bad)))
+    made.close()
+
+    letters = consume_all(kafka_bootstrap, topic)
+    assert [(m.key, m.value) for m in letters] == [(bad.key, bad.value)]  # as it came
+    assert dict(letters[0].headers) == {
+        "highwater.error": b"cannot be written to Iceberg table shop.orders: column 'amount': "
+        b"0.001 does not fit decimal(20,2) without rounding",
+        "highwater.source": b"out/0@42",
+    }
+    loaded = load(catalog)
+    at = cut(loaded, NAMESPACE, "cf")
+    assert at.resolved == Hlc(40)  # the window committed without it
+    customers = at.scan(loaded, "customers").to_arrow().to_pylist()
+    assert [(c["region"], c["id"], c["note"]) for c in customers] == [("us", 1, "kept")]
+    orders = {(o["region"], o["id"]) for o in at.scan(loaded, "orders").to_arrow().to_pylist()}
+    assert ("eu", 3) not in orders
+    assert exactly_once_problems(loaded, NAMESPACE, "cf") == []

@@ -10,6 +10,11 @@ BEGIN/END again. The changefeed is SIGKILLed too, and a drain ends it. What the 
 show is ``tests/support/debezium_chaos.py``'s: per key Debezium's distinct changes in LSN
 order (``source.sequence``), each once; times rising; no row at or below a marker after it;
 the final ``SELECT`` rebuilt value for value; the last marker at or above the last commit.
+
+Then the chain goes on to Iceberg (``tests/support/debezium_iceberg.py``): the output applied
+by ``highwater apply`` to the embedded catalog, its tables made from the schemas derived from
+Debezium's, the applier SIGKILLed between two tables' commits and at random moments: every
+window once in every table, every complete cut the output at its R, the last the final SELECT.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 import pytest
 
 from pipeline.dev.postgres import EmbeddedPostgres
-from tests.support import debezium_chaos
+from tests.support import debezium_chaos, debezium_iceberg
 from tests.support.debezium_chaos import Upstream
 
 pytestmark = pytest.mark.integration
@@ -100,3 +105,4 @@ def test_connect_and_the_changefeed_killed_mid_transaction_lose_nothing_and_send
     result = debezium_chaos.run(upstream, kafka_bootstrap, spark, tmp_path)
     debezium_chaos.check(upstream, result)
     debezium_chaos.negative_controls(upstream, result)
+    debezium_iceberg.apply_and_check(upstream, result, kafka_bootstrap, tmp_path)

@@ -5,9 +5,10 @@ takes; pyiceberg creates, appends to and reads back a table through it; the cata
 file in the warehouse) and the table's history survive a restart of the server on the same
 port. Then the restart the applier must ride out (issue 52, item 7): the server is stopped
 between two windows while the applier runs; its next commit finds no catalog, waits with
-back-off, and goes on once the server is back, with no window lost or applied twice. A
-catalog that stays away stops the applier with ``CatalogUnreachable`` once its patience is
-spent.
+back-off, and goes on once the server is back, with no window lost or applied twice. An
+applier started while the catalog is down waits for it the same way. A catalog that stays
+away stops the applier with ``CatalogUnreachable`` once its patience is spent (at a commit,
+and at the start).
 """
 
 from __future__ import annotations
@@ -109,6 +110,38 @@ def test_the_applier_rides_out_a_restart_of_the_rest_catalog(
         for wall, expected in STATES.items():
             assert state(catalog, cut(catalog, "ns", "cf", Hlc(wall))) == expected, wall
         assert cut(catalog, "ns", "cf").resolved == Hlc(30)
+    finally:
+        server.stop()
+
+
+def test_an_applier_started_before_its_catalog_answers_waits_for_it(tmp_path: Path) -> None:
+    server = EmbeddedIcebergRest(tmp_path / "rest")
+    try:
+        properties = server.start().properties
+        first = IcebergApplier(properties, "cf", namespace="ns", schemas=SCHEMAS)
+        first.start(SCHEMAS)
+        first.apply(windows()[0])
+        server.stop()
+        with pytest.raises(CatalogUnreachable):  # the control: no patience, no wait
+            IcebergApplier(properties, "cf", namespace="ns", schemas=SCHEMAS, patience=0).start(
+                SCHEMAS
+            )
+        later = IcebergApplier(properties, "cf", namespace="ns", schemas=SCHEMAS, patience=120)
+        outcome: list[object] = []
+
+        def start() -> None:
+            try:
+                outcome.append(later.start(SCHEMAS))
+            except BaseException as exc:  # handed to the test's thread
+                outcome.append(exc)
+
+        starting = threading.Thread(target=start)
+        starting.start()
+        time.sleep(3)
+        assert starting.is_alive()  # waiting for the catalog, backing off
+        server.start()
+        starting.join(timeout=120)
+        assert outcome == [Hlc(10)]  # where the first applier left the tables
     finally:
         server.stop()
 

@@ -436,8 +436,8 @@ def test_a_commit_whose_answer_was_lost_is_read_back_not_made_again(
     made.start(["orders", "customers"])
     real, lost = writes.commit, []
 
-    def answer_lost(table: Any, *args: Any) -> None:
-        real(table, *args)
+    def answer_lost(table: Any, *args: Any, **options: Any) -> None:
+        real(table, *args, **options)
         if not lost:
             lost.append(table.name())
             raise ConnectionResetError("the connection broke before the catalog's answer")
@@ -531,7 +531,12 @@ def test_apply_takes_exactly_one_of_dsn_and_catalog(
     ("given", "said"),
     [
         (["--dsn", "x", "--namespace", "ns"], "--namespace is Iceberg's: give it with --catalog"),
+        (["--dsn", "x", "--schema-changes", "stop"], "--schema-changes is Iceberg's: give it"),
+        (["--dsn", "x", "--spill", "9"], "--spill is Iceberg's: give it with --catalog"),
+        (["--catalog", "warehouse=w", "--spill", "0"], "spill: 0 rows; at least 1"),
         (["--catalog", "warehouse"], "--catalog 'warehouse': a catalog property is KEY=VALUE"),
+        (["--dsn", "x", "--on-error", "dlq"], "--on-error dlq is Iceberg's"),
+        (["--catalog", "warehouse=w", "--dlq-topic", "d"], "--dlq-topic is only used with"),
     ],
 )
 def test_apply_names_the_flag_it_refuses(

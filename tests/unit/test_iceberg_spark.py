@@ -166,7 +166,11 @@ def test_the_engine_is_chosen_by_the_highwater_command_only(
     assert consumer_main(args) == 1  # the consumer library has no Spark engine
     assert "the spark engine is Highwater's own `highwater apply`" in capsys.readouterr().err
     assert highwater([*args[:4], "--dsn", "postgresql://x", "--engine", "spark"]) != 0
-    assert "--engine are Iceberg's" in capsys.readouterr().err
+    assert "--engine is Iceberg's" in capsys.readouterr().err
+    rest = ["--catalog", "type=rest", "--catalog", "uri=http://127.0.0.1:1"]
+    local_only = ["--on-error", "dlq", "--spill", "10"]
+    assert highwater([*args[:4], *rest, "--engine", "spark", *local_only]) != 0  # before Spark
+    assert "--on-error dlq, --spill: the local engine's" in capsys.readouterr().err
 
 
 def test_the_iceberg_runtime_says_how_to_fetch_it(

@@ -240,7 +240,7 @@ class Scans:
             rescan = schemas.rescan_at(backfill.change, statement)
         elif first:
             defaults = schemas.before_scan()
-            host.observers.status.schemas = schemas.status()
+            host.observers.show_schemas(schemas)
         if not self.run(backfill, statement, self._locked, rescan=rescan, defaults=defaults):
             return None
         # The first scan only: beside an added table's scan the other tables stream on, and

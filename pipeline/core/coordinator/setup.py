@@ -34,7 +34,7 @@ from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
 
 from ..batch import BatchPlan, BatchWriter, RowSink, batch_writer, client_config
-from ..evolution import SchemaEvolution
+from ..evolution import SchemaEvolution, written
 from ..ledger import Checkpoint, CheckpointStore, SourcePartition
 from ..operators import JobStatus, SpecStore, StatusPublisher, identified
 from ..progress import ChangefeedSafepoint, Claim, SafepointRegistry, retention_warnings
@@ -103,7 +103,7 @@ def open_run(config: ChangefeedConfig, resources: ExitStack) -> Opened:
         scan=_previous_scan(config, previous),
     )
     status.schemas = schemas.status() or None
-    status.delivery, status.output = config.delivery, config.output_description()
+    status.delivery, status.output = config.delivery, config.output_description(written(schemas))
     status.generation = None if claim is None else claim.generation
     sink_of_rows = RowSink.of(config, claim)
     return Opened(

@@ -9,7 +9,7 @@ stood just before the change, with the initial scan's machinery.
 
 from __future__ import annotations
 
-from .evolution import SchemaEvolution
+from .evolution import SchemaEvolution, written
 from .rescan import Rescan, rescan_backfill
 
-__all__ = ["Rescan", "SchemaEvolution", "rescan_backfill"]
+__all__ = ["Rescan", "SchemaEvolution", "rescan_backfill", "written"]

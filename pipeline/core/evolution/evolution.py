@@ -62,7 +62,7 @@ from ..batch import BatchPlan, Deferred, Settled, range_reader, read_range
 from ..ledger import SourcePartition
 from ..sources import Adapter, BadRecord, SourceShape
 from .rescan import Rescan, defaults_of
-from .start import source_adapter, start_tables
+from .start import described_tables, source_adapter, start_tables
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +128,7 @@ class SchemaEvolution:
         self.changes = 0  # schema changes evolved in this run
         self.warnings = warnings or []  # declared schemas that differ from their sources'
         self._newest = dict(newest or {})
+        self.described: dict[str, TableSchema] = {}  # JSON output: tables typed at the start
 
     @classmethod
     def open(
@@ -139,7 +140,9 @@ class SchemaEvolution:
     ) -> SchemaEvolution:
         """The run's encoders: Avro schemas registered or published first, derived where due."""
         if config.encoder.format == "json":
-            return cls(config, None, {}, source)
+            evolution = cls(config, None, {}, source)
+            evolution.described = described_tables(config, source)
+            return evolution
         registry = config.encoder.schema_registry
         if registry is None:
             schema_topic = CompactedTopic(sink, config.encoder.schema_topic)
@@ -375,3 +378,14 @@ def _shape(source: Adapter, key: bytes | None, value: bytes | None, fmt: str) ->
             "in table_schema"
         )
     return shape
+
+
+def written(evolution: SchemaEvolution) -> dict[str, TableSchema]:
+    """Each table's schema as the run writes it, where known: declared, derived, evolved.
+
+    What the job status tells appliers to make their tables from. JSON output: the declared
+    schemas and those its sources' newest changes type at the start.
+    """
+    names, tables = evolution.config.tables, evolution.tables  # Avro output's, as they evolve
+    held = {names[t]: v.schema for t, v in tables.items() if v.schema is not None}
+    return {**evolution.described, **held}

@@ -53,6 +53,26 @@ def start_tables(
     return tables, newest, warnings
 
 
+def described_tables(config: ChangefeedConfig, client: Mapping[str, Any]) -> dict[str, TableSchema]:
+    """JSON output's tables, by name, where known: declared, or typed by the source's newest.
+
+    Only for the job status (JSON output writes whatever a row holds): a source whose newest
+    change no Avro type holds exactly, or that has none yet, is left out, not refused.
+    """
+    out = {}
+    for s in config.sources:
+        declared = s.declared_schema
+        shape = newest_shape(config, s, client) if declared is None and s.format in TYPED else None
+        if declared is None and shape is not None:
+            try:
+                declared = derived_table(s.table, shape.columns, shape.key)
+            except NoAvroType:
+                continue
+        if declared is not None:
+            out[s.table] = declared
+    return out
+
+
 def source_adapter(config: ChangefeedConfig, topic: str) -> Adapter:
     """The adapter of a source topic's records, as the stream's."""
     return adapter(config.formats[topic], config.registries.get(topic))

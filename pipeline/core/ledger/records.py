@@ -344,6 +344,7 @@ class OutputFields(_Part):
     updated: bool
     registry: str | None = None  # Avro: the registry's URL (its credentials are not written)
     schema_topic: str | None = None  # registry-free Avro: where the schemas are published
+    dead_letters: str | None = None  # the dead-letter topic (appliers send theirs there too)
     # table -> its declared schema ({record: Avro record, primary_key: [...]}), for appliers
     # that make their tables (written by newer runs only)
     tables: dict[str, DeclaredTable] | None = None

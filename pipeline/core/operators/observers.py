@@ -18,6 +18,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.errors import HighwaterError, SinkError
 from schemas.hlc import Hlc
 
+from ..evolution import written
 from .metrics import STATES, ChangefeedMetrics
 from .status import ChangefeedStats, StatusPublisher
 
@@ -99,8 +100,13 @@ class Observers:
         """The output schemas after a batch settled: what evolved is counted and shown."""
         if evolution.changes > self._schema_changes:
             self.metrics.schema_changes.inc(evolution.changes - self._schema_changes)
-            self.status.schemas = evolution.status()
+            self.show_schemas(evolution)
         self._schema_changes = evolution.changes
+
+    def show_schemas(self, evolution: SchemaEvolution) -> None:
+        """The job status shows the output schemas as they stand (and appliers read them)."""
+        self.status.schemas = evolution.status() or None
+        self.status.output = evolution.config.output_description(written(evolution))
 
     def resolver(self, resolver: Resolver) -> bool:
         """What cannot resolve (stuck transactions); True when the job status should say so."""

@@ -1,0 +1,219 @@
+"""The Iceberg applier's benchmark (``make bench``'s Iceberg part, or on its own).
+
+    python -m pipeline.dev.bench_iceberg [--rows 1000000] [--rate 5000] [--seconds 5]
+        [--windows 720] [--keys uniform|recent]
+
+An orders table of ``--rows`` rows (id, customer, status, amount, note) is loaded into the
+embedded catalog (one commit, R0), then ``--windows`` windows of ``--seconds`` seconds at
+``--rate`` changes/s each (so 720 windows of 5 s: an hour of them) are applied by
+:class:`IcebergApplier`, as the consumer hands them over (rows in the changefeed's JSON,
+decoded by the applier): 60 % updates and 10 % deletes of existing orders, 30 % new ones.
+``--keys uniform`` picks the orders changed anywhere in the table (copy-on-write's worst
+case: every file holds some); ``recent`` mostly among the newest 5 % (orders change while
+young). The windows are built before the clock starts. Printed: windows/s and changes/s
+applied (sustained: over all windows, and the slowest tenth), data files in the table after
+them and after ``highwater iceberg maintain`` (files on disk too), and the table checked
+against a model of the source (rows and the sum of amounts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shutil
+import statistics
+import tempfile
+import time
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from highwater_consumer.decoding import JsonDecoder
+from highwater_consumer.iceberg import IcebergApplier, Keep, embedded, load, maintain, writes
+from highwater_consumer.iceberg.compaction import sizes
+from highwater_consumer.iceberg.cuts import CHANGEFEED, RESOLVED
+from highwater_consumer.iceberg.orphans import listed
+from highwater_consumer.windows import Row, Window
+from schemas.hlc import Hlc
+from schemas.tables import TableSchema
+
+ORDERS = TableSchema.of(
+    {
+        "type": "record",
+        "name": "orders",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "customer", "type": ["null", "long"]},
+            {"name": "status", "type": ["null", "string"]},
+            {
+                "name": "amount",
+                "type": [
+                    "null",
+                    {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 2},
+                ],
+            },
+            {"name": "note", "type": ["null", "string"]},
+        ],
+    },
+    ["id"],
+)
+STATUSES = ("new", "paid", "packed", "shipped", "delivered", "returned")
+WALL = 1_700_000_000_000_000_000
+SECOND = 10**9
+Model = dict[int, Decimal]  # id -> amount: what the table must hold
+
+
+def _order(chosen: random.Random, key: int, n: int) -> dict[str, object]:
+    return {
+        "customer": chosen.randrange(50_000),
+        "status": STATUSES[chosen.randrange(len(STATUSES))],
+        "amount": f"{chosen.randrange(1_000_000) / 100:.2f}",
+        "note": f"order {key} change {n}",
+    }
+
+
+def load_orders(applier: IcebergApplier, rows: int, chosen: random.Random, model: Model) -> float:
+    """The table's first ``rows`` orders, one commit at R0 (as an initial scan lands)."""
+    started = time.perf_counter()
+    orders = []
+    for key in range(rows):
+        order = _order(chosen, key, 0)
+        model[key] = Decimal(str(order["amount"]))
+        orders.append({"id": key, **order, "amount": model[key]})
+    target = applier.targets["orders"]
+    summary = {CHANGEFEED: applier.changefeed, RESOLVED: str(Hlc(WALL))}
+    writes.commit(target.table, target.key, set(), orders, summary)
+    return time.perf_counter() - started
+
+
+def workload(  # noqa: PLR0917 - the workload's parts
+    windows: int, per_window: int, seconds: int, keys: str, chosen: random.Random, model: Model
+) -> list[Window]:
+    """The windows (built before the clock starts), the model changed as they change it."""
+    decoder, out, offset = JsonDecoder(), [], 0
+    following = max(model) + 1
+    for n in range(1, windows + 1):
+        resolved = Hlc(WALL + n * seconds * SECOND)
+        rows = []
+        for i in range(per_window):
+            kind = chosen.random()
+            if kind < 0.3:
+                key, following = following, following + 1
+            else:
+                key = _existing(chosen, keys, following)
+                while key not in model:
+                    key = _existing(chosen, keys, following)
+            if 0.3 <= kind < 0.4:
+                after = None
+                del model[key]
+            else:
+                after = _order(chosen, key, n)
+                model[key] = Decimal(str(after["amount"]))
+            at = resolved.wall - seconds * SECOND + (i + 1) * (seconds * SECOND // per_window)
+            value = json.dumps({"after": after, "updated": f"{at}.0000000000"}).encode()
+            offset += 1
+            place = ("orders", offset % 6)
+            rows.append(
+                Row.of(Hlc(at), "orders", f"[{key}]".encode(), value, place, offset, decoder.change)
+            )
+        out.append(Window(resolved, tuple(rows)))
+    return out
+
+
+def _existing(chosen: random.Random, keys: str, following: int) -> int:
+    if keys == "recent" and chosen.random() < 0.9:
+        return following - 1 - chosen.randrange(max(1, following // 20))
+    return chosen.randrange(following)
+
+
+def files_on_disk(catalog: object) -> int:
+    """The table's data files on disk (referenced or not yet removed)."""
+    table = load(catalog).load_table("bench.orders")  # type: ignore[arg-type]
+    return sum(1 for path in listed(table) if path.endswith(".parquet"))
+
+
+def run(args: argparse.Namespace, warehouse: Path) -> None:
+    """Load, apply the windows timed, check against the model, maintain."""
+    chosen = random.Random(52)  # noqa: S311 - benchmark data
+    model: Model = {}
+    catalog = embedded(warehouse)
+    applier = IcebergApplier(catalog, "bench", namespace="bench", schemas={"orders": ORDERS})
+    applier.start(["orders"])
+    loaded = load_orders(applier, args.rows, chosen, model)
+    per_window = args.rate * args.seconds
+    windows = workload(args.windows, per_window, args.seconds, args.keys, chosen, model)
+    applier = IcebergApplier(catalog, "bench", namespace="bench", schemas={"orders": ORDERS})
+    applier.start(["orders"])
+    print(
+        f"iceberg: {args.rows:,} orders loaded in {loaded:.1f} s; {args.windows} windows of "
+        f"{per_window:,} changes ({args.keys} keys) built",
+        flush=True,
+    )
+    times = []
+    started = time.perf_counter()
+    for window in windows:
+        began = time.perf_counter()
+        applier.apply(window)
+        times.append(time.perf_counter() - began)
+    elapsed = time.perf_counter() - started
+    changes = per_window * len(windows)
+    slow = sorted(times)[-max(1, len(times) // 10) :]
+    print(
+        f"iceberg apply: {len(windows) / elapsed:.2f} windows/s, {changes / elapsed:,.0f} "
+        f"changes/s ({changes:,} changes in {elapsed:.1f} s; a window p50 "
+        f"{statistics.median(times):.2f} s, slowest tenth {statistics.mean(slow):.2f} s: "
+        f"{per_window / statistics.mean(slow):,.0f} changes/s)",
+        flush=True,
+    )
+    table = load(catalog).load_table("bench.orders")
+    rows = table.scan().to_arrow()
+    total = pc.sum(rows.column("amount")).as_py()
+    if rows.num_rows != len(model) or total != sum(model.values()):
+        raise RuntimeError(f"the table holds {rows.num_rows} rows, the model {len(model)}")
+    before = (sizes(table)[0], files_on_disk(catalog))
+    began = time.perf_counter()
+    reports = maintain(
+        catalog,
+        "bench",
+        namespace="bench",
+        keep=Keep(last=1, newer_than=None),
+        orphans_older_than=timedelta(0),
+    )
+    took = time.perf_counter() - began
+    after = (sizes(load(catalog).load_table("bench.orders"))[0], files_on_disk(catalog))
+    print(
+        f"iceberg files per table after {len(windows)} windows: {before[0]} data files "
+        f"({before[1]} on disk); after maintenance ({took:.1f} s): {after[0]} ({after[1]} on "
+        f"disk); {reports[0]}; table checked: {rows.num_rows:,} rows as the model",
+        flush=True,
+    )
+
+
+def iceberg_part(rows: int, rate: int, seconds: int, windows: int, keys: str) -> None:
+    """The part as ``make bench`` runs it: in a warehouse of its own, removed after."""
+    args = argparse.Namespace(rows=rows, rate=rate, seconds=seconds, windows=windows, keys=keys)
+    warehouse = Path(tempfile.mkdtemp(prefix="highwater-bench-iceberg-"))
+    try:
+        run(args, warehouse)
+    finally:
+        shutil.rmtree(warehouse, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The Iceberg part on its own (no broker: the windows are built here)."""
+    parser = argparse.ArgumentParser(prog="bench_iceberg", description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=int, default=5_000, help="changes/s of the source")
+    parser.add_argument("--seconds", type=int, default=5, help="of a window")
+    parser.add_argument("--windows", type=int, default=720, help="720 of 5 s: an hour")
+    parser.add_argument("--keys", choices=["uniform", "recent"], default="uniform")
+    args = parser.parse_args(argv)
+    iceberg_part(args.rows, args.rate, args.seconds, args.windows, args.keys)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
