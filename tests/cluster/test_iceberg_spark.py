@@ -26,12 +26,11 @@ from pipeline.dev.spark_cluster import SparkCluster, master_state
 from schemas.hlc import Hlc
 from tests.integration.test_consumer_apply_iceberg import Applied, differences, output
 from tests.integration.test_consumer_apply_iceberg_spark import (
-    complete_cuts_in,
     highwater_apply,
     namespace_for,
     spark_differences,
 )
-from tests.support.iceberg import exactly_once_problems
+from tests.support.iceberg import complete_cuts, exactly_once_problems
 from tests.support.iceberg_spark import read_at
 from tests.support.process import ROOT
 
@@ -99,7 +98,7 @@ def test_the_spark_engine_applies_on_two_workers_exactly_once_across_a_driver_ki
     assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
 
     assert exactly_once_problems(catalog, namespace, output.changefeed) == []
-    cuts = complete_cuts_in(catalog, namespace, output.changefeed)
+    cuts = complete_cuts(catalog, namespace, output.changefeed)
     assert cuts[-1] >= final
     found = [cut(catalog, namespace, output.changefeed, r) for r in cuts]
     assert [d for c in found for d in differences(catalog, c, workloads)] == []
@@ -117,8 +116,8 @@ def test_the_spark_engine_applies_on_two_workers_exactly_once_across_a_driver_ki
 
 
 def complete_cuts_in_or_none(catalog: object, namespace: str, changefeed: str) -> list[Hlc]:
-    """:func:`complete_cuts_in`, or none while the tables are not made yet."""
+    """:func:`complete_cuts`, or none while the tables are not made yet."""
     try:
-        return complete_cuts_in(catalog, namespace, changefeed)
+        return complete_cuts(catalog, namespace, changefeed)
     except Exception:
         return []

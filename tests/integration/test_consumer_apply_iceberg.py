@@ -38,7 +38,12 @@ from highwater_consumer.iceberg import Cut, IcebergApplier, cut, load
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from tests.support.changefeed import changefeed_config, run_to_end
-from tests.support.iceberg import apply_across_kills, complete_cuts, exactly_once_problems
+from tests.support.iceberg import (
+    apply_across_kills,
+    complete_cuts,
+    exactly_once_problems,
+    row_differences,
+)
 from tests.support.kafka import consume_all
 from tests.support.workload import NOTES, Workload, live_at
 
@@ -123,13 +128,7 @@ def differences(catalog: Any, found: Cut, workloads: dict[str, Workload]) -> lis
         live = live_at(workload.changes, found.resolved.wall)
         want = {key: expected_row(after) for key, after in live.items()}
         have = table_at(catalog, found, table)
-        out += [f"{table} at {found.resolved}: missing {k}" for k in want.keys() - have.keys()]
-        out += [f"{table} at {found.resolved}: not deleted {k}" for k in have.keys() - want.keys()]
-        out += [
-            f"{table} at {found.resolved}: {k}: {have[k]} != {want[k]}"
-            for k in want.keys() & have.keys()
-            if have[k] != want[k]
-        ]
+        out += row_differences(f"{table} at {found.resolved}", want, have)
     return out
 
 

@@ -43,7 +43,7 @@ from tests.integration.test_consumer_apply_iceberg import (
     expected_row,
     output,
 )
-from tests.support.iceberg import exactly_once_problems
+from tests.support.iceberg import cli, complete_cuts, exactly_once_problems, row_differences
 from tests.support.iceberg_spark import read_at
 from tests.support.process import ROOT
 from tests.support.workload import Workload, live_at
@@ -110,26 +110,9 @@ def process(
 def highwater_apply(
     kafka: str, found: Applied, catalog: dict[str, str], namespace: str, *more: str
 ) -> list[str]:
-    return [
-        sys.executable,
-        "-m",
-        "pipeline.cli",
-        "-v",
-        "apply",
-        found.changefeed,
-        "--bootstrap-servers",
-        kafka,
-        *(f"--catalog={key}={value}" for key, value in catalog.items()),
-        "--namespace",
-        namespace,
-        "--engine",
-        "spark",
-        "--master",
-        "local[2]",
-        "--max-offsets",
-        str(MAX_OFFSETS),
-        *more,
-    ]
+    """``highwater apply --engine spark`` in local mode, a few records a partition a step."""
+    engine = ["--engine", "spark", "--master", "local[2]", "--max-offsets", str(MAX_OFFSETS)]
+    return cli(kafka, found.changefeed, catalog, namespace, *engine, *more, entry="pipeline.cli")
 
 
 def spark_row(row: dict[str, Any]) -> tuple[Any, ...]:
@@ -159,13 +142,7 @@ def spark_differences(
         want = {key: expected_row(after) for key, after in live.items()}
         rows = read[(table, (snapshots or found.snapshots)[table])]
         have = {(r["region"], int(r["id"])): spark_row(r) for r in rows}
-        out += [f"{table} at {found.resolved}: missing {k}" for k in want.keys() - have.keys()]
-        out += [f"{table} at {found.resolved}: not deleted {k}" for k in have.keys() - want.keys()]
-        out += [
-            f"{table} at {found.resolved}: {k}: {have[k]} != {want[k]}"
-            for k in want.keys() & have.keys()
-            if have[k] != want[k]
-        ]
+        out += row_differences(f"{table} at {found.resolved}", want, have)
     return out
 
 
@@ -217,7 +194,7 @@ def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
 
     # 3. every window once in every table; every cut the sources at its R, both readers
     assert exactly_once_problems(catalog, namespace, output.changefeed) == []
-    cuts = complete_cuts_in(catalog, namespace, output.changefeed)
+    cuts = complete_cuts(catalog, namespace, output.changefeed)
     assert torn in cuts
     assert before.resolved in cuts
     assert cuts[-1] >= final
@@ -240,13 +217,6 @@ def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
         f"and Spark; a kill between two tables at {torn}, a kill of highwater apply "
         f"({'mid-run' if killed else 'after it ended'})"
     )
-
-
-def complete_cuts_in(catalog: Any, namespace: str, changefeed: str) -> list[Hlc]:
-    """Every R every table of ``namespace`` holds, in order."""
-    tables = tables_of(catalog, namespace, changefeed)
-    held = [{r for r, _ in applied(t, changefeed)} for t in tables.values()]
-    return sorted(set.intersection(*held))
 
 
 def test_a_spark_engine_that_forgets_what_tables_hold_fails_the_check(

@@ -67,13 +67,21 @@ def empty(properties: Mapping[str, str]) -> None:
 
 
 def cli(
-    bootstrap: str, changefeed: str, catalog: Mapping[str, str], namespace: str, *more: str
+    bootstrap: str,
+    changefeed: str,
+    catalog: Mapping[str, str],
+    namespace: str,
+    *more: str,
+    entry: str = "highwater_consumer",
 ) -> list[str]:
-    """The ``highwater apply --catalog`` command line of a changefeed into ``namespace``."""
+    """The ``highwater apply --catalog`` command line of a changefeed into ``namespace``.
+
+    ``entry``: the module run (``pipeline.cli``: Highwater's own, which has ``--engine spark``).
+    """
     return [
         sys.executable,
         "-m",
-        "highwater_consumer",
+        entry,
         "-v",
         "apply",
         changefeed,
@@ -183,6 +191,14 @@ def apply_across_kills(  # noqa: PLR0917 - one run's parts
         )
     assert done.returncode == 0, log.read_text(errors="replace")[-3000:]
     return Killed(torn, before.resolved, kills)
+
+
+def row_differences(where: str, want: Mapping[Any, Any], have: Mapping[Any, Any]) -> list[str]:
+    """How a table's rows by key (``have``) differ from ``want``; ``where``: table and cut."""
+    out = [f"{where}: missing {k}" for k in want.keys() - have.keys()]
+    out += [f"{where}: not deleted {k}" for k in have.keys() - want.keys()]
+    same = want.keys() & have.keys()
+    return out + [f"{where}: {k}: {have[k]} != {want[k]}" for k in same if have[k] != want[k]]
 
 
 def complete_cuts(catalog: Any, namespace: str, changefeed: str) -> list[Hlc]:
