@@ -90,13 +90,17 @@ def lossy(value: Any, raw: bytes) -> bool:
 
 
 def _has_float(value: Any) -> bool:
-    kind = type(value)
-    if kind is float:
-        return True
-    if kind is dict:
-        return any(_has_float(v) for v in value.values())
-    if kind is list:
-        return any(_has_float(v) for v in value)
+    """Whether a float is anywhere in ``value`` (a loop over a stack: no frame per member)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is float:
+            return True
+        if kind is dict:
+            stack.extend(item.values())
+        elif kind is list:
+            stack.extend(item)
     return False
 
 
