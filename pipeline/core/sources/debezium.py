@@ -156,18 +156,15 @@ def snapshot_read(
     no such point (:func:`snapshot_point`), so the read is timed just above what its
     partition has passed: its floor and the time of the latest change or read there. That
     is above every version of its key emitted before (a snapshot done again after a restart
-    is news, not below them) and below every commit that follows. The latest position takes
-    the point's place with the read's time, so the next read is timed above this one and the
-    stream is read on from the point: a snapshot done again after changes were streamed
-    begins a new stream there (Debezium sends every read of a snapshot before the changes
-    that follow it), whose first transaction PostgreSQL places at ``(0, LSN)`` (no commit
-    streamed since the restart), below the old stream's places though after them. The
-    batch's loop (``batch/loop.py``) calls it.
+    is news, not below them) and below every commit that follows. The latest position keeps
+    its place (or takes the point's, on a partition that has none yet) with the read's time,
+    so the next read is timed above this one. The batch's loop (``batch/loop.py``) calls it.
     """
     passed = time_of(latest)
     passed = floor if passed is None else max(floor, passed)
     ts = passed.next()
-    return ts, timed(point, ts)
+    place = point if latest is None else latest[:-3] if time_of(latest) else latest
+    return ts, timed(place, ts)
 
 
 def place_of(source: dict[str, Any]) -> Place | None:
