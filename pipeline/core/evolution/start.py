@@ -12,11 +12,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from confluent_kafka import TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from pipeline.config import ChangefeedConfig, SourceConfig
 from schemas.connect import NoAvroType, derived_table, key_change, type_changes
-from schemas.errors import ConfigError
+from schemas.errors import ConfigError, SourceError
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 from sinks.admin import partition_counts
@@ -57,12 +57,17 @@ def described_tables(config: ChangefeedConfig, client: Mapping[str, Any]) -> dic
     """JSON output's tables, by name, where known: declared, or typed by the source's newest.
 
     Only for the job status (JSON output writes whatever a row holds): a source whose newest
-    change no Avro type holds exactly, or that has none yet, is left out, not refused.
+    change no Avro type holds exactly, that has none yet, or whose tail cannot be read now is
+    left out, not refused: the run starts as it did before the status named its tables.
     """
     out = {}
     for s in config.sources:
-        declared = s.declared_schema
-        shape = newest_shape(config, s, client) if declared is None and s.format in TYPED else None
+        declared, shape = s.declared_schema, None
+        if declared is None and s.format in TYPED:
+            try:
+                shape = newest_shape(config, s, client)
+            except (SourceError, KafkaException):  # the status does without; the stream reports
+                continue
         if declared is None and shape is not None:
             try:
                 declared = derived_table(s.table, shape.columns, shape.key)
