@@ -396,14 +396,35 @@ def test_what_a_restarted_connector_sends_again_is_dropped_within_and_across_bat
     assert blind.emitted == 3
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug (session 35): the stream after a snapshot done again, placed (0, LSN), "
-    "is dropped as re-sent against the old stream's (last commit, LSN); taking the snapshot's "
-    "point as the latest place fixes this case but would take a restarted stream's own "
-    "re-sends for news, and the JVM walk keeps the highest place (parity): the rule must "
-    "compare a null-last-commit event by its LSN, in both (see the session's note)",
-)
+def test_a_stream_s_first_transaction_sent_again_is_still_a_re_send() -> None:
+    """Connect restarted from the offset its snapshot flushed: the first transaction again.
+
+    Its events have no last commit (``[null, LSN]``); the transaction after it began earlier
+    (its event's LSN 24_023_750 is below the first's 24_023_790) and committed later. Sent
+    again, the first transaction's events are at or below what was read, though their LSN is
+    above the last event read: they are dropped, and nothing else is.
+    """
+    base = replace(batch_plan(dlq=True), formats={SRC: "debezium"})
+
+    def event(lsn: int, last: int | None, note: str) -> tuple[bytes, bytes]:
+        change = pg(lsn, sequence=json.dumps([None if last is None else str(last), str(lsn)]))
+        return json.dumps({"id": 1}).encode(), json.dumps(
+            {**change, "after": {"note": note}}
+        ).encode()
+
+    sent = [event(24_023_780, None, "first 1"), event(24_023_790, None, "first 2")]
+    sent.append(event(24_023_750, 24_023_800, "second"))  # after the commit at 24_023_800
+    again = [
+        *sent[:2],
+        event(24_023_750, 24_023_800, "second"),
+        event(24_023_900, 24_023_850, "new"),
+    ]
+    records, result = run(base, arrow([*sent, *again]))
+    notes = [json.loads(r["value"])["after"]["note"] for r in records]
+    assert notes == ["first 1", "first 2", "second", "new"]
+    assert result.partitions[0].resent == 3
+
+
 def test_the_stream_after_a_snapshot_done_again_is_news_though_placed_below_the_old_one() -> None:
     """Connect died before it flushed an offset, after streaming: it snapshots again.
 

@@ -187,8 +187,9 @@ def _dbz(
 
 
 DEBEZIUM_RECORDS = [
-    # nanoseconds; no last commit yet (the first event of the stream, else it is a re-send)
-    _dbz(17, _dbz_row(id="17"), clock='"ts_ns":1700000000123456789', last="null"),
+    # nanoseconds; no last commit yet (the stream's first transaction, below its commit
+    # 24023900 that the events after it name: placed above, they would be re-sends)
+    _dbz(17, _dbz_row(id="17"), clock='"ts_ns":1700000000123456789', last="null", lsn=24023884),
     _dbz(
         1, _dbz_row(id="1", s='"plain"', n="1.5", dec='"AeJA"', day="19675", us="1700000000123456")
     ),

@@ -193,8 +193,9 @@ def snapshot_point(source: dict[str, Any]) -> LogPosition | None:
     read, seen here). A change committed after the point can carry an earlier time than the
     read, so :func:`snapshot_read` times it. The place: a binlog's ``(file number, pos, -1)``
     (row -1, below the events there); PostgreSQL's ``(0, LSN - 1)`` (the read's LSN is where
-    the stream begins; a change's place is ``(last commit LSN or 0, LSN)``). None for other
-    connectors' reads (their changes have no place: bad records), timed as Debezium says.
+    the stream begins; a change's place is ``(last commit LSN, LSN)``, or ``(LSN, LSN)`` in
+    a stream's first transaction: :func:`_pg_place`). None for other connectors' reads (their
+    changes have no place: bad records), timed as Debezium says.
     """
     if source.get("connector") == "postgresql":
         lsn = _lsn(source.get("lsn"))
@@ -220,7 +221,19 @@ def snapshot_point(source: dict[str, Any]) -> LogPosition | None:
 
 
 def _pg_place(source: dict[str, Any]) -> Place:
-    """``(last commit LSN, LSN)`` from ``source.sequence``; the LSN's distance from it."""
+    """``(last commit LSN, LSN)`` from ``source.sequence``; the LSN's distance from it.
+
+    A stream's first transaction has no last commit (``[null, LSN]``: Debezium began without
+    an offset, after its snapshot): its place is ``(LSN, LSN)``. Its events lie below its own
+    commit, so below every later transaction's place, and above every commit before the
+    snapshot's point, so a stream begun again after a snapshot done again is news against
+    what the old stream sent, while a re-send of the first transaction (a restart from the
+    snapshot's offset) stays at or below the places read. Its time keeps the LSN's distance
+    from zero. Placed ``(0, LSN)`` it would sort below the old stream's places and be dropped
+    as a re-send. A transaction open across a restart and a new snapshot whose first events
+    precede the old stream's last commit, and that is the new stream's first, would still be
+    taken for a re-send: the places alone cannot tell the two apart.
+    """
     sequence = source.get("sequence")
     pair = _json_list(sequence) if type(sequence) is str else None
     lsn = _lsn(pair[1]) if pair is not None and len(pair) == 2 else None
@@ -229,7 +242,9 @@ def _pg_place(source: dict[str, Any]) -> Place:
             f"'source.sequence' {sequence!r} is not '[\"<last commit LSN>\", \"<LSN>\"]': "
             "an event's place in PostgreSQL's history is needed (Debezium 1.4 or later sends it)"
         )
-    last = _lsn(pair[0]) or 0
+    last = _lsn(pair[0])
+    if last is None:  # a stream's first transaction: no commit streamed before it
+        return Place((lsn, lsn), lsn, lsn, signed=True)
     return Place((last, lsn), lsn, lsn - last, signed=True)
 
 

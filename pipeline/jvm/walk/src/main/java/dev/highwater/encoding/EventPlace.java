@@ -77,14 +77,15 @@ final class EventPlace {
     if (place == null) {
       return false;
     }
+    boolean first = place[0] < 0; // a stream's first transaction: placed (LSN, LSN)
     long room = nanos * LOGICAL;
-    long order = Math.min(Math.max(place[1] - place[0] + room / 2, 0), room - 1);
+    long order = Math.min(Math.max(place[1] - (first ? 0 : place[0]) + room / 2, 0), room - 1);
     long wall = clock * nanos + order / LOGICAL;
     if (wall < 0) {
       return false;
     }
     out.ts = new long[] {wall, order % LOGICAL};
-    out.position = place;
+    out.position = first ? new long[] {place[1], place[1]} : place;
     return transaction(b, tx, place[1], out);
   }
 
@@ -166,7 +167,10 @@ final class EventPlace {
     return b[from] == 't' || b[from] == '{' || b[from] == '[' ? 1 : -1; // a number may be 0
   }
 
-  /** PostgreSQL's source.sequence, {@code "[\"<last commit LSN>\",\"<LSN>\"]"}: both LSNs. */
+  /**
+   * PostgreSQL's source.sequence, {@code "[\"<last commit LSN>\",\"<LSN>\"]"}: both LSNs, the
+   * first -1 where it is null (a stream's first transaction).
+   */
   private static long[] sequence(byte[] b, int from, Encoding.Buffer text) {
     text.reset();
     if (from < 0 || b[from] != '"' || Canonical.escaped(b, from, text, false) < 0) {
@@ -183,7 +187,8 @@ final class EventPlace {
       i = Json.ws(t, i + 1);
       int end;
       if (k == 0 && i + 4 <= n && Json.literal(t, i, Json.NULL) == i + 4) {
-        end = i + 4; // no last commit yet: 0
+        end = i + 4; // no last commit yet (a stream's first transaction): -1
+        pair[0] = -1;
       } else if (i < n && t[i] == '"') {
         end = i + 1;
         while (end < n && t[end] >= '0' && t[end] <= '9') {
