@@ -2,7 +2,8 @@
 
 The rows of keys a window touched (its upserts and deletes) leave the data files that hold
 them: each such file is read, the file rewritten without them (or dropped when nothing is
-left), and the window's rows are written as new files, all in **one snapshot** (``overwrite``
+left; a small file's rows left are written with the window's, so small files do not pile
+up), and the window's rows are written as new files, all in **one snapshot** (``overwrite``
 when a file was replaced, else ``append``; an empty window is an empty ``append``). No
 equality or position deletes are written: any Iceberg reader reads the table as it is.
 Which files can hold a touched key is found from the files' column bounds (a scan filtered
@@ -35,6 +36,10 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
 
 Key = tuple[Hashable, ...]
+# A file rewritten smaller than this (compaction's bound: 3/4 of its 128 MiB target) is
+# written again together with the window's new rows, not as a file of its own: each window
+# leaves one file for its small ones, as compaction would, instead of one more a window.
+SMALL_FILE = 96 * 1024 * 1024
 _PRUNABLE = (str, int, Decimal)  # key values compared with their columns' bounds as read
 _BOUNDED = (IntegerType, LongType, StringType, DecimalType)  # bounds read back as those
 
@@ -70,15 +75,23 @@ def commit(
         if key and data.num_rows:  # files that each hold a narrow range of keys prune well
             data = data.sort_by([(column, "ascending") for column in key])
         commit_uuid, counter = uuid.uuid4(), itertools.count(0)
-        replaced = []
+        replaced: list[DataFile] = []
+        added: list[DataFile] = []
+        merged = [data]  # small files' rows, rewritten with the window's own
         if key and touched and table.current_snapshot() is not None:
             for task in _candidates(table, key, touched):
                 rewritten = _without(task, metadata, table, key, touched)
                 if rewritten is None:
                     continue  # none of the file's rows is touched
-                files = written(metadata, table, rewritten, commit_uuid, counter)
-                replaced.append((task.file, files))
-        added = written(metadata, table, data, commit_uuid, counter)
+                replaced.append(task.file)
+                if task.file.file_size_in_bytes < SMALL_FILE:
+                    merged.append(rewritten.cast(data.schema))
+                else:
+                    added += written(metadata, table, rewritten, commit_uuid, counter)
+        together = data if len(merged) == 1 else pa.concat_tables(merged)
+        if key and len(merged) > 1:
+            together = together.sort_by([(column, "ascending") for column in key])
+        added += written(metadata, table, together, commit_uuid, counter)
         added += [] if ahead is None else ahead(metadata)
         _snapshot(transaction, dict(summary), replaced, added, commit_uuid)
 
@@ -86,19 +99,17 @@ def commit(
 def _snapshot(
     transaction: Transaction,
     summary: dict[str, str],
-    replaced: list[tuple[DataFile, list[DataFile]]],
+    replaced: list[DataFile],
     added: list[DataFile],
     commit_uuid: uuid.UUID,
 ) -> None:
-    """The one snapshot: files replaced (an overwrite) or none (an append), then new rows."""
+    """The one snapshot: files replaced (an overwrite) or none (an append), and new files."""
     update = transaction.update_snapshot(snapshot_properties=summary)
     producer = update.overwrite(commit_uuid) if replaced else update.fast_append()
     with producer as snapshot:
         snapshot.commit_uuid = commit_uuid
-        for original, files in replaced:
+        for original in replaced:
             snapshot.delete_data_file(original)
-            for file in files:
-                snapshot.append_data_file(file)
         for file in added:
             snapshot.append_data_file(file)
 

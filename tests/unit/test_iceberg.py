@@ -48,6 +48,7 @@ from highwater_consumer.iceberg import (
 )
 from highwater_consumer.iceberg.catalog import default_group
 from highwater_consumer.iceberg.columns import Unwritable, columns
+from highwater_consumer.iceberg.compaction import sizes
 from highwater_consumer.windows import Row, Window
 from schemas.hlc import Hlc
 from schemas.jsontext import Number, loads_exact
@@ -352,6 +353,53 @@ def test_windows_become_cuts_that_hold_the_source_at_each_r(
     assert operations == ["append", "overwrite", "append"]  # one snapshot a window, no deletes
     summary = table.current_snapshot().summary  # type: ignore[union-attr]
     assert summary["total-equality-deletes"] == summary["total-position-deletes"] == "0"
+
+
+@pytest.mark.parametrize("small", [writes.SMALL_FILE, 0], ids=["merged", "control"])
+def test_windows_that_touch_every_file_leave_one_file_not_one_more_each(
+    iceberg_catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch, small: int
+) -> None:
+    """Small files a window rewrites are written with its own rows, as compaction would.
+
+    Twelve windows, each updating a key in every earlier window's rows and adding new ones:
+    the table keeps one data file and every cut its rows. The control (no file counted
+    small): each window leaves one file more.
+    """
+    monkeypatch.setattr(writes, "SMALL_FILE", small)
+    made = applier(iceberg_catalog)
+    made.start(["orders", "customers"])
+    expected: dict[Any, Any] = {}
+    for n in range(1, 13):
+        rows = []
+        for old in range(n - 1):  # one key of each earlier window, updated
+            expected[("eu", old * 10)] = (Decimal(n), f"{n}")
+            rows.append(
+                change(
+                    n * 100 + old,
+                    "orders",
+                    ["eu", old * 10],
+                    {"amount": n, "note": f"{n}"},
+                    len(rows),
+                )
+            )
+        for new in range(3):
+            expected[("eu", (n - 1) * 10 + new)] = (Decimal(n), "new")
+            rows.append(
+                change(
+                    n * 100 + 50 + new,
+                    "orders",
+                    ["eu", (n - 1) * 10 + new],
+                    {"amount": n, "note": "new"},
+                    len(rows),
+                )
+            )
+        made.apply(Window(Hlc(n * 100 + 99), tuple(rows)))
+    catalog = load(iceberg_catalog)
+    found = cut(catalog, "ns", "cf")
+    assert rows_at(catalog, found, "orders") == expected
+    files = sizes(catalog.load_table("ns.orders"))[0]
+    assert files == (1 if small else 12)
+    assert exactly_once_problems(catalog, "ns", "cf") == []
 
 
 def test_a_crash_between_two_tables_leaves_the_cut_before_it_and_a_restart_completes_it(

@@ -76,8 +76,10 @@ State = dict[str, dict[int, tuple[Decimal | None, str | None]]]
 def workload(count: int, seed: int = 7) -> tuple[list[Window], dict[Hlc, State]]:
     """``count`` windows ten minutes apart, ending now, and the source's state at each R.
 
-    Inserts, updates and deletes on both tables; the states are the model the cuts are
-    compared with.
+    Inserts of new keys on both tables, and every fourth window updates and deletes of
+    older ones; the states are the model the cuts are compared with. A window that changes
+    no older row adds a small file to each table (what compaction is for); one that does
+    rewrites the small files holding them with its own rows (``writes.SMALL_FILE``).
     """
     chosen, now = random.Random(seed), time.time_ns()
     state: State = {t: {} for t in TABLES}
@@ -86,10 +88,12 @@ def workload(count: int, seed: int = 7) -> tuple[list[Window], dict[Hlc, State]]
         resolved = Hlc(now - (count - 1 - n) * SPACING)
         rows = []
         for i in range(12):
-            table, key = TABLES[i % 2], chosen.randrange(40)
+            table, key = TABLES[i % 2], 1000 + n * 12 + i  # a new key
+            if n % 4 == 0 and i < 4 and state[table]:
+                key = chosen.choice(sorted(state[table]))  # an older row changed
             offset += 1
             at = resolved.wall - 1000 + i
-            if key in state[table] and chosen.random() < 0.2:
+            if key in state[table] and chosen.random() < 0.5:
                 after = None
                 del state[table][key]
             else:
