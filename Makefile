@@ -63,9 +63,11 @@ cluster-bench: jars
 	$(BIN)/python -m pipeline.dev.bench --cluster
 
 # The Iceberg applier's benchmark (also a part of `make bench`): windows of 5,000 changes/s into
-# a table of 1M orders on the embedded catalog, then files per table before and after maintain.
-bench-iceberg:
+# a table of 1M orders on the embedded catalog, then files per table before and after maintain;
+# then the same windows applied by --engine spark (local[2]) on a REST catalog server.
+bench-iceberg: jars
 	$(BIN)/python -m pipeline.dev.bench_iceberg
+	$(BIN)/python -m pipeline.dev.bench_iceberg_spark
 
 # The initial-scan benchmark: a snapshot of 2.1M keys vs a plain Spark batch read-and-write.
 bench-scan: jars

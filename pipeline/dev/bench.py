@@ -610,7 +610,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--iceberg-only",
         action="store_true",
-        help="the Iceberg applier's part only (bench_iceberg: 5,000 changes/s into 1M orders)",
+        help="the Iceberg applier's part only (bench_iceberg: 5,000 changes/s into 1M orders; "
+        "then the Spark engine's, bench_iceberg_spark, on a REST catalog)",
     )
     parser.add_argument(
         "--iceberg-windows", type=int, default=720, help="of the Iceberg part (720 of 5 s: an hour)"
@@ -634,10 +635,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from .bench_consumer import apply_part, consumer_part  # noqa: PLC0415 - a part of its own
     from .bench_iceberg import iceberg_part  # noqa: PLC0415 - a part of its own
+    from .bench_iceberg_spark import iceberg_spark_part  # noqa: PLC0415 - a part of its own
     from .bench_sources import sources  # noqa: PLC0415 - it builds on this module
 
     if args.iceberg_only:  # no broker: the windows are built in the part
         iceberg_part(1_000_000, 5_000, 5, args.iceberg_windows, "uniform")
+        iceberg_spark_part(1_000_000, 5_000, 5, 24, "uniform")  # a broker and catalog its own
         return 0
     if args.cluster:
         return on_cluster(
@@ -695,6 +698,7 @@ def main(argv: list[str] | None = None) -> int:
                 consumer_part(info.bootstrap_servers, 1_000_000, 3, 6, 5_000)
                 apply_part(info.bootstrap_servers, 200_000, 6, 5_000)
                 iceberg_part(1_000_000, 5_000, 5, args.iceberg_windows, "uniform")
+                iceberg_spark_part(1_000_000, 5_000, 5, 24, "uniform")
                 for rate in (int(r) for r in args.rates.split(",")):
                     for delivery in ("at_least_once", "exactly_once"):
                         with peaks.part(f"resolved lag at {rate:,}/s, {delivery}"):
