@@ -20,25 +20,21 @@ from __future__ import annotations
 import argparse
 import logging
 import random
-import statistics
 import tempfile
 import time
 import uuid
-from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import pyarrow.compute as pc
 from confluent_kafka import Producer
 
-from highwater_consumer.iceberg import IcebergApplier, Keep, load, maintain
-from highwater_consumer.iceberg.compaction import sizes
+from highwater_consumer.iceberg import IcebergApplier
 from highwater_consumer.output import Output
 from highwater_consumer.windows import Window
 from sinks.admin import ensure_topics
 from sinks.partitioning import default_partition
 
-from .bench_iceberg import ORDERS, Model, load_orders, workload
+from .bench_iceberg import ORDERS, Model, checked_and_maintained, load_orders, report, workload
 from .broker import EmbeddedKafka
 from .iceberg_rest import EmbeddedIcebergRest
 
@@ -120,37 +116,8 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
         engine = SparkIcebergApplier(spark, output, tables, Offsets(output, "bench"), bound)
         engine.start()
         times, elapsed = apply_timed(engine, len(windows))
-        changes = per_window * len(windows)
-        slow = sorted(times)[-max(1, len(times) // 10) :]
-        print(
-            f"iceberg apply (spark): {len(windows) / elapsed:.2f} windows/s, "
-            f"{changes / elapsed:,.0f} changes/s ({changes:,} changes in {elapsed:.1f} s; a "
-            f"window p50 {statistics.median(times):.2f} s, slowest tenth "
-            f"{statistics.mean(slow):.2f} s)",
-            flush=True,
-        )
-        table = load(catalog).load_table("bench.orders")
-        rows = table.scan().to_arrow()
-        total = pc.sum(rows.column("amount")).as_py()
-        if rows.num_rows != len(model) or total != sum(model.values()):
-            raise RuntimeError(f"the table holds {rows.num_rows} rows, the model {len(model)}")
-        before = sizes(table)[0]
-        began = time.perf_counter()
-        reports = maintain(
-            catalog,
-            "bench",
-            namespace="bench",
-            keep=Keep(last=1, newer_than=None),
-            orphans_older_than=timedelta(0),
-        )
-        took = time.perf_counter() - began
-        after = sizes(load(catalog).load_table("bench.orders"))[0]
-        print(
-            f"iceberg files per table after {len(windows)} windows (spark): {before} data files; "
-            f"after maintenance ({took:.1f} s): {after}; {reports[0]}; table checked: "
-            f"{rows.num_rows:,} rows as the model",
-            flush=True,
-        )
+        report("iceberg apply (spark)", times, elapsed, per_window)
+        checked_and_maintained(catalog, model, " (spark)", len(windows), on_disk=False)
     finally:
         if spark is not None:
             spark.stop()
