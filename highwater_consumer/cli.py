@@ -109,6 +109,14 @@ def _iceberg_args(apply: argparse.ArgumentParser) -> None:
         "--dlq-topic", help="with --on-error dlq: this topic (default: the changefeed's)"
     )
     apply.add_argument(
+        "--catalog-patience",
+        type=float,
+        default=300.0,
+        metavar="SECONDS",
+        help="Iceberg: how long a catalog that does not answer is waited for, with back-off, "
+        "before the applier stops (300)",
+    )
+    apply.add_argument(
         "--engine",
         default="local",
         help="Iceberg: local (pyiceberg in this process, the default) or spark (Spark's "
@@ -279,6 +287,7 @@ def _apply_iceberg(args: argparse.Namespace) -> int:
         dead_letters=_dead_letters(args, output),
         schema_changes=args.schema_changes or "evolve",
         spill=100_000 if args.spill is None else args.spill,
+        patience=args.catalog_patience,
     )
     try:
         after = applier.start(output.topics.values())

@@ -168,7 +168,7 @@ class IcebergApplier:
                 return self._start(tables)
             except Exception as exc:
                 cause = exc.__cause__ if isinstance(exc, ApplyError) else exc  # load()'s
-                if not isinstance(cause, Exception) or not _unreachable(cause):
+                if not isinstance(cause, Exception) or not unreachable(cause):
                     raise
                 self._catalog = None
                 outage.wait("the catalog", cause)
@@ -320,7 +320,7 @@ class IcebergApplier:
                     ) from exc
                 log.info("%s: another writer committed first (%s); read again", target.name, exc)
             except Exception as exc:
-                if not _unreachable(exc):
+                if not unreachable(exc):
                     raise
                 outage.wait(target.name, exc)
             else:
@@ -340,7 +340,7 @@ class IcebergApplier:
             try:
                 target.table = self.catalog.load_table(target.table.name())
             except Exception as exc:
-                if not _unreachable(exc):
+                if not unreachable(exc):
                     raise
                 outage.wait(target.name, exc)
                 continue
@@ -374,7 +374,7 @@ def _commit_failed() -> type[Exception]:
 _LOCAL_FILE_ERRORS = (FileNotFoundError, PermissionError, IsADirectoryError, NotADirectoryError)
 
 
-def _unreachable(exc: Exception) -> bool:
+def unreachable(exc: Exception) -> bool:
     """Whether ``exc`` says the catalog did not answer, so trying again later may work.
 
     A connection refused, reset or timed out (the HTTP client's errors are OSErrors; a

@@ -25,7 +25,10 @@ whose R is still a real resolved time every table gets):
 
 Two appliers at once: before each commit the table's R is read again, and a table holding
 the R already (or a later one) is left alone, so it never goes back; a commit refused for a
-concurrent one is re-checked the same way before it is tried again.
+concurrent one is re-checked the same way before it is tried again. A catalog that does not
+answer (down, restarting) is waited for with back-off, as by the local engine
+(``--catalog-patience``): the step is taken again, the tables it committed before the outage
+held already.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from highwater_consumer.decoding import ApplyError
 from highwater_consumer.iceberg import IcebergApplier
+from highwater_consumer.iceberg.applier import Outage, unreachable
 from highwater_consumer.output import Output
 from schemas.hlc import Hlc
 
@@ -120,12 +124,26 @@ class SparkIcebergApplier:
         return min(r for r in held if r is not None)
 
     def run(self, *, until: Hlc | None = None, idle: float | None = None) -> int:
-        """Apply steps until ``until`` is held by every table, or ``idle`` seconds without one."""
+        """Apply steps until ``until`` is held by every table, or ``idle`` seconds without one.
+
+        A step the catalog did not answer (down, restarting, a 5xx) is tried again with
+        back-off for the applier's ``patience`` (then :class:`CatalogUnreachable`): it
+        committed nothing, or some tables, which the next step catches up first.
+        """
         quiet = time.monotonic()
+        outage = Outage(self.applier.patience)
         while True:
             if until is not None and self.low is not None and self.low >= until:
                 return self.windows
-            if self.step():
+            try:
+                stepped = self.step()
+            except Exception as exc:
+                if not catalog_down(exc):
+                    raise
+                outage.wait("every table", exc)
+                continue
+            outage = Outage(self.applier.patience)
+            if stepped:
                 quiet = time.monotonic()
                 continue
             if idle is not None and time.monotonic() - quiet > idle:
@@ -251,6 +269,34 @@ class SparkIcebergApplier:
         return out
 
 
+# What Iceberg's Java REST client (in Spark) says when the catalog does not answer: the
+# connection refused or lost, a 5xx, a commit whose outcome is unknown.
+_DOWN = re.compile(
+    r"ConnectException|HttpHostConnectException|NoHttpResponseException|SocketTimeoutException"
+    r"|ServiceUnavailableException|ServiceFailureException|CommitStateUnknownException"
+    r"|Connection refused"
+)
+
+
+def catalog_down(exc: BaseException) -> bool:
+    """Whether ``exc`` (pyiceberg's on the driver, or Spark's) says the catalog did not answer."""
+    for cause in _chain(exc):
+        if isinstance(cause, Exception) and unreachable(cause):
+            return True
+        if type(cause).__module__.startswith(("py4j", "pyspark")) and _DOWN.search(str(cause)):
+            return True
+    return False
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    out: list[BaseException] = []
+    cause: BaseException | None = exc
+    while cause is not None and cause not in out:
+        out.append(cause)
+        cause = cause.__cause__ or cause.__context__
+    return out
+
+
 def _q(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
 
@@ -297,6 +343,7 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
         schemas=output.schemas,
         names=dict(t.split("=", 1) for t in args.table),
         schema_changes="stop",  # the rows are converted to the table as it is (rows.py)
+        patience=args.catalog_patience,
     )
     group = args.group or default_group(args.changefeed, properties, namespace)
     spark = iceberg_session(target, f"highwater-apply-{args.changefeed}")

@@ -34,6 +34,7 @@ import pytest
 from highwater_consumer import Output
 from highwater_consumer.iceberg import Cut, CutError, IcebergApplier, cut, load
 from highwater_consumer.iceberg.cuts import applied, tables_of
+from pipeline.dev.iceberg_rest import EmbeddedIcebergRest
 from schemas.hlc import Hlc
 from tests.integration.test_consumer_apply_iceberg import (
     SEED,
@@ -217,6 +218,78 @@ def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
         f"and Spark; a kill between two tables at {torn}, a kill of highwater apply "
         f"({'mid-run' if killed else 'after it ended'})"
     )
+
+
+def test_the_spark_engine_rides_out_a_restart_of_the_rest_catalog(
+    kafka_bootstrap: str, output: Applied, tmp_path: Path
+) -> None:
+    """The catalog stopped once the engine has committed a window, started again 10 s later.
+
+    First the control: with no patience (``--catalog-patience 0``) the outage stops
+    ``highwater apply --engine spark``, naming the catalog. Then, resuming on the same group,
+    the same outage is waited out with back-off and the engine goes on: every window once in
+    every table, every complete cut the sources at its R.
+    """
+    server = EmbeddedIcebergRest(tmp_path / "rest")
+    properties = server.start().properties
+    workloads, namespace = output.workloads, namespace_for("outage")
+    final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    command = highwater_apply(kafka_bootstrap, output, properties, namespace, "--group", group)
+    command += ["--until", str(final), "--idle", "120"]
+    catalog, log = load(properties), tmp_path / "apply.log"
+
+    def outage(patience: str) -> subprocess.Popen[bytes]:
+        """The engine started; the server stopped once it holds one more cut than now."""
+        before = len(_cuts(catalog, namespace, output.changefeed))
+        with log.open("ab") as out:
+            running = subprocess.Popen(
+                [*command, "--catalog-patience", patience],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 300
+        while len(_cuts(catalog, namespace, output.changefeed)) <= before:
+            assert running.poll() is None, log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, "no window committed in 300 s"
+            time.sleep(0.5)
+        server.stop()
+        return running
+
+    try:
+        impatient = outage("0")
+        assert impatient.wait(timeout=300) != 0
+        assert "did not answer for" in log.read_text(errors="replace")
+        server.start()
+
+        patient = outage("120")
+        time.sleep(10)
+        assert patient.poll() is None, log.read_text(errors="replace")[-3000:]  # waiting
+        server.start()
+        assert patient.wait(timeout=900) == 0, log.read_text(errors="replace")[-3000:]
+        assert "the catalog does not answer" in log.read_text(errors="replace")
+    finally:
+        server.stop()
+    server.start()
+    try:
+        assert exactly_once_problems(catalog, namespace, output.changefeed) == []
+        cuts = complete_cuts(catalog, namespace, output.changefeed)
+        assert cuts[-1] >= final
+        found = [cut(catalog, namespace, output.changefeed, r) for r in cuts]
+        assert [d for c in found for d in differences(catalog, c, workloads)] == []
+    finally:
+        server.stop()
+
+
+def _cuts(catalog: Any, namespace: str, changefeed: str) -> list[Hlc]:
+    """The complete cuts so far (none before the tables are made)."""
+    from pyiceberg.exceptions import NoSuchNamespaceError  # noqa: PLC0415
+
+    try:
+        return complete_cuts(catalog, namespace, changefeed)
+    except (NoSuchNamespaceError, TypeError):  # no namespace, or no table yet to intersect
+        return []
 
 
 def test_a_spark_engine_that_forgets_what_tables_hold_fails_the_check(

@@ -27,6 +27,7 @@ from highwater_consumer.cli import main as consumer_main
 from highwater_consumer.decoding import ApplyError
 from highwater_consumer.iceberg import UnwritableRecord, iceberg_schema
 from pipeline.cli import main as highwater
+from pipeline.iceberg.engine import catalog_down
 from pipeline.iceberg.merge import merge_sql
 from pipeline.iceberg.ranges import Marker, frontier
 from pipeline.iceberg.rows import DELETED, OFFSET, TIME, Converter, row_schema
@@ -197,3 +198,32 @@ def test_the_executors_of_the_spark_engine_get_the_consumer_library_a_changefeed
     with zipfile.ZipFile(package_zip(tmp_path / "run")) as archive:
         assert "highwater_consumer" not in {n.split("/")[0] for n in archive.namelist()}
     assert tops == {"pipeline", "encoders", "sinks", "schemas", "highwater_consumer"}
+
+
+class _Captured(Exception):
+    """What PySpark raises for a failed Java call (its module is PySpark's)."""
+
+
+_Captured.__module__ = "pyspark.errors.exceptions.captured"
+
+
+@pytest.mark.parametrize(
+    ("raised", "down"),
+    [
+        (ConnectionRefusedError(111, "Connection refused"), True),  # pyiceberg, on the driver
+        (_Captured("org.apache.iceberg.exceptions.RESTException: ... ConnectException"), True),
+        (_Captured("ServiceUnavailableException: 503"), True),
+        (_Captured("CommitStateUnknownException: the commit's outcome is unknown"), True),
+        (ApplyError("orders: 3 commits of window 5.0000000000 failed"), False),
+        (_Captured("CommitFailedException: the table changed (another writer)"), False),
+        (ValueError("Connection refused"), False),  # not Spark's nor an OSError
+    ],
+)
+def test_a_catalog_that_does_not_answer_is_told_from_other_failures(
+    raised: Exception, down: bool
+) -> None:
+    """What the Spark engine waits out (back-off) and what stops it, through the cause chain."""
+    assert catalog_down(raised) is down
+    wrapped = ApplyError("orders: 3 commits of window 5.0000000000 failed")
+    wrapped.__cause__ = raised
+    assert catalog_down(wrapped) is down
