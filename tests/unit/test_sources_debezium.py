@@ -23,6 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.batch.contract import PartitionSeen
 from pipeline.core.batch.walk import rest_plan
 from pipeline.core.sources import BadRecord, Change, SourceUnavailable
 from pipeline.core.sources.connect_types import decimal_number
@@ -608,3 +609,42 @@ def test_a_binlog_snapshot_read_without_its_point_is_a_bad_record() -> None:
     del event["source"]["pos"]
     with pytest.raises(BadRecord, match="where its snapshot began"):
         decode({"id": 1}, event)
+
+
+def pg_read(key: int, note: str) -> tuple[bytes, bytes]:
+    """A PostgreSQL snapshot's read of ``key`` (its snapshot began at LSN 24_100_000)."""
+    read = {**pg(24_100_000), "op": "r", "after": {"id": key, "note": note}}
+    read["source"] = {**read["source"], "snapshot": "true", "sequence": None}
+    return json.dumps({"id": key}).encode(), json.dumps(read).encode()
+
+
+def test_the_summary_says_where_the_last_snapshot_read_lies_and_none_without_one() -> None:
+    """The driver learns by it that the connector took a new snapshot (``resnapshots.py``).
+
+    The offset of the partition's last read in the batch: across the Arrow batches of a task,
+    and merged (the highest); a read dropped as older than the floor counts too (it lies there
+    all the same). None without a read; a summary without the field (the JVM walk's, written
+    before it had one) reads as None.
+    """
+    base = replace(batch_plan(dlq=True), formats={SRC: "debezium"}, counted=frozenset({SRC}))
+    old = restarted([24_023_810, 24_023_820], [1, 2], note="old")  # streamed: offsets 0, 1
+    new = restarted([24_100_010], [1], note="new")  # the stream after the snapshot
+    reads = [pg_read(1, "read"), pg_read(2, "read")]  # offsets 2, 3
+    records, result = run(base, arrow([*old, *reads, *new]))
+    assert len(records) == 5
+    assert result.partitions[0].reread == 3
+    _, split = run(base, arrow([*old, reads[0]]), arrow([reads[1], *new], start=3))
+    assert split.partitions[0].reread == 3
+    _, first_only = run(base, arrow([*old, reads[0]]), arrow(new, start=3))
+    assert first_only.partitions[0].reread == 2
+    _, none = run(base, arrow([*old, *new]))
+    assert none.partitions[0].reread is None
+    floor = Hlc(1_600_000_000_000 * 10**6, 0)
+    below = replace(base, thresholds={(SRC, 0): floor})
+    _, dropped = run(below, arrow([binlog_read(500, "old", floor.wall // 10**6 - 1000)]))
+    assert (dropped.duplicates, dropped.partitions[0].reread) == (1, 0)
+    merged = result.partitions[0].merge(replace(result.partitions[0], reread=None))
+    assert merged.reread == 3
+    walk = json.loads(result.partitions[0].to_json())
+    del walk["reread"]
+    assert PartitionSeen.from_json(json.dumps(walk)).reread is None

@@ -12,11 +12,16 @@ budget fallback: data read again from the start). Checked at every step:
 * no unread change has a time at or below the resolved time (the marker promise);
 * the resolved time never goes backwards;
 * once everything is read, the resolved time is the last transaction's last change.
+
+Then a connector killed and resumed, and one that starts over (a new snapshot after losing
+events in flight): what a new snapshot settles (``resnapshots.py``), and, as negative
+controls, what it must not (a read written before the END, a transaction of the new stream).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
 from dataclasses import dataclass, replace
 from typing import Any
@@ -25,7 +30,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline.core.batch.contract import BatchResult, PartitionSeen
 from pipeline.core.ledger.frontier import Frontier, SourcePartition
+from pipeline.core.resolved.resnapshots import look
 from pipeline.core.resolved.transaction_feed import TransactionFeed
 from pipeline.core.resolved.transactions import TransactionLog, just_below
 from pipeline.core.sources.debezium import in_commit, transaction_event, transaction_key
@@ -631,3 +638,317 @@ def test_a_transaction_that_cannot_complete_is_named_and_clears_once_it_does() -
     feed.advance(frontier)
     assert (feed.stuck, frontier.high_water()) == ({}, Hlc(5 * MS, 2))
     feed.close()
+
+
+# -- a connector that starts over: a new snapshot settles what ENDed before it ---------------
+
+ORDERS = [sp for sp in PARTITIONS if sp.topic == "pg.public.orders"]
+T_TIME = Hlc(5 * MS, 0)  # T: ENDed by the old run, 14 events counted, 6 of them delivered
+N_TIME = Hlc(9 * MS, 0)  # N: the new stream's, after the new snapshot
+
+
+class _Written:
+    """Data partitions that end where the test says (``ends``, moved as the test writes)."""
+
+    def __init__(self, ends: dict[SourcePartition, int]) -> None:
+        self.ends = ends
+
+    def get_watermark_offsets(self, tp: Any, timeout: float) -> tuple[int, int]:
+        return 0, self.ends[SourcePartition(tp.topic, tp.partition)]
+
+    def close(self) -> None:
+        pass
+
+
+def restarting(
+    ends: dict[SourcePartition, int],
+) -> tuple[TransactionFeed, TransactionLog, Frontier, list[float]]:
+    """A feed over ``PARTITIONS`` (ends as ``ends`` says), its log, frontier and clock."""
+    now = [0.0]
+    log = TransactionLog(COLLECTIONS, started=True)
+    feed = TransactionFeed(
+        {"bootstrap.servers": "127.0.0.1:9"},
+        {"pg.transaction": log},
+        PARTITIONS,
+        clock=lambda: now[0],
+    )
+    feed.reader.consumer.close()
+    feed.reader.consumer = _Written(ends)
+    feed.reader.read = lambda _topic, _log: None  # type: ignore[method-assign] - fed below
+    return feed, log, Frontier(PARTITIONS), now
+
+
+def batch(
+    feed: TransactionFeed,
+    frontier: Frontier,
+    to: dict[SourcePartition, int],
+    rereads: dict[SourcePartition, int] | None = None,
+) -> None:
+    """A batch read each partition of ``to`` up to there (its last snapshot read at ``rereads``).
+
+    As the coordinator has it (``Rounds.write``): the frontier moved, the feed told, advanced.
+    """
+    rereads = rereads or {}
+    result = BatchResult.of(
+        [PartitionSeen(sp, o, None, reread=rereads.get(sp)) for sp, o in to.items()]
+    )
+    result.forward(frontier)
+    feed.saw(result)
+    feed.advance(frontier)
+
+
+def t_stuck(
+    feed: TransactionFeed, log: TransactionLog, frontier: Frontier, now: list[float]
+) -> None:
+    """T ENDs with 14 events, 6 delivered (the rest died with Connect), and is reported stuck.
+
+    The partitions read up to 8; T's 6 events at 8 and 9.
+    """
+    log.ended("T", {"public.orders": 10, "public.customers": 4}, T_TIME, 0)
+    feed.advance(frontier)  # T is marked: the partitions end at 10
+    log.saw("T", range(1, 7), Hlc(5 * MS, 1), Hlc(5 * MS, 6))
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 10))
+    now[0] = 11.0  # waited STUCK_CHECK: the partitions' ends taken
+    feed.advance(frontier)
+    feed.advance(frontier)
+    assert feed.warnings() == [
+        "transaction T (6 of 14 events read) of 'pg.transaction' cannot complete: "
+        "markers wait for it"
+    ]
+    assert frontier.high_water() < T_TIME
+
+
+@pytest.mark.parametrize("snapshot", [True, False])
+def test_a_new_snapshot_settles_a_transaction_ended_before_it_and_the_markers_move_on(
+    snapshot: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connect SIGKILLed with T's END delivered, 8 of its events not, and no offset flushed.
+
+    It starts over: a new snapshot's reads, then a new stream. T's missing events never come;
+    a read of the snapshot beyond where the partitions ended once T was read settles T, and
+    R passes it once the partitions are read up to where they ended then. Without a snapshot
+    read (``snapshot`` False: the negative control) T stays stuck as before.
+    """
+    ends = dict.fromkeys(PARTITIONS, 10)
+    feed, log, frontier, now = restarting(ends)
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 8))  # caught up
+    t_stuck(feed, log, frontier, now)
+    ends.update(dict.fromkeys(PARTITIONS, 16))  # the new snapshot's reads at 10-15
+    with caplog.at_level(logging.INFO, "pipeline.core.resolved.resnapshots"):
+        batch(feed, frontier, {ORDERS[0]: 13}, {ORDERS[0]: 12} if snapshot else {})
+    said = [r.getMessage() for r in caplog.records if r.name.endswith("resnapshots")]
+    assert frontier.high_water() < T_TIME  # not before the partitions are read up to 16
+    if snapshot:
+        assert feed.stuck == {}
+        (text,) = said
+        assert "T (6 of 14 events read)" in text
+        assert "pg.public.orders/0@12" in text
+        assert "pg.public.customers/1@16" in text
+    ends.update(dict.fromkeys(PARTITIONS, 20))  # more of them written
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 15))
+    assert frontier.high_water() < T_TIME  # one read short of where they ended
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 20))
+    if not snapshot:  # the negative control: stuck, as without the rule
+        assert frontier.high_water() < T_TIME
+        assert feed.warnings() == [
+            "transaction T (6 of 14 events read) of 'pg.transaction' cannot complete: "
+            "markers wait for it"
+        ]
+        assert said == []
+        return
+    assert frontier.high_water() == Hlc(5 * MS, 6)  # T passed: its events read count as usual
+    assert feed.stuck == {}
+    # the new stream's transactions complete by their counts, as ever
+    log.ended("N1", {"public.orders": 2}, N_TIME, 1)
+    log.ended("N2", {"public.orders": 2}, Hlc(10 * MS, 0), 2)
+    ends.update(dict.fromkeys(ORDERS, 24))
+    feed.advance(frontier)
+    log.saw("N1", [1, 2], Hlc(9 * MS, 1), Hlc(9 * MS, 2))
+    log.saw("N2", [1], Hlc(10 * MS, 1), Hlc(10 * MS, 1))
+    batch(feed, frontier, dict.fromkeys(ORDERS, 24))
+    assert frontier.high_water() == Hlc(9 * MS, 2)  # N1 passed; N2 waits for its event
+    assert log.waiting_for() == "N2 (1 of 2 events read)"
+
+
+def test_a_snapshot_read_written_before_a_transaction_ended_does_not_settle_it() -> None:
+    """The negative control of a changefeed that lags: a read it meets late is an old one.
+
+    T ENDed, one of its three events lost in flight; Connect resumed from an offset it had
+    flushed before T and will send that event again. The changefeed, far behind, meets the
+    initial snapshot's reads only now, after T's END was read: they lie below where the
+    partitions ended then (T's mark), so they settle nothing (measured against where the
+    changefeed had read when T's END came, 5, the read at 7 would have passed T).
+    """
+    ends = dict.fromkeys(PARTITIONS, 30)
+    feed, log, frontier, now = restarting(ends)
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 5))  # the initial snapshot's reads: 0-9
+    log.ended("T", {"public.orders": 3}, T_TIME, 0)
+    log.saw("T", [1, 2], Hlc(5 * MS, 1), Hlc(5 * MS, 2))
+    feed.advance(frontier)  # T is marked: the partitions end at 30
+    batch(feed, frontier, {ORDERS[0]: 8}, {ORDERS[0]: 7})  # an initial snapshot's read
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 30))
+    assert frontier.high_water() < T_TIME
+    now[0] = 11.0
+    feed.advance(frontier)
+    feed.advance(frontier)
+    assert feed.warnings() == [
+        "transaction T (2 of 3 events read) of 'pg.transaction' cannot complete: "
+        "markers wait for it"
+    ]
+    log.saw("T", [3], Hlc(5 * MS, 3), Hlc(5 * MS, 3))  # sent again by the resumed connector
+    feed.advance(frontier)
+    assert (feed.stuck, frontier.high_water()) == ({}, Hlc(5 * MS, 3))
+
+
+def test_a_transaction_of_the_new_stream_is_not_settled_by_the_snapshot_before_it() -> None:
+    """The negative control of a new-stream transaction read after its snapshot's reads.
+
+    T is settled by the new snapshot. N, streamed after it, ENDs with one of its two events
+    lost when Connect is killed again (it resumes from an offset flushed after the snapshot,
+    and will send it again). The changefeed reads the snapshot's reads only after N's END:
+    one batch capped short of the partitions' ends (``max_offsets_per_trigger``), then the
+    rest. Those reads were written before N's END was read, below N's mark: N waits for its
+    event. (Marked with where the changefeed had read when N's END came, 13, the read at 15
+    would have passed N, its event still to come; marked with where the batch after it read
+    to, 16, the read at 19 would have.)
+    """
+    ends = dict.fromkeys(PARTITIONS, 10)
+    feed, log, frontier, now = restarting(ends)
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 8))
+    t_stuck(feed, log, frontier, now)
+    ends.update(dict.fromkeys(PARTITIONS, 20))  # the new snapshot's reads at 10-19
+    batch(feed, frontier, {ORDERS[0]: 13}, {ORDERS[0]: 12})  # settles T (read up to 20)
+    assert feed.stuck == {}
+    log.ended("N", {"public.orders": 2}, N_TIME, 1)
+    ends[ORDERS[1]] = 21  # N's first event at 20 of orders/1; its second lost
+    now[0] = 12.0
+    feed.advance(frontier)  # N is marked: 20, and 21 on orders/1
+    batch(feed, frontier, dict.fromkeys(PARTITIONS, 16), dict.fromkeys(PARTITIONS, 15))
+    log.saw("N", [1], Hlc(9 * MS, 1), Hlc(9 * MS, 1))
+    batch(
+        feed,
+        frontier,
+        {**dict.fromkeys(PARTITIONS, 20), ORDERS[1]: 21},
+        dict.fromkeys(PARTITIONS, 19),
+    )
+    feed.advance(frontier)  # a second later, quiet
+    assert frontier.high_water() == Hlc(5 * MS, 6)  # T passed, N not
+    assert log.waiting_for() == "N (1 of 2 events read)"
+    log.saw("N", [2], Hlc(9 * MS, 2), Hlc(9 * MS, 2))  # sent again by the resumed connector
+    feed.advance(frontier)
+    assert frontier.high_water() == Hlc(9 * MS, 2)
+
+
+class Snapshotted(Executors):
+    """The executors, where a new snapshot's reads come too: not counted, their offsets said."""
+
+    def batch(self, log: TransactionLog, sp: SourcePartition, count: int, floor: Hlc) -> None:
+        start = self.read[sp]
+        records = self.topics[sp][start : start + count]
+        changes = next((i for i, r in enumerate(records) if r.status == "READ"), len(records))
+        if changes or not records:  # the changes before the first read, as ever
+            super().batch(log, sp, changes, floor)
+            return
+        reads = next((i for i, r in enumerate(records) if r.status != "READ"), len(records))
+        log.resnapshots.saw(sp, start + reads - 1)  # the summary's reread
+        self.read[sp] = start + reads
+
+
+def start_over(connect: Connect, rng: random.Random) -> None:
+    """Connect SIGKILLed with no offset flushed: it snapshots again, then streams anew.
+
+    The records in flight are delivered, changes among them lost at random (a transaction's
+    END may reach the topic without all its changes); the new run sends a snapshot's reads,
+    then the transactions committed after every one the old run sent any of.
+    """
+    for record in connect.pending[: rng.randint(1, 8)]:
+        if record.status or rng.random() < 0.5:
+            connect.topics[record.sp].append(record)
+    sent = [r for topic in connect.topics.values() for r in topic]
+    after = max((int(r.tx) for r in sent), default=-1) + 1
+    reads = [Sent(sp, "", 0, ZERO, "READ") for sp in PARTITIONS if rng.random() < 0.6]
+    connect.pending = [*(reads or [Sent(PARTITIONS[0], "", 0, ZERO, "READ")])]
+    connect.pending.extend(run_from(connect.committed, (after, 0), binlog=False))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    seed=st.integers(0, 2**32),
+    transactions=st.integers(1, 20),
+    kills=st.integers(0, 3),
+    held=st.sampled_from([None, *PARTITIONS]),
+)
+def test_a_connector_that_starts_over_never_breaks_the_promise_and_the_marker_moves_on(
+    *, seed: int, transactions: int, kills: int, held: SourcePartition | None
+) -> None:
+    """Killed and resumed from flushed offsets a few times, then started over once.
+
+    Checked at every step, the rule's driver in between (``look`` after each step, as the feed
+    advances): no change delivered or still to be sent is unread at or below the resolved
+    time (the changes lost in flight before the new snapshot are neither: they never come),
+    and it never goes backwards. Once everything is sent and read, no transaction waits and
+    the resolved time is at or above every change of a transaction whose END was delivered.
+    (The changefeed reads the transaction topic while Connect restarts: its restart takes
+    seconds, an advance a second at most.)
+    """
+    rng = random.Random(seed)
+    committed = history(rng, transactions)
+    connect, log = Connect(committed, rng, binlog=False), TransactionLog(COLLECTIONS, started=True)
+    executors, tx_read, resolved = Snapshotted(connect.topics, binlog=False), 0, ZERO
+    kills_left, over = kills, False
+
+    def ends() -> dict[SourcePartition, int]:
+        return {sp: len(connect.topics[sp]) for sp in PARTITIONS}
+
+    def read_transaction() -> None:
+        nonlocal tx_read
+        record = connect.topics[None][tx_read]
+        if record.status == "BEGIN":
+            log.began(record.tx, record.ts, tx_read)
+        else:
+            counts = {"public.orders": record.place, "public.customers": 0}
+            log.ended(record.tx, counts, record.ts, tx_read)
+        tx_read += 1
+        if log.needs_ends():
+            log.take_ends(ends())
+
+    for step in range(10_000):
+        choice = rng.random()
+        if choice < 0.3 and connect.pending:
+            connect.send(rng.randint(1, 5))
+        elif choice < 0.35 and kills_left and not over:
+            kills_left -= 1
+            connect.kill()
+        elif choice < 0.37 and not over and step > 20:
+            over = True
+            start_over(connect, rng)
+            while tx_read < len(connect.topics[None]):  # an advance while Connect restarts
+                read_transaction()
+            log.resolved(executors.read)
+            look("t", log, ends)
+        elif choice < 0.55 and tx_read < len(connect.topics[None]):
+            read_transaction()
+        else:
+            ready = [sp for sp in PARTITIONS if sp != held or step > 300]
+            executors.batch(log, rng.choice(ready), rng.randint(1, 4), resolved)
+        now = log.resolved(executors.read)
+        look("t", log, ends)
+        assert now >= resolved, "the resolved time went backwards"
+        resolved = now
+        seen = {
+            r.place
+            for sp in PARTITIONS
+            for r in connect.topics[sp][: executors.read[sp]]
+            if not r.status
+        }
+        coming = [r for sp in PARTITIONS for r in connect.topics[sp] if not r.status]
+        coming += [r for r in connect.pending if r.sp is not None and not r.status]
+        unread = [r.ts for r in coming if r.place not in seen]
+        assert not unread or min(unread) > resolved, f"unread {min(unread)} <= {resolved}"
+        sent = not connect.pending and tx_read == len(connect.topics[None])
+        if sent and all(executors.read[sp] == len(connect.topics[sp]) for sp in PARTITIONS):
+            break
+    assert log.waiting_for() is None
+    ended = {r.tx for r in connect.topics[None] if r.status == "END"}
+    delivered = [r.ts for sp in PARTITIONS for r in connect.topics[sp] if r.tx in ended]
+    assert resolved >= max(delivered, default=ZERO)

@@ -187,6 +187,7 @@ class PartitionSeen:
     # [from offset, to offset, floor, transaction]: the rest left for a transaction's END
     deferred: list[Any] | None = None
     schema_change: list[Any] | None = None  # [offset, reason, commit time]: stopped there
+    reread: int | None = None  # the offset of the last snapshot read (Debezium's ``op: r``)
     # whether its transactions' places are kept (BatchPlan.counted); not part of the summary
     counting: bool = field(default=True, compare=False, repr=False)
 
@@ -233,6 +234,7 @@ class PartitionSeen:
             resent=self.resent,
             deferred=None if self.deferred is None else tuple(self.deferred),
             schema_change=None if self.schema_change is None else tuple(self.schema_change),
+            reread=self.reread,
         ).model_dump_json()
 
     @classmethod
@@ -256,6 +258,7 @@ class PartitionSeen:
             s.resent,
             None if s.deferred is None else list(s.deferred),
             None if s.schema_change is None else list(s.schema_change),
+            s.reread,
         )
 
     def merge(self, other: PartitionSeen) -> PartitionSeen:
@@ -263,6 +266,7 @@ class PartitionSeen:
         tops = [ts for ts in (self.resolved, other.resolved) if ts is not None]
         bads = [b for b in (self.first_bad, other.first_bad) if b is not None]
         positions = [p for p in (self.position, other.position) if p is not None]
+        rereads = [o for o in (self.reread, other.reread) if o is not None]
         return PartitionSeen(
             self.partition,
             max(self.next_offset, other.next_offset),
@@ -277,6 +281,7 @@ class PartitionSeen:
             self.resent + other.resent,
             self.deferred or other.deferred,
             _first(self.schema_change, other.schema_change),
+            max(rereads) if rereads else None,
         )
 
 

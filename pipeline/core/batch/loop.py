@@ -284,6 +284,7 @@ class Task(Frames):
         if "row" in names:  # one Spark row per change (rows.py)
             decode = pick_row(decode, offsets.to_pylist(), run.column("row").to_pylist())
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
+        reread = -1  # the last snapshot read of the stretch (the summary says where it lies)
         room = self.plan.room  # a sink-side dead letter beyond
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             held = latest  # where a walk stopped at this record resumes
@@ -302,6 +303,7 @@ class Task(Frames):
                     ts = change.ts
                     position, tx = change.position, change.tx
                     if change.point is not None:  # a snapshot's read: never a re-send
+                        reread = i
                         if ts <= floor:  # Debezium's own time: a snapshot before the start
                             state.duplicates += 1
                             continue
@@ -374,6 +376,8 @@ class Task(Frames):
                     break
                 latest = position or latest
         out.topic_run(ctx.topic, emitted)
+        if reread >= 0:  # the driver learns of a new snapshot by it (resolved/resnapshots.py)
+            state.reread = offsets[reread].as_py()
         self.latest[sp] = state.position = latest
         self.walked(sp, state, floor, (kept, size), offsets, stop)
 

@@ -36,6 +36,10 @@ class Summary(BaseModel):
     # transaction's END (the loop) or for anything the walk does not take (the walk)
     deferred: tuple[int, int, str, str | None] | None
     schema_change: tuple[int, str, str] | None  # (offset, reason, commit time): stopped there
+    # Debezium: the offset of the last snapshot read (``op: r``) read, which may tell the driver
+    # that the connector took a new snapshot (``resolved/resnapshots.py``); the walk leaves
+    # PostgreSQL's and binlogs' reads to the Python loop, so it writes null
+    reread: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> Summary:

@@ -4,9 +4,10 @@ One :class:`~.transactions.TransactionLog` per transaction topic (``sources[i].t
 holds the rule; this module feeds it (reading Kafka through ``transaction_reader.py``): the
 topic's BEGIN and END events, read up to the topic's end after every batch and once a second
 while the sources are quiet, the transaction
-places the executors read (each batch's summaries), and the data partitions' end offsets
-where the rule needs them (a transaction the connector sent again; one that has waited
-:data:`STUCK_CHECK` seconds). The END times it read are also the commit times of binlog
+places and snapshot reads the executors read (each batch's summaries), and the data
+partitions' end offsets where the rule needs them (a transaction the connector sent again; one
+that has waited :data:`STUCK_CHECK` seconds; one not marked yet, and a new snapshot's read:
+``resnapshots.py``). The END times it read are also the commit times of binlog
 changes (MySQL, MariaDB): :meth:`TransactionFeed.commit_times` for a batch's plan, and
 :meth:`TransactionFeed.await_commits` for a batch that met a change before its END. What a log
 resolves becomes the resolved time of every partition of its data topics in the frontier, so
@@ -21,6 +22,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
 from pipeline.config import ChangefeedConfig
@@ -30,6 +32,7 @@ from schemas.hlc import ZERO, Hlc
 from ..batch import BatchAbandoned, BatchPlan, BatchResult, Deferred
 from ..ledger import Frontier, SourcePartition
 from ..sources import Adapter, WireReader, adapter
+from .resnapshots import look
 from .transaction_reader import TransactionReader
 from .transactions import TransactionLog
 
@@ -111,6 +114,8 @@ class TransactionFeed:
             tx_log = self._by_source.get(seen.partition.topic)
             if tx_log is None:
                 continue
+            if seen.reread is not None:  # a snapshot's read: a new snapshot settles (look)
+                tx_log.resnapshots.saw(seen.partition, seen.reread)
             for tx_id, (orders, low, high) in seen.transactions.items():
                 tx_log.saw(tx_id, orders, low, high)
 
@@ -207,6 +212,8 @@ class TransactionFeed:
                     rose = True
             if tx_log.needs_ends():  # a re-sent transaction: complete once read to here
                 tx_log.take_ends(self.reader.ends(partitions))
+            if look(tx, tx_log, partial(self.reader.ends, partitions)):  # a new snapshot's reads
+                self.stuck.pop(tx, None)  # the first settled: logged there, not as "complete"
             self._watch(tx, tx_log, read)
         return rose
 

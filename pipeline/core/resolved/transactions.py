@@ -29,7 +29,18 @@ the events after the restart, so it is complete once that many were read and eve
 partition was read up to where it ended when that END was read. A transaction that stays
 incomplete although the data partitions were read past where they ended when it was found
 waiting is *stuck* (:meth:`~TransactionLog.stuck`): its events are lost upstream; the feed
-reports it by name, and R stays below it.
+reports it by name, and R stays below it, unless the connector started over.
+
+A connector killed before it flushed any offset **starts over**: a new snapshot, then a stream
+from the snapshot's point, after every transaction the old run sent. Those of its events in
+flight when it died never come (their effect is in the snapshot). The rule
+(``resnapshots.py``): a snapshot read at an offset of a data partition at or beyond where that
+partition ended once a transaction's BEGIN or END had been read (its *mark*) was written
+after it, so its snapshot holds it; such a transaction (every one waiting, ENDed or only
+begun, whose mark a read passes) is *settled*: complete once every data partition was read
+up to where they end when the read is noticed, whatever its count. A transaction of the new
+stream is read after that snapshot's reads were written, so its mark lies beyond them and
+only its count completes it. A stuck transaction no snapshot covers stays stuck.
 
 A transaction whose whole millisecond lies at or below the resolved time (a ``cursor`` the
 changefeed started at) is passed without counting.
@@ -47,7 +58,8 @@ far as its END or its changes are known).
 
 **Debezium's own snapshot** (``op: r``) carries no transaction. Its records precede the
 stream on every partition, so when the first END is read the data partitions' end offsets
-are taken as a *horizon*: R stays at zero until every partition was read up to it.
+are taken as a *horizon*: R stays at zero until every partition was read up to it. Its reads
+lie below every mark, so they settle nothing; a snapshot taken again later does (above).
 
 The state a resume needs (:meth:`~TransactionLog.record`): where to read the transaction
 topic again (the first BEGIN of the transactions not yet passed: what a restart of the
@@ -75,6 +87,7 @@ from ..ledger import (
     read_part,
 )
 from .passed import MILLISECOND, Passed
+from .resnapshots import Resnapshots
 
 LOGICAL_TOP = 9_999_999_999  # the highest logical part an HLC carries on the wire
 # an END's time is its commit time in milliseconds (MILLISECOND): its events lie within the
@@ -157,6 +170,7 @@ class Ended:
     resent: bool = False
     ends: dict[SourcePartition, int] | None = None  # the data partitions' ends, when taken
     commit: Hlc = ZERO  # its time, raised to the commit before it's: see :meth:`commit_times`
+    settled: bool = False  # by a new snapshot (``resnapshots.py``): complete once read to ends
 
 
 class Begun(NamedTuple):
@@ -202,6 +216,7 @@ class TransactionLog:
         self._lately = Passed(passed)
         self._last_commit = self._lately.latest or ZERO  # the commit time of the latest END read
         self.resends = 0  # BEGIN/END events read again (the connector restarted)
+        self.resnapshots = Resnapshots()  # which transactions a new snapshot settles
 
     @property
     def topics(self) -> list[str]:
@@ -240,13 +255,13 @@ class TransactionLog:
         elif resent:
             self._wait(Ended(tx_id, events, time, first, resent))
         else:  # sent once: every transaction before it in commit order was sent before it
-            self._cut(offset)
+            self.resends += self.cut([t for t, b in self._open.items() if b.offset < offset])
             self._wait(Ended(tx_id, events, time, first))
             return
         self.resends += 1
 
-    def _cut(self, offset: int) -> None:
-        """Transactions begun and not ended before a new one ENDs never END: a restart cut them.
+    def cut(self, ids: list[str]) -> int:
+        """BEGINs read without their END (``ids``) that will never END; returns how many.
 
         Debezium sends one transaction at a time, BEGIN to END, in commit order, and after a
         restart sends again from where it resumed, before anything new. A transaction begun
@@ -254,13 +269,14 @@ class TransactionLog:
         connector was killed, and the connector resumed after its last change, so its END
         never comes: it waits as one sent again, with no count, until every data partition
         was read up to where it ended once this was seen (all of it was sent before that).
-        Only BEGINs before the END at ``offset``: a resume reads the topic again from the
-        first BEGIN not passed, and the BEGINs its record kept may lie after that END.
+        Only BEGINs before that END: a resume reads the topic again from the first BEGIN not
+        passed, and the BEGINs its record kept may lie after that END. (A new snapshot after
+        them cuts them too: ``resnapshots.py``.)
         """
-        for cut in [t for t, b in self._open.items() if b.offset < offset]:
+        for cut in ids:
             begun = self._open.pop(cut)
             self._wait(Ended(cut, 0, begun.time, begun.first, resent=True))
-            self.resends += 1
+        return len(ids)
 
     def skipped(self, offset: int) -> None:
         """A record of the transaction topic that is not a transaction event (unreadable)."""
@@ -273,12 +289,9 @@ class TransactionLog:
     def commit_times(self) -> dict[str, Hlc]:
         """The commit time of each transaction read and not passed, and of those passed lately.
 
-        A binlog change's commit time (``Change.order``; its statement's own time may lie below
-        an earlier commit's): its END's time, raised to the commit time of the END before it
-        in the topic. A binlog's END time is its COMMIT statement's start in whole seconds, so
-        a commit may carry a second less than the one before it; raised, the times follow
-        the commit order, and the binlog positions below the second (the logical part) keep
-        them apart.
+        A binlog change's commit time (``Change.order``): its END's time, raised to the commit
+        time of the END before it in the topic (see the module's **Commit times**); the binlog
+        positions below the second (the logical part) keep them apart.
         """
         return {**self._lately.times, **{entry.id: entry.commit for entry in self._ended}}
 
@@ -302,11 +315,12 @@ class TransactionLog:
                 entry.ends = dict(ends)
 
     def head(self) -> Ended | None:
-        """The first transaction not passed (after :meth:`resolved`: incomplete), if any.
-
-        Its ``ends``, once set by the caller, say where it is stuck (:meth:`stuck`).
-        """
+        """The first transaction not passed (its ``ends``, set by the caller: :meth:`stuck`)."""
         return self._ended[0] if self._ended else None
+
+    def unpassed(self) -> tuple[list[Ended], list[str]]:
+        """The ENDed transactions not passed (in commit order), and the BEGINs without END."""
+        return list(self._ended), list(self._open)
 
     def resolved(self, read: Mapping[SourcePartition, int | None]) -> Hlc:
         """The resolved time now, with the data partitions read up to ``read`` (next offsets).
@@ -353,11 +367,11 @@ class TransactionLog:
         """Whether an ENDed transaction waits for events, or events wait for their END."""
         return bool(self._ended) or bool(self._seen)
 
-    def waiting_for(self) -> str | None:
-        """The first transaction still incomplete, for logs: ``id (n of m events read)``."""
-        if not self._ended:
+    def waiting_for(self, entry: Ended | None = None) -> str | None:
+        """The first transaction still incomplete (or ``entry``), for logs: ``id (n of m ...)``."""
+        head = entry or (self._ended[0] if self._ended else None)
+        if head is None:
             return None
-        head = self._ended[0]
         seen = self._seen.get(head.id)
         again = ", sent again" if head.resent else ""
         return f"{head.id} ({len(seen.places) if seen else 0} of {head.events} events read{again})"
@@ -375,10 +389,7 @@ class TransactionLog:
         return None if self._complete(head, read) else self.waiting_for()
 
     def restart_offset(self) -> int | None:
-        """Where a resume reads the transaction topic again: the first BEGIN of those not passed.
-
-        (The BEGINs without an END are in the record.)
-        """
+        """Where a resume reads the topic again: its first BEGIN not passed (open: the record)."""
         return min(e.offset for e in self._ended) if self._ended else self.offset
 
     def record(self, *, with_seen: bool = True) -> dict[str, Any]:
@@ -409,10 +420,11 @@ class TransactionLog:
             return True  # all of it at or below the resolved time (a cursor): dropped unread
         # (by its commit time, at or above its own: one a restart cut has only its BEGIN's,
         # which for a binlog is its first statement's, below its commit)
-        seen = self._seen.get(head.id)
-        if len(seen.places if seen is not None else ()) < head.events:
+        seen = self._seen.get(head.id)  # settled by a new snapshot: whatever its count
+        if not head.settled and len(seen.places if seen is not None else ()) < head.events:
             return False
-        return not head.resent or (head.ends is not None and _reached(read, head.ends))
+        waits = head.resent or head.settled  # for every partition read up to its ends
+        return not waits or (head.ends is not None and _reached(read, head.ends))
 
     def _wait(self, entry: Ended) -> None:
         entry.commit = self._last_commit = max(entry.time, self._last_commit)

@@ -108,6 +108,9 @@ final class Seen {
       s.putNull("deferred");
     }
     s.putNull("schema_change");
+    // the last snapshot read's offset: EventPlace leaves PostgreSQL's and binlogs' reads to the
+    // Python loop, which says where its last one lies (summary.py's reread)
+    s.putNull("reread");
     return s.toString();
   }
 }

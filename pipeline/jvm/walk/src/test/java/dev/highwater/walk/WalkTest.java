@@ -53,7 +53,7 @@ class WalkTest {
         "{\"transactions\":{},\"topic\":\"src\",\"partition\":3,\"next_offset\":10,"
             + "\"resolved\":null,\"emitted\":4,\"duplicates\":2,\"bad\":0,\"first_bad\":null,"
             + "\"bytes\":99,\"position\":null,\"resent\":0,\"deferred\":null,"
-            + "\"schema_change\":null}",
+            + "\"schema_change\":null,\"reread\":null}",
         seen.summary(new ObjectMapper()));
     seen.resolved = new long[] {1700000000000000001L, 42};
     seen.deferred = 7;
@@ -64,7 +64,7 @@ class WalkTest {
             + T
             + "\",\"emitted\":4,\"duplicates\":2,\"bad\":0,\"first_bad\":null,\"bytes\":99,"
             + "\"position\":null,\"resent\":0,\"deferred\":[7,10,\"6.0000000000\",null],"
-            + "\"schema_change\":null}",
+            + "\"schema_change\":null,\"reread\":null}",
         seen.summary(new ObjectMapper()));
   }
 
@@ -81,7 +81,8 @@ class WalkTest {
             + "\"772\":[[40],\"6.0000000000\",\"6.0000000000\"]},\"topic\":\"pg\","
             + "\"partition\":0,\"next_offset\":0,\"resolved\":null,\"emitted\":0,"
             + "\"duplicates\":0,\"bad\":0,\"first_bad\":null,\"bytes\":0,"
-            + "\"position\":[3,40],\"resent\":2,\"deferred\":null,\"schema_change\":null}",
+            + "\"position\":[3,40],\"resent\":2,\"deferred\":null,\"schema_change\":null,"
+            + "\"reread\":null}",
         seen.summary(new ObjectMapper()));
   }
 
