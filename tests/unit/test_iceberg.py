@@ -500,6 +500,50 @@ def test_a_commit_whose_answer_was_lost_is_read_back_not_made_again(
         assert state(catalog, cut(catalog, "ns", "cf", Hlc(wall))) == expected
 
 
+def test_two_appliers_at_once_never_take_a_table_back(iceberg_catalog: dict[str, str]) -> None:
+    """Two appliers of one changefeed started together; one runs ahead of the other.
+
+    The one behind commits on table metadata read before the other's commits: refused, it
+    reads the tables again, finds its windows held and leaves them; it commits the next
+    window itself. Every table's R only rises, every window once, the cuts are the source's.
+    """
+    ahead, behind = applier(iceberg_catalog), applier(iceberg_catalog)
+    ahead.start(["orders", "customers"])
+    behind.start(["orders", "customers"])
+    first, second, third, fourth = windows()
+    for window in (first, second, third):
+        ahead.apply(window)
+    assert not behind.apply(first)  # held by both tables now: nothing written
+    assert not behind.apply(second)
+    assert not behind.apply(third)
+    assert behind.apply(fourth)  # the next window is the one behind's to write
+    catalog = load(iceberg_catalog)
+    assert exactly_once_problems(catalog, "ns", "cf") == []
+    for wall, expected in STATES.items():
+        assert state(catalog, cut(catalog, "ns", "cf", Hlc(wall))) == expected, wall
+
+
+def test_an_applier_that_does_not_read_the_tables_again_takes_one_back(
+    iceberg_catalog: dict[str, str],
+) -> None:
+    """The negative control: the one behind commits on fresh metadata, its R not read again.
+
+    Its first window lands above the other's later one: the check names the table taken back.
+    """
+    ahead, behind = applier(iceberg_catalog), applier(iceberg_catalog)
+    ahead.start(["orders", "customers"])
+    behind.start(["orders", "customers"])
+    first, second, third, _ = windows()
+    for window in (first, second, third):
+        ahead.apply(window)
+    catalog = load(iceberg_catalog)
+    for target in behind.targets.values():  # fresh metadata (not refused), a stale R
+        target.table = catalog.load_table(target.table.name())
+    behind.apply(first)
+    problems = exactly_once_problems(load(iceberg_catalog), "ns", "cf")
+    assert "orders: window 10.0000000000 after a later one" in problems, problems
+
+
 def test_a_window_applied_twice_is_what_the_exactly_once_check_finds(
     iceberg_catalog: dict[str, str],
 ) -> None:
