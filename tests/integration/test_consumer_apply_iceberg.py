@@ -300,3 +300,72 @@ def test_a_record_its_table_cannot_hold_goes_to_the_dead_letters_named(
     orders = {(o["region"], o["id"]) for o in at.scan(loaded, "orders").to_arrow().to_pylist()}
     assert ("eu", 3) not in orders
     assert exactly_once_problems(loaded, NAMESPACE, "cf") == []
+
+
+@pytest.mark.parametrize("lossy", [False, True], ids=["sent", "control"])
+def test_many_bad_records_at_once_each_go_to_the_dead_letters_once(
+    kafka_bootstrap: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lossy: bool
+) -> None:
+    """A window of 600 records, half of them bad in six ways: each bad one a dead letter.
+
+    Values its column cannot hold (a decimal too fine, text for a number, a number too big,
+    a number for text), a key that is not the table's, a null key column; every good row
+    applied, the window committed once, no dead letter twice, each named by where it was.
+    The control: dead letters that drop one in a hundred fail the comparison.
+    """
+    if lossy:
+        send = DeadLetters.send
+
+        def dropping(self: DeadLetters, record: str, *rest: Any) -> None:
+            if not record.endswith("01"):
+                send(self, record, *rest)
+
+        monkeypatch.setattr(DeadLetters, "send", dropping)
+    from tests.unit.test_iceberg import SCHEMAS, change  # noqa: PLC0415
+
+    topic = f"apply-dlq-many-{uuid.uuid4().hex[:8]}"
+    catalog = {"warehouse": str(tmp_path)}
+    made = IcebergApplier(
+        catalog,
+        "cf",
+        namespace=NAMESPACE,
+        schemas=SCHEMAS,
+        dead_letters=DeadLetters(kafka_bootstrap, topic),
+    )
+    made.start(SCHEMAS)
+    bad_ones = [
+        (["eu", 1], {"amount": 0.001}),  # decimal(20,2) cannot hold it
+        (["eu", 1], {"amount": "many"}),
+        (["eu", 1], {"amount": 10**40}),
+        (["eu", 1], {"note": 5}),
+        (["eu"], {"note": "short key"}),
+        ([None, 1], {"note": "null key column"}),
+    ]
+    rows, bad, good = [], [], {}
+    for n in range(600):
+        if n % 2:
+            key, after = bad_ones[n % len(bad_ones)]
+            row = change(1_000 + n, "orders", key, after, n)
+            bad.append(row)
+        else:
+            row = change(1_000 + n, "orders", ["eu", n], {"note": f"good {n} é"}, n)
+            good[("eu", n)] = f"good {n} é"
+        rows.append(row)
+    assert made.apply(Window(Hlc(5_000), tuple(rows)))
+    made.close()
+
+    letters = consume_all(kafka_bootstrap, topic)
+    sources = [dict(m.headers)["highwater.source"] for m in letters]
+    if lossy:
+        assert sorted(sources) != sorted(f"out/0@{r.offset}".encode() for r in bad)
+        return
+    assert sorted((m.key, m.value) for m in letters) == sorted((r.key, r.value) for r in bad)
+    assert sorted(sources) == sorted(f"out/0@{r.offset}".encode() for r in bad)  # each once
+    assert all(dict(m.headers)["highwater.error"] for m in letters)
+    loaded = load(catalog)
+    at = cut(loaded, NAMESPACE, "cf")
+    assert at.resolved == Hlc(5_000)
+    table = at.scan(loaded, "orders").to_arrow().to_pylist()
+    orders = {(o["region"], o["id"]): o["note"] for o in table}
+    assert orders == good
+    assert exactly_once_problems(loaded, NAMESPACE, "cf") == []
