@@ -80,7 +80,7 @@ bench-scan: jars
 # Connect SIGKILLed 10 times while transactions are written, the changefeed killed too; and the
 # tests marked soak (kill -9 at three points at least once: test_crash_safety.py).
 soak: jars
-	HIGHWATER_SOAK_KILLS=20 HIGHWATER_CONNECT_KILLS=10 $(BIN)/pytest tests/integration/test_chaos.py tests/integration/test_one_writer.py tests/integration/test_debezium_restarts.py tests/integration/test_mariadb.py tests/integration/test_crash_safety.py -s -p no:cacheprovider --timeout=3600
+	HIGHWATER_SOAK_KILLS=20 HIGHWATER_CONNECT_KILLS=10 $(BIN)/pytest tests/integration/test_chaos.py tests/integration/test_one_writer.py tests/integration/test_debezium_restarts.py tests/integration/test_mariadb.py tests/integration/test_crash_safety.py tests/integration/test_consumer_apply_iceberg_spark.py -s -p no:cacheprovider --timeout=3600
 
 # New draws (not part of `make test`, whose draws are the same every run): the property tests
 # with random examples (a failing one is kept in .hypothesis/ and replayed; pin it as an

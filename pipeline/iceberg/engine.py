@@ -160,7 +160,10 @@ class SparkIcebergApplier:
         records = ranges.read(self.spark, self.output, starts, bounded).persist()
         converted: dict[str, DataFrame] = {}
         try:
-            latest = ranges.markers(records)
+            try:
+                latest = ranges.markers(records, self.output)
+            except Exception as exc:
+                raise _named(exc) from exc
             found = ranges.frontier(latest, sorted(starts))
             low = self.low
             if found is None or (low is not None and Hlc.parse(found.text) <= low):
@@ -214,7 +217,7 @@ class SparkIcebergApplier:
     def _converter(self, table: Table, schema: str) -> Converter:
         target = self.applier.targets[table.name]
         table.converter = Converter(
-            table.name, target.table.schema().model_dump_json(), table.key, schema
+            table.name, target.table.schema().model_dump_json(), table.key, schema, self.output
         )
         return table.converter
 
@@ -327,11 +330,6 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
         raise ApplyError(
             f"{', '.join(given)}: the local engine's; --engine spark stops at a record it "
             f"cannot write (a column the table lacks too) and holds no window in memory"
-        )
-    if output.format != "json":
-        raise ApplyError(
-            f"--engine spark reads JSON output; changefeed {args.changefeed!r} writes "
-            f"{output.format}: apply it with the local engine"
         )
     target = SparkTarget.of(properties, args.master, args.python_env)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback at INFO

@@ -21,14 +21,16 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from highwater_consumer.consumer import METADATA_PREFIX
-from highwater_consumer.decoding import ApplyError, ConsumerError
+from highwater_consumer.consumer import METADATA_PREFIX, _committed
+from highwater_consumer.decoding import ConsumerError
 from highwater_consumer.output import Output
-from schemas.hlc import LOGICAL_SCALE, Hlc
+from schemas.hlc import Hlc
+
+from .rows import MARKER_SCHEMA, MarkerReader
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -75,10 +77,8 @@ class Offsets:
             if metadata is None or metadata.error is not None or not metadata.partitions:
                 raise ConsumerError(f"output topic {topic!r} cannot be read")
             partitions += [TopicPartition(topic, p) for p in sorted(metadata.partitions)]
-        try:
-            committed = consumer.committed(partitions, _TIMEOUT)
-        except KafkaException as exc:
-            raise ConsumerError(f"the group {self.group!r}'s committed offsets: {exc}") from exc
+        # a new broker's group coordinator may need a moment: the consumer's own wait
+        committed = _committed(consumer, [(tp.topic, tp.partition) for tp in partitions])
         for tp in committed:
             low, _ = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT)
             self.starts[(tp.topic, tp.partition)] = max(tp.offset, low)
@@ -142,41 +142,17 @@ def read(
     return reader.load().select("key", "value", "topic", "partition", "offset")
 
 
-def _packed(text: Any) -> Any:
-    """The SQL of an HLC text's packed time (``wall * 10**10 + logical``) as decimal(38,0)."""
-    from pyspark.sql import functions as f  # noqa: PLC0415
-
-    parts = f.split(text, r"\.")
-    wall, logical = parts.getItem(0), parts.getItem(1)
-    scale = f.lit(str(LOGICAL_SCALE)).cast("decimal(38,0)")
-    return wall.cast("decimal(38,0)") * scale + logical.cast("decimal(38,0)")
-
-
-def markers(records: DataFrame) -> dict[Partition, Marker]:
+def markers(records: DataFrame, output: Output) -> dict[Partition, Marker]:
     """Each partition's latest marker among ``records`` (a partition without one: absent).
 
-    One Spark job: the markers (``{"resolved": "<hlc>"}``, no ``updated``) parsed in SQL, the
-    highest per partition and the first offset that said it. A record with no key that is
-    no marker is no row change either: it is named, as the local engine names it.
+    One Spark job: the records without a key read by the output's decoder on the executors
+    (:class:`~.rows.MarkerReader`: JSON or Avro; one that is no marker stops the step, named),
+    the highest per partition and the first offset that said it.
     """
     from pyspark.sql import functions as f  # noqa: PLC0415
 
-    text = records.value.cast("string")
-    resolved = f.get_json_object(text, "$.resolved")
-    is_marker = resolved.isNotNull() & f.get_json_object(text, "$.updated").isNull()
-    found = records.where(is_marker | records.key.isNull()).select(
-        "topic",
-        "partition",
-        "offset",
-        resolved.alias("text"),
-        f.when(is_marker, _packed(resolved)).alias("packed"),
-    )
-    bad = found.where(f.col("packed").isNull()).orderBy("topic", "partition", "offset").first()
-    if bad is not None:
-        raise ApplyError(
-            f"{bad['topic']}/{bad['partition']}@{bad['offset']}: a record without a key that "
-            f"is no resolved marker (not Highwater's wrapped envelope)"
-        )
+    keyless = records.where(records.key.isNull()).select("value", "topic", "partition", "offset")
+    found = keyless.mapInArrow(MarkerReader(output), MARKER_SCHEMA)
     latest = found.groupBy("topic", "partition").agg(
         f.max(f.struct("packed", (-f.col("offset")).alias("first"), "text")).alias("m")
     )

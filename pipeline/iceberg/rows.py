@@ -1,12 +1,13 @@
 """A table's output records as rows of its Iceberg table, on the executors (``mapInArrow``).
 
 The records of the table's topics in the step's offset ranges go through :class:`Converter`
-in the executors' Python: each row change read whole by the consumer library's decoder
-(numbers exact, as ``highwater apply``'s local engine reads them) and each value made what
+in the executors' Python: each row change read whole by the consumer library's decoder of the
+output (JSON with numbers exact, or Avro by its writer schema from the registry or the schema
+topic, as ``highwater apply``'s local engine reads them) and each value made what
 its column holds by the same converters (:func:`highwater_consumer.iceberg.columns.converters`):
 never rounded, a value its column cannot hold is :class:`UnwritableRecord` naming the record
 (topic/partition@offset), the table and the column, which stops the step before any commit.
-Markers are left to the marker job (:mod:`.ranges`).
+Markers are read by :class:`MarkerReader` (the records without a key, for :mod:`.ranges`).
 
 Each row carries, beside the table's columns, its commit time (packed, ``decimal(38,0)``:
 ordered as the HLC), whether it is a delete, its raw key and where it was read. Spark then
@@ -19,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from highwater_consumer.decoding import ApplyError, JsonDecoder
+from highwater_consumer.decoding import ApplyError, AvroDecoder, JsonDecoder, Marker
 from highwater_consumer.iceberg import UnwritableRecord
 from highwater_consumer.iceberg.columns import Convert, Unwritable, converters
+from highwater_consumer.output import Output
 from schemas.errors import RecordRef
 
 if TYPE_CHECKING:
@@ -61,14 +63,83 @@ def row_schema(table: StructType) -> StructType:
     return StructType(fields)
 
 
-class Converter:
+class _Reading:
+    """What reads an output's records on the executors: its decoder, made there on first use.
+
+    The output (its format, registry or schema topic) travels pickled; the decoder (a
+    registry client, the schemas read) is the executor's own.
+    """
+
+    def __init__(self, output: Output) -> None:
+        self.output = output
+        self._reader: JsonDecoder | AvroDecoder | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_reader": None}
+
+    def reader(self) -> JsonDecoder | AvroDecoder:
+        if self._reader is None:
+            self._reader = self.output.decoder().reader
+        return self._reader
+
+
+MARKER_SCHEMA = "topic string, partition int, offset long, packed decimal(38,0), text string"
+
+
+class MarkerReader(_Reading):
+    """``mapInArrow``'s function: the records without a key in, their markers out (executors).
+
+    A record without a key that is no marker is named (topic/partition@offset, why), as the
+    local engine names it: it stops the step.
+    """
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Each batch of keyless records (value, topic, partition, offset) as markers."""
+        import pyarrow as pa  # noqa: PLC0415 - the executors'
+
+        reader = self.reader()
+        for batch in batches:
+            out: dict[str, list[Any]] = {n: [] for n in ("topic", "partition", "offset")}
+            packed, texts = [], []
+            places = [batch.column(n).to_pylist() for n in ("topic", "partition", "offset")]
+            for value, *place in zip(batch.column("value").to_pylist(), *places, strict=True):
+                where = RecordRef(*place)
+                try:
+                    read = reader.read(None, value)
+                except Exception as exc:  # the decoder's own reasons, as the consumer gives them
+                    raise ApplyError(f"{where}: a record without a key: {exc}") from exc
+                if type(read) is not Marker:
+                    raise ApplyError(f"{where}: a row change without a key")
+                for name, item in zip(out, place, strict=True):
+                    out[name].append(item)
+                packed.append(_decimal(read.resolved.packed()))
+                texts.append(str(read.resolved))
+            yield pa.RecordBatch.from_pydict(
+                {**out, "packed": packed, "text": texts},
+                schema=pa.schema(
+                    [
+                        ("topic", pa.string()),
+                        ("partition", pa.int32()),
+                        ("offset", pa.int64()),
+                        ("packed", pa.decimal128(38, 0)),
+                        ("text", pa.string()),
+                    ]
+                ),
+            )
+
+
+class Converter(_Reading):
     """``mapInArrow``'s function: Kafka records of one table in, its rows out (executors).
 
     Made on the driver from the Iceberg table's schema (pyiceberg's, as JSON: it travels
-    pickled) and the Spark schema of the rows out; the converters are made on first use.
+    pickled), the Spark schema of the rows out and the output (its decoder); the converters
+    and the decoder are made on first use.
     """
 
-    def __init__(self, table: str, iceberg_schema: str, key: Sequence[str], out: str) -> None:
+    def __init__(
+        self, table: str, iceberg_schema: str, key: Sequence[str], out: str, output: Output
+    ) -> None:
+        super().__init__(output)
         self.table = table
         self.iceberg_schema = iceberg_schema
         self.key = tuple(key)
@@ -76,7 +147,7 @@ class Converter:
         self._convert: Mapping[str, Convert] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_convert": None}
+        return {**super().__getstate__(), "_convert": None}
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         """Each batch of records (key, value, topic, partition, offset) as a batch of rows."""
@@ -85,7 +156,7 @@ class Converter:
         from pyspark.sql.types import StructType  # noqa: PLC0415
 
         schema = to_arrow_schema(StructType.fromJson(_json(self.out)))
-        reader = JsonDecoder()
+        reader = self.reader()
         for batch in batches:
             columns = [batch.column(n).to_pylist() for n in ("key", "value", "topic")]
             places = [batch.column(n).to_pylist() for n in ("partition", "offset")]
@@ -97,7 +168,11 @@ class Converter:
             yield pa.RecordBatch.from_pylist(rows, schema=schema)
 
     def _row(
-        self, reader: JsonDecoder, key: bytes | None, value: bytes | None, where: RecordRef
+        self,
+        reader: JsonDecoder | AvroDecoder,
+        key: bytes | None,
+        value: bytes | None,
+        where: RecordRef,
     ) -> dict[str, Any] | None:
         """One record's row (None: a marker); a record that is not a row change named."""
         try:
@@ -135,6 +210,11 @@ class Converter:
                 value = after.get(column)
                 row[column] = None if value is None else _converted(make, value, column)
         if self.key:
+            if isinstance(key_values, Mapping):  # Avro: the key record, by column
+                missing = [c for c in self.key if c not in key_values]
+                if missing:
+                    raise Unwritable(f"the key {key_values!r} lacks {missing}")
+                key_values = [key_values[c] for c in self.key]
             if not isinstance(key_values, list) or len(key_values) != len(self.key):
                 raise Unwritable(f"the key {key_values!r} is not one of {list(self.key)}")
             for column, value in zip(self.key, key_values, strict=True):

@@ -43,6 +43,7 @@ from tests.integration.test_consumer_apply_iceberg import (
     differences,
     expected_row,
     output,
+    through_changefeed,
 )
 from tests.support.iceberg import cli, complete_cuts, exactly_once_problems, row_differences
 from tests.support.iceberg_spark import read_at
@@ -220,6 +221,51 @@ def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
     )
 
 
+@pytest.fixture(scope="module")
+def avro_output(kafka_bootstrap: str, spark: Any, schema_registry_url: str) -> Applied:
+    """The same workloads through a changefeed writing Avro through the registry."""
+    registry = {"schema_registry": {"url": schema_registry_url}}
+    return through_changefeed(
+        kafka_bootstrap, spark, "iceberg-apply-avro", format="avro", **registry
+    )
+
+
+@pytest.mark.soak  # a changefeed of its own and a Spark run; in make test: the unit tests
+# test_avro_records_become_rows_and_avro_markers_are_markers and the JSON chain above
+def test_the_spark_engine_applies_avro_output(
+    kafka_bootstrap: str, avro_output: Applied, iceberg_rest: dict[str, str]
+) -> None:
+    """Avro output (Confluent's wire format): rows and markers read on the executors.
+
+    ``highwater apply --engine spark`` to the final marker: every window once in every table,
+    every complete cut the sources at its R. The comparison's control: a table read at the
+    previous cut differs from the sources at the later R.
+    """
+    workloads, namespace = avro_output.workloads, namespace_for("avro")
+    final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
+    command = highwater_apply(kafka_bootstrap, avro_output, iceberg_rest, namespace)
+    done = subprocess.run(
+        [*command, "--group", f"g-{uuid.uuid4().hex[:8]}", "--until", str(final), "--idle", "60"],
+        cwd=ROOT,
+        capture_output=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")[-3000:]
+    catalog = load(iceberg_rest)
+    assert exactly_once_problems(catalog, namespace, avro_output.changefeed) == []
+    cuts = complete_cuts(catalog, namespace, avro_output.changefeed)
+    assert len(cuts) > 3, done.stderr.decode(errors="replace")[-3000:]
+    assert cuts[-1] >= final
+    found = [cut(catalog, namespace, avro_output.changefeed, r) for r in cuts]
+    assert [d for c in found for d in differences(catalog, c, workloads)] == []
+    stale = Cut(namespace, found[-1].resolved, found[-2].snapshots)
+    assert differences(catalog, stale, workloads) != []
+
+
+@pytest.mark.soak  # 3.5 minutes of Spark runs; in make test: tests/unit/test_iceberg_spark.py's
+# test_a_catalog_that_does_not_answer_is_told_from_other_failures, and the REST restart test
+# of the local engine (tests/integration/test_iceberg_rest.py), whose Outage it shares
 def test_the_spark_engine_rides_out_a_restart_of_the_rest_catalog(
     kafka_bootstrap: str, output: Applied, tmp_path: Path
 ) -> None:

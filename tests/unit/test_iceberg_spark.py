@@ -7,10 +7,14 @@ tests/integration/test_consumer_apply_iceberg_spark.py.
 from __future__ import annotations
 
 import datetime
+import io
 import json
+import struct
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
+import fastavro
 import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
@@ -24,13 +28,14 @@ from pyspark.sql.types import (
 )
 
 from highwater_consumer.cli import main as consumer_main
-from highwater_consumer.decoding import ApplyError
+from highwater_consumer.decoding import ApplyError, AvroDecoder
 from highwater_consumer.iceberg import UnwritableRecord, iceberg_schema
+from highwater_consumer.output import Output
 from pipeline.cli import main as highwater
 from pipeline.iceberg.engine import catalog_down
 from pipeline.iceberg.merge import merge_sql
 from pipeline.iceberg.ranges import Marker, frontier
-from pipeline.iceberg.rows import DELETED, OFFSET, TIME, Converter, row_schema
+from pipeline.iceberg.rows import DELETED, OFFSET, TIME, Converter, MarkerReader, row_schema
 from pipeline.iceberg.session import SparkTarget
 from pipeline.runtime import jars
 from schemas.errors import JarsError
@@ -77,9 +82,116 @@ def records(*rows: tuple[bytes | None, bytes]) -> pa.RecordBatch:
     )
 
 
+JSON_OUTPUT = Output("127.0.0.1:9", {"out": "orders"})  # never reached: JSON needs no lookup
+
+
 def converter() -> Converter:
     schema = iceberg_schema(SCHEMA).model_dump_json()
-    return Converter("orders", schema, ("id",), row_schema(SPARK_TABLE).json())
+    return Converter("orders", schema, ("id",), row_schema(SPARK_TABLE).json(), JSON_OUTPUT)
+
+
+def confluent(schema_id: int, schema: dict[str, Any], datum: dict[str, Any]) -> bytes:
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), datum)
+    return b"\x00" + struct.pack(">I", schema_id) + body.getvalue()
+
+
+ROW = {
+    "type": "record",
+    "name": "row",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {
+            "name": "amount",
+            "type": [
+                "null",
+                {"type": "bytes", "logicalType": "decimal", "precision": 10, "scale": 2},
+            ],
+        },
+        {"name": "note", "type": ["null", "string"]},
+    ],
+}
+ENVELOPE = {
+    "type": "record",
+    "name": "envelope",
+    "fields": [
+        {"name": "after", "type": ["null", ROW]},
+        {"name": "before", "type": ["null", "row"]},
+        {"name": "updated", "type": "string"},
+    ],
+}
+KEY = {"type": "record", "name": "key", "fields": [{"name": "id", "type": "long"}]}
+RESOLVED = {
+    "type": "record",
+    "name": "resolved",
+    "fields": [{"name": "resolved", "type": "string"}],
+}
+AVRO_SCHEMAS = {1: ENVELOPE, 2: KEY, 3: RESOLVED}
+
+
+def avro_reader() -> AvroDecoder:
+    return AvroDecoder(lambda header: AVRO_SCHEMAS.get(struct.unpack(">I", header[1:5])[0]))
+
+
+def test_avro_records_become_rows_and_avro_markers_are_markers() -> None:
+    """Avro output (Confluent's wire format): the key record, decimals, a delete, a marker."""
+    after = {"id": 7, "amount": Decimal("12.50"), "note": "é"}
+    batch = records(
+        (
+            confluent(2, KEY, {"id": 7}),
+            confluent(1, ENVELOPE, {"after": after, "before": None, "updated": "5.0000000003"}),
+        ),
+        (
+            confluent(2, KEY, {"id": 8}),
+            confluent(1, ENVELOPE, {"after": None, "before": None, "updated": "6.0000000000"}),
+        ),
+    )
+    made = converter()
+    made._reader = avro_reader()  # what output.decoder() makes on an executor, registry aside
+    rows = next(iter(made([batch]))).to_pylist()
+    assert [(r["id"], r["amount"], r["note"], r[DELETED]) for r in rows] == [
+        (7, Decimal("12.50"), "é", False),
+        (8, None, None, True),
+    ]
+    assert rows[0][TIME] == Decimal(Hlc(5, 3).packed())
+    marker = MarkerReader(JSON_OUTPUT)
+    marker._reader = avro_reader()
+    keyless = pa.RecordBatch.from_pylist(
+        [
+            {
+                "value": confluent(3, RESOLVED, {"resolved": "6.0000000007"}),
+                "topic": "out",
+                "partition": 2,
+                "offset": 9,
+            }
+        ]
+    )
+    [found] = next(iter(marker([keyless]))).to_pylist()
+    assert found == {
+        "topic": "out",
+        "partition": 2,
+        "offset": 9,
+        "packed": Decimal(Hlc(6, 7).packed()),
+        "text": "6.0000000007",
+    }
+
+
+def test_a_keyless_record_that_is_no_marker_is_named() -> None:
+    """The marker job's reader: a JSON marker is read; a keyless row change stops the step."""
+
+    def keyless(value: bytes) -> pa.RecordBatch:
+        return pa.RecordBatch.from_pylist(
+            [{"value": value, "topic": "out", "partition": 0, "offset": 3}]
+        )
+
+    [found] = next(
+        iter(MarkerReader(JSON_OUTPUT)([keyless(b'{"resolved":"4.0000000000"}')]))
+    ).to_pylist()
+    assert (found["packed"], found["text"]) == (Decimal(Hlc(4).packed()), "4.0000000000")
+    with pytest.raises(ApplyError, match=r"out/0@3: .*a row change without a key"):
+        list(MarkerReader(JSON_OUTPUT)([keyless(b'{"after": null, "updated": "4.0000000000"}')]))
+    with pytest.raises(ApplyError, match=r"out/0@3: a record without a key: "):
+        list(MarkerReader(JSON_OUTPUT)([keyless(b"not json")]))
 
 
 def test_records_become_rows_exactly_and_markers_are_left_out() -> None:
