@@ -265,8 +265,14 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) -> None:
-    """Windows applied to a real PostgreSQL table: rows per second, new and old beside."""
+def apply_part(
+    bootstrap: str, rows: int, partitions: int, marker_every: int, rounds: int = 2
+) -> None:
+    """Windows applied to a real PostgreSQL table: rows per second, new and old beside.
+
+    The statements once (the old baseline); the COPY applier per row and columnar side by
+    side, ``rounds`` times each, alternating.
+    """
     topic = f"bench-apply-{uuid.uuid4().hex[:8]}"
     last = write_output(bootstrap, topic, rows, partitions, marker_every)
     folder = Path(tempfile.mkdtemp(prefix="highwater-bench-pg-"))  # the postgres user reaches it
@@ -274,11 +280,12 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
     server = EmbeddedPostgres(folder / "pg")
     info = server.start()
     try:
-        for name, kind, pipeline, columnar in [
-            ("statements (before)", StatementApplier, 0, False),
+        runs = [("statements (before)", StatementApplier, 0, False)] + [
             ("copy, pipelined", PostgresApplier, 2, False),
             ("copy, pipelined, columnar", PostgresApplier, 2, True),
-        ]:
+        ] * rounds
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        for name, kind, pipeline, columnar in runs:
             server.sql("DROP TABLE IF EXISTS bench; DROP TABLE IF EXISTS highwater_applied")
             server.sql(TABLE)
             applier = kind(info.dsn, "bench")
@@ -299,6 +306,15 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
                 f"PostgreSQL backend {server_cpu:.1f} s; load average {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
+            if kind is PostgresApplier:
+                rates[columnar].append(applier.applied / elapsed)
+        ratios = [c / r for c, r in zip(rates[True], rates[False], strict=True)]
+        print(
+            f"apply: columnar {statistics.median(rates[True]):,.0f} rows/s, per row "
+            f"{statistics.median(rates[False]):,.0f} rows/s (medians); columnar / per row "
+            f"{', '.join(f'{r:.2f}' for r in ratios)}",
+            flush=True,
+        )
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)
