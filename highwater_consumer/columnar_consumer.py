@@ -13,6 +13,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
+import pyarrow.compute as pc
+
 from schemas.hlc import Hlc
 
 from .arrow_windows import ArrowWindow, ArrowWindows
@@ -59,6 +61,8 @@ class ArrowSession:
             if code == _FATAL:
                 raise ConsumerError(f"reading the output failed: {text} (partition slot {slot})")
         batch, bad = settle(columns, decode.reader.read)
+        if len(batch) and pc.min(batch.slot).as_py() < 0:  # librdkafka named no partition of ours
+            raise ConsumerError("the columnar reader read a record of a partition not assigned")
         for found in bad:
             topic, partition = self.state.slots[found.slot]
             record = decode.bad(topic, partition, found.offset, found.error)
