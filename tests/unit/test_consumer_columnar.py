@@ -19,6 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from psycopg import sql
 
+from highwater_consumer import columnar
 from highwater_consumer.arrow_windows import ArrowWindows
 from highwater_consumer.columnar import CHECK, MARKER, NATIVE, ROW, columns_of, settle
 from highwater_consumer.decoding import JsonDecoder, Marker
@@ -242,3 +243,18 @@ def test_the_copy_text_from_columns_is_the_per_row_text(seed: int) -> None:
         assert {s.table.name: s for s in got} == expected
         compared += sum(s.rows for s in got)
     assert compared > 20
+
+
+def test_without_the_c_extension_the_same_api_reads_through_confluent_kafka(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The extension is optional: not built, :func:`reader` gives the confluent-kafka one."""
+    monkeypatch.setattr(columnar, "_RDBATCH", None)
+    settings = {"bootstrap.servers": "127.0.0.1:9", "group.id": "g"}  # nothing is reached
+    found = columnar.reader(settings, [("t", 0)], [0])
+    try:
+        assert isinstance(found, columnar.PlainReader)
+    finally:
+        found.close()
+    with pytest.raises(RuntimeError, match="not available"):
+        columnar.reader(settings, [("t", 0)], [0], native=True)
