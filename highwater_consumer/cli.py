@@ -255,12 +255,26 @@ def _apply(args: argparse.Namespace) -> int:
     try:
         after = applier.start()
         group = args.group or f"highwater-apply-{args.changefeed}"
-        with ChangefeedConsumer(output_of(args), group, after=after) as consumer:
+        output = output_of(args)
+        # JSON: columnar windows (the C reader's scan, COPY text by Arrow's kernels); Avro's
+        # records are read by the per-row decoder either way, so per row
+        columnar = output.format == "json" and _arrow()
+        consumer = ChangefeedConsumer(output, group, after=after, columnar=columnar)
+        with consumer:
             windows = apply(consumer, applier, until=args.until, idle=args.idle)
     finally:
         applier.close()
     print(f"applied {windows} windows, {applier.applied} rows", file=sys.stderr)
     return 0
+
+
+def _arrow() -> bool:
+    """Whether pyarrow is there (the [arrow] extra, which [postgres] pulls in)."""
+    try:
+        import pyarrow  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
 
 
 def _apply_iceberg(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ import logging
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from confluent_kafka import (
     OFFSET_BEGINNING,
@@ -37,6 +37,10 @@ from schemas.hlc import Hlc
 from .decoding import BadRecord, ConsumerError, Decoder
 from .output import Output
 from .windows import Partition, Window, Windows
+
+if TYPE_CHECKING:  # pyarrow is the [arrow] extra's: imported when columnar mode is used
+    from .arrow_windows import ArrowWindow
+    from .columnar_consumer import ArrowSession
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +64,9 @@ class ChangefeedConsumer:
     stopping at the record); ``hold``: the rows held above the frontier beyond which the
     partitions running ahead are paused; ``batch``: the most records read at once (they live
     in memory together: 20,000 of 4 KB are 80 MB; smaller batches read slower, 2,000 at 0.6
-    of the speed).
+    of the speed); ``columnar``: windows as Arrow tables (:meth:`arrow_windows`, not
+    :meth:`windows`), read by the C extension's reader when it is built (``native``: True
+    requires it, False reads through confluent-kafka).
 
     Making one touches nothing: the broker is first reached by :meth:`open` (entering the
     ``with`` block, or the first :meth:`windows`), which finds the partitions and the group's
@@ -78,6 +84,8 @@ class ChangefeedConsumer:
         batch: int = 20_000,
         poll_seconds: float = 0.5,
         hold: int = 500_000,
+        columnar: bool = False,
+        native: bool | None = None,
     ) -> None:
         self.output = output
         self.group = group
@@ -87,6 +95,8 @@ class ChangefeedConsumer:
         self.batch = batch
         self.poll_seconds = poll_seconds
         self.hold = hold
+        self.columnar = columnar  # arrow_windows(), read by a columnar reader
+        self.native = native  # columnar: the C reader (None: when built; False: confluent-kafka)
         self._opened: _Opened | None = None
         self.paused: set[Partition] = set()
         self.reported = time.monotonic()  # when the state was last logged
@@ -109,22 +119,8 @@ class ChangefeedConsumer:
     def _connect(self) -> _Opened:
         output = self.output
         decode = output.decoder()  # Avro by a schema topic reads the topic now
-        consumer = Consumer(
-            {
-                "bootstrap.servers": output.bootstrap,
-                "group.id": self.group,
-                "enable.auto.commit": False,
-                "isolation.level": "read_committed",
-                "auto.offset.reset": "earliest",
-                # larger fetches than librdkafka's 1 MB a partition: ~40 % more records a second
-                "max.partition.fetch.bytes": 8 * 1024 * 1024,
-                # a partition whose fetched records wait beyond librdkafka's queue thresholds is
-                # fetched again after this long (librdkafka: 1 s): the reader sat idle a third
-                # of the time (109k -> 118k changes/s)
-                "fetch.queue.backoff.ms": 20,
-                **output.kafka,
-            }
-        )
+        settings = _settings(output, self.group)
+        consumer = Consumer(settings)
         try:
             partitions = _partitions(consumer, output)
             committed = _committed(consumer, partitions)
@@ -135,11 +131,19 @@ class ChangefeedConsumer:
             tables = {(t, p): output.topics[t] for t, p in partitions}
             state = Windows(tables, self.after, self.piece, decode.change)
             starts = {(tp.topic, tp.partition): tp.offset for tp in committed}
+            if self.columnar:
+                from .columnar_consumer import ArrowSession  # noqa: PLC0415
+
+                begin = {p: _start(o) for p, o in starts.items()}
+                session = ArrowSession(
+                    settings, tables, begin, self.after, self.piece, self.native, decode.change
+                )
+                return _Opened(consumer, decode, state, session)
             consumer.assign([TopicPartition(t, p, _start(starts[(t, p)])) for t, p in partitions])
         except BaseException:
             consumer.close()
             raise
-        return _Opened(consumer, decode, state)
+        return _Opened(consumer, decode, state, None)
 
     @property
     def consumer(self) -> Consumer:
@@ -156,12 +160,25 @@ class ChangefeedConsumer:
         """The windows being made (the consumer opened if it was not)."""
         return self._session().state
 
+    def arrow_windows(
+        self, *, until: Hlc | None = None, idle: float | None = None
+    ) -> Iterator[ArrowWindow]:
+        """As :meth:`windows`, each window (or piece) an :class:`ArrowWindow` (``columnar``)."""
+        session = self._session().columnar
+        if session is None:
+            raise ConsumerError("arrow_windows() reads a consumer made with columnar=True")
+        from .columnar_consumer import arrow_windows  # noqa: PLC0415
+
+        return arrow_windows(self, session, until, idle)
+
     def windows(self, *, until: Hlc | None = None, idle: float | None = None) -> Iterator[Window]:
         """Windows as they resolve, each one's pieces in commit order.
 
         Forever, or until a window at or above ``until`` was handed over (or was before the
         start), or ``idle`` seconds passed with nothing to read.
         """
+        if self.columnar:
+            raise ConsumerError("a columnar consumer hands over arrow_windows()")
         quiet_since = time.monotonic()
         while until is None or self.state.after is None or self.state.after < until:
             with _collector_paused():
@@ -203,7 +220,7 @@ class ChangefeedConsumer:
         read, add = self.decode.reader.read, state.add
         for message in messages:
             if message.error() is not None:
-                self._failed(message)
+                _failed(message)
                 continue
             key, value = message.key(), message.value()
             try:
@@ -217,12 +234,6 @@ class ChangefeedConsumer:
                 add(place, offset, found, key, value)  # type: ignore[arg-type]
             else:
                 state.marker(place, offset, found.resolved)  # type: ignore[union-attr]
-
-    def _failed(self, message: Message) -> None:
-        error = message.error()
-        if error is not None and not error.retriable() and error.fatal():
-            raise ConsumerError(f"reading the output failed: {error}")
-        # else librdkafka retries on its own (an event, not a record)
 
     def _bad(self, message: Message, exc: Exception) -> None:
         topic, partition, offset = message.topic(), message.partition(), message.offset()
@@ -254,7 +265,7 @@ class ChangefeedConsumer:
             self.consumer.resume([TopicPartition(t, p) for t, p in sorted(resume)])
         self.paused = ahead
 
-    def ack(self, window: Window) -> None:
+    def ack(self, window: Window | ArrowWindow) -> None:
         """The application holds ``window``: commit the offsets a restart resumes from, with R.
 
         A piece that is not its window's last commits nothing (the window is acknowledged
@@ -284,6 +295,8 @@ class ChangefeedConsumer:
         A consumer never opened has nothing to close.
         """
         if self._opened is not None:
+            if self._opened.columnar is not None:
+                self._opened.columnar.close()
             self._opened.consumer.close()
 
     def __enter__(self) -> ChangefeedConsumer:
@@ -291,6 +304,31 @@ class ChangefeedConsumer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _settings(output: Output, group: str) -> dict[str, Any]:
+    """The output consumer's librdkafka configuration (either reader's)."""
+    return {
+        "bootstrap.servers": output.bootstrap,
+        "group.id": group,
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        "auto.offset.reset": "earliest",
+        # larger fetches than librdkafka's 1 MB a partition: ~40 % more records a second
+        "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        # a partition whose fetched records wait beyond librdkafka's queue thresholds is
+        # fetched again after this long (librdkafka: 1 s): the reader sat idle a third
+        # of the time (109k -> 118k changes/s)
+        "fetch.queue.backoff.ms": 20,
+        **output.kafka,
+    }
+
+
+def _failed(message: Message) -> None:
+    error = message.error()
+    if error is not None and not error.retriable() and error.fatal():
+        raise ConsumerError(f"reading the output failed: {error}")
+    # else librdkafka retries on its own (an event, not a record)
 
 
 def _committed(
@@ -329,6 +367,7 @@ class _Opened(NamedTuple):
     consumer: Consumer
     decode: Decoder
     state: Windows
+    columnar: ArrowSession | None  # columnar mode's reader and windows
 
 
 @contextmanager

@@ -154,8 +154,13 @@ class PostgresApplier:
         self.tables[name] = table
         return table
 
-    def prepare(self, window: Window, lookup: Callable[[str], Table] | None = None) -> Prepared:
-        """A window's COPY text per table (``lookup``: how to find a table; :meth:`table`)."""
+    def prepare(self, window: Any, lookup: Callable[[str], Table] | None = None) -> Prepared:
+        """A window's COPY text per table (``lookup``: how to find a table; :meth:`table`).
+
+        ``window``: a :class:`Window`, or a columnar consumer's ``ArrowWindow`` (:func:`_columns`).
+        """
+        if not isinstance(window, Window):
+            return _columns(self, window, lookup)
         find = lookup or self.table
         staged = []
         for name, rows in last_versions(window.rows).items():
@@ -311,6 +316,19 @@ class PostgresApplier:
         self._connection.close()
 
 
+def _columns(
+    applier: PostgresApplier, window: Any, lookup: Callable[[str], Table] | None
+) -> Prepared:
+    """An ``ArrowWindow``'s COPY text made by Arrow's kernels (JSON records), else as its rows."""
+    from .staging_arrow import stage_window  # noqa: PLC0415 - the [arrow] extra's
+
+    find = lookup or applier.table
+    columns = stage_window(window, lambda name: applier.tables.get(name) or find(name))
+    if columns is None:
+        return applier.prepare(window.to_window(), lookup)
+    return Prepared(window, columns)
+
+
 def _upsert(table: Table, rest: tuple[str, ...]) -> sql.Composed:
     """The rows of one shape (``%s``) from staging into the table, by key."""
     columns = _COMMA.join(map(sql.Identifier, (*table.key, *rest)))
@@ -405,9 +423,10 @@ def apply(
     next is read (a writer thread owns the connection meanwhile); 0: one after the other on
     this thread.
     """
+    windows = consumer.arrow_windows if getattr(consumer, "columnar", False) else consumer.windows
     if pipeline < 1:
         applied = 0
-        for window in consumer.windows(until=until, idle=idle):
+        for window in windows(until=until, idle=idle):
             written = applier.apply(window)
             if window.last:
                 consumer.ack(window)  # written, or another applier's R covers it
@@ -461,7 +480,8 @@ def _pipelined(  # noqa: PLR0917 - apply's arguments
             consumer.ack(window)
             applied += written
 
-    for window in consumer.windows(until=until, idle=idle):
+    windows = consumer.arrow_windows if getattr(consumer, "columnar", False) else consumer.windows
+    for window in windows(until=until, idle=idle):
         prepared = applier.prepare(window, lookup)
         while writing and (len(writing) >= depth or writing[0][1].done()):
             settle()

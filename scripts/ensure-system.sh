@@ -3,7 +3,9 @@
 # the changefeed's JVM walk, pipeline/jvm/walk), Maven
 # (fetches the jars once), PostgreSQL's server and MariaDB's (the upstreams of the Debezium
 # tests and demos; `highwater dev postgres` runs PostgreSQL as the postgres user, through
-# util-linux's setpriv, and MariaDB runs as the mysql user its package creates).
+# util-linux's setpriv, and MariaDB runs as the mysql user its package creates), and a C
+# compiler with Python's headers: the consumer's columnar reader (highwater_consumer/_rdbatch.c,
+# built by consumer/setup.py; optional, so without them the library still installs, slower).
 # Installs them with apt-get when missing and we may; otherwise says what is missing and stops.
 set -euo pipefail
 
@@ -16,6 +18,8 @@ command -v mvn >/dev/null 2>&1 || need+=(maven)
 command -v python3 >/dev/null 2>&1 || need+=(python3 python3-venv)
 compgen -G '/usr/lib/postgresql/*/bin/postgres' >/dev/null || need+=(postgresql)
 command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null || need+=(python3-dev)
 [ -x /usr/sbin/mariadbd ] && command -v mariadb-install-db >/dev/null 2>&1 || need+=(mariadb-server)
 
 [ ${#need[@]} -eq 0 ] && exit 0

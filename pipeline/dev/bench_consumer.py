@@ -8,14 +8,17 @@ every ``--marker-every`` changes) is written once; then, side by side in each ro
 
 * **raw**: a plain confluent-kafka consumer reading every record (the Kafka limit of a Python
   client here);
+* **Java**: Kafka's own Java consumer (``ConsumerPerformance``) reading every record;
 * **windows**: :class:`ChangefeedConsumer` handing over every change in resolved windows
-  (decoded, deduplicated, ordered), the offsets of each window committed.
+  (decoded, deduplicated, ordered), the offsets of each window committed;
+* **columnar**: the same windows as Arrow tables (``columnar=True``, ``arrow_windows()``),
+  read by the consumer's C reader (:data:`highwater_consumer.columnar.NATIVE` says which).
 
 Then ``highwater apply``'s library applies ``--apply-rows`` changes of another such topic to
 a real PostgreSQL table (one transaction per window): rows per second, for the applier
-(COPY into staging, windows pipelined) and, beside it on the same topic and server, the
-applier as it was before issue 50 (a statement a row, one window after the other:
-:class:`StatementApplier`, kept here only as the baseline).
+(COPY into staging, windows pipelined) per row and columnar and, beside them on the same
+topic and server, the applier as it was before issue 50 (a statement a row, one window after
+the other: :class:`StatementApplier`, kept here only as the baseline).
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from psycopg import sql
 
 from highwater_consumer import ChangefeedConsumer, Output, Row, Window
+from highwater_consumer.columnar import NATIVE, WHY_NOT_NATIVE
 from highwater_consumer.postgres import PostgresApplier, Prepared, Table, apply
 from highwater_consumer.staging import last_versions, text
 from schemas.hlc import Hlc
@@ -41,6 +45,7 @@ from sinks.admin import ensure_topics
 from sinks.partitioning import default_partition
 
 from .broker import EmbeddedKafka
+from .kafka_tools import run_tool
 from .postgres import EmbeddedPostgres
 
 WALL = 1_700_000_000_000_000_000
@@ -102,13 +107,29 @@ def raw(bootstrap: str, topic: str, records: int) -> float:
     return elapsed
 
 
-def windows(bootstrap: str, topic: str, until: Hlc) -> tuple[float, int, int]:
+def java(bootstrap: str, topic: str, records: int) -> float:
+    """Records a second of Kafka's Java consumer (ConsumerPerformance) reading the topic."""
+    done = run_tool(
+        "consumer-perf-test",
+        ["--topic", topic, "--messages", str(records), "--timeout", "60000"],
+        bootstrap,
+        timeout=600,
+    )
+    header, row = done.stdout.strip().splitlines()[-2:]  # CSV: …, nMsg.sec, …
+    fields = dict(zip((h.strip() for h in header.split(",")), row.split(","), strict=False))
+    return float(fields["nMsg.sec"])
+
+
+def windows(
+    bootstrap: str, topic: str, until: Hlc, *, columnar: bool = False
+) -> tuple[float, int, int]:
     """Seconds, changes and windows of a ChangefeedConsumer reading the whole output."""
     output = Output(bootstrap, {topic: "bench"})
     changes = count = 0
-    with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
+    with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}", columnar=columnar) as consumer:
+        found = consumer.arrow_windows if columnar else consumer.windows
         started = time.perf_counter()
-        for window in consumer.windows(until=until):
+        for window in found(until=until):
             changes += len(window.rows)
             count += window.last
             consumer.ack(window)
@@ -146,22 +167,36 @@ def consumer_part(
     topic = f"bench-output-{uuid.uuid4().hex[:8]}"
     last = write_output(bootstrap, topic, rows, partitions, marker_every)
     records = rows + partitions * -(-rows // marker_every)
-    ratios = []
+    print(f"consumer: columnar reader {NATIVE or 'confluent-kafka: ' + str(WHY_NOT_NATIVE)}")
+    ratios, rates = [], []
     for round_ in range(rounds):
         plain = raw(bootstrap, topic, records)
+        jvm = java(bootstrap, topic, records)
         before = time.process_time()
         elapsed, changes, count = windows(bootstrap, topic, last)
         cpu = time.process_time() - before
-        if changes != rows:
-            raise RuntimeError(f"{changes} changes handed over of {rows}")
+        before = time.process_time()
+        columns, columnar_changes, columnar_count = windows(bootstrap, topic, last, columnar=True)
+        columnar_cpu = time.process_time() - before
+        if changes != rows or columnar_changes != rows:
+            raise RuntimeError(f"{changes}, {columnar_changes} changes handed over of {rows}")
         ratios.append(plain / elapsed)
+        rates.append(rows / columns)
         print(
             f"consumer round {round_ + 1}: raw {records / plain:,.0f} records/s ({plain:.1f} s); "
+            f"Java {jvm:,.0f} records/s; "
             f"windows {changes / elapsed:,.0f} changes/s ({elapsed:.1f} s, {count} windows, "
-            f"CPU {cpu:.1f} s); ratio {plain / elapsed:.2f} of raw",
+            f"CPU {cpu:.1f} s), {plain / elapsed:.2f} of raw; columnar "
+            f"{rows / columns:,.0f} changes/s ({columns:.1f} s, {columnar_count} windows, "
+            f"CPU {columnar_cpu:.1f} s), {plain / columns:.2f} of raw, {elapsed / columns:.2f}x "
+            f"windows, {rows / columns / jvm:.2f} of Java; "
+            f"load average {os.getloadavg()[0]:.1f}",
             flush=True,
         )
-    print(f"consumer: median ratio to a plain consumer {statistics.median(ratios):.2f}")
+    print(
+        f"consumer: median ratio of windows to a plain consumer {statistics.median(ratios):.2f}; "
+        f"columnar median {statistics.median(rates):,.0f} changes/s"
+    )
 
 
 class StatementApplier(PostgresApplier):
@@ -230,8 +265,14 @@ def _cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) -> None:
-    """Windows applied to a real PostgreSQL table: rows per second, new and old beside."""
+def apply_part(
+    bootstrap: str, rows: int, partitions: int, marker_every: int, rounds: int = 2
+) -> None:
+    """Windows applied to a real PostgreSQL table: rows per second, new and old beside.
+
+    The statements once (the old baseline); the COPY applier per row and columnar side by
+    side, ``rounds`` times each, alternating.
+    """
     topic = f"bench-apply-{uuid.uuid4().hex[:8]}"
     last = write_output(bootstrap, topic, rows, partitions, marker_every)
     folder = Path(tempfile.mkdtemp(prefix="highwater-bench-pg-"))  # the postgres user reaches it
@@ -239,16 +280,19 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
     server = EmbeddedPostgres(folder / "pg")
     info = server.start()
     try:
-        for name, kind, pipeline in [
-            ("statements (before)", StatementApplier, 0),
-            ("copy, pipelined", PostgresApplier, 2),
-        ]:
+        runs = [("statements (before)", StatementApplier, 0, False)] + [
+            ("copy, pipelined", PostgresApplier, 2, False),
+            ("copy, pipelined, columnar", PostgresApplier, 2, True),
+        ] * rounds
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        for name, kind, pipeline, columnar in runs:
             server.sql("DROP TABLE IF EXISTS bench; DROP TABLE IF EXISTS highwater_applied")
             server.sql(TABLE)
             applier = kind(info.dsn, "bench")
             applier.start()
             output = Output(bootstrap, {topic: "bench"})
-            with ChangefeedConsumer(output, f"bench-{uuid.uuid4()}") as consumer:
+            group = f"bench-{uuid.uuid4()}"
+            with ChangefeedConsumer(output, group, columnar=columnar) as consumer:
                 backend = applier.connection.info.backend_pid
                 started, cpu, server_cpu = time.perf_counter(), time.process_time(), _cpu(backend)
                 count = apply(consumer, applier, until=last, pipeline=pipeline)
@@ -262,6 +306,15 @@ def apply_part(bootstrap: str, rows: int, partitions: int, marker_every: int) ->
                 f"PostgreSQL backend {server_cpu:.1f} s; load average {os.getloadavg()[0]:.1f})",
                 flush=True,
             )
+            if kind is PostgresApplier:
+                rates[columnar].append(applier.applied / elapsed)
+        ratios = [c / r for c, r in zip(rates[True], rates[False], strict=True)]
+        print(
+            f"apply: columnar {statistics.median(rates[True]):,.0f} rows/s, per row "
+            f"{statistics.median(rates[False]):,.0f} rows/s (medians); columnar / per row "
+            f"{', '.join(f'{r:.2f}' for r in ratios)}",
+            flush=True,
+        )
     finally:
         server.stop()
         shutil.rmtree(folder, ignore_errors=True)

@@ -97,7 +97,7 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
         shutil.copytree(
             ROOT / folder,
             source / folder,
-            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build"),
+            ignore=shutil.ignore_patterns("__pycache__", "*.egg-info", "build", "*.so"),
         )
     dist = work / "dist"
     build_wheels(dist, source / "consumer")
@@ -107,6 +107,9 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tops = {n.split("/")[0] for n in archive.namelist() if "dist-info" not in n}
         wheel_metadata = HeaderParser().parsestr(archive.read(name).decode())
     assert tops == {"highwater_consumer", "schemas"}
+    # the columnar reader's C extension, built with the wheel (a C compiler is a system need)
+    with zipfile.ZipFile(wheel) as archive:
+        assert [n for n in archive.namelist() if n.startswith("highwater_consumer/_rdbatch.")]
 
     # what an application that reads windows installs: nothing of Spark, the server or psycopg
     declared = [Requirement(r) for r in wheel_metadata.get_all("Requires-Dist") or []]
@@ -116,7 +119,9 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     extras = sorted((r.name, str(r.marker)) for r in declared if r.marker is not None)
     assert extras == [
         ("psycopg", 'extra == "postgres"'),
+        ("pyarrow", 'extra == "arrow"'),
         ("pyarrow", 'extra == "iceberg"'),
+        ("pyarrow", 'extra == "postgres"'),
         ("pyiceberg", 'extra == "iceberg"'),
     ]
 
@@ -154,6 +159,11 @@ def test_the_wheel_alone_has_no_spark_and_its_requirements_hold(
     probe = "import highwater_consumer, highwater_consumer.cli; import highwater_consumer.postgres"
     postgres = run(alone, "-c", probe, cwd=tmp_path)
     assert "No module named 'psycopg'" in postgres.stderr, postgres.stderr
+    # the C reader loads without pyarrow; columnar windows need the [arrow] extra, and say so
+    native = run(alone, "-c", "import highwater_consumer._rdbatch", cwd=tmp_path)
+    assert native.returncode == 0, native.stderr
+    columnar = run(alone, "-c", "import highwater_consumer.columnar", cwd=tmp_path)
+    assert "No module named 'pyarrow'" in columnar.stderr, columnar.stderr
 
 
 def test_the_wheel_alone_reads_a_changefeeds_windows(

@@ -259,12 +259,15 @@ def test_the_two_distributions_ship_apart_and_the_pipeline_requires_the_consumer
     # exactly the consumer's version: the two are built from this repository together
     wanted = [r for r in pipeline["dependencies"] if requirement_name(r) == "highwater-consumer"]
     assert wanted == [f"highwater-consumer[postgres,iceberg]=={consumer['version']}"]
-    # an application that reads windows installs none of these (psycopg: the [postgres] extra)
+    # an application that reads windows installs none of these (psycopg: the [postgres] extra;
+    # pyarrow: the [arrow] extra's columnar windows, which `apply` to PostgreSQL uses)
     heavy = {"pyspark", "fastapi", "uvicorn", "psycopg", "pydantic", "pyiceberg", "pyarrow"}
     assert not {requirement_name(r) for r in consumer["dependencies"]} & heavy
     assert [requirement_name(r) for r in consumer["optional-dependencies"]["postgres"]] == [
-        "psycopg"
+        "psycopg",
+        "pyarrow",
     ]
+    assert [requirement_name(r) for r in consumer["optional-dependencies"]["arrow"]] == ["pyarrow"]
     assert "pyiceberg" in [
         requirement_name(r) for r in consumer["optional-dependencies"]["iceberg"]
     ]
