@@ -41,7 +41,7 @@ jars: $(INSTALLED)
 # Two distributions, both editable: highwater-consumer (consumer/pyproject.toml: the consumer
 # library and schemas, no Spark) and highwater, which requires it. Named in one pip command, the local
 # consumer/ is what satisfies that requirement (no index has it).
-$(INSTALLED): pyproject.toml consumer/pyproject.toml | system
+$(INSTALLED): pyproject.toml consumer/pyproject.toml consumer/setup.py highwater_consumer/_rdbatch.c | system
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet -e ./consumer -e '.[dev]'
 	touch $(INSTALLED)
