@@ -23,6 +23,7 @@ import random
 import tempfile
 import time
 import uuid
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -44,7 +45,7 @@ if TYPE_CHECKING:
 PARTITIONS = 6
 
 
-def write_windows(bootstrap: str, topic: str, windows: list[Window]) -> int:
+def write_windows(bootstrap: str, topic: str, windows: Iterable[Window]) -> int:
     """The windows as a changefeed writes them: rows by key, then R on every partition.
 
     Returns the most records a step reads of a partition to find one window: the window's
@@ -115,9 +116,9 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
         tables = IcebergApplier(catalog, "bench", namespace="bench", schemas={"orders": ORDERS})
         engine = SparkIcebergApplier(spark, output, tables, Offsets(output, "bench"), bound)
         engine.start()
-        times, elapsed = apply_timed(engine, len(windows))
+        times, elapsed = apply_timed(engine, args.windows)
         report("iceberg apply (spark)", times, elapsed, per_window)
-        checked_and_maintained(catalog, model, " (spark)", len(windows), on_disk=False)
+        checked_and_maintained(catalog, model, " (spark)", args.windows, on_disk=False)
     finally:
         if spark is not None:
             spark.stop()
