@@ -23,7 +23,7 @@ test: check jvm-test
 
 # A full run timed per file into tests/durations.json: the suite takes the longest files first.
 durations: jars
-	$(BIN)/pytest $(SUITE) --durations=0 -p no:cacheprovider | tee .durations.log
+	bash -o pipefail -c '$(BIN)/pytest $(SUITE) --durations=0 -p no:cacheprovider | tee .durations.log'
 	$(BIN)/python -m tests.support.durations .durations.log > tests/durations.json
 
 # The JUnit tests of our Java (pipeline/jvm/walk), built against the installed pyspark's jars.
