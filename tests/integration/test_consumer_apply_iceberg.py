@@ -273,15 +273,11 @@ def test_a_window_applied_twice_fails_the_exactly_once_check(tmp_path: Path) -> 
     ]
 
 
-def test_a_record_its_table_cannot_hold_goes_to_the_dead_letters_named(
+def dead_lettering(
     kafka_bootstrap: str, tmp_path: Path
-) -> None:
-    """``--on-error dlq``: the record as it came, with why and where, and the window goes on.
-
-    Without dead letters the same record stops the applier (the unit test
-    ``test_a_value_its_column_cannot_hold_stops_the_applier_naming_the_record``).
-    """
-    from tests.unit.test_iceberg import SCHEMAS, change, windows  # noqa: PLC0415
+) -> tuple[str, dict[str, str], IcebergApplier]:
+    """An applier on an embedded catalog whose unwritable records go to a new topic, started."""
+    from tests.unit.test_iceberg import SCHEMAS  # noqa: PLC0415
 
     topic = f"apply-dlq-{uuid.uuid4().hex[:8]}"
     catalog = {"warehouse": str(tmp_path)}
@@ -293,6 +289,20 @@ def test_a_record_its_table_cannot_hold_goes_to_the_dead_letters_named(
         dead_letters=DeadLetters(kafka_bootstrap, topic),
     )
     made.start(SCHEMAS)
+    return topic, catalog, made
+
+
+def test_a_record_its_table_cannot_hold_goes_to_the_dead_letters_named(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """``--on-error dlq``: the record as it came, with why and where, and the window goes on.
+
+    Without dead letters the same record stops the applier (the unit test
+    ``test_a_value_its_column_cannot_hold_stops_the_applier_naming_the_record``).
+    """
+    from tests.unit.test_iceberg import change, windows  # noqa: PLC0415
+
+    topic, catalog, made = dead_lettering(kafka_bootstrap, tmp_path)
     made.apply(windows()[0])
     good = change(20, "customers", ["us", 1], {"note": "kept"}, 41)
     bad = change(21, "orders", ["eu", 3], {"amount": 0.001}, 42)  # decimal(20,2) cannot hold it
@@ -335,18 +345,9 @@ def test_many_bad_records_at_once_each_go_to_the_dead_letters_once(
                 send(self, record, *rest)
 
         monkeypatch.setattr(DeadLetters, "send", dropping)
-    from tests.unit.test_iceberg import SCHEMAS, change  # noqa: PLC0415
+    from tests.unit.test_iceberg import change  # noqa: PLC0415
 
-    topic = f"apply-dlq-many-{uuid.uuid4().hex[:8]}"
-    catalog = {"warehouse": str(tmp_path)}
-    made = IcebergApplier(
-        catalog,
-        "cf",
-        namespace=NAMESPACE,
-        schemas=SCHEMAS,
-        dead_letters=DeadLetters(kafka_bootstrap, topic),
-    )
-    made.start(SCHEMAS)
+    topic, catalog, made = dead_lettering(kafka_bootstrap, tmp_path)
     bad_ones = [
         (["eu", 1], {"amount": 0.001}),  # decimal(20,2) cannot hold it
         (["eu", 1], {"amount": "many"}),

@@ -500,6 +500,16 @@ def test_a_commit_whose_answer_was_lost_is_read_back_not_made_again(
         assert state(catalog, cut(catalog, "ns", "cf", Hlc(wall))) == expected
 
 
+def one_behind(catalog: dict[str, str]) -> IcebergApplier:
+    """Two appliers started together; the other applies the first three windows: this one."""
+    ahead, behind = applier(catalog), applier(catalog)
+    ahead.start(["orders", "customers"])
+    behind.start(["orders", "customers"])
+    for window in windows()[:3]:
+        ahead.apply(window)
+    return behind
+
+
 def test_two_appliers_at_once_never_take_a_table_back(iceberg_catalog: dict[str, str]) -> None:
     """Two appliers of one changefeed started together; one runs ahead of the other.
 
@@ -507,12 +517,8 @@ def test_two_appliers_at_once_never_take_a_table_back(iceberg_catalog: dict[str,
     reads the tables again, finds its windows held and leaves them; it commits the next
     window itself. Every table's R only rises, every window once, the cuts are the source's.
     """
-    ahead, behind = applier(iceberg_catalog), applier(iceberg_catalog)
-    ahead.start(["orders", "customers"])
-    behind.start(["orders", "customers"])
+    behind = one_behind(iceberg_catalog)
     first, second, third, fourth = windows()
-    for window in (first, second, third):
-        ahead.apply(window)
     assert not behind.apply(first)  # held by both tables now: nothing written
     assert not behind.apply(second)
     assert not behind.apply(third)
@@ -530,12 +536,8 @@ def test_an_applier_that_does_not_read_the_tables_again_takes_one_back(
 
     Its first window lands above the other's later one: the check names the table taken back.
     """
-    ahead, behind = applier(iceberg_catalog), applier(iceberg_catalog)
-    ahead.start(["orders", "customers"])
-    behind.start(["orders", "customers"])
-    first, second, third, _ = windows()
-    for window in (first, second, third):
-        ahead.apply(window)
+    behind = one_behind(iceberg_catalog)
+    first = windows()[0]
     catalog = load(iceberg_catalog)
     for target in behind.targets.values():  # fresh metadata (not refused), a stale R
         target.table = catalog.load_table(target.table.name())
