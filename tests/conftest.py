@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
+import tempfile
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -148,6 +150,21 @@ def unique_name(request: pytest.FixtureRequest) -> Any:
         return f"{base}.{role}.{uuid.uuid4().hex[:8]}"
 
     return make
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Any]:
+    """An embedded PostgreSQL server for a test module (the appliers' target), removed after."""
+    from pipeline.dev.postgres import EmbeddedPostgres  # noqa: PLC0415 - integration tests only
+
+    folder = Path(tempfile.mkdtemp(prefix="highwater-postgres-"))
+    folder.chmod(0o755)  # the postgres user reaches it (pytest's own folders are root's)
+    server = EmbeddedPostgres(folder / "pg")
+    try:
+        yield server.start()
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -18,11 +18,9 @@ import json
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -35,7 +33,7 @@ import pytest
 
 from pipeline.config import load_config
 from pipeline.dev.broker import EmbeddedKafka, lone_node
-from pipeline.dev.postgres import EmbeddedPostgres, PostgresInfo
+from pipeline.dev.postgres import PostgresInfo
 from pipeline.dev.service import free_ports, kill
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
@@ -54,18 +52,6 @@ CREATE TABLE {name} (
     PRIMARY KEY (region, id)
 )
 """
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresInfo]:
-    folder = Path(tempfile.mkdtemp(prefix="highwater-apply-"))
-    folder.chmod(0o755)  # the postgres user reaches it (pytest's own folders are root's)
-    server = EmbeddedPostgres(folder / "pg")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def expected_row(after: str) -> tuple[Any, ...]:

@@ -18,13 +18,10 @@ same check finds.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -34,7 +31,7 @@ import pytest
 from highwater_consumer.decoding import Change, Decoder, JsonDecoder
 from highwater_consumer.postgres import PostgresApplier, apply
 from highwater_consumer.windows import Row, Window
-from pipeline.dev.postgres import EmbeddedPostgres, PostgresInfo
+from pipeline.dev.postgres import PostgresInfo
 from schemas.hlc import Hlc
 from tests.support.process import ROOT
 
@@ -50,18 +47,6 @@ COLUMNS = (
     "region, id::text, note, amount::text, ratio, meta::text, doc::text, flag, maybe, n, extra"
 )
 PATHS = ["records", "values"]
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresInfo]:
-    folder = Path(tempfile.mkdtemp(prefix="highwater-apply-copy-"))
-    folder.chmod(0o755)  # the postgres user reaches it (pytest's own folders are root's)
-    server = EmbeddedPostgres(folder / "pg")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _values_reader(key: bytes, value: bytes) -> Change:

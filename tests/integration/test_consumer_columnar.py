@@ -13,11 +13,7 @@ read_uncommitted: the aborted rows appear and the check fails.
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -27,7 +23,7 @@ from confluent_kafka import Producer
 from highwater_consumer import ChangefeedConsumer, Output, Window, staging_arrow
 from highwater_consumer.columnar import NATIVE, SKIP, reader, settle
 from highwater_consumer.postgres import PostgresApplier, apply
-from pipeline.dev.postgres import EmbeddedPostgres, PostgresInfo
+from pipeline.dev.postgres import PostgresInfo
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 
@@ -258,18 +254,6 @@ TARGET = (
     "CREATE TABLE {name} (region text, id bigint, note text, amount numeric, "
     "PRIMARY KEY (region, id))"
 )
-
-
-@pytest.fixture(scope="module")
-def postgres() -> Iterator[PostgresInfo]:
-    folder = Path(tempfile.mkdtemp(prefix="highwater-columnar-"))
-    folder.chmod(0o755)  # the postgres user reaches it
-    server = EmbeddedPostgres(folder / "pg")
-    try:
-        yield server.start()
-    finally:
-        server.stop()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def target(dsn: str, names: dict[str, str]) -> None:
