@@ -1,17 +1,22 @@
 """The Iceberg applier's benchmark (``make bench``'s Iceberg part, or on its own).
 
     python -m pipeline.dev.bench_iceberg [--rows 1000000] [--rate 5000] [--seconds 5]
-        [--windows 720] [--keys uniform|recent]
+        [--windows 720] [--keys uniform|recent] [--new 0.1] [--maintain-every 120]
 
 An orders table of ``--rows`` rows (id, customer, status, amount, note) is loaded into the
 embedded catalog (one commit, R0), then ``--windows`` windows of ``--seconds`` seconds at
 ``--rate`` changes/s each (so 720 windows of 5 s: an hour of them) are applied by
 :class:`IcebergApplier`, as the consumer hands them over (rows in the changefeed's JSON,
-decoded by the applier): 60 % updates and 10 % deletes of existing orders, 30 % new ones.
-``--keys uniform`` picks the orders changed anywhere in the table (copy-on-write's worst
+decoded by the applier): 10 % deletes of existing orders, ``--new`` new ones (10 %: as many
+orders made as deleted, so the table stays at its size, as a source's table at a steady
+state does; 0.3 grows it by 5,000 rows a window), the rest updates of existing ones.
+Every ``--maintain-every`` windows (120: ten minutes of source) :func:`maintain` runs between
+two windows as an operator's schedule would (keep the latest cut, compact, remove orphans),
+its time counted in the sustained rate. ``--keys uniform`` picks the orders changed anywhere in the table (copy-on-write's worst
 case: every file holds some); ``recent`` mostly among the newest 5 % (orders change while
 young). The windows are built before the clock starts. Printed: windows/s and changes/s
-applied (sustained: over all windows, and the slowest tenth), data files in the table after
+applied (sustained: over all windows and maintenance; per tenth of the run, so a rate
+that falls as the hour goes on shows; and the slowest tenth of windows), data files in the table after
 them and after ``highwater iceberg maintain`` (files on disk too), and the table checked
 against a model of the source (rows and the sum of amounts).
 """
@@ -65,6 +70,7 @@ ORDERS = TableSchema.of(
 STATUSES = ("new", "paid", "packed", "shipped", "delivered", "returned")
 WALL = 1_700_000_000_000_000_000
 SECOND = 10**9
+DELETES = 0.1  # of a window's changes
 Model = dict[int, Decimal]  # id -> amount: what the table must hold
 
 
@@ -91,8 +97,14 @@ def load_orders(applier: IcebergApplier, rows: int, chosen: random.Random, model
     return time.perf_counter() - started
 
 
-def workload(  # noqa: PLR0917 - the workload's parts
-    windows: int, per_window: int, seconds: int, keys: str, chosen: random.Random, model: Model
+def workload(  # noqa: PLR0913, PLR0917 - the workload's parts
+    windows: int,
+    per_window: int,
+    seconds: int,
+    keys: str,
+    chosen: random.Random,
+    model: Model,
+    new: float = 0.1,
 ) -> Iterator[Window]:
     """The windows one by one, the model changed as each changes it.
 
@@ -106,13 +118,13 @@ def workload(  # noqa: PLR0917 - the workload's parts
         rows = []
         for i in range(per_window):
             kind = chosen.random()
-            if kind < 0.3:
+            if kind < new:
                 key, following = following, following + 1
             else:
                 key = _existing(chosen, keys, following)
                 while key not in model:
                     key = _existing(chosen, keys, following)
-            if 0.3 <= kind < 0.4:
+            if new <= kind < new + DELETES:
                 after = None
                 del model[key]
             else:
@@ -141,7 +153,7 @@ def files_on_disk(catalog: object) -> int:
 
 
 def run(args: argparse.Namespace, warehouse: Path) -> None:
-    """Load, apply the windows timed, check against the model, maintain."""
+    """Load, apply the windows timed (maintained on the schedule), check, maintain."""
     chosen = random.Random(52)  # noqa: S311 - benchmark data
     model: Model = {}
     catalog = embedded(warehouse)
@@ -149,21 +161,57 @@ def run(args: argparse.Namespace, warehouse: Path) -> None:
     applier.start(["orders"])
     loaded = load_orders(applier, args.rows, chosen, model)
     per_window = args.rate * args.seconds
-    windows = workload(args.windows, per_window, args.seconds, args.keys, chosen, model)
+    windows = workload(
+        args.windows, per_window, args.seconds, args.keys, chosen, model, args.new
+    )
     applier = IcebergApplier(catalog, "bench", namespace="bench", schemas={"orders": ORDERS})
     applier.start(["orders"])
     print(
         f"iceberg: {args.rows:,} orders loaded in {loaded:.1f} s; {args.windows} windows of "
-        f"{per_window:,} changes ({args.keys} keys), each built before its clock starts",
+        f"{per_window:,} changes ({args.keys} keys, {args.new:.0%} new, {DELETES:.0%} "
+        f"deleted), each built before its clock starts; maintained every "
+        f"{args.maintain_every or 'no'} windows",
         flush=True,
     )
-    times = []
-    for window in windows:
+    times, upkeep = [], []
+    for n, window in enumerate(windows, 1):
         began = time.perf_counter()
         applier.apply(window)
         times.append(time.perf_counter() - began)
-    report("iceberg apply", times, sum(times), per_window)
+        if args.maintain_every and n % args.maintain_every == 0 and n < args.windows:
+            upkeep.append(_maintained(catalog, n))
+    report("iceberg apply", times, sum(times) + sum(upkeep), per_window)
+    tenths(times, upkeep, per_window, args.maintain_every)
     checked_and_maintained(catalog, model, "", len(times), on_disk=True)
+
+
+def _maintained(catalog: Any, windows: int) -> float:
+    """A scheduled :func:`maintain` between two windows; its seconds."""
+    began = time.perf_counter()
+    reports = maintain(
+        catalog,
+        "bench",
+        namespace="bench",
+        keep=Keep(last=1, newer_than=None),
+        orphans_older_than=timedelta(0),
+    )
+    took = time.perf_counter() - began
+    print(f"iceberg maintained after {windows} windows in {took:.1f} s: {reports[0]}", flush=True)
+    return took
+
+
+def tenths(times: list[float], upkeep: list[float], per_window: int, every: int) -> None:
+    """changes/s in each tenth of the run (its windows and the maintenance within them)."""
+    size = max(1, len(times) // 10)
+    rates = []
+    for start in range(0, len(times), size):
+        spent = sum(times[start : start + size])
+        if every:  # the scheduled runs after windows start+1 .. start+size
+            spent += sum(
+                took for i, took in enumerate(upkeep, 1) if start < i * every <= start + size
+            )
+        rates.append(f"{per_window * len(times[start : start + size]) / spent:,.0f}")
+    print(f"iceberg apply per tenth of the windows (changes/s): {', '.join(rates)}", flush=True)
 
 
 def report(label: str, times: list[float], elapsed: float, per_window: int) -> None:
@@ -211,9 +259,25 @@ def checked_and_maintained(
     )
 
 
-def iceberg_part(rows: int, rate: int, seconds: int, windows: int, keys: str) -> None:
+def iceberg_part(  # noqa: PLR0913, PLR0917 - the bench's options
+    rows: int,
+    rate: int,
+    seconds: int,
+    windows: int,
+    keys: str,
+    new: float = 0.1,
+    maintain_every: int = 120,
+) -> None:
     """The part as ``make bench`` runs it: in a warehouse of its own, removed after."""
-    args = argparse.Namespace(rows=rows, rate=rate, seconds=seconds, windows=windows, keys=keys)
+    args = argparse.Namespace(
+        rows=rows,
+        rate=rate,
+        seconds=seconds,
+        windows=windows,
+        keys=keys,
+        new=new,
+        maintain_every=maintain_every,
+    )
     warehouse = Path(tempfile.mkdtemp(prefix="highwater-bench-iceberg-"))
     try:
         run(args, warehouse)
@@ -229,8 +293,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=int, default=5, help="of a window")
     parser.add_argument("--windows", type=int, default=720, help="720 of 5 s: an hour")
     parser.add_argument("--keys", choices=["uniform", "recent"], default="uniform")
+    parser.add_argument("--new", type=float, default=0.1, help="of a window's changes")
+    parser.add_argument("--maintain-every", type=int, default=120, help="windows (0: never)")
     args = parser.parse_args(argv)
-    iceberg_part(args.rows, args.rate, args.seconds, args.windows, args.keys)
+    iceberg_part(
+        args.rows, args.rate, args.seconds, args.windows, args.keys, args.new, args.maintain_every
+    )
     return 0
 
 
