@@ -15,7 +15,13 @@ whose R is still a real resolved time every table gets):
 2. one job finds each partition's latest marker; the frontier F is the lowest. Not above
    what every table holds: wait and read again;
 3. each table's records converted on the executors (:mod:`.rows`), all of them before any
-   commit, so a record that cannot be written stops the step with nothing committed;
+   commit, so a record that cannot be written stops the step with nothing committed; a row
+   with a column its table lacks is read again on the driver and the table altered by it
+   by the local engine's rules (:mod:`highwater_consumer.iceberg.evolution`: added from the
+   record's writer schema or the declared one; ``--schema-changes stop`` or a retyped
+   column stops, naming both), then the table's records converted again. The column is
+   added in a commit of its own, just before the window's (the local engine makes both
+   one): the latest table shows it, empty, until that window lands; a cut reads as before;
 4. the tables behind another one (a kill between two tables' commits) are first committed
    at exactly the R the others hold, from their rows up to it; then every table at F, each
    with its rows in (its R, F]: a table never skips an R another holds, every table holds
@@ -45,6 +51,8 @@ from highwater_consumer.decoding import ApplyError
 from highwater_consumer.iceberg import IcebergApplier
 from highwater_consumer.iceberg.applier import Outage, unreachable
 from highwater_consumer.output import Output
+from highwater_consumer.windows import Row
+from schemas.errors import RecordRef
 from schemas.hlc import Hlc
 
 from . import merge, ranges
@@ -198,21 +206,70 @@ class SparkIcebergApplier:
         """Each table's rows of the step, converted and kept; a bad record stops it here."""
         from pyspark.sql import functions as f  # noqa: PLC0415
 
-        out = {}
+        out: dict[str, DataFrame] = {}
         try:
             for table in self.tables.values():
                 topics = [t for t, name in self.output.topics.items() if name == table.name]
-                schema = row_schema(self.spark.table(table.spark_name).schema)
-                converter = table.converter or self._converter(table, schema.json())
                 mine = records.where(f.col("topic").isin(topics))
-                rows = mine.mapInArrow(converter, schema).persist()
-                out[table.name] = rows
-                rows.count()  # converted now: a record that cannot be written stops the step
+                while table.name not in out:
+                    schema = row_schema(self.spark.table(table.spark_name).schema)
+                    converter = table.converter or self._converter(table, schema.json())
+                    rows = mine.mapInArrow(converter, schema).persist()
+                    try:
+                        rows.count()  # converted now: a record that cannot be written stops here
+                    except Exception as exc:
+                        rows.unpersist()
+                        seen = column_seen(exc)
+                        if seen is None:
+                            raise
+                        self._evolve(table, seen, mine)
+                        continue
+                    out[table.name] = rows
         except Exception as exc:
             for frame in out.values():
                 frame.unpersist()
             raise _named(exc) from exc
         return out
+
+    def _evolve(self, table: Table, seen: RecordRef, records: DataFrame) -> None:
+        """The table altered by the record ``seen`` (a column it lacks), or the reason it stops.
+
+        The local engine's :class:`~highwater_consumer.iceberg.evolution.Evolution` judges the
+        record on the driver (its writer schema, or the declared schema for JSON output), and
+        the change is committed on its own; Spark and the converter then see the new schema.
+        """
+        from pyspark.sql import functions as f  # noqa: PLC0415
+
+        place = (
+            (f.col("topic") == seen.topic)
+            & (f.col("partition") == seen.partition)
+            & (f.col("offset") == seen.offset)
+        )
+        found = records.where(place).select("key", "value").collect()
+        if not found:
+            raise ApplyError(f"{seen}: a record the step read is not found again")
+        key, value = (None if part is None else bytes(part) for part in found[0])  # bytearrays
+        reader = self.output.decoder().reader
+        read = reader.read(key, value)
+        if type(read) is not int or key is None:
+            raise ApplyError(f"{seen}: a marker, not the row change the step read")
+        row = Row(
+            read, table.name, key, value, (seen.topic, seen.partition), seen.offset, reader.change
+        )
+        target = self.applier.targets[table.name]
+        _, after = row.image()
+        target.evolution.see(row, after or {}, target.table, target.convert)
+        if not target.evolution.staged:
+            raise ApplyError(
+                f"{seen}: table {table.name}: a column the converter lacks, none to add"
+            )
+        with target.table.transaction() as transaction:
+            target.evolution.alter(transaction)
+        target.evolution.committed()
+        target.table = self.applier.catalog.load_table(target.table.name())
+        log.info("%s: %s altered by %s", table.name, ".".join(target.table.name()), seen)
+        self.spark.catalog.refreshTable(table.spark_name)
+        table.converter = None
 
     def _converter(self, table: Table, schema: str) -> Converter:
         target = self.applier.targets[table.name]
@@ -305,6 +362,13 @@ def _q(name: str) -> str:
 
 
 _RAISED = re.compile(r"(?:UnwritableRecord|ApplyError|BadRecord): (.+)")
+_SEEN = re.compile(r"ColumnSeen: (\S+): table ")
+
+
+def column_seen(exc: BaseException) -> RecordRef | None:
+    """The record an executor's :class:`~.rows.ColumnSeen` names (None: another error)."""
+    found = _SEEN.findall(str(exc))
+    return RecordRef.parse(found[-1]) if found else None
 
 
 def _named(exc: Exception) -> Exception:
@@ -322,14 +386,13 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
 
     local_only = {
         "--on-error dlq": getattr(args, "on_error", "fail") != "fail",
-        "--schema-changes evolve": getattr(args, "schema_changes", None) == "evolve",
         "--spill": getattr(args, "spill", None) is not None,
     }
     given = [flag for flag, on in local_only.items() if on]
     if given:
         raise ApplyError(
             f"{', '.join(given)}: the local engine's; --engine spark stops at a record it "
-            f"cannot write (a column the table lacks too) and holds no window in memory"
+            f"cannot write and holds no window in memory"
         )
     target = SparkTarget.of(properties, args.master, args.python_env)
     logging.getLogger("py4j").setLevel(logging.WARNING)  # a line per callback at INFO
@@ -340,7 +403,7 @@ def apply_with_spark(args: Any, output: Output, properties: Mapping[str, str]) -
         namespace=namespace,
         schemas=output.schemas,
         names=dict(t.split("=", 1) for t in args.table),
-        schema_changes="stop",  # the rows are converted to the table as it is (rows.py)
+        schema_changes=getattr(args, "schema_changes", None) or "evolve",
         patience=args.catalog_patience,
     )
     group = args.group or default_group(args.changefeed, properties, namespace)

@@ -7,6 +7,9 @@ topic, as ``highwater apply``'s local engine reads them) and each value made wha
 its column holds by the same converters (:func:`highwater_consumer.iceberg.columns.converters`):
 never rounded, a value its column cannot hold is :class:`UnwritableRecord` naming the record
 (topic/partition@offset), the table and the column, which stops the step before any commit.
+A row with a column the table lacks is :class:`ColumnSeen`, naming the record: the driver
+reads that record and alters the table by it as the local engine would, or stops
+(:mod:`.engine`).
 Markers are read by :class:`MarkerReader` (the records without a key, for :mod:`.ranges`).
 
 Each row carries, beside the table's columns, its commit time (packed, ``decimal(38,0)``:
@@ -36,6 +39,18 @@ DELETED = "_hw_deleted"
 KEY = "_hw_key"  # the record's key as written: a replay is the same key at the same time
 TOPIC, PARTITION, OFFSET = "_hw_topic", "_hw_partition", "_hw_offset"
 HIDDEN = (TIME, DELETED, KEY, TOPIC, PARTITION, OFFSET)
+
+
+class ColumnSeen(ApplyError):
+    """A row (on an executor) with a column its table lacks: a schema change, for the driver.
+
+    Its text names the record first (``ColumnSeen: topic/partition@offset: …``), which is
+    what reaches the driver of a Python worker's error (:func:`.engine.column_seen`).
+    """
+
+    def __init__(self, record: RecordRef, table: str, column: str) -> None:
+        self.record = record
+        super().__init__(f"{record}: table {table}: column {column!r} is not in the table")
 
 
 def row_schema(table: StructType) -> StructType:
@@ -182,6 +197,10 @@ class Converter(_Reading):
         if type(read) is not int or key is None or value is None:
             return None  # a marker: the marker job's
         change = reader.change(key, value)
+        if change.after is not None:
+            unknown = [c for c in change.after if c not in self._converters()]
+            if unknown:
+                raise ColumnSeen(where, self.table, unknown[0])
         try:
             row = self._values(change.key, change.after)
         except Unwritable as exc:
@@ -203,9 +222,6 @@ class Converter(_Reading):
         convert = self._converters()
         row: dict[str, Any] = {}
         if after is not None:
-            unknown = [c for c in after if c not in convert]
-            if unknown:
-                raise Unwritable(f"column {unknown[0]!r} is not in the table (a schema change)")
             for column, make in convert.items():
                 value = after.get(column)
                 row[column] = None if value is None else _converted(make, value, column)

@@ -10,12 +10,18 @@ before the change the table as it was, after it every row, ``vip`` null where a 
 it. The negative control: ``highwater apply --schema-changes stop`` on the same output stops
 at the first record with ``vip``, naming the table, the column and the record, with the cut
 before it complete and nothing of the change's window committed.
+
+The Spark engine (``highwater apply --engine spark``, into the REST catalog) on a table the
+local engine applied up to the change: it adds ``vip`` as well (the field ids kept) and the
+table at the last cut holds the same rows; its control, ``--schema-changes stop``, names the
+record, the table and the column as the local engine does.
 """
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import uuid
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -31,7 +37,7 @@ from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from tests.support.canal import canal, tso, watermark
 from tests.support.changefeed import run_to_end
-from tests.support.iceberg import exactly_once_problems
+from tests.support.iceberg import cli, exactly_once_problems
 from tests.support.process import ROOT
 
 pytestmark = pytest.mark.integration
@@ -97,13 +103,22 @@ def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes]]) -> Non
     assert producer.flush(30) == 0
 
 
-def applied(bootstrap: str, changefeed: str, warehouse: Path, until: Hlc) -> IcebergApplier:
-    """The changefeed's windows up to ``until`` into the embedded catalog in ``warehouse``."""
+def applied(
+    bootstrap: str,
+    changefeed: str,
+    warehouse: Path | dict[str, str],
+    until: Hlc,
+    namespace: str = NAMESPACE,
+) -> IcebergApplier:
+    """The changefeed's windows up to ``until`` into the embedded catalog in ``warehouse``.
+
+    Or into the catalog of the properties ``warehouse`` gives.
+    """
     output = Output.of_changefeed(bootstrap, changefeed)
-    properties = {"warehouse": str(warehouse)}
-    applier = IcebergApplier(properties, changefeed, namespace=NAMESPACE, schemas=output.schemas)
+    properties = warehouse if isinstance(warehouse, dict) else {"warehouse": str(warehouse)}
+    applier = IcebergApplier(properties, changefeed, namespace=namespace, schemas=output.schemas)
     after = applier.start(output.topics.values())
-    group = f"highwater-apply-{changefeed}"
+    group = f"highwater-apply-{changefeed}-{namespace}"
     with ChangefeedConsumer(output, group, after=after) as consumer:
         apply(consumer, applier, until=until, idle=60)
     return applier
@@ -135,20 +150,32 @@ def stop(bootstrap: str, changefeed: str, warehouse: Path, *more: str) -> Any:
     )
 
 
-def table_at(catalog: Any, changefeed: str, resolved: Hlc) -> dict[int, tuple[Any, ...]]:
-    rows = cut(catalog, NAMESPACE, changefeed, resolved).scan(catalog, "orders").to_arrow()
+def table_at(
+    catalog: Any, changefeed: str, resolved: Hlc, namespace: str = NAMESPACE
+) -> dict[int, tuple[Any, ...]]:
+    rows = cut(catalog, namespace, changefeed, resolved).scan(catalog, "orders").to_arrow()
     return {r["id"]: (r["amount"], r["note"], r.get("vip")) for r in rows.to_pylist()}
 
 
-def test_a_column_added_upstream_becomes_an_iceberg_column_and_stop_names_it(
-    kafka_bootstrap: str, schema_registry_url: str, unique_name: Any, tmp_path: Path, spark: Any
-) -> None:
-    source, changefeed = unique_name("ticdc"), unique_name("cf")
-    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 2})
-    config = parse_config(
+BEFORE_CHANGE = {
+    1: (Decimal("1.5000000000"), "one", None),
+    2: (Decimal("2.5000000000"), "two", None),
+}
+AFTER_CHANGE = {
+    1: (Decimal("1.5000000000"), "one", None),  # from before the column
+    2: (Decimal("2.5000000000"), "two again", 0),
+    3: (Decimal("3.5000000000"), "three", 1),
+    4: (Decimal("4.5000000000"), "four", None),
+}
+
+
+def changefeed_config(bootstrap: str, registry: str, source: str, changefeed: str) -> Any:
+    """The canal-json changefeed under ``evolve``, Avro out through the registry."""
+    ensure_topics({"bootstrap.servers": bootstrap}, {source: 2})
+    return parse_config(
         {
             "changefeed_id": changefeed,
-            "kafka": {"bootstrap_servers": kafka_bootstrap},
+            "kafka": {"bootstrap_servers": bootstrap},
             "sources": [
                 {
                     "topic": source,
@@ -164,13 +191,20 @@ def test_a_column_added_upstream_becomes_an_iceberg_column_and_stop_names_it(
             "encoder": {
                 "format": "avro",
                 "updated": True,
-                "schema_registry": {"url": schema_registry_url},
+                "schema_registry": {"url": registry},
             },
             "resolved": {"interval": "0s"},
             "checkpoint": {"min_checkpoint_frequency": "0s"},
             "spark": {"trigger": {"available_now": True}},
         }
     )
+
+
+def test_a_column_added_upstream_becomes_an_iceberg_column_and_stop_names_it(
+    kafka_bootstrap: str, schema_registry_url: str, unique_name: Any, tmp_path: Path, spark: Any
+) -> None:
+    source, changefeed = unique_name("ticdc"), unique_name("cf")
+    config = changefeed_config(kafka_bootstrap, schema_registry_url, source, changefeed)
     warehouse = tmp_path / "lake"
     catalog = load({"warehouse": str(warehouse)})
 
@@ -184,10 +218,7 @@ def test_a_column_added_upstream_becomes_an_iceberg_column_and_stop_names_it(
     table = catalog.load_table(f"{NAMESPACE}.orders")
     ids = {f.name: f.field_id for f in table.schema().fields}
     assert set(ids) == {"id", "amount", "note"}
-    assert table_at(catalog, changefeed, first.resolved) == {
-        1: (Decimal("1.5000000000"), "one", None),
-        2: (Decimal("2.5000000000"), "two", None),
-    }
+    assert table_at(catalog, changefeed, first.resolved) == BEFORE_CHANGE
 
     # 2. ALTER TABLE … ADD COLUMN vip upstream: the changefeed evolves, the applier follows
     produce(kafka_bootstrap, source, AFTER)
@@ -200,12 +231,7 @@ def test_a_column_added_upstream_becomes_an_iceberg_column_and_stop_names_it(
     assert str(table.schema().find_field("vip").field_type) == "int"  # tinyint(1): Avro int
     last = cut(catalog, NAMESPACE, changefeed)
     assert last.resolved >= at(8)
-    assert table_at(catalog, changefeed, last.resolved) == {
-        1: (Decimal("1.5000000000"), "one", None),  # from before the column
-        2: (Decimal("2.5000000000"), "two again", 0),
-        3: (Decimal("3.5000000000"), "three", 1),
-        4: (Decimal("4.5000000000"), "four", None),
-    }
+    assert table_at(catalog, changefeed, last.resolved) == AFTER_CHANGE
     assert table_at(catalog, changefeed, first.resolved)[2][1] == "two"  # the old cut holds
     assert exactly_once_problems(catalog, NAMESPACE, changefeed) == []
     assert applier.schema_changes == "evolve"
@@ -220,3 +246,84 @@ def test_a_column_added_upstream_becomes_an_iceberg_column_and_stop_names_it(
     held = load({"warehouse": str(other)})
     assert cut(held, NAMESPACE, changefeed).resolved == first.resolved  # the cut before it
     assert "vip" not in {f.name for f in held.load_table(f"{NAMESPACE}.orders").schema().fields}
+
+
+def test_the_spark_engine_adds_the_column_too_and_stop_names_it(
+    kafka_bootstrap: str,
+    schema_registry_url: str,
+    unique_name: Any,
+    iceberg_rest: dict[str, str],
+    spark: Any,
+) -> None:
+    source, changefeed = unique_name("ticdc"), unique_name("cf")
+    config = changefeed_config(kafka_bootstrap, schema_registry_url, source, changefeed)
+    tag = uuid.uuid4().hex[:6]
+    evolving, stopping = f"spark_evolve_{tag}", f"spark_stop_{tag}"
+    catalog = load(iceberg_rest)
+
+    # 1. the table as it was, in two namespaces, by the local engine
+    produce(kafka_bootstrap, source, BEFORE)
+    run_to_end(config, spark)
+    for namespace in (evolving, stopping):
+        applied(kafka_bootstrap, changefeed, iceberg_rest, at(3), namespace)
+    first = cut(catalog, evolving, changefeed)
+    ids = {f.name: f.field_id for f in catalog.load_table(f"{evolving}.orders").schema().fields}
+    assert set(ids) == {"id", "amount", "note"}
+
+    # 2. the column added upstream; the Spark engine (evolve, the default) adds it
+    produce(kafka_bootstrap, source, AFTER)
+    run_to_end(config, spark)
+    engine = ["--engine", "spark", "--master", "local[2]", "--idle", "60"]
+    done = subprocess.run(
+        cli(
+            kafka_bootstrap,
+            changefeed,
+            iceberg_rest,
+            evolving,
+            *engine,
+            "--until",
+            str(at(8)),
+            entry="pipeline.cli",
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = catalog.load_table(f"{evolving}.orders")
+    now = {f.name: f.field_id for f in table.schema().fields}
+    assert {k: v for k, v in now.items() if k != "vip"} == ids  # field ids kept
+    assert str(table.schema().find_field("vip").field_type) == "int"
+    last = cut(catalog, evolving, changefeed)
+    assert last.resolved >= at(8)
+    assert table_at(catalog, changefeed, last.resolved, evolving) == AFTER_CHANGE
+    assert table_at(catalog, changefeed, first.resolved, evolving) == BEFORE_CHANGE
+    assert exactly_once_problems(catalog, evolving, changefeed) == []
+
+    # 3. the control: --schema-changes stop names the record, the table and the column
+    stopped = subprocess.run(
+        cli(
+            kafka_bootstrap,
+            changefeed,
+            iceberg_rest,
+            stopping,
+            *engine,
+            "--schema-changes",
+            "stop",
+            entry="pipeline.cli",
+        ),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    assert stopped.returncode != 0, stopped.stderr[-3000:]
+    said = stopped.stderr
+    assert f"{changefeed}.orders/0@" in said, said[-3000:]
+    assert f"Iceberg table {stopping}.orders: column 'vip' (int, from the record's writer " in said
+    assert "schema changes stop the applier (schema_changes='stop')" in said
+    assert cut(catalog, stopping, changefeed).resolved == first.resolved
+    assert "vip" not in {f.name for f in catalog.load_table(f"{stopping}.orders").schema().fields}

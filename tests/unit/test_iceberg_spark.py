@@ -32,13 +32,21 @@ from highwater_consumer.decoding import ApplyError, AvroDecoder
 from highwater_consumer.iceberg import UnwritableRecord, iceberg_schema
 from highwater_consumer.output import Output
 from pipeline.cli import main as highwater
-from pipeline.iceberg.engine import catalog_down
+from pipeline.iceberg.engine import catalog_down, column_seen
 from pipeline.iceberg.merge import merge_sql
 from pipeline.iceberg.ranges import Marker, frontier
-from pipeline.iceberg.rows import DELETED, OFFSET, TIME, Converter, MarkerReader, row_schema
+from pipeline.iceberg.rows import (
+    DELETED,
+    OFFSET,
+    TIME,
+    ColumnSeen,
+    Converter,
+    MarkerReader,
+    row_schema,
+)
 from pipeline.iceberg.session import SparkTarget
 from pipeline.runtime import jars
-from schemas.errors import JarsError
+from schemas.errors import JarsError, RecordRef
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 
@@ -226,6 +234,21 @@ def test_a_value_its_column_cannot_hold_names_the_record_and_is_never_rounded() 
     assert str(caught.value).startswith("out/1@41: cannot be written to Iceberg table orders")
     assert "'amount'" in str(caught.value)
     assert "without rounding" in str(caught.value)
+
+
+def test_a_column_the_table_lacks_names_its_record_for_the_driver() -> None:
+    """The converter's signal of a schema change, read by the driver from a worker's error.
+
+    A Python worker's error reaches the driver as text; another error is not taken for it.
+    """
+    value = b'{"after": {"id": 7, "vip": 1}, "updated": "5.0000000000"}'
+    with pytest.raises(ColumnSeen) as caught:
+        list(converter()([records((b"[7]", value))]))
+    assert caught.value.record == RecordRef("out", 1, 40)
+    module = type(caught.value).__module__
+    worker = f"PythonException: Traceback …\n{module}.ColumnSeen: {caught.value}\n"
+    assert column_seen(RuntimeError(worker)) == RecordRef("out", 1, 40)
+    assert column_seen(RuntimeError("UnwritableRecord: out/0@40: cannot be written")) is None
 
 
 def test_a_record_that_is_no_row_change_is_named() -> None:
