@@ -355,17 +355,25 @@ def test_windows_become_cuts_that_hold_the_source_at_each_r(
     assert summary["total-equality-deletes"] == summary["total-position-deletes"] == "0"
 
 
-@pytest.mark.parametrize("small", [writes.SMALL_FILE, 0], ids=["merged", "control"])
+@pytest.mark.parametrize(
+    ("small", "live"),
+    [(writes.SMALL_FILE, True), (0, True), (writes.SMALL_FILE, False)],
+    ids=["merged", "control-files", "control-manifests"],
+)
 def test_windows_that_touch_every_file_leave_one_file_not_one_more_each(
-    iceberg_catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch, small: int
+    iceberg_catalog: dict[str, str], monkeypatch: pytest.MonkeyPatch, small: int, live: bool
 ) -> None:
     """Small files a window rewrites are written with its own rows, as compaction would.
 
     Twelve windows, each updating a key in every earlier window's rows and adding new ones:
-    the table keeps one data file and every cut its rows. The control (no file counted
-    small): each window leaves one file more.
+    the table keeps one data file and every cut its rows, and its snapshot lists few
+    manifests (those of files deleted before are not carried on). The controls: no file
+    counted small, each window leaves one file more; every manifest carried (pyiceberg's
+    overwrite as it is), each window leaves one manifest more.
     """
     monkeypatch.setattr(writes, "SMALL_FILE", small)
+    if not live:
+        monkeypatch.setattr(writes, "_live", lambda manifests: manifests)
     made = applier(iceberg_catalog)
     made.start(["orders", "customers"])
     expected: dict[Any, Any] = {}
@@ -397,8 +405,12 @@ def test_windows_that_touch_every_file_leave_one_file_not_one_more_each(
     catalog = load(iceberg_catalog)
     found = cut(catalog, "ns", "cf")
     assert rows_at(catalog, found, "orders") == expected
-    files = sizes(catalog.load_table("ns.orders"))[0]
+    table = catalog.load_table("ns.orders")
+    files = sizes(table)[0]
     assert files == (1 if small else 12)
+    manifests = table.current_snapshot().manifests(table.io)  # type: ignore[union-attr]
+    if small:  # (files not merged: a manifest for each of the twelve)
+        assert len(manifests) <= 2 if live else len(manifests) >= 12, len(manifests)
     assert exactly_once_problems(catalog, "ns", "cf") == []
 
 
