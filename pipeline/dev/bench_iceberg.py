@@ -193,6 +193,13 @@ def run(args: argparse.Namespace, warehouse: Path) -> None:
 
 def _maintained(catalog: Any, windows: int) -> float:
     """A scheduled :func:`maintain` between two windows; its seconds."""
+    took, said = _maintain(catalog)
+    print(f"iceberg maintained after {windows} windows in {took:.1f} s: {said}", flush=True)
+    return took
+
+
+def _maintain(catalog: Any) -> tuple[float, str]:
+    """:func:`maintain` keeping the latest cut, orphans of any age: its seconds, its report."""
     began = time.perf_counter()
     reports = maintain(
         catalog,
@@ -201,9 +208,7 @@ def _maintained(catalog: Any, windows: int) -> float:
         keep=Keep(last=1, newer_than=None),
         orphans_older_than=timedelta(0),
     )
-    took = time.perf_counter() - began
-    print(f"iceberg maintained after {windows} windows in {took:.1f} s: {reports[0]}", flush=True)
-    return took
+    return time.perf_counter() - began, str(reports[0])
 
 
 def tenths(times: list[float], upkeep: list[float], per_window: int, every: int) -> None:
@@ -248,18 +253,10 @@ def checked_and_maintained(
         return f"{count} ({files_on_disk(catalog)} on disk)" if on_disk else str(count)
 
     before = files()
-    began = time.perf_counter()
-    reports = maintain(
-        catalog,
-        "bench",
-        namespace="bench",
-        keep=Keep(last=1, newer_than=None),
-        orphans_older_than=timedelta(0),
-    )
-    took = time.perf_counter() - began
+    took, said = _maintain(catalog)
     print(
         f"iceberg files per table after {windows} windows{engine}: {before} data files; after "
-        f"maintenance ({took:.1f} s): {files()}; {reports[0]}; table checked: "
+        f"maintenance ({took:.1f} s): {files()}; {said}; table checked: "
         f"{rows.num_rows:,} rows as the model",
         flush=True,
     )

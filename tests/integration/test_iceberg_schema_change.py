@@ -248,6 +248,17 @@ def test_a_column_added_upstream_becomes_an_iceberg_column_and_stop_names_it(
     assert "vip" not in {f.name for f in held.load_table(f"{NAMESPACE}.orders").schema().fields}
 
 
+def spark_apply(
+    bootstrap: str, changefeed: str, catalog: dict[str, str], namespace: str, *more: str
+) -> Any:
+    """``highwater apply --engine spark`` in local mode into ``namespace`` of ``catalog``."""
+    engine = ["--engine", "spark", "--master", "local[2]", "--idle", "60", *more]
+    command = cli(bootstrap, changefeed, catalog, namespace, *engine, entry="pipeline.cli")
+    return subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=600, check=False
+    )
+
+
 def test_the_spark_engine_adds_the_column_too_and_stop_names_it(
     kafka_bootstrap: str,
     schema_registry_url: str,
@@ -273,24 +284,7 @@ def test_the_spark_engine_adds_the_column_too_and_stop_names_it(
     # 2. the column added upstream; the Spark engine (evolve, the default) adds it
     produce(kafka_bootstrap, source, AFTER)
     run_to_end(config, spark)
-    engine = ["--engine", "spark", "--master", "local[2]", "--idle", "60"]
-    done = subprocess.run(
-        cli(
-            kafka_bootstrap,
-            changefeed,
-            iceberg_rest,
-            evolving,
-            *engine,
-            "--until",
-            str(at(8)),
-            entry="pipeline.cli",
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
+    done = spark_apply(kafka_bootstrap, changefeed, iceberg_rest, evolving, "--until", str(at(8)))
     assert done.returncode == 0, done.stderr[-3000:]
     table = catalog.load_table(f"{evolving}.orders")
     now = {f.name: f.field_id for f in table.schema().fields}
@@ -303,22 +297,8 @@ def test_the_spark_engine_adds_the_column_too_and_stop_names_it(
     assert exactly_once_problems(catalog, evolving, changefeed) == []
 
     # 3. the control: --schema-changes stop names the record, the table and the column
-    stopped = subprocess.run(
-        cli(
-            kafka_bootstrap,
-            changefeed,
-            iceberg_rest,
-            stopping,
-            *engine,
-            "--schema-changes",
-            "stop",
-            entry="pipeline.cli",
-        ),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
+    stopped = spark_apply(
+        kafka_bootstrap, changefeed, iceberg_rest, stopping, "--schema-changes", "stop"
     )
     assert stopped.returncode != 0, stopped.stderr[-3000:]
     said = stopped.stderr
