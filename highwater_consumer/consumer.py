@@ -123,7 +123,7 @@ class ChangefeedConsumer:
         consumer = Consumer(settings)
         try:
             partitions = _partitions(consumer, output)
-            committed = _committed(consumer, partitions)
+            committed = committed_offsets(consumer, partitions)
             stored = [_stored(tp.metadata) for tp in committed if tp.offset >= 0]
             found = [r for r in stored if r is not None]
             if self.after is None:
@@ -331,7 +331,7 @@ def _failed(message: Message) -> None:
     # else librdkafka retries on its own (an event, not a record)
 
 
-def _committed(
+def committed_offsets(
     consumer: Consumer, partitions: list[Partition], timeout: float = 60
 ) -> list[TopicPartition]:
     """The group's committed offsets (a new broker's coordinator may need a moment)."""

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from highwater_consumer.consumer import METADATA_PREFIX, _committed
+from highwater_consumer.consumer import METADATA_PREFIX, committed_offsets
 from highwater_consumer.decoding import ConsumerError
 from highwater_consumer.output import Output
 from schemas.hlc import Hlc
@@ -78,7 +78,7 @@ class Offsets:
                 raise ConsumerError(f"output topic {topic!r} cannot be read")
             partitions += [TopicPartition(topic, p) for p in sorted(metadata.partitions)]
         # a new broker's group coordinator may need a moment: the consumer's own wait
-        committed = _committed(consumer, [(tp.topic, tp.partition) for tp in partitions])
+        committed = committed_offsets(consumer, [(tp.topic, tp.partition) for tp in partitions])
         for tp in committed:
             low, _ = consumer.get_watermark_offsets(tp, timeout=_TIMEOUT)
             self.starts[(tp.topic, tp.partition)] = max(tp.offset, low)
