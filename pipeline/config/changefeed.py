@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import timedelta
 from functools import cached_property
 from typing import Annotated, Any, Literal
 
@@ -21,7 +22,7 @@ from pydantic_core import PydanticCustomError
 from schemas.tables import TableSchema
 
 from .checks import cross_section_problems
-from .fields import Name, Section, Time
+from .fields import Duration, Name, Section, Time
 from .sections import (
     CheckpointConfig,
     EncoderConfig,
@@ -65,6 +66,10 @@ class ChangefeedConfig(Section):
     # or evolve it and emit the table again at the change (backfill, from the source topic).
     # Unset: stop where table_schema is declared, evolve where it is derived (Debezium).
     schema_change_policy: Literal["stop", "evolve", "backfill"] | None = None
+    # a source partition whose resolved time lags now by more is "lagging": logged by name,
+    # counted in highwater_lagging_partitions, named in the job status (operators/lagging.py;
+    # CockroachDB's lagging_ranges_threshold); 0: off
+    lagging_threshold: Duration = timedelta(minutes=3)
     safepoints: SafepointsConfig = SafepointsConfig()
     jobs: JobsConfig = JobsConfig()
     metrics: MetricsConfig = MetricsConfig()

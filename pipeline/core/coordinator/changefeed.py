@@ -92,7 +92,7 @@ class Changefeed:
         self.config = config
         self.spark = spark
         self.stop_request = stop or StopRequest()
-        self.observers = Observers(config.changefeed_id)
+        self.observers = Observers(config.changefeed_id, config.lagging_threshold)
         self.policy = Policy(Cadence.of(config))
         self.scans = Scans(self)
         self.lock = threading.Lock()  # one batch, chunk or tick at a time
@@ -306,7 +306,8 @@ class Changefeed:
                 if self.observers.resolver(self.position.resolver):
                     self.publish(best_effort=True)
                 self._after_batch()
-                self.metrics.lags(self.position.frontier)
+                if self.observers.lags(self.position.frontier):
+                    self.publish(best_effort=True)
             except HighwaterError as exc:
                 self._error = exc
 

@@ -17,6 +17,7 @@ status names the address (``metrics_url``), where the server finds it for its ag
 ``highwater_checkpoint_bytes``              the last checkpoint record's size
 ``highwater_high_water_lag_seconds``        now minus the high-water mark
 ``highwater_partition_lag_seconds``         now minus each source partition's resolved time
+``highwater_lagging_partitions``            source partitions lagging by more than lagging_threshold
 ``highwater_scan_chunks``                   the initial scan's chunks, ``done`` and ``total``
 ``highwater_scan_rows_total``               rows the initial scan wrote
 ``highwater_state``                         1 for the run's state, 0 for the others
@@ -113,6 +114,12 @@ class ChangefeedMetrics:
             [*names, "topic", "partition"],
             registry=r,
         )
+        self.lagging = Gauge(
+            "highwater_lagging_partitions",
+            "Source partitions whose resolved time lags now by more than lagging_threshold",
+            names,
+            registry=r,
+        ).labels(*cf)
         self.scan_chunks = Gauge(
             "highwater_scan_chunks", "The initial scan's chunks", [*names, "of"], registry=r
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from contextlib import ExitStack
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
@@ -19,6 +20,7 @@ from schemas.errors import HighwaterError, SinkError
 from schemas.hlc import Hlc
 
 from ..evolution import written
+from .lagging import Lagging
 from .metrics import STATES, ChangefeedMetrics
 from .status import ChangefeedStats, StatusPublisher
 
@@ -37,9 +39,10 @@ log = logging.getLogger(__name__)
 class Observers:
     """The run's stats, metrics, job status and replica watch (the last two from prepare on)."""
 
-    def __init__(self, changefeed_id: str) -> None:
+    def __init__(self, changefeed_id: str, lagging_threshold: timedelta = timedelta(0)) -> None:
         self.stats = ChangefeedStats()
         self.metrics = ChangefeedMetrics(changefeed_id)
+        self._lagging = Lagging(lagging_threshold)
         self._status: StatusPublisher | None = None
         self._replicas: DurabilityWatch | None = None
         self._schema_changes = 0  # as counted in the metrics so far
@@ -115,6 +118,17 @@ class Observers:
         if self._status is None or warnings == self._status.transactions:
             return False
         self._status.transactions = warnings
+        return True
+
+    def lags(self, frontier: Frontier) -> bool:
+        """The lags as of now (metrics); True when the lagging partitions changed (publish)."""
+        self.metrics.lags(frontier)
+        if not self._lagging.look(frontier):
+            return False
+        self.metrics.lagging.set(len(self._lagging.found))
+        if self._status is None:
+            return False
+        self._status.lagging = self._lagging.warnings()
         return True
 
     def replicas(self) -> bool:

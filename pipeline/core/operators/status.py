@@ -176,6 +176,7 @@ class StatusPublisher:
         self.warnings = warnings  # found at the start (e.g. a source topic's retention)
         self.replication = replication or []  # as the last look at the topics' replicas found
         self.transactions: list[str] = []  # Debezium: transactions that cannot complete
+        self.lagging: list[str] = []  # source partitions lagging by more than the threshold
         self.state = "scanning"
         self.scan = scan  # a previous run's scan numbers, until this run scans
         self.progress: ScanProgress | None = None  # this run's scan
@@ -207,7 +208,7 @@ class StatusPublisher:
             scan=self.scan if self.progress is None else self.progress.to_json(),
             error=error,
             safepoint=None if held is None else held.to_json(),
-            warnings=[*self.warnings, *self.replication, *self.transactions],
+            warnings=[*self.warnings, *self.replication, *self.transactions, *self.lagging],
             metrics_url=self.metrics_url,
             schemas=self.schemas,
             delivery=self.delivery,

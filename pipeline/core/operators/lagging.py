@@ -1,0 +1,100 @@
+"""Lag that speaks: the source partitions whose resolved time lags now by more than a threshold.
+
+``lagging_threshold`` (the changefeed's option, CockroachDB's ``lagging_ranges_threshold`` its
+model; default 3 minutes, 0: off). Once a second the coordinator hands over the frontier
+(:meth:`Lagging.look`): a partition whose resolved time is older than the threshold is
+**lagging**. Each partition that starts or stops lagging is logged once, by name, with how far
+behind it is and whether it is the one holding the high-water back (the lowest); the count is
+the metric ``highwater_lagging_partitions``, and the job status's warnings name each one, so
+``highwater changefeed`` and Prometheus users see the same warning.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from schemas.hlc import Hlc
+
+    from ..ledger import Frontier, SourcePartition
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Lag:
+    """A lagging source partition: its resolved time, and how far behind now it is.
+
+    ``holds_high_water``: its resolved time is the lowest, the one the high-water is.
+    """
+
+    partition: SourcePartition
+    resolved: Hlc
+    seconds: float
+    holds_high_water: bool
+
+    def warning(self, threshold: timedelta) -> str:
+        """The job status's line for it."""
+        holds = "; it holds the high-water back" if self.holds_high_water else ""
+        return (
+            f"source partition {self.partition} is lagging: "
+            f"resolved {self.resolved}, {_span(self.seconds)} behind now (lagging_threshold "
+            f"{_span(threshold.total_seconds())}){holds}"
+        )
+
+
+class Lagging:
+    """The lagging partitions as of the last look, and what changed since the one before."""
+
+    def __init__(self, threshold: timedelta) -> None:
+        self.threshold = threshold
+        self.found: list[Lag] = []
+
+    def look(self, frontier: Frontier, now_nanos: int | None = None) -> bool:
+        """Find the lagging partitions now; True when the set (or the one holding) changed."""
+        if self.threshold <= timedelta(0):
+            return False
+        progress = frontier.progress()
+        if not progress:
+            return False
+        now = time.time_ns() if now_nanos is None else now_nanos
+        bound = self.threshold.total_seconds()
+        low = frontier.high_water()
+        found = [
+            Lag(sp, p.resolved, max(0, now - p.resolved.wall) / 1e9, p.resolved == low)
+            for sp, p in sorted(progress.items(), key=lambda item: str(item[0]))
+            if (now - p.resolved.wall) / 1e9 > bound
+        ]
+        before = {(lag.partition, lag.holds_high_water) for lag in self.found}
+        after = {(lag.partition, lag.holds_high_water) for lag in found}
+        if before == after:
+            self.found = found
+            return False
+        was = {lag.partition for lag in self.found}
+        for lag in found:
+            if lag.partition not in was:
+                log.warning("%s", lag.warning(self.threshold))
+        for partition in was - {lag.partition for lag in found}:
+            log.info("source partition %s caught up (lagging_threshold)", partition)
+        self.found = found
+        return True
+
+    def warnings(self) -> list[str]:
+        """One line per lagging partition (the job status's warnings)."""
+        return [lag.warning(self.threshold) for lag in self.found]
+
+
+def _span(seconds: float) -> str:
+    """``4m12s``, ``1h3m``, ``45s``: how an operator reads a lag."""
+    whole = int(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
