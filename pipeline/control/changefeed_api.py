@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from pydantic import BaseModel, Field
 
 from .api import ChangefeedId, Feeds, StrictBody, responses
 from .changefeeds import Changefeed
+from .history import LagHistory
 
 # The OpenAPI format of a changefeed config: YAML that `highwater validate` accepts.
 CONFIG_FORMAT = "highwater-config"
@@ -99,6 +100,32 @@ def create_changefeed(body: CreateChangefeed, feeds: Feeds) -> ChangefeedOut:
 def get_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
     """One changefeed: its desired state and job status."""
     return _changefeed(feeds.get(changefeed_id))
+
+
+class LagPointOut(BaseModel):
+    """A changefeed at one of the server's samples."""
+
+    at: float = Field(description="when, in seconds since the epoch")
+    high_water: str | None = Field(None, description="its high-water then (HLC text)")
+    lag_seconds: float | None = Field(None, description="the sample's time minus the high-water")
+    state: str
+
+
+class LagOut(BaseModel):
+    """A changefeed's lag over the last hour, as ``highwater server`` sampled it."""
+
+    changefeed_id: str
+    every_seconds: float = Field(description="the time between two samples")
+    points: list[LagPointOut] = Field(description="oldest first; none before the first sample")
+
+
+@router.get("/changefeeds/{changefeed_id}/lag", tags=["changefeeds"], responses=responses(404))
+def changefeed_lag(changefeed_id: ChangefeedId, feeds: Feeds, request: Request) -> LagOut:
+    """Its high-water and lag over the last hour, sampled by the server (history.py)."""
+    feeds.get(changefeed_id)  # 404 for one that is not there
+    history: LagHistory = request.app.state.history
+    points = [LagPointOut(**vars(p)) for p in history.points(changefeed_id)]
+    return LagOut(changefeed_id=changefeed_id, every_seconds=history.every, points=points)
 
 
 @router.put(

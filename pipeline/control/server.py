@@ -6,6 +6,7 @@
     GET    /api/v2/changefeeds          every changefeed: desired state and job status
     POST   /api/v2/changefeeds          {"config": "<YAML>", "base_dir"}: create one (running)
     GET    /api/v2/changefeeds/{id}     one changefeed
+    GET    /api/v2/changefeeds/{id}/lag its high-water and lag over the last hour (history.py)
     PUT    /api/v2/changefeeds/{id}     {"config", "base_dir"}: a paused one's changed config
     POST   /api/v2/changefeeds/{id}/pause    finish the batch, checkpoint, stop
     POST   /api/v2/changefeeds/{id}/resume   {"skip_bad_record": false}: go on
@@ -48,7 +49,9 @@ from schemas.errors import ConfigError, HighwaterError, LifecycleError, Safepoin
 from . import changefeed_api, safepoint_api
 from .api import ErrorBody, Feeds, authorized, responses
 from .changefeed_api import CONFIG_FORMAT
+from .changefeeds import Changefeeds
 from .context import OperatorContext
+from .history import LagHistory
 from .metrics import aggregate
 from .safepoint_api import TIME_FORMAT
 
@@ -191,9 +194,13 @@ def create_app(
     if not token:
         raise ValueError("the API needs a non-empty bearer token")
 
+    history = LagHistory(lambda: Changefeeds(context).all())
+
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        sampling = asyncio.create_task(_sampled(history))
         yield
+        sampling.cancel()
         if on_shutdown is not None:
             await asyncio.to_thread(on_shutdown)
 
@@ -206,11 +213,22 @@ def create_app(
     )
     app.state.context = context
     app.state.token = token
+    app.state.history = history
     for error in (HighwaterError, RequestValidationError, HTTPException, Exception):
         app.add_exception_handler(error, _handle)
     app.include_router(router)
     app.include_router(scrape)
     return app
+
+
+async def _sampled(history: LagHistory) -> None:
+    """The lag history's samples, every ``history.every`` seconds, while the server runs."""
+    while True:
+        try:
+            await asyncio.to_thread(history.sample)
+        except Exception:  # a sample lost is a gap in a chart, never the server's end
+            log.exception("the lag history's sample failed")
+        await asyncio.sleep(history.every)
 
 
 def serve(

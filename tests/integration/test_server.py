@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
+from pipeline.control.history import LagHistory
 from pipeline.control.server import CONFIG_FORMAT, TIME_FORMAT, create_app
 from pipeline.core.ledger.frontier import SourcePartition
 from pipeline.core.operators.status import JobStatus
@@ -169,6 +170,7 @@ def test_the_openapi_document_needs_no_token_and_declares_auth_and_errors(
             ("GET", "/api/v2/changefeeds"),
             ("POST", "/api/v2/changefeeds"),
             ("GET", "/api/v2/changefeeds/{changefeed_id}"),
+            ("GET", "/api/v2/changefeeds/{changefeed_id}/lag"),
             ("PUT", "/api/v2/changefeeds/{changefeed_id}"),
             ("POST", "/api/v2/changefeeds/{changefeed_id}/pause"),
             ("POST", "/api/v2/changefeeds/{changefeed_id}/resume"),
@@ -374,6 +376,48 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
         ("orders", "scanning", None),
     ]
     missing = client.get("/api/v2/changefeeds/nope", headers=AUTH)
+    assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]
+
+
+def test_a_changefeeds_lag_over_the_last_hour_is_kept_by_the_server(
+    client: TestClient, context: OperatorContext
+) -> None:
+    """The server samples each job status; ``/lag`` answers the last hour's points.
+
+    A sampler with a clock of the test's own (the app's samples every 10 s; this one in its
+    place): a point per sample with the lag then, an hour's window (the oldest points go),
+    a changefeed without a status has none, an unknown one is 404.
+    """
+    now = [1_800_000_000.0]
+    history = LagHistory(lambda: Changefeeds(context).all(), clock=lambda: now[0])
+    client.app.state.history = history  # type: ignore[attr-defined]
+    jobs = CompactedTopic(context.client, context.jobs_topic)
+
+    def report(state: str, behind: int) -> None:
+        status = JobStatus("orders", state, high_water=Hlc(int(now[0] - behind) * 10**9, 2))
+        jobs.put("orders", status.encode())
+
+    try:
+        jobs.ensure()
+        report("scanning", 42)
+        history.sample()
+        now[0] += 10
+        report("running", 5)
+        history.sample()
+        now[0] += 3600  # an hour on: the first point is older than the window
+        history.sample()  # the status as it was (the high-water has not moved since)
+    finally:
+        jobs.close()
+    answered = client.get("/api/v2/changefeeds/orders/lag", headers=AUTH)
+    assert answered.status_code == 200, answered.text
+    body = answered.json()
+    assert body["every_seconds"] == 10
+    assert [(p["at"], p["lag_seconds"], p["state"]) for p in body["points"]] == [
+        (1_800_000_010.0, 5.0, "running"),
+        (1_800_003_610.0, 3605.0, "running"),
+    ]
+    assert body["points"][0]["high_water"] == str(Hlc(1_800_000_005 * 10**9, 2))
+    missing = client.get("/api/v2/changefeeds/nope/lag", headers=AUTH)
     assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]
 
 
