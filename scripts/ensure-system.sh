@@ -5,7 +5,8 @@
 # tests and demos; `highwater dev postgres` runs PostgreSQL as the postgres user, through
 # util-linux's setpriv, and MariaDB runs as the mysql user its package creates), and a C
 # compiler with Python's headers: the consumer's columnar reader (highwater_consumer/_rdbatch.c,
-# built by consumer/setup.py; optional, so without them the library still installs, slower).
+# built by consumer/setup.py; optional, so without them the library still installs, slower),
+# and Debian's Chromium with its ChromeDriver (the console's tests drive it headless).
 # Installs them with apt-get when missing and we may; otherwise says what is missing and stops.
 set -euo pipefail
 
@@ -21,6 +22,7 @@ command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
 python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null || need+=(python3-dev)
 [ -x /usr/sbin/mariadbd ] && command -v mariadb-install-db >/dev/null 2>&1 || need+=(mariadb-server)
+{ [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; } || need+=(chromium chromium-driver)
 
 [ ${#need[@]} -eq 0 ] && exit 0
 
@@ -29,6 +31,6 @@ if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" -eq 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 else
-  echo "Highwater needs: ${need[*]} (Java 17+, Maven, PostgreSQL, MariaDB). Install them and run again." >&2
+  echo "Highwater needs: ${need[*]} (Java 17+, Maven, PostgreSQL, MariaDB, Chromium). Install them and run again." >&2
   exit 1
 fi

@@ -12,6 +12,8 @@
     POST   /api/v2/changefeeds/{id}/resume   {"skip_bad_record": false}: go on
     DELETE /api/v2/changefeeds/{id}     remove it: stop, release its safepoint
     GET    /metrics                     every running changefeed's metrics, and the server's
+    GET    /                            the console: a page over this API (console/; no token to
+                                        load it, the page asks for one to show anything)
     GET    /openapi.json                the OpenAPI document (no token needed, nor for /docs)
 
 Every ``/api`` route needs ``Authorization: Bearer <token>`` (401 without a valid one).
@@ -35,12 +37,14 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Mapping
 from http import HTTPStatus
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 
@@ -93,6 +97,18 @@ scrape = APIRouter(dependencies=[Depends(authorized)], include_in_schema=False)
 def metrics(feeds: Feeds) -> Response:
     """The live runs' series merged, with the server's own (``pipeline/control/metrics.py``)."""
     return Response(aggregate(feeds.all().values()), media_type=CONTENT_TYPE_LATEST)
+
+
+# The console: its page and files, served as they are (no token: the page asks for one, and
+# shows nothing the API does not answer it); nothing is fetched from elsewhere.
+CONSOLE = Path(__file__).with_name("console")
+console = APIRouter(include_in_schema=False)
+
+
+@console.get("/")
+def console_page() -> FileResponse:
+    """The console's page (``console/index.html``)."""
+    return FileResponse(CONSOLE / "index.html", media_type="text/html")
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -218,6 +234,8 @@ def create_app(
         app.add_exception_handler(error, _handle)
     app.include_router(router)
     app.include_router(scrape)
+    app.include_router(console)
+    app.mount("/console", StaticFiles(directory=CONSOLE), name="console")
     return app
 
 

@@ -1,0 +1,165 @@
+"""The console of ``highwater server`` in a real browser: Debian's Chromium, headless.
+
+A real server (uvicorn, the app ``highwater server`` runs) over a jobs topic of the test's own
+on the embedded broker, holding two changefeeds' job statuses: one running with a source
+partition lagging, one failed. Selenium drives Chromium through Debian's ChromeDriver. What a
+person sees: nothing but the token form until a token the server takes is given (a wrong one
+is refused, saying so, and shows no changefeed); then every changefeed with its state, its
+lagging badge and the warning naming the partition, and the failed one's error; a status
+changed in the topic shows without reloading the page. Screenshots go to the test's folder.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import uvicorn
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions as seen
+from selenium.webdriver.support.ui import WebDriverWait
+
+from pipeline.control.context import OperatorContext
+from pipeline.control.server import create_app
+from pipeline.core.operators.status import JobStatus
+from schemas.hlc import Hlc
+from sinks.compacted import CompactedTopic
+
+pytestmark = pytest.mark.integration
+TOKEN = "console-token"  # noqa: S105 - a test token
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # scripts/ensure-system.sh
+LAGGING = (
+    "source partition src/1 is lagging: resolved 1.0000000000, 4m12s behind now "
+    "(lagging_threshold 3m0s); it holds the high-water back"
+)
+
+
+@pytest.fixture
+def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[tuple[str, Any]]:
+    """A real server on a free port; its URL and the jobs topic it reads."""
+    context = OperatorContext(
+        {"bootstrap.servers": kafka_bootstrap},
+        safepoint_topic=unique_name("safepoints"),
+        jobs_topic=unique_name("jobs"),
+        cluster=f"c{uuid.uuid4().hex[:12]}",
+    )
+    jobs = CompactedTopic(context.client, context.jobs_topic)
+    jobs.ensure()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = uvicorn.Config(create_app(context, TOKEN), host="127.0.0.1", port=port)
+    running = uvicorn.Server(config)
+    thread = threading.Thread(target=running.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not running.started and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert running.started, "the server did not start"
+    try:
+        yield f"http://127.0.0.1:{port}", jobs
+    finally:
+        running.should_exit = True
+        thread.join(30)
+        jobs.close()
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
+    """Headless Chromium, with the flags that keep it off this machine's closed network."""
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={tmp_path / 'chromium'}",
+        "--window-size=1400,900",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+_SHOWN = """
+return Array.from(document.querySelectorAll('#changefeeds tr')).map((row) => [
+  row.dataset.changefeed,
+  Object.fromEntries(Array.from(row.querySelectorAll('td')).map(
+    (td) => [td.classList[0], td.innerText.trim()])),
+]);
+"""
+
+
+def rows(driver: webdriver.Chrome) -> dict[str, dict[str, str]]:
+    """The list as shown (read in one script: the page redraws it every few seconds)."""
+    return dict(driver.execute_script(_SHOWN))
+
+
+def test_the_console_shows_every_changefeed_only_with_the_token(
+    server: tuple[str, Any], browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    url, jobs = server
+    now = time.time_ns()
+    jobs.put(
+        "orders",
+        JobStatus(
+            "orders",
+            "running",
+            high_water=Hlc(now - 252 * 10**9),
+            warnings=[LAGGING],
+            delivery="exactly_once",
+        ).encode(),
+    )
+    jobs.put("audit", JobStatus("audit", "failed", error="the source topic is gone").encode())
+    wait = WebDriverWait(browser, 30)
+
+    # 1. the page: the token form, nothing else
+    browser.get(url + "/")
+    wait.until(seen.visibility_of_element_located((By.ID, "token")))
+    assert not browser.find_element(By.ID, "list").is_displayed()
+    assert rows(browser) == {}
+
+    # 2. a wrong token: refused, saying so, and no changefeed shown
+    browser.find_element(By.ID, "token").send_keys("nope")
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    refused = wait.until(seen.visibility_of_element_located((By.ID, "refused")))
+    assert "refused this token" in refused.text
+    assert rows(browser) == {}
+    assert not browser.find_element(By.ID, "list").is_displayed()
+
+    # 3. the token: every changefeed, its state, badge, warning and error
+    browser.find_element(By.ID, "token").send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(lambda d: len(rows(d)) == 2)
+    assert not browser.find_element(By.ID, "login").is_displayed()  # asked once
+    assert not browser.find_element(By.ID, "refused").is_displayed()
+    shown = rows(browser)
+    assert shown["orders"]["state"] == "running"
+    assert shown["orders"]["delivery"] == "exactly_once"
+    assert shown["orders"]["lag"].startswith("4m1")  # 4m12s and the seconds since
+    assert shown["orders"]["warnings"].splitlines() == ["lagging (1)", LAGGING]
+    assert shown["audit"]["state"] == "failed"
+    assert shown["audit"]["error"] == "the source topic is gone"
+    assert shown["audit"]["warnings"] == ""
+    browser.save_screenshot(str(tmp_path / "console-list.png"))
+
+    # 4. a status changed in the topic shows without a reload
+    jobs.put("orders", JobStatus("orders", "paused", high_water=Hlc(now)).encode())
+    wait.until(lambda d: rows(d)["orders"]["state"] == "paused")
+    assert rows(browser)["orders"]["warnings"] == ""
