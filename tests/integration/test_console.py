@@ -11,22 +11,25 @@ changed in the topic shows without reloading the page. Screenshots go to the tes
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 import uvicorn
 from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as seen
 from selenium.webdriver.support.ui import WebDriverWait
 
+from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
 from pipeline.control.server import create_app
 from pipeline.core.operators.status import JobStatus
@@ -42,9 +45,18 @@ LAGGING = (
 )
 
 
+@dataclass
+class Served:
+    """A server running: its URL, the jobs topic it reads and its context."""
+
+    url: str
+    jobs: CompactedTopic
+    context: OperatorContext
+
+
 @pytest.fixture
-def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[tuple[str, Any]]:
-    """A real server on a free port; its URL and the jobs topic it reads."""
+def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[Served]:
+    """A real server on a free port (it runs no changefeed: ``--no-run``'s API and console)."""
     context = OperatorContext(
         {"bootstrap.servers": kafka_bootstrap},
         safepoint_topic=unique_name("safepoints"),
@@ -65,7 +77,7 @@ def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[
         time.sleep(0.1)
     assert running.started, "the server did not start"
     try:
-        yield f"http://127.0.0.1:{port}", jobs
+        yield Served(f"http://127.0.0.1:{port}", jobs, context)
     finally:
         running.should_exit = True
         thread.join(30)
@@ -112,9 +124,9 @@ def rows(driver: webdriver.Chrome) -> dict[str, dict[str, str]]:
 
 
 def test_the_console_shows_every_changefeed_only_with_the_token(
-    server: tuple[str, Any], browser: webdriver.Chrome, tmp_path: Path
+    server: Served, browser: webdriver.Chrome, tmp_path: Path
 ) -> None:
-    url, jobs = server
+    url, jobs = server.url, server.jobs
     now = time.time_ns()
     jobs.put(
         "orders",
@@ -163,3 +175,95 @@ def test_the_console_shows_every_changefeed_only_with_the_token(
     jobs.put("orders", JobStatus("orders", "paused", high_water=Hlc(now)).encode())
     wait.until(lambda d: rows(d)["orders"]["state"] == "paused")
     assert rows(browser)["orders"]["warnings"] == ""
+
+
+def log_in(browser: webdriver.Chrome, url: str) -> WebDriverWait[webdriver.Chrome]:
+    browser.get(url + "/")
+    wait = WebDriverWait(browser, 30)
+    wait.until(seen.visibility_of_element_located((By.ID, "token"))).send_keys(TOKEN)
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(seen.visibility_of_element_located((By.ID, "list")))
+    return wait
+
+
+def press(browser: webdriver.Chrome, changefeed: str, label: str) -> None:
+    """Click a row's button (found again if the list was redrawn meanwhile)."""
+    for _ in range(10):
+        try:
+            row = browser.find_element(By.CSS_SELECTOR, f'tr[data-changefeed="{changefeed}"]')
+            found = [b for b in row.find_elements(By.TAG_NAME, "button") if b.text == label]
+            assert found, f"no {label!r} button for {changefeed}"
+            found[0].click()
+            return
+        except StaleElementReferenceException:
+            time.sleep(0.2)
+    raise AssertionError(f"{changefeed}'s row kept changing")
+
+
+def said(browser: webdriver.Chrome, start: str) -> str:
+    """The page's message, once it starts with ``start``."""
+    box = (By.ID, "said")
+    WebDriverWait(browser, 30).until(lambda d: d.find_element(*box).text.startswith(start))
+    text: str = browser.find_element(*box).text
+    return text
+
+
+def config(served: Served, changefeed_id: str) -> str:
+    raw = {
+        "changefeed_id": changefeed_id,
+        "kafka": {"bootstrap_servers": served.context.client["bootstrap.servers"]},
+        "sources": [{"topic": "src", "table": "orders"}],
+        "jobs": {"topic": served.context.jobs_topic},
+    }
+    return json.dumps(raw, indent=2)  # YAML is a superset of JSON
+
+
+def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
+    server: Served, browser: webdriver.Chrome
+) -> None:
+    """Each through the API's routes and rules: what the CLI reports changes with it.
+
+    A config that does not validate is refused with its key paths; one that exists is
+    refused with the API's own message; removing asks first (dismissed: nothing happens).
+    """
+    wait = log_in(browser, server.url)
+    feeds = Changefeeds(server.context)
+    browser.find_element(By.CSS_SELECTOR, "#create summary").click()
+    box = browser.find_element(By.ID, "config")
+
+    box.send_keys('{"changefeed_id": "cf1", "sources": []}')
+    browser.find_element(By.CSS_SELECTOR, "#new button").click()
+    refused = said(browser, "Create refused: ")
+    assert "kafka" in refused, refused  # each problem by its key
+    assert "sources" in refused, refused
+    assert browser.find_element(By.ID, "said").get_attribute("class") == "problem"
+
+    box.clear()
+    box.send_keys(config(server, "cf1"))
+    browser.find_element(By.CSS_SELECTOR, "#new button").click()
+    assert said(browser, "Create: ") == "Create: cf1 is running now."
+    wait.until(lambda d: rows(d).get("cf1", {}).get("desired") == "running")
+    assert rows(browser)["cf1"]["state"] == "pending"  # this server runs nothing
+    assert feeds.get("cf1").desired == "running"
+
+    box.send_keys(config(server, "cf1"))  # again: the API's refusal, as it words it
+    browser.find_element(By.CSS_SELECTOR, "#new button").click()
+    assert "exists" in said(browser, "Create refused: ")
+
+    press(browser, "cf1", "Pause")
+    wait.until(lambda d: rows(d)["cf1"]["desired"] == "paused")
+    assert feeds.get("cf1").desired == "paused"
+    press(browser, "cf1", "Resume")
+    wait.until(lambda d: rows(d)["cf1"]["desired"] == "running")
+    assert feeds.get("cf1").desired == "running"
+
+    press(browser, "cf1", "Remove")
+    wait.until(seen.alert_is_present()).dismiss()  # asked first: dismissed, nothing happens
+    time.sleep(1)
+    assert feeds.get("cf1").desired == "running"
+    press(browser, "cf1", "Remove")
+    alert = wait.until(seen.alert_is_present())
+    assert "Remove cf1 for good?" in alert.text
+    alert.accept()
+    wait.until(lambda d: rows(d)["cf1"]["desired"] == "removed")
+    assert feeds.get("cf1").desired == "removed"

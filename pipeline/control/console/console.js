@@ -1,6 +1,8 @@
 // Highwater's console: the changefeeds the server's REST API lists, refreshed every few
-// seconds. The API token is asked once and kept for this tab only (sessionStorage); nothing
-// is shown without a token the server takes. Every value is put in the page as text.
+// seconds, and what an operator asks of them (create, pause, resume, remove) through the same
+// routes the CLI's rules answer. The API token is asked once and kept for this tab only
+// (sessionStorage); nothing is shown without a token the server takes. Every value is put in
+// the page as text.
 "use strict";
 
 const TOKEN_KEY = "highwater-token";
@@ -61,6 +63,71 @@ function warnings(changefeed) {
   return box;
 }
 
+// One request to the API with the token; the answer's JSON, or the API's own refusal thrown.
+async function api(method, path, body) {
+  const answer = await fetch("/api/v2" + path, {
+    method,
+    headers: { Authorization: "Bearer " + token(), "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const found = await answer.json().catch(() => ({}));
+  if (answer.status === 401) {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showLogin("The server refused this token: enter it again.");
+    throw new Error("unauthorized");
+  }
+  if (!answer.ok) throw new Error(found.error_msg || `the server answered ${answer.status}`);
+  return found;
+}
+
+function say(text, problem) {
+  $("said").textContent = text;
+  $("said").className = problem ? "problem" : "";
+  $("said").hidden = !text;
+}
+
+// Ask the API; say what it answered (or why it refused), then show the list as it is now.
+async function ask(what, method, path, body) {
+  try {
+    const found = await api(method, path, body);
+    say(`${what}: ${found.changefeed_id} is ${found.desired || found.state} now.`, false);
+  } catch (error) {
+    if (error.message !== "unauthorized") say(`${what} refused: ${error.message}`, true);
+  }
+  refresh();
+}
+
+function button(label, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.textContent = label;
+  b.addEventListener("click", onClick);
+  return b;
+}
+
+function actions(c) {
+  const box = document.createElement("div");
+  const id = encodeURIComponent(c.changefeed_id);
+  if (c.desired === "running") {
+    box.appendChild(button("Pause", () => ask("Pause", "POST", `/changefeeds/${id}/pause`)));
+  }
+  if (c.desired === "paused") {
+    box.appendChild(button("Resume", () => ask("Resume", "POST", `/changefeeds/${id}/resume`, {})));
+    if (c.bad_record) {
+      box.appendChild(button("Resume past " + c.bad_record, () =>
+        ask("Resume", "POST", `/changefeeds/${id}/resume`, { skip_bad_record: true })));
+    }
+  }
+  if (c.desired && c.desired !== "removed") {
+    box.appendChild(button("Remove", () => {
+      if (confirm(`Remove ${c.changefeed_id} for good? Its safepoint is released.`)) {
+        ask("Remove", "DELETE", `/changefeeds/${id}`);
+      }
+    }));
+  }
+  return box;
+}
+
 function render(changefeeds) {
   const body = $("changefeeds");
   body.replaceChildren();
@@ -69,12 +136,14 @@ function render(changefeeds) {
     row.dataset.changefeed = c.changefeed_id;
     const at = wallMs(c.high_water);
     cell(row, c.changefeed_id, "id");
+    cell(row, c.desired, "desired");
     cell(row, badge(c.state, "state-" + c.state), "state");
     cell(row, c.delivery, "delivery");
     cell(row, at === null ? "" : new Date(at).toISOString(), "high-water");
     cell(row, at === null ? "" : span((Date.now() - at) / 1000), "lag");
     cell(row, warnings(c), "warnings");
     cell(row, c.error, "error problem");
+    cell(row, actions(c), "actions");
     body.appendChild(row);
   }
   $("empty").hidden = changefeeds.length > 0;
@@ -134,6 +203,17 @@ $("login").addEventListener("submit", (event) => {
   sessionStorage.setItem(TOKEN_KEY, $("token").value);
   $("token").value = "";
   refresh();
+});
+
+$("new").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  await ask("Create", "POST", "/changefeeds", { config: $("config").value });
+  if (!$("said").className) $("config").value = "";
+});
+
+$("upload").addEventListener("change", async () => {
+  const file = $("upload").files[0];
+  if (file) $("config").value = await file.text();
 });
 
 $("forget").addEventListener("click", () => {
