@@ -79,6 +79,11 @@ class ChangefeedOut(BaseModel):
         "release before it was reported",
     )
     generation: int | None = Field(None, description="exactly_once: the run's generation")
+    partitions: list[dict[str, Any]] | None = Field(
+        None,
+        description="each source partition's resolved time when the status was written "
+        "({topic, partition, resolved}); null from a release before it was reported",
+    )
 
 
 router = APIRouter()

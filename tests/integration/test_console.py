@@ -19,6 +19,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import uvicorn
@@ -52,6 +53,7 @@ class Served:
     url: str
     jobs: CompactedTopic
     context: OperatorContext
+    app: Any  # its FastAPI app: the lag history's sampler is app.state.history
 
 
 @pytest.fixture
@@ -68,7 +70,8 @@ def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
-    config = uvicorn.Config(create_app(context, TOKEN), host="127.0.0.1", port=port)
+    app = create_app(context, TOKEN)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port)
     running = uvicorn.Server(config)
     thread = threading.Thread(target=running.run, daemon=True)
     thread.start()
@@ -77,7 +80,7 @@ def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[
         time.sleep(0.1)
     assert running.started, "the server did not start"
     try:
-        yield Served(f"http://127.0.0.1:{port}", jobs, context)
+        yield Served(f"http://127.0.0.1:{port}", jobs, context, app)
     finally:
         running.should_exit = True
         thread.join(30)
@@ -267,3 +270,77 @@ def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
     alert.accept()
     wait.until(lambda d: rows(d)["cf1"]["desired"] == "removed")
     assert feeds.get("cf1").desired == "removed"
+
+
+_PARTITIONS = """
+return Object.fromEntries(Array.from(document.querySelectorAll('#partitions tr')).map(
+  (row) => [row.dataset.partition, row.querySelector('td.note').innerText.trim()]));
+"""
+
+
+def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
+    server: Served, browser: webdriver.Chrome, tmp_path: Path
+) -> None:
+    """A changefeed's page, from the list's link, and back.
+
+    The partition holding the high-water back marked and named lagging, the others not; the
+    server's lag samples drawn; the scan's progress; the output schemas.
+    """
+    now = time.time_ns()
+    held = Hlc(now - 300 * 10**9, 2)
+    lagging = (
+        f"source partition src/1 is lagging: resolved {held}, 5m0s behind now "
+        "(lagging_threshold 3m0s); it holds the high-water back"
+    )
+    status = JobStatus(
+        "orders",
+        "scanning",
+        high_water=held,
+        scan={"chunks_done": 3, "chunks_total": 12},
+        warnings=[lagging],
+        delivery="exactly_once",
+        schemas={
+            "orders": {
+                "version": "id 7 of subject orders-value",
+                "columns": ["id", "amount", "vip"],
+                "changed_at": str(held),
+                "added": ["vip"],
+            }
+        },
+        partitions=[
+            {"topic": "src", "partition": p, "resolved": str(r)}
+            for p, r in enumerate([Hlc(now - 5 * 10**9), held, Hlc(now - 2 * 10**9)])
+        ],
+    )
+    server.jobs.put("orders", status.encode())
+    for _ in range(3):
+        server.app.state.history.sample()  # the server's own samples (it takes one each 10 s)
+        time.sleep(0.05)
+    wait = log_in(browser, server.url)
+    wait.until(lambda d: "orders" in rows(d))
+    browser.find_element(By.LINK_TEXT, "orders").click()
+    wait.until(seen.visibility_of_element_located((By.ID, "detail")))
+    assert not browser.find_element(By.ID, "list").is_displayed()
+    assert browser.find_element(By.ID, "detail-id").text == "orders"
+
+    wait.until(lambda d: len(d.execute_script(_PARTITIONS)) == 3)
+    assert browser.execute_script(_PARTITIONS) == {
+        "src/0": "",
+        "src/1": "holds the high-water back; lagging",
+        "src/2": "",
+    }
+    line = browser.find_element(By.CSS_SELECTOR, "#chart polyline").get_attribute("points")
+    assert len((line or "").split()) >= 3  # a point a sample
+    assert "samples; lag now 5m" in browser.find_element(By.ID, "chart-said").text
+    progress = browser.find_element(By.ID, "scan-progress")
+    assert (progress.get_attribute("value"), progress.get_attribute("max")) == ("3", "12")
+    assert browser.find_element(By.ID, "scan-said").text == "3 of 12 chunks"
+    schema = browser.find_element(By.CSS_SELECTOR, "#schemas tr").text
+    assert "id 7 of subject orders-value" in schema
+    assert "added vip" in schema
+    assert lagging in browser.find_element(By.ID, "detail-warnings").text
+    browser.save_screenshot(str(tmp_path / "console-changefeed.png"))
+
+    browser.find_element(By.LINK_TEXT, "← every changefeed").click()
+    wait.until(seen.visibility_of_element_located((By.ID, "list")))
+    assert not browser.find_element(By.ID, "detail").is_displayed()

@@ -198,6 +198,11 @@ def test_a_partition_held_back_is_named_lagging_until_it_catches_up(
         ]
         assert len(logged) == 1, logged  # once, when it began (not once a look)
         assert not any(f"{source}/0" in w or f"{source}/2" in w for w in said)
+        status = changefeeds.get(changefeed_id).status
+        assert status is not None
+        resolved = {p["partition"]: p["resolved"] for p in status.partitions or []}
+        assert sorted(resolved) == [0, 1, 2]  # every source partition, as the run had it
+        assert resolved[1] == "0.0000000000" == str(status.high_water)  # the one holding it
 
         # a marker on it now: it catches up, and every sign of it goes
         marker = json.dumps({"resolved": str(Hlc(time.time_ns()))}).encode()

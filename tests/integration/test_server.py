@@ -369,6 +369,7 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
         "schemas": {"orders": SCHEMA},  # its output schema's version and last change
         "delivery": "exactly_once",  # and, exactly once, the run's generation
         "generation": 3,
+        "partitions": None,  # written by a run: each source partition's resolved time
     }
     every = client.get("/api/v2/changefeeds", headers=AUTH).json()
     assert [(c["changefeed_id"], c["state"], c["error"]) for c in every] == [

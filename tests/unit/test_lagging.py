@@ -82,3 +82,23 @@ def test_the_option_is_a_duration_named_when_wrong() -> None:
     )
     with pytest.raises(ConfigError, match="lagging_threshold"):
         parse_config({**base, "lagging_threshold": "soon"})
+
+
+def test_the_job_status_carries_each_partitions_resolved_time() -> None:
+    """What the console's changefeed page shows per partition; old records have none."""
+    import json  # noqa: PLC0415
+
+    from pipeline.core.operators import JobStatus  # noqa: PLC0415
+
+    partitions = [
+        {"topic": "orders", "partition": 0, "resolved": str(Hlc(NOW - 5 * SECOND))},
+        {"topic": "orders", "partition": 1, "resolved": str(Hlc(NOW - 300 * SECOND, 2))},
+    ]
+    status = JobStatus(
+        "cf", "running", high_water=Hlc(NOW - 300 * SECOND, 2), partitions=partitions
+    )
+    assert json.loads(status.encode())["partitions"] == partitions
+    assert JobStatus.decode(status.encode()) == status
+    older = JobStatus.decode(json.dumps({"changefeed_id": "o", "state": "running"}).encode())
+    assert older.partitions is None
+    assert "partitions" not in json.loads(JobStatus("o", "running").encode())  # only when set

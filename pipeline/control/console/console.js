@@ -135,7 +135,10 @@ function render(changefeeds) {
     const row = document.createElement("tr");
     row.dataset.changefeed = c.changefeed_id;
     const at = wallMs(c.high_water);
-    cell(row, c.changefeed_id, "id");
+    const link = document.createElement("a");
+    link.href = "#changefeed=" + encodeURIComponent(c.changefeed_id);
+    link.textContent = c.changefeed_id;
+    cell(row, link, "id");
     cell(row, c.desired, "desired");
     cell(row, badge(c.state, "state-" + c.state), "state");
     cell(row, c.delivery, "delivery");
@@ -153,13 +156,25 @@ function render(changefeeds) {
 function showLogin(message) {
   $("changefeeds").replaceChildren();
   $("list").hidden = true;
+  $("detail").hidden = true;
   $("forget").hidden = true;
   $("login").hidden = false;
   $("refused").hidden = !message;
   $("refused").textContent = message || "";
 }
 
+function shown() {
+  const hash = location.hash;
+  return hash.startsWith("#changefeed=") ? decodeURIComponent(hash.slice(12)) : null;
+}
+
 async function refresh() {
+  const one = shown();
+  if (one === null || !token()) $("detail").hidden = true; // shown once its data is in
+  if (one !== null && token()) {
+    $("list").hidden = true;
+    return refreshOne(one);
+  }
   const current = token();
   if (!current) {
     showLogin("");
@@ -192,6 +207,135 @@ async function refresh() {
   render(await answer.json());
   schedule();
 }
+
+// A changefeed's page: its facts, lag chart, partitions, scan and schemas.
+async function refreshOne(id) {
+  let found, lag;
+  try {
+    const path = "/changefeeds/" + encodeURIComponent(id);
+    [found, lag] = await Promise.all([api("GET", path), api("GET", path + "/lag")]);
+  } catch (error) {
+    if (error.message === "unauthorized") return;
+    $("connection").textContent = error instanceof TypeError
+      ? "The server does not answer; trying again…"
+      : error.message;
+    schedule();
+    return;
+  }
+  $("connection").textContent = "Updated " + new Date().toLocaleTimeString();
+  $("login").hidden = true;
+  $("forget").hidden = false;
+  showOne(found, lag.points);
+  schedule();
+}
+
+function fact(list, name, value) {
+  if (value === null || value === undefined || value === "") return;
+  const dt = document.createElement("dt");
+  dt.textContent = name;
+  const dd = document.createElement("dd");
+  dd.textContent = String(value);
+  list.append(dt, dd);
+}
+
+function showOne(c, points) {
+  $("detail-id").textContent = c.changefeed_id;
+  $("detail-state").replaceChildren(badge(c.state, "state-" + c.state));
+  const facts = $("facts");
+  facts.replaceChildren();
+  const at = wallMs(c.high_water);
+  fact(facts, "Asked", c.desired);
+  fact(facts, "Delivery", c.delivery);
+  fact(facts, "High-water", c.high_water && `${c.high_water} (${new Date(at).toISOString()})`);
+  fact(facts, "Lag", at === null ? "" : span((Date.now() - at) / 1000));
+  fact(facts, "Last marker", c.last_marker);
+  fact(facts, "Safepoint", c.safepoint && c.safepoint.safepoint);
+  fact(facts, "Paused at", c.bad_record);
+  fact(facts, "Error", c.error);
+  $("detail-warnings").replaceChildren(warnings(c));
+
+  const scan = c.scan;
+  $("scan").hidden = !scan || !scan.chunks_total;
+  if (scan && scan.chunks_total) {
+    $("scan-progress").max = scan.chunks_total;
+    $("scan-progress").value = scan.chunks_done || 0;
+    $("scan-said").textContent = `${scan.chunks_done || 0} of ${scan.chunks_total} chunks`;
+  }
+
+  const lagging = c.warnings.filter((w) => w.includes(" is lagging"));
+  const body = $("partitions");
+  body.replaceChildren();
+  for (const p of c.partitions || []) {
+    const name = `${p.topic}/${p.partition}`;
+    const row = document.createElement("tr");
+    row.dataset.partition = name;
+    const holds = p.resolved === c.high_water;
+    if (holds) row.className = "holds";
+    const ms = wallMs(p.resolved);
+    cell(row, name, "partition");
+    cell(row, `${p.resolved} (${new Date(ms).toISOString()})`, "resolved");
+    cell(row, span((Date.now() - ms) / 1000), "lag");
+    const notes = [];
+    if (holds) notes.push("holds the high-water back");
+    if (lagging.some((w) => w.startsWith(`source partition ${name} is lagging`))) {
+      notes.push("lagging");
+    }
+    cell(row, notes.join("; "), "note");
+    body.appendChild(row);
+  }
+
+  const schemas = Object.entries(c.schemas || {});
+  $("schemas-box").hidden = schemas.length === 0;
+  $("schemas").replaceChildren();
+  for (const [table, s] of schemas) {
+    const row = document.createElement("tr");
+    cell(row, table, "table");
+    cell(row, s.version, "version");
+    cell(row, (s.columns || []).join(", "), "columns");
+    cell(row, s.added && s.added.length ? `added ${s.added.join(", ")}` : "", "change");
+    $("schemas").appendChild(row);
+  }
+  chart(points);
+  $("detail").hidden = false;
+}
+
+// The lag of the server's samples over the last hour, as a line (seconds up, time across).
+function chart(points) {
+  const svg = $("chart");
+  const ns = "http://www.w3.org/2000/svg";
+  svg.replaceChildren();
+  const known = points.filter((p) => p.lag_seconds !== null);
+  if (known.length === 0) {
+    $("chart-said").textContent = "No sample yet: the server samples every few seconds.";
+    return;
+  }
+  const width = 720, height = 200, pad = 40;
+  const first = known[0].at, last = known[known.length - 1].at;
+  const top = Math.max(...known.map((p) => p.lag_seconds), 1);
+  const x = (at) => pad + (last === first ? 0 : ((at - first) / (last - first)) * (width - 2 * pad));
+  const y = (lag) => height - pad + 20 - (lag / top) * (height - pad);
+  const line = document.createElementNS(ns, "polyline");
+  line.setAttribute("points", known.map((p) => `${x(p.at).toFixed(1)},${y(p.lag_seconds).toFixed(1)}`).join(" "));
+  svg.appendChild(line);
+  const label = (text, lx, ly) => {
+    const t = document.createElementNS(ns, "text");
+    t.setAttribute("x", lx);
+    t.setAttribute("y", ly);
+    t.textContent = text;
+    svg.appendChild(t);
+  };
+  label(span(top), 2, 20);
+  label("0s", 2, height - pad + 20);
+  label(new Date(first * 1000).toLocaleTimeString(), pad, height - 4);
+  label(new Date(last * 1000).toLocaleTimeString(), width - pad - 60, height - 4);
+  $("chart-said").textContent =
+    `${known.length} samples; lag now ${span(known[known.length - 1].lag_seconds)}, at most ${span(top)}.`;
+}
+
+window.addEventListener("hashchange", () => {
+  say("", false);
+  refresh();
+});
 
 function schedule() {
   clearTimeout(timer);

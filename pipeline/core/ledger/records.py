@@ -328,6 +328,14 @@ class TableSchemaStatus(_Part):
     added: tuple[str, ...]  # the columns it added
 
 
+class PartitionStatus(_Part):
+    """A source partition as the job status shows it: its resolved time when published."""
+
+    topic: str
+    partition: int
+    resolved: HlcText
+
+
 class DeclaredTable(_Part):
     """A table's declared schema (``sources[].table_schema`` and ``primary_key``)."""
 
@@ -372,8 +380,14 @@ class StatusRecord(Record):
     delivery: Literal["at_least_once", "exactly_once"] | None = None  # None: written before it
     generation: int | None = None  # exactly once: the run's generation (progress/claim.py)
     output: OutputFields | None = None  # None: written before it
+    # each source partition's resolved time when published (the console's partitions)
+    partitions: tuple[PartitionStatus, ...] | None = None  # None: written before it
 
     def encode(self) -> bytes:
         """The record's bytes; the fields added since version 1 only where they are set."""
-        later = {n for n in ("delivery", "generation", "output") if getattr(self, n) is None}
+        later = {
+            n
+            for n in ("delivery", "generation", "output", "partitions")
+            if getattr(self, n) is None
+        }
         return self.model_dump_json(exclude=later).encode()

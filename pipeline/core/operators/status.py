@@ -34,6 +34,7 @@ from sinks.compacted import CompactedTopic
 from ..batch import BatchResult
 from ..ledger import (
     OutputFields,
+    PartitionStatus,
     SafepointFields,
     ScanProgress,
     StatusRecord,
@@ -49,7 +50,7 @@ log = logging.getLogger(__name__)
 
 # how an error names the parts of the status (they are validated when it is written)
 _SAFEPOINT, _SCHEMA = "job status's safepoint", "job status's schema"
-_OUTPUT = "job status's output"
+_OUTPUT, _PARTITION = "job status's output", "job status's partition"
 
 
 def _now() -> str:
@@ -76,6 +77,8 @@ class JobStatus:
     delivery: str | None = None  # at_least_once or exactly_once
     generation: int | None = None  # exactly once: the run's generation
     output: Mapping[str, Any] | None = None  # where and how it writes (records.OutputFields)
+    # each source partition's resolved time ({topic, partition, resolved}), as published
+    partitions: list[Mapping[str, Any]] | None = None
 
     def encode(self) -> bytes:
         """The record's bytes (:class:`.records.StatusRecord`)."""
@@ -99,13 +102,18 @@ class JobStatus:
             delivery=self.delivery,
             generation=self.generation,
             output=None if self.output is None else read_part(OutputFields, self.output, _OUTPUT),
+            partitions=None
+            if self.partitions is None
+            else tuple(read_part(PartitionStatus, p, _PARTITION) for p in self.partitions),
         ).encode()
 
     @classmethod
     def decode(cls, data: bytes, *, where: str | None = None) -> JobStatus:
         """Parse a status record (``where``: its topic and key, for the error)."""
         record = records.decode(StatusRecord, data, where=where)
-        dumped = record.model_dump(mode="json", include={"scan", "safepoint", "schemas", "output"})
+        dumped = record.model_dump(
+            mode="json", include={"scan", "safepoint", "schemas", "output", "partitions"}
+        )
         return cls(
             changefeed_id=record.changefeed_id,
             state=record.state,
@@ -122,6 +130,7 @@ class JobStatus:
             delivery=record.delivery,
             generation=record.generation,
             output=dumped["output"],
+            partitions=dumped["partitions"],
         )
 
 
@@ -214,6 +223,7 @@ class StatusPublisher:
             delivery=self.delivery,
             generation=self.generation,
             output=self.output,
+            partitions=None if position is None else _partitions(position),
         )
         try:
             self.jobs.put(self.changefeed_id, status.encode())
@@ -221,3 +231,12 @@ class StatusPublisher:
             if not best_effort:
                 raise
             log.warning("could not write the job status: %s", exc)
+
+
+def _partitions(position: Position) -> list[Mapping[str, Any]]:
+    """Each source partition's resolved time, in topic and partition order."""
+    progress = position.frontier.progress()
+    return [
+        {"topic": sp.topic, "partition": sp.partition, "resolved": str(p.resolved)}
+        for sp, p in sorted(progress.items(), key=lambda item: (item[0].topic, item[0].partition))
+    ]
