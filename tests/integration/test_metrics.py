@@ -7,10 +7,12 @@ server's ``/metrics`` carries the same series for every live run, behind the API
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from typing import Any
 
 from confluent_kafka import Producer
@@ -42,6 +44,24 @@ def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
         for family in text_string_to_metric_families(text)
         for s in family.samples
     }
+
+
+@contextlib.contextmanager
+def running(config: Any, spark: Any) -> Iterator[str]:
+    """The changefeed running on a thread of its own; its metrics endpoint's URL."""
+    stop = StopRequest()
+    changefeed = Changefeed(config, spark, stop=stop)
+    runner = threading.Thread(target=changefeed.run)
+    runner.start()
+    try:
+        deadline = time.monotonic() + 180
+        while changefeed.metrics.url is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert changefeed.metrics.url is not None, "the changefeed did not serve its metrics"
+        yield changefeed.metrics.url
+    finally:
+        stop.set()
+        runner.join(120)
 
 
 def what_topics_hold(bootstrap: str, changefeed_id: str) -> dict[str, float]:
@@ -82,16 +102,8 @@ def test_the_endpoint_counts_what_the_topics_hold(
         resolved={"interval": "1s"},
         spark={"trigger": {"processing_time": "500ms"}},
     )
-    stop = StopRequest()
-    changefeed = Changefeed(config, spark, stop=stop)
-    runner = threading.Thread(target=changefeed.run)
-    runner.start()
-    try:
+    with running(config, spark) as url:
         deadline = time.monotonic() + 180
-        while changefeed.metrics.url is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert changefeed.metrics.url is not None
-        url = changefeed.metrics.url
         while time.monotonic() < deadline:  # until every row is out and nothing moves
             first = scrape(url)
             if first.get(("highwater_rows_emitted_total", ()), 0) < report.total:
@@ -137,9 +149,6 @@ def test_the_endpoint_counts_what_the_topics_hold(
             s.labels["changefeed"]: s.value for s in samples if s.name == "highwater_changefeed_up"
         }
         assert up[changefeed_id] == 1
-    finally:
-        stop.set()
-        runner.join(120)
 
 
 def test_a_partition_held_back_is_named_lagging_until_it_catches_up(
@@ -176,16 +185,8 @@ def test_a_partition_held_back_is_named_lagging_until_it_catches_up(
         said = [] if found is None else [w for w in found.warnings if "is lagging" in w]
         return said, scrape(url).get(("highwater_lagging_partitions", ()), -1)
 
-    stop = StopRequest()
-    changefeed = Changefeed(config, spark, stop=stop)
-    runner = threading.Thread(target=changefeed.run)
-    runner.start()
-    try:
+    with running(config, spark) as url:
         deadline = time.monotonic() + 180
-        while changefeed.metrics.url is None and time.monotonic() < deadline:
-            time.sleep(0.5)
-        url = changefeed.metrics.url
-        assert url is not None
         while time.monotonic() < deadline and lagging()[1] != 1:
             time.sleep(1)
         said, count = lagging()
@@ -212,6 +213,3 @@ def test_a_partition_held_back_is_named_lagging_until_it_catches_up(
         while time.monotonic() < deadline and lagging() != ([], 0):
             time.sleep(1)
         assert lagging() == ([], 0)
-    finally:
-        stop.set()
-        runner.join(120)
