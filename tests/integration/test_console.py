@@ -6,12 +6,14 @@ partition lagging, one failed. Selenium drives Chromium through Debian's ChromeD
 person sees: nothing but the token form until a token the server takes is given (a wrong one
 is refused, saying so, and shows no changefeed); then every changefeed with its state, its
 lagging badge and the warning naming the partition, and the failed one's error; a status
-changed in the topic shows without reloading the page. Screenshots go to the test's folder.
+changed in the topic shows without reloading the page. Screenshots go to the test's folder,
+or to ``$HIGHWATER_SCREENSHOTS`` (the README's are made so: docs/console/).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import threading
 import time
@@ -121,13 +123,21 @@ return Array.from(document.querySelectorAll('#changefeeds tr')).map((row) => [
 """
 
 
+@pytest.fixture
+def screenshots(tmp_path: Path) -> Path:
+    """Where the tests' screenshots go: ``$HIGHWATER_SCREENSHOTS``, else the test's folder."""
+    folder = Path(os.environ.get("HIGHWATER_SCREENSHOTS") or tmp_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def rows(driver: webdriver.Chrome) -> dict[str, dict[str, str]]:
     """The list as shown (read in one script: the page redraws it every few seconds)."""
     return dict(driver.execute_script(_SHOWN))
 
 
 def test_the_console_shows_every_changefeed_only_with_the_token(
-    server: Served, browser: webdriver.Chrome, tmp_path: Path
+    server: Served, browser: webdriver.Chrome, screenshots: Path
 ) -> None:
     url, jobs = server.url, server.jobs
     now = time.time_ns()
@@ -172,7 +182,7 @@ def test_the_console_shows_every_changefeed_only_with_the_token(
     assert shown["audit"]["state"] == "failed"
     assert shown["audit"]["error"] == "the source topic is gone"
     assert shown["audit"]["warnings"] == ""
-    browser.save_screenshot(str(tmp_path / "console-list.png"))
+    browser.save_screenshot(str(screenshots / "list.png"))
 
     # 4. a status changed in the topic shows without a reload
     jobs.put("orders", JobStatus("orders", "paused", high_water=Hlc(now)).encode())
@@ -279,7 +289,7 @@ return Object.fromEntries(Array.from(document.querySelectorAll('#partitions tr')
 
 
 def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
-    server: Served, browser: webdriver.Chrome, tmp_path: Path
+    server: Served, browser: webdriver.Chrome, screenshots: Path
 ) -> None:
     """A changefeed's page, from the list's link, and back.
 
@@ -339,7 +349,7 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     assert "id 7 of subject orders-value" in schema
     assert "added vip" in schema
     assert lagging in browser.find_element(By.ID, "detail-warnings").text
-    browser.save_screenshot(str(tmp_path / "console-changefeed.png"))
+    browser.save_screenshot(str(screenshots / "changefeed.png"))
 
     browser.find_element(By.LINK_TEXT, "← every changefeed").click()
     wait.until(seen.visibility_of_element_located((By.ID, "list")))
