@@ -221,12 +221,13 @@ def said(browser: webdriver.Chrome, start: str) -> str:
     return text
 
 
-def config(served: Served, changefeed_id: str) -> str:
+def config(served: Served, changefeed_id: str, **extra: Any) -> str:
     raw = {
         "changefeed_id": changefeed_id,
         "kafka": {"bootstrap_servers": served.context.client["bootstrap.servers"]},
         "sources": [{"topic": "src", "table": "orders"}],
         "jobs": {"topic": served.context.jobs_topic},
+        **extra,
     }
     return json.dumps(raw, indent=2)  # YAML is a superset of JSON
 
@@ -237,7 +238,8 @@ def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
     """Each through the API's routes and rules: what the CLI reports changes with it.
 
     A config that does not validate is refused with its key paths; one that exists is
-    refused with the API's own message; removing asks first (dismissed: nothing happens).
+    refused with the API's own message; a paused one's config updated from its page (a shape
+    change refused by name); removing asks first (dismissed: nothing happens).
     """
     wait = log_in(browser, server.url)
     feeds = Changefeeds(server.context)
@@ -266,6 +268,26 @@ def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
     press(browser, "cf1", "Pause")
     wait.until(lambda d: rows(d)["cf1"]["desired"] == "paused")
     assert feeds.get("cf1").desired == "paused"
+
+    # paused: its config updated from its page; a change its output cannot follow refused
+    browser.find_element(By.LINK_TEXT, "cf1").click()
+    wait.until(seen.visibility_of_element_located((By.ID, "update")))
+    browser.find_element(By.CSS_SELECTOR, "#update summary").click()
+    changed = browser.find_element(By.ID, "changed-config")
+    changed.send_keys(config(server, "cf1", encoder={"envelope": "bare"}))
+    browser.find_element(By.CSS_SELECTOR, "#changed button").click()
+    assert "encoder.envelope: shapes every message" in said(browser, "Update refused: ")
+    two = [{"topic": "src", "table": "orders"}, {"topic": "src2", "table": "customers"}]
+    changed.clear()
+    changed.send_keys(config(server, "cf1", sources=two))
+    browser.find_element(By.CSS_SELECTOR, "#changed button").click()
+    assert said(browser, "Update: ") == "Update: cf1 is paused now."
+    spec = feeds.get("cf1").spec
+    assert spec is not None
+    assert spec.config == config(server, "cf1", sources=two)  # what its resume runs with
+    browser.find_element(By.LINK_TEXT, "← every changefeed").click()
+    wait.until(seen.visibility_of_element_located((By.ID, "list")))
+
     press(browser, "cf1", "Resume")
     wait.until(lambda d: rows(d)["cf1"]["desired"] == "running")
     assert feeds.get("cf1").desired == "running"

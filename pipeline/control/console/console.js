@@ -154,6 +154,7 @@ function render(changefeeds) {
 }
 
 function showLogin(message) {
+  say("", false);
   $("changefeeds").replaceChildren();
   $("list").hidden = true;
   $("detail").hidden = true;
@@ -253,6 +254,8 @@ function showOne(c, points) {
   fact(facts, "Paused at", c.bad_record);
   fact(facts, "Error", c.error);
   $("detail-warnings").replaceChildren(warnings(c));
+  $("detail-actions").replaceChildren(actions(c));
+  $("update").hidden = c.desired !== "paused";
 
   const scan = c.scan;
   $("scan").hidden = !scan || !scan.chunks_total;
@@ -353,6 +356,15 @@ $("new").addEventListener("submit", async (event) => {
   event.preventDefault();
   await ask("Create", "POST", "/changefeeds", { config: $("config").value });
   if (!$("said").className) $("config").value = "";
+});
+
+$("changed").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const id = shown();
+  await ask("Update", "PUT", "/changefeeds/" + encodeURIComponent(id), {
+    config: $("changed-config").value,
+  });
+  if (!$("said").className) $("changed-config").value = "";
 });
 
 $("upload").addEventListener("change", async () => {
