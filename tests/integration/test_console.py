@@ -48,14 +48,38 @@ LAGGING = (
 )
 
 
+class Running:
+    """``app`` served by uvicorn on ``port`` in a thread: stopped and started again at will."""
+
+    def __init__(self, app: Any, port: int) -> None:
+        self.app, self.port = app, port
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._server = uvicorn.Server(uvicorn.Config(self.app, host="127.0.0.1", port=self.port))
+        self._thread = threading.Thread(target=self._server.run, daemon=True)
+        self._thread.start()
+        deadline = time.monotonic() + 30
+        while not self._server.started and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert self._server.started, "the server did not start"
+
+    def stop(self) -> None:
+        if self._server is not None and self._thread is not None:
+            self._server.should_exit = True
+            self._thread.join(30)
+
+
 @dataclass
 class Served:
-    """A server running: its URL, the jobs topic it reads and its context."""
+    """A server running: its URL, the jobs topic it reads, its context and app."""
 
     url: str
     jobs: CompactedTopic
     context: OperatorContext
     app: Any  # its FastAPI app: the lag history's sampler is app.state.history
+    running: Running
 
 
 @pytest.fixture
@@ -73,19 +97,12 @@ def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
     app = create_app(context, TOKEN)
-    config = uvicorn.Config(app, host="127.0.0.1", port=port)
-    running = uvicorn.Server(config)
-    thread = threading.Thread(target=running.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not running.started and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert running.started, "the server did not start"
+    running = Running(app, port)
+    running.start()
     try:
-        yield Served(f"http://127.0.0.1:{port}", jobs, context, app)
+        yield Served(f"http://127.0.0.1:{port}", jobs, context, app, running)
     finally:
-        running.should_exit = True
-        thread.join(30)
+        running.stop()
         jobs.close()
 
 
@@ -376,3 +393,30 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     browser.find_element(By.LINK_TEXT, "← every changefeed").click()
     wait.until(seen.visibility_of_element_located((By.ID, "list")))
     assert not browser.find_element(By.ID, "detail").is_displayed()
+
+
+def test_an_unknown_changefeed_and_a_server_restart_are_said_never_a_blank_page(
+    server: Served, browser: webdriver.Chrome
+) -> None:
+    """What goes wrong is said, and the page goes on.
+
+    A URL naming no changefeed says so and shows the list; a server that stops answering
+    under the open page is said, and the page reconnects by itself once it is back.
+    """
+    server.jobs.put("orders", JobStatus("orders", "running").encode())
+    wait = log_in(browser, server.url)
+    wait.until(lambda d: "orders" in rows(d))
+
+    browser.get(server.url + "/#changefeed=nope")
+    assert "(the list of every changefeed is below)" in said(browser, "no changefeed 'nope'")
+    wait.until(seen.visibility_of_element_located((By.ID, "list")))
+    assert "orders" in rows(browser)
+    assert not browser.find_element(By.ID, "detail").is_displayed()
+
+    connection = (By.ID, "connection")
+    server.running.stop()
+    wait.until(seen.text_to_be_present_in_element(connection, "does not answer; trying again"))
+    assert "orders" in rows(browser)  # the last list seen stays
+    server.running.start()
+    wait.until(seen.text_to_be_present_in_element(connection, "Updated"))
+    assert "orders" in rows(browser)

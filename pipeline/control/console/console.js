@@ -217,11 +217,16 @@ async function refreshOne(id) {
     [found, lag] = await Promise.all([api("GET", path), api("GET", path + "/lag")]);
   } catch (error) {
     if (error.message === "unauthorized") return;
-    $("connection").textContent = error instanceof TypeError
-      ? "The server does not answer; trying again…"
-      : error.message;
-    schedule();
-    return;
+    if (error instanceof TypeError) { // no answer: the server is away (restarting?)
+      $("connection").textContent = "The server does not answer; trying again…";
+      schedule();
+      return;
+    }
+    // refused (an unknown or removed changefeed): say why, and show the list instead
+    $("detail").hidden = true;
+    say(`${error.message} (the list of every changefeed is below)`, true);
+    history.replaceState(null, "", "#");
+    return refresh();
   }
   $("connection").textContent = "Updated " + new Date().toLocaleTimeString();
   $("login").hidden = true;
