@@ -9,11 +9,12 @@ status).
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, Field
 
+from . import dead_letters
 from .api import ChangefeedId, Feeds, StrictBody, responses
 from .changefeeds import Changefeed
 from .history import LagHistory
@@ -131,6 +132,53 @@ def changefeed_lag(changefeed_id: ChangefeedId, feeds: Feeds, request: Request) 
     history: LagHistory = request.app.state.history
     points = [LagPointOut(**vars(p)) for p in history.points(changefeed_id)]
     return LagOut(changefeed_id=changefeed_id, every_seconds=history.every, points=points)
+
+
+class DeadLetterOut(BaseModel):
+    """One dead letter: where it sits, when, its key and value as text, why, from where."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp_ms: int | None = None
+    key: str | None = Field(None, description="as text (invalid UTF-8 replaced), cut at 500")
+    value: str | None = Field(None, description="as text (invalid UTF-8 replaced), cut at 500")
+    error: str | None = Field(None, description="why (its highwater.error header)")
+    source: str | None = Field(None, description="where it came from (highwater.source)")
+
+
+class DeadLettersOut(BaseModel):
+    """A changefeed's dead-letter topic: its size by offsets and its latest records."""
+
+    changefeed_id: str
+    topic: str
+    exists: bool = Field(description="false: no dead letter was ever written")
+    offsets: int = Field(description="the topic's records by offsets (commit markers too)")
+    latest: list[DeadLetterOut] = Field(description="newest first")
+    problem: str | None = Field(None, description="why the topic could not be read (its cluster)")
+
+
+@router.get(
+    "/changefeeds/{changefeed_id}/dead-letters",
+    tags=["changefeeds"],
+    responses=responses(400, 404),
+)
+def changefeed_dead_letters(
+    changefeed_id: ChangefeedId,
+    feeds: Feeds,
+    limit: Annotated[int, Query(ge=0, le=100, description="the latest records to read")] = 20,
+) -> DeadLettersOut:
+    """Its dead-letter topic's size and latest records (dead_letters.py)."""
+    client, topic = feeds.dead_letter_topic(changefeed_id)
+    found = dead_letters.read(client, topic, limit)
+    return DeadLettersOut(
+        changefeed_id=changefeed_id,
+        topic=found.topic,
+        exists=found.exists,
+        offsets=found.offsets,
+        latest=[DeadLetterOut(**vars(d)) for d in found.latest],
+        problem=found.problem,
+    )
 
 
 @router.put(

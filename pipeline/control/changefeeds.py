@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from pipeline.config import ChangefeedConfig, parse_config
+from pipeline.core.batch.kafka_clients import client_config
 from pipeline.core.operators.lifecycle import ChangefeedSpec, SpecStore, specs_of, statuses_of
 from pipeline.core.operators.status import JobStatus
 from pipeline.core.operators.update import ConfigUpdate, check_update
@@ -78,6 +80,21 @@ class Changefeeds:
         if found is None:
             raise LifecycleError(f"no changefeed {changefeed_id!r}", code="not_found")
         return found
+
+    def dead_letter_topic(self, changefeed_id: str) -> tuple[dict[str, Any], str]:
+        """Where a changefeed's dead letters go: its output cluster's client config, the topic.
+
+        Its config's (``dlq_topic`` or the default) on its output cluster; for one run by
+        ``highwater run`` (no config in its spec, if it has one: paused or removed from here),
+        the topic its job status names, on this server's cluster.
+        """
+        found = self.get(changefeed_id)
+        if found.spec is not None and found.spec.config:  # (a run's own: a spec without one)
+            config = parse_spec_config(found.spec.config, found.spec.base_dir)
+            return client_config(config.sink_kafka), config.effective_dlq_topic
+        output = None if found.status is None else found.status.output
+        named = None if output is None else output.get("dead_letters")
+        return dict(self.context.client), named or f"_highwater_dlq_{changefeed_id}"
 
     def _put(self, spec: ChangefeedSpec, status: JobStatus | None = None) -> Changefeed:
         jobs = self._jobs()

@@ -7,6 +7,8 @@
     POST   /api/v2/changefeeds          {"config": "<YAML>", "base_dir"}: create one (running)
     GET    /api/v2/changefeeds/{id}     one changefeed
     GET    /api/v2/changefeeds/{id}/lag its high-water and lag over the last hour (history.py)
+    GET    /api/v2/changefeeds/{id}/dead-letters?limit=N   its dead letters: how many, the
+                                        latest (dead_letters.py)
     PUT    /api/v2/changefeeds/{id}     {"config", "base_dir"}: a paused one's changed config
     POST   /api/v2/changefeeds/{id}/pause    finish the batch, checkpoint, stop
     POST   /api/v2/changefeeds/{id}/resume   {"skip_bad_record": false}: go on

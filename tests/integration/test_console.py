@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 import uvicorn
+from confluent_kafka import Producer
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
@@ -37,6 +38,7 @@ from pipeline.control.context import OperatorContext
 from pipeline.control.server import create_app
 from pipeline.core.operators.status import JobStatus
 from schemas.hlc import Hlc
+from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
 
 pytestmark = pytest.mark.integration
@@ -333,10 +335,12 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     """A changefeed's page, from the list's link, and back.
 
     The partition holding the high-water back marked and named lagging, the others not; the
-    server's lag samples drawn; the scan's progress; the output schemas.
+    server's lag samples drawn; the scan's progress; the output schemas; the dead letters
+    counted and, asked for, the latest shown.
     """
     now = time.time_ns()
     held = Hlc(now - 300 * 10**9, 2)
+    dead = f"console-dlq-{uuid.uuid4().hex[:8]}"
     lagging = (
         f"source partition src/1 is lagging: resolved {held}, 5m0s behind now "
         "(lagging_threshold 3m0s); it holds the high-water back"
@@ -360,8 +364,21 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
             {"topic": "src", "partition": p, "resolved": str(r)}
             for p, r in enumerate([Hlc(now - 5 * 10**9), held, Hlc(now - 2 * 10**9)])
         ],
+        output={
+            "topics": {"o": "orders"},
+            "format": "json",
+            "envelope": "wrapped",
+            "updated": True,
+            "dead_letters": dead,
+        },
     )
     server.jobs.put("orders", status.encode())
+    ensure_topics(server.context.client, {dead: 1})
+    producer = Producer(server.context.client)
+    for n in range(2):
+        headers = [("highwater.error", b"not JSON"), ("highwater.source", f"src/0@{n}".encode())]
+        producer.produce(dead, key=b'["eu",1]', value=b"{oops", headers=headers)
+    assert producer.flush(30) == 0
     for _ in range(3):
         server.app.state.history.sample()  # the server's own samples (it takes one each 10 s)
         time.sleep(0.05)
@@ -388,6 +405,13 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     assert "id 7 of subject orders-value" in schema
     assert "added vip" in schema
     assert lagging in browser.find_element(By.ID, "detail-warnings").text
+    assert browser.find_element(By.ID, "dlq-said").text == f"2 by offsets in {dead}"
+    browser.find_element(By.ID, "dlq-show").click()
+    wait.until(seen.visibility_of_element_located((By.ID, "dlq-table")))
+    shown = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#dlq tr")]
+    assert len(shown) == 2
+    assert shown[0].startswith(f"{dead}/0@1 ")  # newest first
+    assert "not JSON src/0@1" in shown[0]
     browser.save_screenshot(str(screenshots / "changefeed.png"))
 
     browser.find_element(By.LINK_TEXT, "← every changefeed").click()

@@ -7,6 +7,7 @@ name, so it sees only its own data.
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 import schemathesis
+from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -27,6 +29,7 @@ from pipeline.core.ledger.frontier import SourcePartition
 from pipeline.core.operators.status import JobStatus
 from pipeline.core.progress.safepoints import SafepointRegistry
 from schemas.hlc import Hlc
+from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
 
 TOKEN = "s3cret-token"  # noqa: S105 - a test token
@@ -171,6 +174,7 @@ def test_the_openapi_document_needs_no_token_and_declares_auth_and_errors(
             ("POST", "/api/v2/changefeeds"),
             ("GET", "/api/v2/changefeeds/{changefeed_id}"),
             ("GET", "/api/v2/changefeeds/{changefeed_id}/lag"),
+            ("GET", "/api/v2/changefeeds/{changefeed_id}/dead-letters"),
             ("PUT", "/api/v2/changefeeds/{changefeed_id}"),
             ("POST", "/api/v2/changefeeds/{changefeed_id}/pause"),
             ("POST", "/api/v2/changefeeds/{changefeed_id}/resume"),
@@ -419,6 +423,65 @@ def test_a_changefeeds_lag_over_the_last_hour_is_kept_by_the_server(
     ]
     assert body["points"][0]["high_water"] == str(Hlc(1_800_000_005 * 10**9, 2))
     missing = client.get("/api/v2/changefeeds/nope/lag", headers=AUTH)
+    assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]
+
+
+def test_a_changefeeds_dead_letters_are_counted_and_the_latest_shown(
+    client: TestClient, context: OperatorContext, unique_name: Callable[[str], str]
+) -> None:
+    """A changefeed's dead letters: how many, and the latest first.
+
+    The topic its job status names: its size by offsets, the latest as text with the reason
+    and source the changefeed wrote in their headers; none before any is written.
+    """
+    changefeed, topic = f"dl{uuid.uuid4().hex[:8]}", unique_name("dlq")
+    output = {"topics": {"o": "orders"}, "format": "json", "envelope": "wrapped"}
+    status = JobStatus(
+        changefeed, "running", output={**output, "updated": True, "dead_letters": topic}
+    )
+    jobs = CompactedTopic(context.client, context.jobs_topic)
+    try:
+        jobs.ensure()
+        jobs.put(changefeed, status.encode())
+    finally:
+        jobs.close()
+    path = f"/api/v2/changefeeds/{changefeed}/dead-letters"
+    none = client.get(path, headers=AUTH).json()
+    assert (none["topic"], none["exists"], none["offsets"], none["latest"]) == (topic, False, 0, [])
+
+    ensure_topics(context.client, {topic: 2})
+    producer = Producer(context.client)
+    letters = [
+        (b'["eu",1]', b"not json", "src/0@7", 0),
+        (b'["eu",2]', b"\xff\xfe" + b"x" * 600, "src/1@9", 1),  # invalid UTF-8, long
+        (None, b'{"after": {}}', "src/0@12", 0),
+    ]
+    for key, value, source, partition in letters:
+        headers = [
+            ("highwater.error", b"the envelope has no updated"),
+            ("highwater.source", source.encode()),
+        ]
+        producer.produce(topic, key=key, value=value, partition=partition, headers=headers)
+        producer.flush(30)
+        time.sleep(0.01)  # each its own timestamp: newest first is well defined
+    found = client.get(path, headers=AUTH, params={"limit": 2})
+    assert found.status_code == 200, found.text
+    body = found.json()
+    assert (body["exists"], body["offsets"]) == (True, 3)
+    assert [(d["source"], d["key"]) for d in body["latest"]] == [
+        ("src/0@12", None),
+        ("src/1@9", '["eu",2]'),
+    ]
+    long = body["latest"][1]
+    assert long["value"].startswith("\ufffd\ufffd" + "x" * 10)
+    assert long["value"].endswith("…")
+    assert len(long["value"]) == 501
+    assert long["error"] == "the envelope has no updated"
+    assert (long["topic"], long["partition"], long["offset"]) == (topic, 1, 0)
+    counted = client.get(path, headers=AUTH, params={"limit": 0}).json()
+    assert (counted["offsets"], counted["latest"]) == (3, [])
+    assert client.get(path, headers=AUTH, params={"limit": 101}).status_code == 400
+    missing = client.get("/api/v2/changefeeds/nope/dead-letters", headers=AUTH)
     assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]
 
 

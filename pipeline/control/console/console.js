@@ -211,10 +211,14 @@ async function refresh() {
 
 // A changefeed's page: its facts, lag chart, partitions, scan and schemas.
 async function refreshOne(id) {
-  let found, lag;
+  let found, lag, dead;
   try {
     const path = "/changefeeds/" + encodeURIComponent(id);
-    [found, lag] = await Promise.all([api("GET", path), api("GET", path + "/lag")]);
+    [found, lag, dead] = await Promise.all([
+      api("GET", path),
+      api("GET", path + "/lag"),
+      api("GET", path + "/dead-letters?limit=0"),
+    ]);
   } catch (error) {
     if (error.message === "unauthorized") return;
     if (error instanceof TypeError) { // no answer: the server is away (restarting?)
@@ -232,6 +236,7 @@ async function refreshOne(id) {
   $("login").hidden = true;
   $("forget").hidden = false;
   showOne(found, lag.points);
+  showCount(dead);
   schedule();
 }
 
@@ -307,6 +312,40 @@ function showOne(c, points) {
   $("detail").hidden = false;
 }
 
+function showCount(dead) {
+  $("dlq-said").textContent = dead.problem
+    ? `${dead.topic} could not be read: ${dead.problem}`
+    : dead.exists
+    ? `${dead.offsets} by offsets in ${dead.topic}`
+    : `none: ${dead.topic} was never written`;
+  $("dlq-show").hidden = !dead.exists || dead.offsets === 0;
+}
+
+// The latest dead letters, asked for by the button (each is read from Kafka).
+async function showLatest() {
+  let dead;
+  try {
+    dead = await api("GET", `/changefeeds/${encodeURIComponent(shown())}/dead-letters?limit=20`);
+  } catch (error) {
+    if (error.message !== "unauthorized") say(`Dead letters: ${error.message}`, true);
+    return;
+  }
+  showCount(dead);
+  const body = $("dlq");
+  body.replaceChildren();
+  for (const d of dead.latest) {
+    const row = document.createElement("tr");
+    cell(row, `${d.topic}/${d.partition}@${d.offset}`, "where");
+    cell(row, d.timestamp_ms === null ? "" : new Date(d.timestamp_ms).toISOString(), "when");
+    cell(row, d.error, "why");
+    cell(row, d.source, "from");
+    cell(row, d.key, "key");
+    cell(row, d.value, "value");
+    body.appendChild(row);
+  }
+  $("dlq-table").hidden = false;
+}
+
 // The lag of the server's samples over the last hour, as a line (seconds up, time across).
 function chart(points) {
   const svg = $("chart");
@@ -340,8 +379,11 @@ function chart(points) {
     `${known.length} samples; lag now ${span(known[known.length - 1].lag_seconds)}, at most ${span(top)}.`;
 }
 
+$("dlq-show").addEventListener("click", showLatest);
+
 window.addEventListener("hashchange", () => {
   say("", false);
+  $("dlq-table").hidden = true;
   refresh();
 });
 
