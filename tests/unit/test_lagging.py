@@ -102,3 +102,22 @@ def test_the_job_status_carries_each_partitions_resolved_time() -> None:
     older = JobStatus.decode(json.dumps({"changefeed_id": "o", "state": "running"}).encode())
     assert older.partitions is None
     assert "partitions" not in json.loads(JobStatus("o", "running").encode())  # only when set
+
+
+def test_the_job_status_names_at_most_a_thousand_partitions_those_furthest_behind() -> None:
+    """A changefeed of 3,000 partitions: its status stays small, and shows the laggards."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from pipeline.core.operators import status  # noqa: PLC0415
+
+    partitions = [SourcePartition("big", p) for p in range(3000)]
+    found = Frontier(partitions)
+    for sp in partitions:
+        found.resolve(sp, Hlc(NOW - (sp.partition % 7 == 0) * 3600 * SECOND + sp.partition))
+    shown = status._partitions(SimpleNamespace(frontier=found))  # type: ignore[arg-type]
+    assert len(shown) == status.SHOWN_PARTITIONS
+    named = [p["partition"] for p in shown]
+    assert named == sorted(named)
+    behind = [p for p in range(3000) if p % 7 == 0]  # an hour behind: every one is shown
+    others = [p for p in range(3000) if p % 7][: status.SHOWN_PARTITIONS - len(behind)]
+    assert named == sorted(behind + others)  # then the next furthest behind

@@ -51,6 +51,7 @@ log = logging.getLogger(__name__)
 # how an error names the parts of the status (they are validated when it is written)
 _SAFEPOINT, _SCHEMA = "job status's safepoint", "job status's schema"
 _OUTPUT, _PARTITION = "job status's output", "job status's partition"
+SHOWN_PARTITIONS = 1000  # the job status's partitions: those furthest behind, at most
 
 
 def _now() -> str:
@@ -234,9 +235,14 @@ class StatusPublisher:
 
 
 def _partitions(position: Position) -> list[Mapping[str, Any]]:
-    """Each source partition's resolved time, in topic and partition order."""
+    """Each source partition's resolved time, in topic and partition order.
+
+    At most :data:`SHOWN_PARTITIONS`, those furthest behind (a job status stays well under
+    Kafka's 1 MB a record however many partitions a changefeed reads).
+    """
     progress = position.frontier.progress()
+    behind = sorted(progress.items(), key=lambda item: item[1].resolved)[:SHOWN_PARTITIONS]
     return [
         {"topic": sp.topic, "partition": sp.partition, "resolved": str(p.resolved)}
-        for sp, p in sorted(progress.items(), key=lambda item: (item[0].topic, item[0].partition))
+        for sp, p in sorted(behind, key=lambda item: (item[0].topic, item[0].partition))
     ]
