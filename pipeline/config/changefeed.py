@@ -70,6 +70,9 @@ class ChangefeedConfig(Section):
     # counted in highwater_lagging_partitions, named in the job status (operators/lagging.py;
     # CockroachDB's lagging_ranges_threshold); 0: off
     lagging_threshold: Duration = timedelta(minutes=3)
+    # the high-water standing still for longer while the sources send records: "stuck" (a
+    # log line naming the partition holding it, highwater_stuck, the job status); 0: off
+    stuck_threshold: Duration = timedelta(minutes=10)
     safepoints: SafepointsConfig = SafepointsConfig()
     jobs: JobsConfig = JobsConfig()
     metrics: MetricsConfig = MetricsConfig()

@@ -82,18 +82,32 @@ class ChangefeedOut(BaseModel):
     generation: int | None = Field(None, description="exactly_once: the run's generation")
     partitions: list[dict[str, Any]] | None = Field(
         None,
-        description="each source partition's resolved time when the status was written "
-        "({topic, partition, resolved}); null from a release before it was reported",
+        description="each source partition when the status was written ({topic, partition, "
+        "resolved, offset: the next it reads, waits_for: Debezium's transaction its markers "
+        "wait for}); null from a release before it was reported",
     )
+    rows: int | None = Field(None, description="rows its run wrote so far")
+    sources: list[str] = Field(default_factory=list, description="its source topics")
+    outputs: list[str] = Field(default_factory=list, description="its output topics")
+    rows_per_second: float | None = Field(
+        None, description="rows/s between the last two job statuses the server sampled"
+    )
+    dead_letters: int | None = Field(
+        None,
+        description="its dead-letter topic's records by offsets at the server's last sample "
+        "(null: not counted yet, or its cluster did not answer)",
+    )
+    dead_letter_topic: str | None = Field(None, description="the topic counted")
 
 
 router = APIRouter()
 
 
 @router.get("/changefeeds", tags=["changefeeds"])
-def list_changefeeds(feeds: Feeds) -> list[ChangefeedOut]:
-    """Every changefeed: its desired state and job status."""
-    return [_changefeed(found) for found in feeds.all().values()]
+def list_changefeeds(feeds: Feeds, request: Request) -> list[ChangefeedOut]:
+    """Every changefeed: its desired state and job status, rows/s and dead letters."""
+    history: LagHistory = request.app.state.history
+    return [_changefeed(found, history) for found in feeds.all().values()]
 
 
 @router.post("/changefeeds", tags=["changefeeds"], status_code=201, responses=responses(400, 409))
@@ -103,9 +117,9 @@ def create_changefeed(body: CreateChangefeed, feeds: Feeds) -> ChangefeedOut:
 
 
 @router.get("/changefeeds/{changefeed_id}", tags=["changefeeds"], responses=responses(404))
-def get_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOut:
-    """One changefeed: its desired state and job status."""
-    return _changefeed(feeds.get(changefeed_id))
+def get_changefeed(changefeed_id: ChangefeedId, feeds: Feeds, request: Request) -> ChangefeedOut:
+    """One changefeed: its desired state and job status, rows/s and dead letters."""
+    return _changefeed(feeds.get(changefeed_id), request.app.state.history)
 
 
 class LagPointOut(BaseModel):
@@ -115,6 +129,9 @@ class LagPointOut(BaseModel):
     high_water: str | None = Field(None, description="its high-water then (HLC text)")
     lag_seconds: float | None = Field(None, description="the sample's time minus the high-water")
     state: str
+    rows_per_second: float | None = Field(
+        None, description="rows/s between the last two job statuses seen (null: not known)"
+    )
 
 
 class LagOut(BaseModel):
@@ -223,13 +240,21 @@ def remove_changefeed(changefeed_id: ChangefeedId, feeds: Feeds) -> ChangefeedOu
     return _changefeed(feeds.remove(changefeed_id))
 
 
-def _changefeed(found: Changefeed) -> ChangefeedOut:
+def _changefeed(found: Changefeed, history: LagHistory | None = None) -> ChangefeedOut:
     spec, status = found.spec, found.status
-    asked = {
+    asked: dict[str, Any] = {
         "desired": found.desired,
         "reason": None if spec is None else spec.reason,
         "bad_record": None if spec is None or spec.bad_record is None else str(spec.bad_record),
+        "sources": found.sources(),
+        "outputs": [] if status is None or status.output is None else list(status.output["topics"]),
     }
+    if history is not None:
+        latest = history.latest(found.changefeed_id)
+        asked["rows_per_second"] = None if latest is None else latest.rows_per_second
+        counted = history.dead_letter_count(found.changefeed_id)
+        if counted is not None:
+            asked["dead_letter_topic"], asked["dead_letters"] = counted
     if status is None:
         updated = "" if spec is None else spec.updated_at
         return ChangefeedOut(

@@ -8,6 +8,8 @@ Each turns a request into a spec record in the jobs topic
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +24,7 @@ from pipeline.core.operators.update import ConfigUpdate, check_update
 from schemas.errors import ConfigError, HighwaterError, LifecycleError
 from sinks.compacted import CompactedTopic
 
+from . import dead_letters
 from .context import OperatorContext
 
 
@@ -38,6 +41,16 @@ class Changefeed:
         """What was asked: ``running``, ``paused``, ``removed``; None: run by ``highwater run``."""
         return None if self.spec is None else self.spec.desired
 
+    def sources(self) -> list[str]:
+        """Its source topics: its config's, else those its job status names."""
+        if self.spec is not None and self.spec.config:
+            try:
+                return [s.topic for s in _parsed(self.spec.config, self.spec.base_dir).sources]
+            except ConfigError:  # stored before a rule it breaks now: its status may say
+                pass
+        partitions = [] if self.status is None else self.status.partitions or []
+        return sorted({p["topic"] for p in partitions})
+
 
 def parse_spec_config(text: str, base_dir: str) -> ChangefeedConfig:
     """Validate a config's YAML text as ``highwater validate`` would (relative to ``base_dir``)."""
@@ -46,6 +59,12 @@ def parse_spec_config(text: str, base_dir: str) -> ChangefeedConfig:
     except yaml.YAMLError as exc:
         raise ConfigError([("", f"not valid YAML: {exc}")]) from exc
     return parse_config(raw, base_dir=Path(base_dir) if base_dir else None)
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(text: str, base_dir: str) -> ChangefeedConfig:
+    """A stored spec's config, parsed once (the server's sampler asks for it every few seconds)."""
+    return parse_spec_config(text, base_dir)
 
 
 class Changefeeds:
@@ -82,19 +101,43 @@ class Changefeeds:
         return found
 
     def dead_letter_topic(self, changefeed_id: str) -> tuple[dict[str, Any], str]:
-        """Where a changefeed's dead letters go: its output cluster's client config, the topic.
+        """Where a changefeed's dead letters go: its output cluster's client config, the topic."""
+        return self.dead_letters_of(self.get(changefeed_id))
+
+    def dead_letters_of(self, found: Changefeed) -> tuple[dict[str, Any], str]:
+        """Where ``found``'s dead letters go: its output cluster's client config, the topic.
 
         Its config's (``dlq_topic`` or the default) on its output cluster; for one run by
         ``highwater run`` (no config in its spec, if it has one: paused or removed from here),
         the topic its job status names, on this server's cluster.
         """
-        found = self.get(changefeed_id)
         if found.spec is not None and found.spec.config:  # (a run's own: a spec without one)
-            config = parse_spec_config(found.spec.config, found.spec.base_dir)
+            config = _parsed(found.spec.config, found.spec.base_dir)
             return client_config(config.sink_kafka), config.effective_dlq_topic
         output = None if found.status is None else found.status.output
         named = None if output is None else output.get("dead_letters")
-        return dict(self.context.client), named or f"_highwater_dlq_{changefeed_id}"
+        return dict(self.context.client), named or f"_highwater_dlq_{found.changefeed_id}"
+
+    def dead_letter_counts(self, found: Mapping[str, Changefeed]) -> dict[str, tuple[str, int]]:
+        """Each changefeed's dead-letter topic and its records by offsets (one consumer a cluster).
+
+        A changefeed whose config cannot be read, or whose cluster does not answer, is left
+        out (not counted: its count is not known).
+        """
+        wanted: dict[tuple[tuple[str, Any], ...], dict[str, str]] = {}
+        for changefeed_id, changefeed in found.items():
+            if changefeed.desired == "removed":
+                continue
+            try:
+                client, topic = self.dead_letters_of(changefeed)
+            except ConfigError:
+                continue
+            wanted.setdefault(tuple(sorted(client.items())), {})[changefeed_id] = topic
+        counts: dict[str, tuple[str, int]] = {}
+        for client_items, topics in wanted.items():
+            sizes = dead_letters.sizes(dict(client_items), set(topics.values()))
+            counts.update({c: (t, sizes[t]) for c, t in topics.items() if t in sizes})
+        return counts
 
     def _put(self, spec: ChangefeedSpec, status: JobStatus | None = None) -> Changefeed:
         jobs = self._jobs()

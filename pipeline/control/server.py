@@ -212,7 +212,8 @@ def create_app(
     if not token:
         raise ValueError("the API needs a non-empty bearer token")
 
-    history = LagHistory(lambda: Changefeeds(context).all())
+    feeds = Changefeeds(context)
+    history = LagHistory(feeds.all, dead_letters=feeds.dead_letter_counts)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

@@ -325,8 +325,11 @@ def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
 
 _PARTITIONS = """
 return Object.fromEntries(Array.from(document.querySelectorAll('#partitions tr')).map(
-  (row) => [row.dataset.partition, row.querySelector('td.note').innerText.trim()]));
+  (row) => [row.dataset.partition, ['td.offset', 'td.note'].map(
+    (c) => row.querySelector(c).innerText.trim())]));
 """
+# Debezium's: the transaction a partition's markers wait for (transaction_feed.py)
+WAITS = "transaction 571 (3 of 4 events read) of 'pg.transaction', waiting 12 s"
 
 
 def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
@@ -361,8 +364,9 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
             }
         },
         partitions=[
-            {"topic": "src", "partition": p, "resolved": str(r)}
-            for p, r in enumerate([Hlc(now - 5 * 10**9), held, Hlc(now - 2 * 10**9)])
+            {"topic": "src", "partition": 0, "resolved": str(Hlc(now - 5 * 10**9)), "offset": 90},
+            {"topic": "src", "partition": 1, "resolved": str(held), "waits_for": WAITS},
+            {"topic": "src", "partition": 2, "resolved": str(Hlc(now - 2 * 10**9)), "offset": 7},
         ],
         output={
             "topics": {"o": "orders"},
@@ -391,9 +395,9 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
 
     wait.until(lambda d: len(d.execute_script(_PARTITIONS)) == 3)
     assert browser.execute_script(_PARTITIONS) == {
-        "src/0": "",
-        "src/1": "holds the high-water back; lagging",
-        "src/2": "",
+        "src/0": ["90", ""],
+        "src/1": ["from its start", f"holds the high-water back; waits for {WAITS}; lagging"],
+        "src/2": ["7", ""],
     }
     line = browser.find_element(By.CSS_SELECTOR, "#chart polyline").get_attribute("points")
     assert len((line or "").split()) >= 3  # a point a sample

@@ -374,6 +374,12 @@ def test_changefeed_status_is_read_from_the_jobs_topic(
         "delivery": "exactly_once",  # and, exactly once, the run's generation
         "generation": 3,
         "partitions": None,  # written by a run: each source partition's resolved time
+        "rows": None,  # and the rows it wrote so far
+        "sources": [],  # its config's topics (none here), else those its partitions name
+        "outputs": [],  # its status's output topics
+        "rows_per_second": None,  # the server's samples: none yet
+        "dead_letters": None,
+        "dead_letter_topic": None,
     }
     every = client.get("/api/v2/changefeeds", headers=AUTH).json()
     assert [(c["changefeed_id"], c["state"], c["error"]) for c in every] == [
@@ -390,24 +396,28 @@ def test_a_changefeeds_lag_over_the_last_hour_is_kept_by_the_server(
     """The server samples each job status; ``/lag`` answers the last hour's points.
 
     A sampler with a clock of the test's own (the app's samples every 10 s; this one in its
-    place): a point per sample with the lag then, an hour's window (the oldest points go),
-    a changefeed without a status has none, an unknown one is 404.
+    place): a point per sample with the lag and rows/s then (the rows the run wrote between
+    two statuses over their time apart; a status not rewritten for a minute: 0), an hour's
+    window (the oldest points go), a changefeed without a status has none, an unknown one is
+    404. The list shows the last sample's rows/s.
     """
     now = [1_800_000_000.0]
     history = LagHistory(lambda: Changefeeds(context).all(), clock=lambda: now[0])
     client.app.state.history = history  # type: ignore[attr-defined]
     jobs = CompactedTopic(context.client, context.jobs_topic)
 
-    def report(state: str, behind: int) -> None:
-        status = JobStatus("orders", state, high_water=Hlc(int(now[0] - behind) * 10**9, 2))
+    def report(state: str, behind: int, rows: int) -> None:
+        written = datetime.fromtimestamp(now[0], timezone.utc).isoformat()
+        high_water = Hlc(int(now[0] - behind) * 10**9, 2)
+        status = JobStatus("orders", state, high_water, updated_at=written, rows=rows)
         jobs.put("orders", status.encode())
 
     try:
         jobs.ensure()
-        report("scanning", 42)
+        report("scanning", 42, 0)
         history.sample()
         now[0] += 10
-        report("running", 5)
+        report("running", 5, 25_000)
         history.sample()
         now[0] += 3600  # an hour on: the first point is older than the window
         history.sample()  # the status as it was (the high-water has not moved since)
@@ -417,10 +427,14 @@ def test_a_changefeeds_lag_over_the_last_hour_is_kept_by_the_server(
     assert answered.status_code == 200, answered.text
     body = answered.json()
     assert body["every_seconds"] == 10
-    assert [(p["at"], p["lag_seconds"], p["state"]) for p in body["points"]] == [
-        (1_800_000_010.0, 5.0, "running"),
-        (1_800_003_610.0, 3605.0, "running"),
+    assert [
+        (p["at"], p["lag_seconds"], p["state"], p["rows_per_second"]) for p in body["points"]
+    ] == [
+        (1_800_000_010.0, 5.0, "running", 2500.0),
+        (1_800_003_610.0, 3605.0, "running", 0.0),
     ]
+    listed = client.get("/api/v2/changefeeds", headers=AUTH).json()
+    assert [c["rows_per_second"] for c in listed if c["changefeed_id"] == "orders"] == [0.0]
     assert body["points"][0]["high_water"] == str(Hlc(1_800_000_005 * 10**9, 2))
     missing = client.get("/api/v2/changefeeds/nope/lag", headers=AUTH)
     assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]
@@ -480,6 +494,17 @@ def test_a_changefeeds_dead_letters_are_counted_and_the_latest_shown(
     assert (long["topic"], long["partition"], long["offset"]) == (topic, 1, 0)
     counted = client.get(path, headers=AUTH, params={"limit": 0}).json()
     assert (counted["offsets"], counted["latest"]) == (3, [])
+    # the server's sampler counts them for the list (one consumer per cluster)
+    feeds = Changefeeds(context)
+    history = LagHistory(feeds.all, dead_letters=feeds.dead_letter_counts)
+    client.app.state.history = history  # type: ignore[attr-defined]
+    history.sample()
+    listed = client.get(f"/api/v2/changefeeds/{changefeed}", headers=AUTH).json()
+    assert (listed["dead_letters"], listed["dead_letter_topic"], listed["outputs"]) == (
+        3,
+        topic,
+        ["o"],
+    )
     assert client.get(path, headers=AUTH, params={"limit": 101}).status_code == 400
     missing = client.get("/api/v2/changefeeds/nope/dead-letters", headers=AUTH)
     assert "nope" in _is_error(missing, 404, "not_found")["error_msg"]

@@ -12,7 +12,7 @@ from datetime import timedelta
 import pytest
 
 from pipeline.core.ledger import Frontier, SourcePartition
-from pipeline.core.operators.lagging import Lagging
+from pipeline.core.operators.lagging import Lagging, Stuck
 from schemas.hlc import Hlc
 
 SECOND = 10**9
@@ -121,3 +121,78 @@ def test_the_job_status_names_at_most_a_thousand_partitions_those_furthest_behin
     behind = [p for p in range(3000) if p % 7 == 0]  # an hour behind: every one is shown
     others = [p for p in range(3000) if p % 7][: status.SHOWN_PARTITIONS - len(behind)]
     assert named == sorted(behind + others)  # then the next furthest behind
+
+
+def test_stuck_is_a_standing_high_water_while_records_come_said_once_each_way(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Stuck: the high-water stood past the threshold *and* the sources sent records meanwhile.
+
+    A quiet source (no records) is not stuck however long it stands; the partition holding
+    the high-water back is named; a high-water that moves clears it, said once each way.
+    """
+    stuck = Stuck(timedelta(minutes=10))
+    caplog.set_level(logging.INFO, "pipeline.core.operators.lagging")
+    at = frontier(700, 5, 5)  # orders/0 holds the high-water back
+    t0 = NOW / SECOND
+    assert not stuck.look(at, t0)  # first seen: standing counts from here
+    assert not stuck.look(at, t0 + 3600)  # an hour, but nothing came: a quiet source
+    assert stuck.warning is None
+
+    stuck.read(1200)
+    assert stuck.look(at, t0 + 3601)
+    assert stuck.warning == (
+        f"stuck: the high-water {at.high_water()} has not moved for 1h0m while 1200 records "
+        "came from the sources (stuck_threshold 10m0s); held back by source partition orders/0"
+    )
+    stuck.read(5)
+    assert not stuck.look(at, t0 + 3700)  # still stuck: no news (the text counts on)
+    assert stuck.warning is not None
+    assert "1205 records" in stuck.warning
+    warned = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warned) == 1
+    assert "orders/0" in warned[0]
+
+    at.resolve(P0, Hlc(NOW))  # it moves: cleared, said once
+    assert stuck.look(at, t0 + 3701)
+    assert stuck.warning is None
+    assert not stuck.look(at, t0 + 3702)
+    assert sum("not stuck any more" in r.getMessage() for r in caplog.records) == 1
+
+
+def test_stuck_needs_the_threshold_passed_and_zero_is_off() -> None:
+    at = frontier(700, 5, 5)
+    t0 = NOW / SECOND
+    within = Stuck(timedelta(minutes=10))
+    within.look(at, t0)
+    within.read(10)
+    assert not within.look(at, t0 + 599)  # records came, but not for long enough
+    off = Stuck(timedelta(0))
+    off.read(10)
+    assert not off.look(at, t0)
+    assert not off.look(at, t0 + 10**6)
+    assert off.warning is None
+
+
+def test_the_job_status_carries_offsets_what_markers_wait_for_and_rows() -> None:
+    """Set only where known: a partition's next offset, its awaited transaction, run rows."""
+    import json  # noqa: PLC0415
+
+    from pipeline.core.operators import JobStatus  # noqa: PLC0415
+
+    partitions = [
+        {"topic": "dbz.orders", "partition": 0, "resolved": str(Hlc(NOW)), "offset": 42},
+        {
+            "topic": "dbz.orders",
+            "partition": 1,
+            "resolved": str(Hlc(NOW)),
+            "offset": 7,
+            "waits_for": "transaction 571:2 of 'dbz.transaction', waited for 12 s",
+        },
+        {"topic": "other", "partition": 0, "resolved": str(Hlc(NOW))},
+    ]
+    status = JobStatus("cf", "running", partitions=partitions, rows=1234)
+    written = json.loads(status.encode())
+    assert written["partitions"] == partitions  # no null for what is not known
+    assert written["rows"] == 1234
+    assert JobStatus.decode(status.encode()) == status

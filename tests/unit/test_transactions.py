@@ -626,6 +626,8 @@ def test_a_transaction_that_cannot_complete_is_named_and_clears_once_it_does() -
     now[0] = 11.0  # waiting for longer than STUCK_CHECK: the partitions' ends are taken
     feed.advance(frontier)
     assert feed.stuck == {}  # not read up to them yet
+    waits = "transaction 100 (1 of 2 events read) of 'pg.transaction', waiting 11 s"
+    assert feed.waiting_for() == dict.fromkeys(feed.logs["pg.transaction"].topics, waits)
     for sp in PARTITIONS:
         frontier.forward(sp, resolved=None, next_offset=5)
     feed.advance(frontier)
@@ -637,6 +639,7 @@ def test_a_transaction_that_cannot_complete_is_named_and_clears_once_it_does() -
     log.saw("100", [24_000_002], Hlc(5 * MS, 2), Hlc(5 * MS, 2))  # it came after all
     feed.advance(frontier)
     assert (feed.stuck, frontier.high_water()) == ({}, Hlc(5 * MS, 2))
+    assert feed.waiting_for() == {}  # passed: nothing waited for
     feed.close()
 
 

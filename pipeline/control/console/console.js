@@ -50,8 +50,13 @@ function span(seconds) {
   return `${r}s`;
 }
 
+// The job status's warnings, with a badge for a stuck high-water (its line begins "stuck:",
+// operators/lagging.py) and one counting the lagging partitions.
 function warnings(changefeed) {
   const box = document.createElement("div");
+  if (changefeed.warnings.some((w) => w.startsWith("stuck:"))) {
+    box.appendChild(badge("stuck", "stuck"));
+  }
   const lagging = changefeed.warnings.filter((w) => w.includes(" is lagging"));
   if (lagging.length) box.appendChild(badge(`lagging (${lagging.length})`, "lagging"));
   for (const text of changefeed.warnings) {
@@ -63,7 +68,8 @@ function warnings(changefeed) {
   return box;
 }
 
-// One request to the API with the token; the answer's JSON, or the API's own refusal thrown.
+// One request to the API with the token; the answer's JSON, or the API's own refusal thrown
+// (a TypeError: no answer at all, the server is away).
 async function api(method, path, body) {
   const answer = await fetch("/api/v2" + path, {
     method,
@@ -142,8 +148,12 @@ function render(changefeeds) {
     cell(row, c.desired, "desired");
     cell(row, badge(c.state, "state-" + c.state), "state");
     cell(row, c.delivery, "delivery");
+    cell(row, c.sources.join(", "), "sources");
+    cell(row, c.outputs.join(", "), "outputs");
     cell(row, at === null ? "" : new Date(at).toISOString(), "high-water");
     cell(row, at === null ? "" : span((Date.now() - at) / 1000), "lag");
+    cell(row, c.rows_per_second === null ? "" : Math.round(c.rows_per_second), "rate");
+    cell(row, c.dead_letters, "dead-letters");
     cell(row, warnings(c), "warnings");
     cell(row, c.error, "error problem");
     cell(row, actions(c), "actions");
@@ -176,49 +186,38 @@ async function refresh() {
     $("list").hidden = true;
     return refreshOne(one);
   }
-  const current = token();
-  if (!current) {
+  if (!token()) {
     showLogin("");
     return;
   }
-  let answer;
+  let found;
   try {
-    answer = await fetch("/api/v2/changefeeds", {
-      headers: { Authorization: "Bearer " + current },
-    });
+    found = await api("GET", "/changefeeds");
   } catch (error) {
-    $("connection").textContent = "The server does not answer; trying again…";
+    if (error.message === "unauthorized") return;
+    $("connection").textContent = error instanceof TypeError
+      ? "The server does not answer; trying again…"
+      : `The server answered: ${error.message}`;
     schedule();
     return;
   }
-  if (answer.status === 401) {
-    sessionStorage.removeItem(TOKEN_KEY);
-    showLogin("The server refused this token: enter it again.");
-    return;
-  }
-  if (!answer.ok) {
-    const body = await answer.json().catch(() => ({}));
-    $("connection").textContent = `The server answered ${answer.status}: ${body.error_msg || ""}`;
-    schedule();
-    return;
-  }
-  $("connection").textContent = "Updated " + new Date().toLocaleTimeString();
-  $("login").hidden = true;
-  $("forget").hidden = false;
-  render(await answer.json());
+  connected();
+  render(found);
   schedule();
 }
 
-// A changefeed's page: its facts, lag chart, partitions, scan and schemas.
+function connected() {
+  $("connection").textContent = "Updated " + new Date().toLocaleTimeString();
+  $("login").hidden = true;
+  $("forget").hidden = false;
+}
+
+// A changefeed's page: its facts, lag chart, partitions, scan, schemas and dead letters.
 async function refreshOne(id) {
-  let found, lag, dead;
+  let found, lag;
   try {
     const path = "/changefeeds/" + encodeURIComponent(id);
-    [found, lag, dead] = await Promise.all([
-      api("GET", path),
-      api("GET", path + "/lag"),
-      api("GET", path + "/dead-letters?limit=0"),
-    ]);
+    [found, lag] = await Promise.all([api("GET", path), api("GET", path + "/lag")]);
   } catch (error) {
     if (error.message === "unauthorized") return;
     if (error instanceof TypeError) { // no answer: the server is away (restarting?)
@@ -232,11 +231,8 @@ async function refreshOne(id) {
     history.replaceState(null, "", "#");
     return refresh();
   }
-  $("connection").textContent = "Updated " + new Date().toLocaleTimeString();
-  $("login").hidden = true;
-  $("forget").hidden = false;
+  connected();
   showOne(found, lag.points);
-  showCount(dead);
   schedule();
 }
 
@@ -257,6 +253,10 @@ function showOne(c, points) {
   const at = wallMs(c.high_water);
   fact(facts, "Asked", c.desired);
   fact(facts, "Delivery", c.delivery);
+  fact(facts, "Sources", c.sources.join(", "));
+  fact(facts, "Output topics", c.outputs.join(", "));
+  fact(facts, "Rows/s", c.rows_per_second === null ? "" : Math.round(c.rows_per_second));
+  fact(facts, "Rows this run", c.rows);
   fact(facts, "High-water", c.high_water && `${c.high_water} (${new Date(at).toISOString()})`);
   fact(facts, "Lag", at === null ? "" : span((Date.now() - at) / 1000));
   fact(facts, "Last marker", c.last_marker);
@@ -286,10 +286,12 @@ function showOne(c, points) {
     if (holds) row.className = "holds";
     const ms = wallMs(p.resolved);
     cell(row, name, "partition");
+    cell(row, p.offset === undefined ? "from its start" : p.offset, "offset");
     cell(row, `${p.resolved} (${new Date(ms).toISOString()})`, "resolved");
     cell(row, span((Date.now() - ms) / 1000), "lag");
     const notes = [];
     if (holds) notes.push("holds the high-water back");
+    if (p.waits_for) notes.push("waits for " + p.waits_for);
     if (lagging.some((w) => w.startsWith(`source partition ${name} is lagging`))) {
       notes.push("lagging");
     }
@@ -309,16 +311,24 @@ function showOne(c, points) {
     $("schemas").appendChild(row);
   }
   chart(points);
+  showCount(c.dead_letters, c.dead_letter_topic);
   $("detail").hidden = false;
 }
 
-function showCount(dead) {
+// The count the server's sampler keeps (every few seconds); the records only on asking.
+function showCount(offsets, topic) {
+  $("dlq-said").textContent = offsets === null
+    ? "not counted yet (the server counts them every few seconds)"
+    : offsets === 0 ? `none in ${topic}` : `${offsets} by offsets in ${topic}`;
+  $("dlq-show").hidden = !offsets;
+}
+
+function showRead(dead) {
   $("dlq-said").textContent = dead.problem
     ? `${dead.topic} could not be read: ${dead.problem}`
     : dead.exists
     ? `${dead.offsets} by offsets in ${dead.topic}`
     : `none: ${dead.topic} was never written`;
-  $("dlq-show").hidden = !dead.exists || dead.offsets === 0;
 }
 
 // The latest dead letters, asked for by the button (each is read from Kafka).
@@ -330,7 +340,7 @@ async function showLatest() {
     if (error.message !== "unauthorized") say(`Dead letters: ${error.message}`, true);
     return;
   }
-  showCount(dead);
+  showRead(dead);
   const body = $("dlq");
   body.replaceChildren();
   for (const d of dead.latest) {

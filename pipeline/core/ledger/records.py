@@ -26,6 +26,7 @@ bytes are the same but for the new ``format_version``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Literal, TypeVar
 
@@ -329,11 +330,17 @@ class TableSchemaStatus(_Part):
 
 
 class PartitionStatus(_Part):
-    """A source partition as the job status shows it: its resolved time when published."""
+    """A source partition as the job status shows it: its resolved time when published.
+
+    ``offset``: the next offset the changefeed reads in it (None: from its start);
+    ``waits_for``: Debezium with a transaction topic, the transaction its markers wait for.
+    """
 
     topic: str
     partition: int
     resolved: HlcText
+    offset: int | None = None
+    waits_for: str | None = None
 
 
 class DeclaredTable(_Part):
@@ -382,12 +389,18 @@ class StatusRecord(Record):
     output: OutputFields | None = None  # None: written before it
     # each source partition's resolved time when published (the console's partitions)
     partitions: tuple[PartitionStatus, ...] | None = None  # None: written before it
+    rows: int | None = None  # rows this run wrote so far (the console's rows/s)
 
     def encode(self) -> bytes:
         """The record's bytes; the fields added since version 1 only where they are set."""
         later = {
             n
-            for n in ("delivery", "generation", "output", "partitions")
+            for n in ("delivery", "generation", "output", "partitions", "rows")
             if getattr(self, n) is None
         }
-        return self.model_dump_json(exclude=later).encode()
+        dumped = self.model_dump(mode="json", exclude=later)
+        for partition in dumped.get("partitions") or ():  # a partition's later fields too
+            for name in ("offset", "waits_for"):
+                if partition[name] is None:
+                    del partition[name]
+        return json.dumps(dumped, separators=(",", ":"), ensure_ascii=False).encode()

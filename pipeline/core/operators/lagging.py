@@ -1,4 +1,4 @@
-"""Lag that speaks: the source partitions whose resolved time lags now by more than a threshold.
+"""Lag that speaks: partitions lagging by more than a threshold, and a high-water that is stuck.
 
 ``lagging_threshold`` (the changefeed's option, CockroachDB's ``lagging_ranges_threshold`` its
 model; default 3 minutes, 0: off). Once a second the coordinator hands over the frontier
@@ -7,6 +7,13 @@ model; default 3 minutes, 0: off). Once a second the coordinator hands over the 
 behind it is and whether it is the one holding the high-water back (the lowest); the count is
 the metric ``highwater_lagging_partitions``, and the job status's warnings name each one, so
 ``highwater changefeed`` and Prometheus users see the same warning.
+
+``stuck_threshold`` (default 10 minutes, 0: off): the changefeed is **stuck** when its
+high-water has not moved for longer while its sources kept sending records (:class:`Stuck`). A
+quiet source lags (nothing resolves it) but is not stuck; a partition held back upstream
+while the others flow, or a transaction that never completes, is both. Logged once when it
+begins, naming the partition holding the high-water back, and once when it moves again; the
+metric ``highwater_stuck`` (1 or 0) and a job status warning beginning ``stuck:``.
 """
 
 from __future__ import annotations
@@ -86,6 +93,57 @@ class Lagging:
     def warnings(self) -> list[str]:
         """One line per lagging partition (the job status's warnings)."""
         return [lag.warning(self.threshold) for lag in self.found]
+
+
+class Stuck:
+    """Whether the high-water stood still past ``threshold`` while records kept coming."""
+
+    def __init__(self, threshold: timedelta) -> None:
+        self.threshold = threshold
+        self._high_water: Hlc | None = None
+        self._since = 0.0  # wall seconds when the high-water last moved (or was first seen)
+        self._records = 0  # source records read since then
+        self.warning: str | None = None  # the job status's line while stuck
+
+    def read(self, count: int) -> None:
+        """A batch read ``count`` records from the sources."""
+        self._records += count
+
+    def look(self, frontier: Frontier, now: float | None = None) -> bool:
+        """Look at the high-water now (wall seconds); True when stuck began or ended."""
+        if self.threshold <= timedelta(0) or not frontier.progress():
+            return False
+        at = time.time() if now is None else now
+        high_water = frontier.high_water()
+        if self._high_water is None or high_water > self._high_water:
+            self._high_water, self._since, self._records = high_water, at, 0
+            return self._clear()
+        standing = at - self._since
+        if standing <= self.threshold.total_seconds() or self._records == 0:
+            return self._clear()
+        holding = sorted(
+            str(sp) for sp, p in frontier.progress().items() if p.resolved == high_water
+        )
+        more = f" and {len(holding) - 5} more" if len(holding) > 5 else ""
+        named = ", ".join(holding[:5]) + more
+        warning = (
+            f"stuck: the high-water {high_water} has not moved for {_span(standing)} while "
+            f"{self._records} records came from the sources (stuck_threshold "
+            f"{_span(self.threshold.total_seconds())}); held back by source partition "
+            f"{named}"
+        )
+        began = self.warning is None
+        if began:
+            log.warning("changefeed %s", warning)
+        self.warning = warning
+        return began
+
+    def _clear(self) -> bool:
+        if self.warning is None:
+            return False
+        log.info("the high-water moves again: not stuck any more (stuck_threshold)")
+        self.warning = None
+        return True
 
 
 def _span(seconds: float) -> str:

@@ -18,6 +18,8 @@ status names the address (``metrics_url``), where the server finds it for its ag
 ``highwater_high_water_lag_seconds``        now minus the high-water mark
 ``highwater_partition_lag_seconds``         now minus each source partition's resolved time
 ``highwater_lagging_partitions``            source partitions lagging by more than lagging_threshold
+``highwater_stuck``                         1 while the high-water stands past stuck_threshold
+                                            with records coming, else 0
 ``highwater_scan_chunks``                   the initial scan's chunks, ``done`` and ``total``
 ``highwater_scan_rows_total``               rows the initial scan wrote
 ``highwater_state``                         1 for the run's state, 0 for the others
@@ -117,6 +119,12 @@ class ChangefeedMetrics:
         self.lagging = Gauge(
             "highwater_lagging_partitions",
             "Source partitions whose resolved time lags now by more than lagging_threshold",
+            names,
+            registry=r,
+        ).labels(*cf)
+        self.stuck = Gauge(
+            "highwater_stuck",
+            "1 while the high-water has stood still past stuck_threshold with records coming",
             names,
             registry=r,
         ).labels(*cf)

@@ -20,7 +20,7 @@ from schemas.errors import HighwaterError, SinkError
 from schemas.hlc import Hlc
 
 from ..evolution import written
-from .lagging import Lagging
+from .lagging import Lagging, Stuck
 from .metrics import STATES, ChangefeedMetrics
 from .status import ChangefeedStats, StatusPublisher
 
@@ -39,10 +39,16 @@ log = logging.getLogger(__name__)
 class Observers:
     """The run's stats, metrics, job status and replica watch (the last two from prepare on)."""
 
-    def __init__(self, changefeed_id: str, lagging_threshold: timedelta = timedelta(0)) -> None:
+    def __init__(
+        self,
+        changefeed_id: str,
+        lagging_threshold: timedelta = timedelta(0),
+        stuck_threshold: timedelta = timedelta(0),
+    ) -> None:
         self.stats = ChangefeedStats()
         self.metrics = ChangefeedMetrics(changefeed_id)
         self._lagging = Lagging(lagging_threshold)
+        self._stuck = Stuck(stuck_threshold)
         self._status: StatusPublisher | None = None
         self._replicas: DurabilityWatch | None = None
         self._schema_changes = 0  # as counted in the metrics so far
@@ -76,6 +82,9 @@ class Observers:
         self.stats.count(result)
         self.metrics.batch(result, seconds)
         self.metrics.lags(frontier)
+        self._stuck.read(result.emitted + result.duplicates + result.resent + result.bad)
+        if self._status is not None:
+            self._status.rows = self.stats.rows
 
     def scanning(self, progress: ScanProgress) -> None:
         """A scan starts (or goes on) with ``progress``."""
@@ -115,21 +124,27 @@ class Observers:
         """What cannot resolve (stuck transactions); True when the job status should say so."""
         self.metrics.transactions(*resolver.stuck_topics())
         warnings = resolver.warnings()
-        if self._status is None or warnings == self._status.transactions:
+        if self._status is None:
+            return False
+        self._status.waiting_for = resolver.waiting_for()
+        if warnings == self._status.transactions:
             return False
         self._status.transactions = warnings
         return True
 
     def lags(self, frontier: Frontier) -> bool:
-        """The lags as of now (metrics); True when the lagging partitions changed (publish)."""
+        """The lags as of now (metrics); True when lagging or stuck changed (publish)."""
         self.metrics.lags(frontier)
-        if not self._lagging.look(frontier):
-            return False
-        self.metrics.lagging.set(len(self._lagging.found))
+        stuck = self._stuck.look(frontier)
+        self.metrics.stuck.set(self._stuck.warning is not None)
+        lagging = self._lagging.look(frontier)
+        if lagging:
+            self.metrics.lagging.set(len(self._lagging.found))
         if self._status is None:
             return False
+        self._status.stuck = self._stuck.warning
         self._status.lagging = self._lagging.warnings()
-        return True
+        return stuck or lagging
 
     def replicas(self) -> bool:
         """Re-read the relied-on topics' replicas when due; True when the warnings changed.

@@ -78,8 +78,9 @@ class JobStatus:
     delivery: str | None = None  # at_least_once or exactly_once
     generation: int | None = None  # exactly once: the run's generation
     output: Mapping[str, Any] | None = None  # where and how it writes (records.OutputFields)
-    # each source partition's resolved time ({topic, partition, resolved}), as published
+    # each source partition ({topic, partition, resolved, offset, waits_for}), as published
     partitions: list[Mapping[str, Any]] | None = None
+    rows: int | None = None  # rows this run wrote so far (the console's rows/s)
 
     def encode(self) -> bytes:
         """The record's bytes (:class:`.records.StatusRecord`)."""
@@ -106,6 +107,7 @@ class JobStatus:
             partitions=None
             if self.partitions is None
             else tuple(read_part(PartitionStatus, p, _PARTITION) for p in self.partitions),
+            rows=self.rows,
         ).encode()
 
     @classmethod
@@ -115,6 +117,10 @@ class JobStatus:
         dumped = record.model_dump(
             mode="json", include={"scan", "safepoint", "schemas", "output", "partitions"}
         )
+        for partition in dumped["partitions"] or ():  # as written: its later fields only if set
+            for name in ("offset", "waits_for"):
+                if partition[name] is None:
+                    del partition[name]
         return cls(
             changefeed_id=record.changefeed_id,
             state=record.state,
@@ -132,6 +138,7 @@ class JobStatus:
             generation=record.generation,
             output=dumped["output"],
             partitions=dumped["partitions"],
+            rows=record.rows,
         )
 
 
@@ -187,6 +194,9 @@ class StatusPublisher:
         self.replication = replication or []  # as the last look at the topics' replicas found
         self.transactions: list[str] = []  # Debezium: transactions that cannot complete
         self.lagging: list[str] = []  # source partitions lagging by more than the threshold
+        self.stuck: str | None = None  # the high-water standing still with records coming
+        self.waiting_for: Mapping[str, str] = {}  # Debezium: per topic, what markers wait for
+        self.rows: int | None = None  # rows this run wrote so far
         self.state = "scanning"
         self.scan = scan  # a previous run's scan numbers, until this run scans
         self.progress: ScanProgress | None = None  # this run's scan
@@ -218,13 +228,20 @@ class StatusPublisher:
             scan=self.scan if self.progress is None else self.progress.to_json(),
             error=error,
             safepoint=None if held is None else held.to_json(),
-            warnings=[*self.warnings, *self.replication, *self.transactions, *self.lagging],
+            warnings=[
+                *([self.stuck] if self.stuck else []),
+                *self.warnings,
+                *self.replication,
+                *self.transactions,
+                *self.lagging,
+            ],
             metrics_url=self.metrics_url,
             schemas=self.schemas,
             delivery=self.delivery,
             generation=self.generation,
             output=self.output,
-            partitions=None if position is None else _partitions(position),
+            partitions=None if position is None else _partitions(position, self.waiting_for),
+            rows=self.rows,
         )
         try:
             self.jobs.put(self.changefeed_id, status.encode())
@@ -234,15 +251,26 @@ class StatusPublisher:
             log.warning("could not write the job status: %s", exc)
 
 
-def _partitions(position: Position) -> list[Mapping[str, Any]]:
-    """Each source partition's resolved time, in topic and partition order.
+def _partitions(
+    position: Position, waiting_for: Mapping[str, str] | None = None
+) -> list[Mapping[str, Any]]:
+    """Each source partition's resolved time and next offset, in topic and partition order.
+
+    ``waiting_for``: per topic, what its markers wait for (Debezium's transaction).
 
     At most :data:`SHOWN_PARTITIONS`, those furthest behind (a job status stays well under
     Kafka's 1 MB a record however many partitions a changefeed reads).
     """
     progress = position.frontier.progress()
     behind = sorted(progress.items(), key=lambda item: item[1].resolved)[:SHOWN_PARTITIONS]
+    waits = waiting_for or {}
     return [
-        {"topic": sp.topic, "partition": sp.partition, "resolved": str(p.resolved)}
+        {
+            "topic": sp.topic,
+            "partition": sp.partition,
+            "resolved": str(p.resolved),
+            **({} if p.offset is None else {"offset": p.offset}),
+            **({"waits_for": waits[sp.topic]} if sp.topic in waits else {}),
+        }
         for sp, p in sorted(behind, key=lambda item: (item[0].topic, item[0].partition))
     ]

@@ -53,6 +53,9 @@ class Resolver(Protocol):
     def stuck_topics(self) -> tuple[Mapping[str, str], list[str]]:
         """(what cannot complete per topic, every topic watched), for the metrics."""
 
+    def waiting_for(self) -> Mapping[str, str]:
+        """Per source topic, what its markers wait for now (the job status's partitions)."""
+
     def close(self) -> None:
         """Release what it reads with."""
 
@@ -97,6 +100,10 @@ class InStream(Resolver):
     @override
     def stuck_topics(self) -> tuple[Mapping[str, str], list[str]]:
         return {}, []
+
+    @override
+    def waiting_for(self) -> Mapping[str, str]:
+        return {}
 
     @override
     def close(self) -> None:

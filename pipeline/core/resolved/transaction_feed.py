@@ -284,6 +284,16 @@ class TransactionFeed:
         """(the stuck transaction per topic, every transaction topic), for the metrics."""
         return self.stuck, list(self.logs)
 
+    def waiting_for(self) -> dict[str, str]:
+        """Per data topic, the transaction its markers wait for now (its log's head), if any."""
+        now = self._clock()
+        found = {}
+        for tx, (_head, since) in self._waiting.items():
+            what = self.logs[tx].waiting_for()
+            for topic in self.logs[tx].topics if what is not None else ():
+                found[topic] = f"transaction {what} of {tx!r}, waiting {now - since:.0f} s"
+        return found
+
     def in_flight(self) -> bool:
         """Whether a transaction waits for events.
 
