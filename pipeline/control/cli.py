@@ -8,7 +8,7 @@
     highwater safepoint delete --service-id-suffix S
     highwater safepoint query
     highwater gc run --topic T [--once] [--interval 5m] [--gc-life-time 24h]
-    highwater server [--port 8300] [--token …] [--no-run]
+    highwater server [--port 8300] [--token …] [--no-run] [--sample-every 10]
 
 Each finds the cluster from ``--config cf.yaml`` (a changefeed's: Kafka settings,
 ``safepoints.topic``, ``safepoints.cluster``, ``jobs.topic``) or from the flags.
@@ -185,6 +185,13 @@ def _gc_and_server_commands(commands: Any) -> list[argparse.ArgumentParser]:
         "--no-run",
         action="store_true",
         help="serve the API only; do not run the changefeeds created through it",
+    )
+    server.add_argument(
+        "--sample-every",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="how often the console's lag history, rows/s and dead letters are sampled",
     )
     server.set_defaults(handler=_server)
     return [gc_run, server]
@@ -410,7 +417,14 @@ def _server(args: argparse.Namespace) -> int:
     # the runs stop with the server: on its shutdown (SIGTERM ends the process right after)
     stop = None if supervisor is None else supervisor.stop
     try:
-        serve(context, token, host=args.host, port=args.port, on_shutdown=stop)
+        serve(
+            context,
+            token,
+            host=args.host,
+            port=args.port,
+            on_shutdown=stop,
+            sample_every=args.sample_every,
+        )
     finally:
         if supervisor is not None:
             supervisor.stop()  # ended otherwise (an error): stopping twice is harmless

@@ -57,7 +57,7 @@ from .api import ErrorBody, Feeds, authorized, responses
 from .changefeed_api import CONFIG_FORMAT
 from .changefeeds import Changefeeds
 from .context import OperatorContext
-from .history import LagHistory
+from .history import EVERY, LagHistory
 from .metrics import aggregate
 from .safepoint_api import TIME_FORMAT
 
@@ -201,7 +201,11 @@ class _Api(FastAPI):
 
 
 def create_app(
-    context: OperatorContext, token: str, on_shutdown: Callable[[], None] | None = None
+    context: OperatorContext,
+    token: str,
+    on_shutdown: Callable[[], None] | None = None,
+    *,
+    sample_every: float = EVERY,
 ) -> FastAPI:
     """The API over the safepoints and job status of ``context``'s cluster.
 
@@ -213,7 +217,9 @@ def create_app(
         raise ValueError("the API needs a non-empty bearer token")
 
     feeds = Changefeeds(context)
-    history = LagHistory(feeds.all, dead_letters=feeds.dead_letter_counts)
+    if sample_every <= 0:
+        raise ConfigError([("--sample-every", "must be above 0 seconds")])
+    history = LagHistory(feeds.all, dead_letters=feeds.dead_letter_counts, every=sample_every)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -259,9 +265,10 @@ def serve(
     host: str,
     port: int,
     on_shutdown: Callable[[], None] | None = None,
+    sample_every: float = EVERY,
 ) -> None:
     """Serve the API until interrupted; ``on_shutdown`` runs before the process ends."""
     import uvicorn  # noqa: PLC0415 - only `highwater server` serves
 
-    app = create_app(context, token, on_shutdown)
+    app = create_app(context, token, on_shutdown, sample_every=sample_every)
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -12,14 +12,19 @@ or to ``$HIGHWATER_SCREENSHOTS`` (the README's are made so: docs/console/).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,13 +38,18 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support import expected_conditions as seen
 from selenium.webdriver.support.ui import WebDriverWait
 
+from pipeline.cli import main as highwater
 from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
 from pipeline.control.server import create_app
 from pipeline.core.operators.status import JobStatus
+from pipeline.dev.generator import GeneratorSpec, write
 from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
+from tests.integration.test_chaos import config_for
+from tests.integration.test_metrics import scrape
+from tests.support.process import ROOT
 
 pytestmark = pytest.mark.integration
 TOKEN = "console-token"  # noqa: S105 - a test token
@@ -280,6 +290,8 @@ def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
     assert rows(browser)["cf1"]["state"] == "pending"  # this server runs nothing
     assert feeds.get("cf1").desired == "running"
 
+    assert not box.is_displayed()  # made: the form closes, the list shows it
+    browser.find_element(By.CSS_SELECTOR, "#create summary").click()
     box.send_keys(config(server, "cf1"))  # again: the API's refusal, as it words it
     browser.find_element(By.CSS_SELECTOR, "#new button").click()
     assert "exists" in said(browser, "Create refused: ")
@@ -448,3 +460,176 @@ def test_an_unknown_changefeed_and_a_server_restart_are_said_never_a_blank_page(
     server.running.start()
     wait.until(seen.text_to_be_present_in_element(connection, "Updated"))
     assert "orders" in rows(browser)
+
+
+def start_server(
+    bootstrap: str, jobs_topic: str, port: int, state: Path
+) -> subprocess.Popen[bytes]:
+    """``highwater server`` as operators start it: it runs the changefeeds created through it.
+
+    It samples every 2 s (``--sample-every``; 10 s by default) so rows/s shows sooner.
+    """
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    command = [
+        *("server", "--port", str(port), "--token", TOKEN, "--sample-every", "2"),
+        *("--bootstrap-servers", bootstrap, "--jobs-topic", jobs_topic),
+    ]
+    with (state / "server.log").open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", *command],
+            cwd=ROOT,
+            env={**clean, "HIGHWATER_STATE_DIR": str(state)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+def cli_state(capsys: pytest.CaptureFixture[str], changefeed_id: str, *where: str) -> str:
+    """The state ``highwater changefeed query`` reports."""
+    capsys.readouterr()
+    assert highwater(["changefeed", "query", changefeed_id, *where]) == 0
+    lines = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines() if line)
+    return lines["state"].strip()
+
+
+def test_a_real_changefeed_held_back_shows_stuck_and_lagging_and_is_steered_from_the_page(  # noqa: PLR0917 - fixtures
+    kafka_bootstrap: str,
+    unique_name: Callable[[str], str],
+    tmp_path: Path,
+    browser: webdriver.Chrome,
+    screenshots: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``highwater server`` running a real changefeed (spark-submit) that is held back on purpose.
+
+    Created from the page (its YAML pasted). Upstream, partition 1 of the source gets rows but
+    never a marker while the others get both: the high-water stands at the cursor while
+    records come, so past ``stuck_threshold`` (8 s) the list shows the **stuck** badge and the
+    warning naming ``<source>/1`` as the one holding it back, and **lagging (1)** naming it; its
+    page marks that partition and shows each one's next offset. The run says it as Prometheus
+    users see it (``highwater_stuck`` 1, ``highwater_lagging_partitions`` 1, scraped from the
+    run's endpoint) and logs it once. Upstream mended (markers on every partition again) clears
+    both, in the page and the metrics. Pause and resume from the page change the state
+    ``highwater changefeed query`` reports. The list also shows its sources, output topic and
+    rows/s as the server samples it. (This holds what test_metrics' lagging test held: the
+    metric, the log line once, the warning naming the partition and its clearing.)
+    """
+    short = uuid.uuid4().hex[:6]  # short names: the screenshots are the README's
+    source, changefeed_id = f"shop{short}.orders", f"orders{short}"
+    jobs_topic, client = unique_name("jobs"), {"bootstrap.servers": kafka_bootstrap}
+    ensure_topics(client, {source: 3})
+    spec = GeneratorSpec(
+        topic=source, rows=10**6, partitions=3, rate=60, resolved_every=20, stall_partition=1
+    )
+    feed = Upstream(spec, client)
+    state = tmp_path / "state"
+    state.mkdir()
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = start_server(kafka_bootstrap, jobs_topic, port, state)
+    where = ["--bootstrap-servers", kafka_bootstrap, "--jobs-topic", jobs_topic]
+    raw = {
+        **config_for(kafka_bootstrap, changefeed_id, source),
+        "jobs": {"topic": jobs_topic},
+        "lagging_threshold": "8s",
+        "stuck_threshold": "8s",
+    }
+    try:
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(url + "/console/console.css", timeout=5).close()  # noqa: S310
+                break
+            except OSError:
+                time.sleep(0.5)
+        wait = log_in(browser, url)
+        browser.find_element(By.CSS_SELECTOR, "#create summary").click()
+        browser.find_element(By.ID, "config").send_keys(json.dumps(raw, indent=2))
+        browser.find_element(By.CSS_SELECTOR, "#new button").click()
+        assert said(browser, "Create: ") == f"Create: {changefeed_id} is running now."
+
+        def shown() -> dict[str, str]:
+            row: dict[str, str] = rows(browser).get(changefeed_id, {})
+            assert row.get("state") != "failed", row  # said at once, not after a timeout
+            return row
+
+        slow = WebDriverWait(browser, 240, poll_frequency=1)
+        slow.until(lambda _: shown().get("state") == "running")
+        held = f"{source}/1"
+        slow.until(lambda _: shown().get("warnings", "").startswith("stuck lagging (1)\n"))
+        row = shown()
+        lines = row["warnings"].splitlines()
+        assert lines[1].startswith("stuck: the high-water 0.0000000000 has not moved for ")
+        assert lines[1].endswith(f"(stuck_threshold 8s); held back by source partition {held}")
+        assert [w for w in lines if " is lagging" in w] == [lines[-1]]
+        assert lines[-1].startswith(f"source partition {held} is lagging: ")
+        assert lines[-1].endswith("(lagging_threshold 8s); it holds the high-water back")
+        assert (row["sources"], row["outputs"]) == (source, f"{changefeed_id}.t")
+        slow.until(lambda _: shown().get("rate", "0") not in {"", "0"})  # rows/s, sampled
+        browser.save_screenshot(str(screenshots / "list-live.png"))
+
+        status = Changefeeds(OperatorContext(client, jobs_topic=jobs_topic)).get(changefeed_id)
+        assert status.status is not None
+        assert status.status.metrics_url is not None
+        metrics = scrape(status.status.metrics_url)
+        assert metrics[("highwater_stuck", ())] == 1
+        assert metrics[("highwater_lagging_partitions", ())] == 1
+        logged = "".join(p.read_text(errors="replace") for p in state.rglob("*.log"))
+        assert logged.count("stuck: the high-water 0.0000000000") == 1, logged[-3000:]
+        assert logged.count(f"source partition {held} is lagging") == 1
+
+        browser.find_element(By.LINK_TEXT, changefeed_id).click()
+        wait.until(lambda d: len(d.execute_script(_PARTITIONS)) == 3)
+        partitions = browser.execute_script(_PARTITIONS)
+        assert partitions[held][1] == "holds the high-water back; lagging"
+        assert all(int(partitions[f"{source}/{p}"][0]) > 0 for p in range(3))  # next offsets
+        browser.save_screenshot(str(screenshots / "changefeed-live.png"))
+        browser.find_element(By.LINK_TEXT, "← every changefeed").click()
+
+        feed.stop()  # upstream mended: every partition gets markers again, and both clear
+        feed = Upstream(replace(spec, stall_partition=None, first_order_id=10**7), client)
+        slow.until(lambda _: not _lag_said(shown().get("warnings", "stuck")))
+        metrics = scrape(status.status.metrics_url)
+        assert (
+            metrics[("highwater_stuck", ())],
+            metrics[("highwater_lagging_partitions", ())],
+        ) == (0, 0)
+
+        press(browser, changefeed_id, "Pause")
+        slow.until(lambda _: cli_state(capsys, changefeed_id, *where) == "paused")
+        wait.until(lambda _: shown().get("state") == "paused")
+        press(browser, changefeed_id, "Resume")
+        slow.until(lambda _: cli_state(capsys, changefeed_id, *where) == "running")
+    finally:
+        feed.stop()
+        server.send_signal(signal.SIGTERM)  # its run finishes its batch and stops
+        server.wait(180)
+
+
+def _lag_said(warnings: str) -> bool:
+    """Whether a row's warnings say stuck or lagging (its badges or a line)."""
+    lines = warnings.splitlines()
+    return any(line.startswith(("stuck", "lagging")) or " is lagging: " in line for line in lines)
+
+
+class Upstream:
+    """The generator writing ``spec`` at its rate on a thread of its own, until stopped."""
+
+    def __init__(self, spec: GeneratorSpec, client: dict[str, str]) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(spec, client), daemon=True)
+        self._thread.start()
+
+    def _run(self, spec: GeneratorSpec, client: dict[str, str]) -> None:
+        with contextlib.suppress(InterruptedError):
+            write(spec, client, sleep=self._pace)
+
+    def _pace(self, seconds: float) -> None:
+        if self._stop.wait(seconds):
+            raise InterruptedError  # stopped: the generator ends here
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)

@@ -8,7 +8,6 @@ server's ``/metrics`` carries the same series for every live run, behind the API
 from __future__ import annotations
 
 import contextlib
-import json
 import threading
 import time
 import urllib.request
@@ -19,14 +18,11 @@ from confluent_kafka import Producer
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from pipeline.control.changefeeds import Changefeeds
 from pipeline.control.context import OperatorContext
 from pipeline.control.server import create_app
 from pipeline.core.coordinator.changefeed import Changefeed, StopRequest
 from pipeline.core.coordinator.setup import relied_on
 from pipeline.dev.generator import GeneratorSpec, write
-from schemas.errors import LifecycleError
-from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
 from tests.support.changefeed import changefeed_config
@@ -149,67 +145,3 @@ def test_the_endpoint_counts_what_the_topics_hold(
             s.labels["changefeed"]: s.value for s in samples if s.name == "highwater_changefeed_up"
         }
         assert up[changefeed_id] == 1
-
-
-def test_a_partition_held_back_is_named_lagging_until_it_catches_up(
-    kafka_bootstrap: str, spark: Any, unique_name: Any, caplog: Any
-) -> None:
-    """A source partition stalled upstream is named lagging until a marker comes.
-
-    It gets no marker: it lags by decades, the others by the seconds of the run (every one
-    lags at the start, at the cursor, until its first marker is read). With
-    ``lagging_threshold: 10m`` the job status names it (and that it holds the high-water
-    back), ``highwater_lagging_partitions`` is 1, and one log line says so; a marker on it now
-    clears all three. The others are not named once their markers came.
-    """
-    source, changefeed_id = unique_name("src"), unique_name("cf")
-    client = {"bootstrap.servers": kafka_bootstrap}
-    ensure_topics(client, {source: 3})
-    spec = GeneratorSpec(topic=source, rows=150, partitions=3, stall_partition=1, stall_after=0)
-    write(spec, client)
-    config = changefeed_config(
-        kafka_bootstrap,
-        changefeed_id,
-        [(source, "orders")],
-        lagging_threshold="10m",
-        resolved={"interval": "1s"},
-        spark={"trigger": {"processing_time": "500ms"}},
-    )
-    changefeeds = Changefeeds(OperatorContext(client))
-
-    def lagging() -> tuple[list[str], float]:
-        try:
-            found = changefeeds.get(changefeed_id).status
-        except LifecycleError:  # no job status yet
-            found = None
-        said = [] if found is None else [w for w in found.warnings if "is lagging" in w]
-        return said, scrape(url).get(("highwater_lagging_partitions", ()), -1)
-
-    with running(config, spark) as url:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and lagging()[1] != 1:
-            time.sleep(1)
-        said, count = lagging()
-        assert count == 1
-        assert len(said) == 1, said
-        assert said[0].startswith(f"source partition {source}/1 is lagging: resolved ")
-        assert said[0].endswith("(lagging_threshold 10m0s); it holds the high-water back")
-        logged = [
-            r.getMessage() for r in caplog.records if f"{source}/1 is lagging" in r.getMessage()
-        ]
-        assert len(logged) == 1, logged  # once, when it began (not once a look)
-        assert not any(f"{source}/0" in w or f"{source}/2" in w for w in said)
-        status = changefeeds.get(changefeed_id).status
-        assert status is not None
-        resolved = {p["partition"]: p["resolved"] for p in status.partitions or []}
-        assert sorted(resolved) == [0, 1, 2]  # every source partition, as the run had it
-        assert resolved[1] == "0.0000000000" == str(status.high_water)  # the one holding it
-
-        # a marker on it now: it catches up, and every sign of it goes
-        marker = json.dumps({"resolved": str(Hlc(time.time_ns()))}).encode()
-        producer = Producer(client)
-        producer.produce(source, value=marker, partition=1)
-        assert producer.flush(30) == 0
-        while time.monotonic() < deadline and lagging() != ([], 0):
-            time.sleep(1)
-        assert lagging() == ([], 0)

@@ -55,7 +55,7 @@ function span(seconds) {
 function warnings(changefeed) {
   const box = document.createElement("div");
   if (changefeed.warnings.some((w) => w.startsWith("stuck:"))) {
-    box.appendChild(badge("stuck", "stuck"));
+    box.append(badge("stuck", "stuck"), " ");
   }
   const lagging = changefeed.warnings.filter((w) => w.includes(" is lagging"));
   if (lagging.length) box.appendChild(badge(`lagging (${lagging.length})`, "lagging"));
@@ -412,7 +412,10 @@ $("login").addEventListener("submit", (event) => {
 $("new").addEventListener("submit", async (event) => {
   event.preventDefault();
   await ask("Create", "POST", "/changefeeds", { config: $("config").value });
-  if (!$("said").className) $("config").value = "";
+  if (!$("said").className) {
+    $("config").value = "";
+    $("create").open = false; // made: the list shows it
+  }
 });
 
 $("changed").addEventListener("submit", async (event) => {

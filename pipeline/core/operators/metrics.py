@@ -122,7 +122,7 @@ class ChangefeedMetrics:
             names,
             registry=r,
         ).labels(*cf)
-        self.stuck = Gauge(
+        self.stuck_high_water = Gauge(
             "highwater_stuck",
             "1 while the high-water has stood still past stuck_threshold with records coming",
             names,

@@ -136,7 +136,7 @@ class Observers:
         """The lags as of now (metrics); True when lagging or stuck changed (publish)."""
         self.metrics.lags(frontier)
         stuck = self._stuck.look(frontier)
-        self.metrics.stuck.set(self._stuck.warning is not None)
+        self.metrics.stuck_high_water.set(self._stuck.warning is not None)
         lagging = self._lagging.look(frontier)
         if lagging:
             self.metrics.lagging.set(len(self._lagging.found))
