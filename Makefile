@@ -50,7 +50,7 @@ system:
 	@scripts/ensure-system.sh
 
 clean:
-	rm -rf $(VENV) .jars .highwater .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jars .tools .highwater .pytest_cache .mypy_cache .ruff_cache
 
 # The changefeed benchmark (not part of `make test`): prints the numbers docs/benchmarks.md records.
 bench: jars

@@ -35,6 +35,7 @@ from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.firefox.service import Service as FirefoxService
 from selenium.webdriver.support import expected_conditions as seen
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -54,6 +55,7 @@ from tests.support.process import ROOT
 pytestmark = pytest.mark.integration
 TOKEN = "console-token"  # noqa: S105 - a test token
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"  # scripts/ensure-system.sh
+FIREFOX, GECKODRIVER = "/usr/bin/firefox-esr", ROOT / ".tools" / "bin" / "geckodriver"
 LAGGING = (
     "source partition src/1 is lagging: resolved 1.0000000000, 4m12s behind now "
     "(lagging_threshold 3m0s); it holds the high-water back"
@@ -119,8 +121,18 @@ def server(kafka_bootstrap: str, unique_name: Callable[[str], str]) -> Iterator[
 
 
 @pytest.fixture
-def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
-    """Headless Chromium, with the flags that keep it off this machine's closed network."""
+def browser(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[webdriver.Remote]:
+    """Headless Chromium (or Firefox ESR, where a test asks), kept off this closed network."""
+    kind = getattr(request, "param", "chromium")
+    driver = chromium(tmp_path) if kind == "chromium" else firefox(tmp_path)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def chromium(tmp_path: Path) -> webdriver.Remote:
+    """Debian's Chromium through its ChromeDriver."""
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in (
@@ -136,11 +148,30 @@ def browser(tmp_path: Path) -> Iterator[webdriver.Chrome]:
         "--window-size=1400,900",
     ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
-    try:
-        yield driver
-    finally:
-        driver.quit()
+    return webdriver.Chrome(options=options, service=Service(executable_path=CHROMEDRIVER))
+
+
+def firefox(tmp_path: Path) -> webdriver.Remote:
+    """Debian's Firefox ESR through geckodriver (scripts/ensure-system.sh builds it)."""
+    options = webdriver.FirefoxOptions()
+    options.binary_location = FIREFOX
+    options.add_argument("-headless")
+    for name, value in (  # nothing fetched from the internet at start
+        ("app.update.enabled", False),
+        ("browser.shell.checkDefaultBrowser", False),
+        ("datareporting.policy.dataSubmissionEnabled", False),
+        ("toolkit.telemetry.enabled", False),
+        ("network.captive-portal-service.enabled", False),
+    ):
+        options.set_preference(name, value)
+    service = FirefoxService(executable_path=str(GECKODRIVER), log_output=str(tmp_path / "gd.log"))
+    driver = webdriver.Firefox(options=options, service=service)
+    driver.set_window_size(1400, 900)
+    return driver
+
+
+# the console's own tests in both browsers the issue names (the others in Chromium alone)
+both_browsers = pytest.mark.parametrize("browser", ["chromium", "firefox"], indirect=True)
 
 
 _SHOWN = """
@@ -160,13 +191,21 @@ def screenshots(tmp_path: Path) -> Path:
     return folder
 
 
-def rows(driver: webdriver.Chrome) -> dict[str, dict[str, str]]:
+def shoot(browser: webdriver.Remote, folder: Path, stem: str) -> None:
+    """A screenshot: ``<stem>.png`` from Chromium, ``<stem>-firefox.png`` from Firefox."""
+    browser.save_screenshot(
+        str(folder / (stem + ("-firefox" if browser.name == "firefox" else "") + ".png"))
+    )
+
+
+def rows(driver: webdriver.Remote) -> dict[str, dict[str, str]]:
     """The list as shown (read in one script: the page redraws it every few seconds)."""
     return dict(driver.execute_script(_SHOWN))
 
 
+@both_browsers
 def test_the_console_shows_every_changefeed_only_with_the_token(
-    server: Served, browser: webdriver.Chrome, screenshots: Path
+    server: Served, browser: webdriver.Remote, screenshots: Path
 ) -> None:
     url, jobs = server.url, server.jobs
     now = time.time_ns()
@@ -211,15 +250,33 @@ def test_the_console_shows_every_changefeed_only_with_the_token(
     assert shown["audit"]["state"] == "failed"
     assert shown["audit"]["error"] == "the source topic is gone"
     assert shown["audit"]["warnings"] == ""
-    browser.save_screenshot(str(screenshots / "list.png"))
+    shoot(browser, screenshots, "list")
 
     # 4. a status changed in the topic shows without a reload
     jobs.put("orders", JobStatus("orders", "paused", high_water=Hlc(now)).encode())
     wait.until(lambda d: rows(d)["orders"]["state"] == "paused")
     assert rows(browser)["orders"]["warnings"] == ""
 
+    # 5. the server's token changed under the open page: asked again, saying why, list gone
+    server.running.stop()
+    server.running.app = create_app(server.context, "a-new-token")
+    server.running.start()
+    refused = wait.until(seen.visibility_of_element_located((By.ID, "refused")))
+    assert "refused this token" in refused.text
+    assert not browser.find_element(By.ID, "list").is_displayed()
+    assert rows(browser) == {}
+    browser.find_element(By.ID, "token").send_keys("a-new-token")
+    browser.find_element(By.CSS_SELECTOR, "#login button").click()
+    wait.until(lambda d: len(rows(d)) == 2)
 
-def log_in(browser: webdriver.Chrome, url: str) -> WebDriverWait[webdriver.Chrome]:
+    # 6. "Change token": the form again, nothing shown until a token is given
+    browser.find_element(By.ID, "forget").click()
+    wait.until(seen.visibility_of_element_located((By.ID, "token")))
+    assert rows(browser) == {}
+    assert not browser.find_element(By.ID, "refused").is_displayed()  # asked, not refused
+
+
+def log_in(browser: webdriver.Remote, url: str) -> WebDriverWait[webdriver.Remote]:
     browser.get(url + "/")
     wait = WebDriverWait(browser, 30)
     wait.until(seen.visibility_of_element_located((By.ID, "token"))).send_keys(TOKEN)
@@ -228,7 +285,7 @@ def log_in(browser: webdriver.Chrome, url: str) -> WebDriverWait[webdriver.Chrom
     return wait
 
 
-def press(browser: webdriver.Chrome, changefeed: str, label: str) -> None:
+def press(browser: webdriver.Remote, changefeed: str, label: str) -> None:
     """Click a row's button (found again if the list was redrawn meanwhile)."""
     for _ in range(10):
         try:
@@ -242,7 +299,7 @@ def press(browser: webdriver.Chrome, changefeed: str, label: str) -> None:
     raise AssertionError(f"{changefeed}'s row kept changing")
 
 
-def said(browser: webdriver.Chrome, start: str) -> str:
+def said(browser: webdriver.Remote, start: str) -> str:
     """The page's message, once it starts with ``start``."""
     box = (By.ID, "said")
     WebDriverWait(browser, 30).until(lambda d: d.find_element(*box).text.startswith(start))
@@ -262,7 +319,7 @@ def config(served: Served, changefeed_id: str, **extra: Any) -> str:
 
 
 def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
-    server: Served, browser: webdriver.Chrome
+    server: Served, browser: webdriver.Remote
 ) -> None:
     """Each through the API's routes and rules: what the CLI reports changes with it.
 
@@ -275,6 +332,10 @@ def test_a_changefeed_is_created_paused_resumed_and_removed_from_the_page(
     browser.find_element(By.CSS_SELECTOR, "#create summary").click()
     box = browser.find_element(By.ID, "config")
 
+    box.send_keys("changefeed_id: [cf1\nsources: {")  # YAML that does not parse
+    browser.find_element(By.CSS_SELECTOR, "#new button").click()
+    assert "not valid YAML" in said(browser, "Create refused: ")
+    box.clear()
     box.send_keys('{"changefeed_id": "cf1", "sources": []}')
     browser.find_element(By.CSS_SELECTOR, "#new button").click()
     refused = said(browser, "Create refused: ")
@@ -344,8 +405,9 @@ return Object.fromEntries(Array.from(document.querySelectorAll('#partitions tr')
 WAITS = "transaction 571 (3 of 4 events read) of 'pg.transaction', waiting 12 s"
 
 
+@both_browsers
 def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
-    server: Served, browser: webdriver.Chrome, screenshots: Path
+    server: Served, browser: webdriver.Remote, screenshots: Path
 ) -> None:
     """A changefeed's page, from the list's link, and back.
 
@@ -428,7 +490,7 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     assert len(shown) == 2
     assert shown[0].startswith(f"{dead}/0@1 ")  # newest first
     assert "not JSON src/0@1" in shown[0]
-    browser.save_screenshot(str(screenshots / "changefeed.png"))
+    shoot(browser, screenshots, "changefeed")
 
     browser.find_element(By.LINK_TEXT, "← every changefeed").click()
     wait.until(seen.visibility_of_element_located((By.ID, "list")))
@@ -436,7 +498,7 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
 
 
 def test_an_unknown_changefeed_and_a_server_restart_are_said_never_a_blank_page(
-    server: Served, browser: webdriver.Chrome
+    server: Served, browser: webdriver.Remote
 ) -> None:
     """What goes wrong is said, and the page goes on.
 
@@ -496,7 +558,7 @@ def test_a_real_changefeed_held_back_shows_stuck_and_lagging_and_is_steered_from
     kafka_bootstrap: str,
     unique_name: Callable[[str], str],
     tmp_path: Path,
-    browser: webdriver.Chrome,
+    browser: webdriver.Remote,
     screenshots: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -568,7 +630,7 @@ def test_a_real_changefeed_held_back_shows_stuck_and_lagging_and_is_steered_from
         assert lines[-1].endswith("(lagging_threshold 8s); it holds the high-water back")
         assert (row["sources"], row["outputs"]) == (source, f"{changefeed_id}.t")
         slow.until(lambda _: shown().get("rate", "0") not in {"", "0"})  # rows/s, sampled
-        browser.save_screenshot(str(screenshots / "list-live.png"))
+        shoot(browser, screenshots, "list-live")
 
         status = Changefeeds(OperatorContext(client, jobs_topic=jobs_topic)).get(changefeed_id)
         assert status.status is not None
@@ -585,7 +647,7 @@ def test_a_real_changefeed_held_back_shows_stuck_and_lagging_and_is_steered_from
         partitions = browser.execute_script(_PARTITIONS)
         assert partitions[held][1] == "holds the high-water back; lagging"
         assert all(int(partitions[f"{source}/{p}"][0]) > 0 for p in range(3))  # next offsets
-        browser.save_screenshot(str(screenshots / "changefeed-live.png"))
+        shoot(browser, screenshots, "changefeed-live")
         browser.find_element(By.LINK_TEXT, "← every changefeed").click()
 
         feed.stop()  # upstream mended: every partition gets markers again, and both clear

@@ -196,3 +196,28 @@ def test_the_job_status_carries_offsets_what_markers_wait_for_and_rows() -> None
     assert written["partitions"] == partitions  # no null for what is not known
     assert written["rows"] == 1234
     assert JobStatus.decode(status.encode()) == status
+
+
+def test_a_published_status_names_the_transaction_each_partition_waits_for() -> None:
+    """The run's wiring: what the resolver waits for reaches the job status's partitions."""
+    import json  # noqa: PLC0415
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from pipeline.core.operators.observers import Observers  # noqa: PLC0415
+    from pipeline.core.operators.status import StatusPublisher  # noqa: PLC0415
+
+    written: dict[str, bytes] = {}
+    jobs = SimpleNamespace(put=written.__setitem__)
+    waits = "transaction 571 (3 of 4 events read) of 'pg.transaction', waiting 12 s"
+    resolver = SimpleNamespace(
+        stuck_topics=lambda: ({}, []), warnings=list, waiting_for=lambda: {"orders": waits}
+    )
+    observers = Observers("cf", timedelta(minutes=3), timedelta(minutes=10))
+    observers._status = StatusPublisher(jobs, "cf", warnings=[])  # type: ignore[arg-type]
+    observers.resolver(resolver)  # type: ignore[arg-type]
+    at = frontier(5, 5, 5)
+    at.forward(P0, resolved=None, next_offset=42)
+    observers.publish(SimpleNamespace(frontier=at, statement_time=None), None, "running")  # type: ignore[arg-type]
+    shown = json.loads(written["cf"])["partitions"]
+    assert [p.get("waits_for") for p in shown] == [waits] * 3
+    assert [p.get("offset") for p in shown] == [42, None, None]
