@@ -92,9 +92,7 @@ class Changefeed:
         self.config = config
         self.spark = spark
         self.stop_request = stop or StopRequest()
-        self.observers = Observers(
-            config.changefeed_id, config.lagging_threshold, config.stuck_threshold
-        )
+        self.observers = Observers.of(config)
         self.policy = Policy(Cadence.of(config))
         self.scans = Scans(self)
         self.lock = threading.Lock()  # one batch, chunk or tick at a time

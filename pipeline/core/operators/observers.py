@@ -53,6 +53,11 @@ class Observers:
         self._replicas: DurabilityWatch | None = None
         self._schema_changes = 0  # as counted in the metrics so far
 
+    @classmethod
+    def of(cls, config: ChangefeedConfig) -> Observers:
+        """A run's observers, with its config's thresholds."""
+        return cls(config.changefeed_id, config.lagging_threshold, config.stuck_threshold)
+
     def serve(self, config: ChangefeedConfig, resources: ExitStack) -> None:
         """Serve the metrics when ``config`` asks, until ``resources`` close."""
         if config.metrics.enabled:

@@ -12,8 +12,8 @@ changes (MySQL, MariaDB): :meth:`TransactionFeed.commit_times` for a batch's pla
 :meth:`TransactionFeed.await_commits` for a batch that met a change before its END. What a log
 resolves becomes the resolved time of every partition of its data topics in the frontier, so
 the coordinator's checkpoints and markers follow it as they follow a native source's markers.
-A transaction that cannot complete is reported (:attr:`TransactionFeed.stuck`): logged, in the
-job status' warnings and a gauge.
+A transaction that waits on and on is watched by ``waits.py``: one that cannot complete is
+reported (:attr:`TransactionFeed.stuck`), logged, in the job status' warnings and a gauge.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from ..sources import Adapter, WireReader, adapter
 from .resnapshots import look
 from .transaction_reader import TransactionReader
 from .transactions import TransactionLog
+from .waits import STUCK_CHECK, Waits
 
 log = logging.getLogger(__name__)
 
-STUCK_CHECK = 10.0  # seconds a transaction waits before the data partitions' ends are taken
 AWAIT_POLL = 0.2  # seconds between reads of the transaction topics while a batch waits for one
 
 
@@ -68,13 +68,17 @@ class TransactionFeed:
         self.logs = dict(logs)
         self._adapters = dict(adapters or {})  # each data topic's, for :meth:`recount`
         self._clock = clock
-        self._waiting: dict[str, tuple[str, float]] = {}  # transaction topic -> (head, since)
-        self.stuck: dict[str, str] = {}  # transaction topic -> its stuck transaction
+        self.waits = Waits(clock)  # what each log's head waits for, and what is stuck
         self._by_source = {t: log for log in self.logs.values() for t in log.topics}
         self._partitions = {
             tx: [sp for sp in partitions if sp.topic in log.topics] for tx, log in self.logs.items()
         }
         self.reader = TransactionReader(client, wires or {})
+
+    @property
+    def stuck(self) -> dict[str, str]:
+        """Transaction topic -> its stuck transaction (``waits.py``)."""
+        return self.waits.stuck
 
     @classmethod
     def of(
@@ -212,43 +216,15 @@ class TransactionFeed:
                     rose = True
             if tx_log.needs_ends():  # a re-sent transaction: complete once read to here
                 tx_log.take_ends(self.reader.ends(partitions))
-            if look(tx, tx_log, partial(self.reader.ends, partitions)):  # a new snapshot's reads
+            ends = partial(self.reader.ends, partitions)
+            if look(tx, tx_log, ends):  # a new snapshot's reads
                 self.stuck.pop(tx, None)  # the first settled: logged there, not as "complete"
-            self._watch(tx, tx_log, read)
+            self.waits.watch(tx, tx_log, read, ends)
         return rose
-
-    def _watch(
-        self, topic: str, tx_log: TransactionLog, read: Mapping[SourcePartition, int | None]
-    ) -> None:
-        """Notice a transaction that waits on and on, and report it once it is stuck."""
-        head = tx_log.head()
-        now = self._clock()
-        if head is None:
-            self._waiting.pop(topic, None)
-        elif self._waiting.get(topic, ("", 0.0))[0] != head.id:
-            self._waiting[topic] = (head.id, now)
-        elif head.ends is None and now - self._waiting[topic][1] >= STUCK_CHECK:
-            head.ends = self.reader.ends(self._partitions[topic])
-        stuck = tx_log.stuck(read)
-        if stuck is not None and self.stuck.get(topic) != stuck:
-            log.warning(
-                "%s: transaction %s cannot complete: every data partition was read past where "
-                "it ended once the transaction had waited %.0f s, and its events are still "
-                "missing (lost upstream?); no marker passes it",
-                topic,
-                stuck,
-                STUCK_CHECK,
-            )
-            self.stuck[topic] = stuck
-        elif stuck is None and topic in self.stuck:
-            log.info("%s: transaction %s is complete after all", topic, self.stuck.pop(topic))
 
     def warnings(self) -> list[str]:
         """The stuck transactions, for the job status."""
-        return [
-            f"transaction {what} of {topic!r} cannot complete: markers wait for it"
-            for topic, what in sorted(self.stuck.items())
-        ]
+        return self.waits.warnings()
 
     def check_snapshot(self, time: Hlc, frontier: Frontier) -> None:
         """After an initial scan at ``time``: every transaction at or below it was read whole.
@@ -285,14 +261,8 @@ class TransactionFeed:
         return self.stuck, list(self.logs)
 
     def waiting_for(self) -> dict[str, str]:
-        """Per data topic, the transaction its markers wait for now (its log's head), if any."""
-        now = self._clock()
-        found = {}
-        for tx, (_head, since) in self._waiting.items():
-            what = self.logs[tx].waiting_for()
-            for topic in self.logs[tx].topics if what is not None else ():
-                found[topic] = f"transaction {what} of {tx!r}, waiting {now - since:.0f} s"
-        return found
+        """Per data topic, the transaction its markers wait for now, if any (``waits.py``)."""
+        return self.waits.waiting_for(self.logs)
 
     def in_flight(self) -> bool:
         """Whether a transaction waits for events.
