@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.request
@@ -51,6 +50,7 @@ from sinks.compacted import CompactedTopic
 from tests.integration.test_chaos import config_for
 from tests.integration.test_metrics import scrape
 from tests.support.process import ROOT
+from tests.support.process import start_server as highwater_server
 
 pytestmark = pytest.mark.integration
 TOKEN = "console-token"  # noqa: S105 - a test token
@@ -531,19 +531,11 @@ def start_server(
 
     It samples every 2 s (``--sample-every``; 10 s by default) so rows/s shows sooner.
     """
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
-    command = [
-        *("server", "--port", str(port), "--token", TOKEN, "--sample-every", "2"),
+    arguments = [
+        *("--port", str(port), "--token", TOKEN, "--sample-every", "2"),
         *("--bootstrap-servers", bootstrap, "--jobs-topic", jobs_topic),
     ]
-    with (state / "server.log").open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *command],
-            cwd=ROOT,
-            env={**clean, "HIGHWATER_STATE_DIR": str(state)},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    return highwater_server(arguments, state, state / "server.log")
 
 
 def cli_state(capsys: pytest.CaptureFixture[str], changefeed_id: str, *where: str) -> str:

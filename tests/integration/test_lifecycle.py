@@ -19,7 +19,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
 import time
 import urllib.error
 import urllib.request
@@ -40,7 +39,8 @@ from sinks.admin import ensure_topics
 from tests.integration.test_chaos import SteadyProducer, config_for
 from tests.support.changefeed import run_to_end
 from tests.support.kafka import consume_all, produce_with_a_bad_record
-from tests.support.process import ROOT, run, start_run, write_config
+from tests.support.process import run, start_run, write_config
+from tests.support.process import start_server as highwater_server
 from tests.support.validator import validate
 from tests.support.workload import Workload
 
@@ -70,16 +70,8 @@ def free_port() -> int:
 
 def start_server(bootstrap: str, port: int, state: Path, log: Path) -> subprocess.Popen[bytes]:
     """``highwater server`` as operators start it (it runs the changefeeds created)."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
-    command = ["server", "--port", str(port), "--token", TOKEN, "--bootstrap-servers", bootstrap]
-    with log.open("ab") as out:
-        return subprocess.Popen(
-            [sys.executable, "-m", "pipeline.cli", *command],
-            cwd=ROOT,
-            env={**clean, "HIGHWATER_STATE_DIR": str(state)},
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    arguments = ["--port", str(port), "--token", TOKEN, "--bootstrap-servers", bootstrap]
+    return highwater_server(arguments, state, log)
 
 
 def wait_for(what: str, check: Callable[[], Any], timeout: float, log: Path) -> Any:

@@ -19,6 +19,22 @@ def write_config(path: Path, raw: dict[str, Any]) -> Path:
     return path
 
 
+def start_server(arguments: list[str], state: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``highwater server <arguments>`` as operators start it (it runs what is created).
+
+    Its state (each run's config, log and stop file) under ``state``; its output to ``log``.
+    """
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "pipeline.cli", "server", *arguments],
+            cwd=ROOT,
+            env={**clean, "HIGHWATER_STATE_DIR": str(state)},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def start_run(config_file: Path, log_file: Path, **env: str) -> subprocess.Popen[bytes]:
     """``highwater run --config …`` in the background, its output to ``log_file``."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
