@@ -20,6 +20,8 @@ from __future__ import annotations
 import argparse
 import logging
 import random
+import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -127,12 +129,16 @@ def run(args: argparse.Namespace, scratch: Path) -> None:
 
 
 def iceberg_spark_part(rows: int, rate: int, seconds: int, windows: int, keys: str) -> None:
-    """The part as ``make bench`` runs it, in a scratch folder of its own."""
-    args = argparse.Namespace(
-        rows=rows, rate=rate, seconds=seconds, windows=windows, keys=keys, master="local[2]"
-    )
-    with tempfile.TemporaryDirectory(prefix="highwater-bench-iceberg-spark-") as scratch:
-        run(args, Path(scratch))
+    """The part as ``make bench`` runs it: in a process of its own.
+
+    A Spark session's jars are fixed when its JVM starts: in ``make bench``'s process the
+    session it already has (no Iceberg runtime) would be the one ``getOrCreate`` returns, and
+    Iceberg's catalog class would not be found.
+    """
+    arguments = ["--rows", rows, "--rate", rate, "--seconds", seconds, "--windows", windows]
+    command = [sys.executable, "-m", "pipeline.dev.bench_iceberg_spark", *map(str, arguments)]
+    command += ["--keys", keys]
+    subprocess.run(command, check=True)
 
 
 def main(argv: list[str] | None = None) -> int:
