@@ -4,9 +4,8 @@ The Iceberg apply tests' changefeed (tests/integration/test_consumer_apply_icebe
 seeded typed workloads through a real changefeed into its JSON output topics) is applied by
 the Spark engine in local mode, reading a bounded offset range a step (``--max-offsets``) so
 the output makes many windows. First an applier process is SIGKILLed between two tables'
-commits of a window; then ``highwater apply --engine spark`` runs to the final marker (under
-``make soak`` it is first SIGKILLed once at a random moment: ~1 min more, the deterministic
-kill above is the exactly-once point ``make test`` keeps). Every table's commits are once per window
+commits of a window; then ``highwater apply --engine spark`` is SIGKILLed once at a random
+moment and run again to the final marker. Every table's commits are once per window
 (:func:`exactly_once_problems`), and every complete cut equals the sources at its R, read
 back with pyiceberg and with Spark (``SELECT … VERSION AS OF <snapshot id>``, another
 process). Negative controls: an engine that does not read what the tables hold applies a
@@ -54,7 +53,6 @@ from tests.support.workload import Workload, live_at
 __all__ = ["output"]  # the changefeed's output, made once for the module
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # Spark processes, many steps
 MAX_OFFSETS = 100  # records a step reads of a partition: many windows from a finished output
-SOAK = "HIGHWATER_SOAK_KILLS" in os.environ  # make soak: a random kill of the engine too
 COLUMNS = ("amount", "note", "meta", "maybe", "flag", "at", "extra")
 
 
@@ -179,14 +177,12 @@ def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
     # 2. highwater apply --engine spark, SIGKILLed at a random moment, then to the end
     final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
     command = highwater_apply(kafka_bootstrap, output, iceberg_rest, namespace, "--group", group)
-    killed = False
-    if SOAK:
-        with log.open("ab") as out:
-            running = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
-        time.sleep(rnd.uniform(25.0, 40.0))  # its start takes ~15 s, a step a few seconds
-        killed = running.poll() is None
-        running.send_signal(signal.SIGKILL)
-        running.wait()
+    with log.open("ab") as out:
+        running = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT)
+    time.sleep(rnd.uniform(25.0, 40.0))  # its start takes ~15 s, a step a few seconds
+    killed = running.poll() is None
+    running.send_signal(signal.SIGKILL)
+    running.wait()
     with log.open("ab") as out:
         done = subprocess.run(
             [*command, "--until", str(final), "--idle", "60"],
@@ -221,7 +217,7 @@ def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
         f"iceberg apply --engine spark: {sum(len(w.changes) for w in workloads.values())} "
         f"changes, {len(cuts)} complete cuts, each compared with the sources by pyiceberg "
         f"and Spark; a kill between two tables at {torn}, a kill of highwater apply "
-        f"({'mid-run' if killed else 'after it ended' if SOAK else 'make soak only'})"
+        f"({'mid-run' if killed else 'after it ended'})"
     )
 
 
