@@ -75,13 +75,7 @@ def sizes(client: Mapping[str, Any], topics: set[str], timeout: float = 3.0) -> 
             if metadata is None or metadata.error is not None:
                 found[topic] = 0
                 continue
-            found[topic] = sum(
-                high - low
-                for low, high in (
-                    consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
-                    for p in metadata.partitions
-                )
-            )
+            found[topic] = sum(high - low for _, (low, high) in _marks(consumer, metadata, timeout))
         return found
     except KafkaException:
         return {}
@@ -97,10 +91,7 @@ def read(client: Mapping[str, Any], topic: str, limit: int, timeout: float = 3.0
         if found is None or found.error is not None:
             return DeadLetters(topic, exists=False)
         ends, starts, offsets = {}, [], 0
-        for partition in sorted(found.partitions):
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=timeout
-            )
+        for partition, (low, high) in _marks(consumer, found, timeout):
             offsets += high - low
             if high > low and limit > 0:
                 starts.append(TopicPartition(topic, partition, max(low, high - limit)))
@@ -112,6 +103,14 @@ def read(client: Mapping[str, Any], topic: str, limit: int, timeout: float = 3.0
         consumer.close()
     letters.sort(key=lambda d: (d.timestamp_ms or 0, d.offset), reverse=True)
     return DeadLetters(topic, exists=True, offsets=offsets, latest=letters[:limit])
+
+
+def _marks(consumer: Consumer, topic: Any, timeout: float) -> list[tuple[int, tuple[int, int]]]:
+    """Each partition of ``topic`` (its metadata) with its (low, high) watermarks, in order."""
+    return [
+        (p, consumer.get_watermark_offsets(TopicPartition(topic.topic, p), timeout=timeout))
+        for p in sorted(topic.partitions)
+    ]
 
 
 def _tails(
