@@ -614,6 +614,11 @@ def _parser() -> argparse.ArgumentParser:
         "then the Spark engine's, bench_iceberg_spark, on a REST catalog)",
     )
     parser.add_argument(
+        "--lag-only",
+        action="store_true",
+        help="the resolved-lag part only (each of --rates, both deliveries, --seconds each)",
+    )
+    parser.add_argument(
         "--iceberg-windows", type=int, default=720, help="of the Iceberg part (720 of 5 s: an hour)"
     )
     parser.add_argument(
@@ -628,6 +633,23 @@ def _parser() -> argparse.ArgumentParser:
         help="with --cluster: the delivery part only (exactly once beside at least once)",
     )
     return parser
+
+
+def resolved_lag_parts(
+    spark: Any, bootstrap: str, args: argparse.Namespace, peaks: MemoryPeaks
+) -> None:
+    """The resolved-lag part at each of ``args.rates``, both deliveries."""
+    for rate in (int(r) for r in args.rates.split(",")):
+        for delivery in ("at_least_once", "exactly_once"):
+            with peaks.part(f"resolved lag at {rate:,}/s, {delivery}"):
+                resolved_lag(
+                    spark,
+                    bootstrap,
+                    rate,
+                    args.seconds,
+                    args.marker_every,
+                    delivery=delivery,
+                )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -680,6 +702,11 @@ def main(argv: list[str] | None = None) -> int:
                 spark.stop()
                 return 0
             peaks = MemoryPeaks()
+            lag_parts = partial(resolved_lag_parts, spark, info.bootstrap_servers, args, peaks)
+            if args.lag_only:
+                lag_parts()
+                spark.stop()
+                return 0
             with peaks.part("throughput (copy, JSON and Avro, both deliveries)"):
                 source = throughput(
                     spark,
@@ -699,17 +726,7 @@ def main(argv: list[str] | None = None) -> int:
                 apply_part(info.bootstrap_servers, 200_000, 6, 5_000)
                 iceberg_part(1_000_000, 5_000, 5, args.iceberg_windows, "uniform")
                 iceberg_spark_part(1_000_000, 5_000, 5, 24, "uniform")
-                for rate in (int(r) for r in args.rates.split(",")):
-                    for delivery in ("at_least_once", "exactly_once"):
-                        with peaks.part(f"resolved lag at {rate:,}/s, {delivery}"):
-                            resolved_lag(
-                                spark,
-                                info.bootstrap_servers,
-                                rate,
-                                args.seconds,
-                                args.marker_every,
-                                delivery=delivery,
-                            )
+                lag_parts()
             spark.stop()
         finally:
             registry_service.stop()
