@@ -60,6 +60,25 @@ def test_the_partition_past_the_threshold_is_named_once_and_cleared_once(
     assert sum("caught up" in r.getMessage() for r in caplog.records) == 2
 
 
+def test_a_partition_that_resolved_nothing_yet_counts_from_the_run_start() -> None:
+    """A new changefeed's partitions before their first resolved time are not 56 years behind."""
+    lagging = Lagging(timedelta(minutes=3), started_nanos=NOW - 10 * SECOND)
+    fresh = Frontier([P0, P1, P2])
+    fresh.resolve(P0, Hlc(NOW - 5 * SECOND))
+    assert not lagging.look(fresh, NOW)  # 10 s into the run: nothing lags
+    assert lagging.warnings() == []
+
+    fresh.resolve(P0, Hlc(NOW + 195 * SECOND))
+    assert lagging.look(fresh, NOW + 200 * SECOND)  # 3m30s in, two never resolved
+    assert lagging.warnings() == [
+        f"source partition orders/{p} is lagging: nothing resolved in the 3m30s since the run "
+        f"started (lagging_threshold 3m0s); it holds the high-water back"
+        for p in (1, 2)
+    ]
+    # the control: counted from 1970, as before, they lag at once
+    assert Lagging(timedelta(minutes=3), started_nanos=0).look(fresh, NOW)
+
+
 @pytest.mark.parametrize("threshold", [timedelta(0), timedelta(minutes=-1)])
 def test_a_threshold_of_zero_is_off(threshold: timedelta) -> None:
     lagging = Lagging(threshold)

@@ -2,11 +2,12 @@
 
 ``lagging_threshold`` (the changefeed's option, CockroachDB's ``lagging_ranges_threshold`` its
 model; default 3 minutes, 0: off). Once a second the coordinator hands over the frontier
-(:meth:`Lagging.look`): a partition whose resolved time is older than the threshold is
-**lagging**. Each partition that starts or stops lagging is logged once, by name, with how far
-behind it is and whether it is the one holding the high-water back (the lowest); the count is
-the metric ``highwater_lagging_partitions``, and the job status's warnings name each one, so
-``highwater changefeed`` and Prometheus users see the same warning.
+(:meth:`Lagging.look`): a partition whose resolved time is older than the threshold is **lagging**;
+one that has resolved nothing yet (a new changefeed's, before its source's first resolved time)
+counts from the run's start, not from 1970. Each partition that starts or stops lagging is logged
+once, by name, with how far behind it is and whether it is the one holding the high-water back (the
+lowest); the count is the metric ``highwater_lagging_partitions``, and the job status's warnings
+name each one, so ``highwater changefeed`` and Prometheus users see the same warning.
 
 ``stuck_threshold`` (default 10 minutes, 0: off): the changefeed is **stuck** when its
 high-water has not moved for longer while its sources kept sending records (:class:`Stuck`). A
@@ -47,9 +48,13 @@ class Lag:
     def warning(self, threshold: timedelta) -> str:
         """The job status's line for it."""
         holds = "; it holds the high-water back" if self.holds_high_water else ""
+        behind = (
+            f"nothing resolved in the {_span(self.seconds)} since the run started"
+            if self.resolved.wall == 0
+            else f"resolved {self.resolved}, {_span(self.seconds)} behind now"
+        )
         return (
-            f"source partition {self.partition} is lagging: "
-            f"resolved {self.resolved}, {_span(self.seconds)} behind now (lagging_threshold "
+            f"source partition {self.partition} is lagging: {behind} (lagging_threshold "
             f"{_span(threshold.total_seconds())}){holds}"
         )
 
@@ -57,8 +62,10 @@ class Lag:
 class Lagging:
     """The lagging partitions as of the last look, and what changed since the one before."""
 
-    def __init__(self, threshold: timedelta) -> None:
+    def __init__(self, threshold: timedelta, started_nanos: int | None = None) -> None:
         self.threshold = threshold
+        # what a partition that resolved nothing yet counts from: the run's start
+        self.started = time.time_ns() if started_nanos is None else started_nanos
         self.found: list[Lag] = []
 
     def look(self, frontier: Frontier, now_nanos: int | None = None) -> bool:
@@ -72,9 +79,9 @@ class Lagging:
         bound = self.threshold.total_seconds()
         low = frontier.high_water()
         found = [
-            Lag(sp, p.resolved, max(0, now - p.resolved.wall) / 1e9, p.resolved == low)
+            Lag(sp, p.resolved, max(0, now - since) / 1e9, p.resolved == low)
             for sp, p in sorted(progress.items(), key=lambda item: str(item[0]))
-            if (now - p.resolved.wall) / 1e9 > bound
+            if (now - (since := p.resolved.wall or self.started)) / 1e9 > bound
         ]
         before = {(lag.partition, lag.holds_high_water) for lag in self.found}
         after = {(lag.partition, lag.holds_high_water) for lag in found}
