@@ -1,19 +1,14 @@
-"""``highwater apply --catalog`` on the real chain: source topics -> changefeed -> Iceberg.
+"""``highwater apply --catalog``: the real chain's workloads and checks, and what it refuses.
 
 Two seeded workloads (the apply tests' :class:`Workload`, with columns an Iceberg table types:
 exact decimals, instants with their zone, text of any characters, nested JSON, booleans,
 nulls, deletes, a column set only from mid-stream, upstream duplicates, bad records) flow
-through a real changefeed (declared table schemas, JSON output) into its output topics, once
-for the module; the applier writes them into each catalog kind (``iceberg_catalog``): the
-embedded SQLite catalog in tmp_path, and Apache Iceberg's own REST catalog server (pyiceberg
-reads its tables back), each with a consumer group of its own.
-
-First an applier process is SIGKILLed between two tables' commits of a window: the cut
-before it is complete and equals the source at its R, the window's own cut is incomplete.
-Then ``highwater apply`` runs, SIGKILLed at random moments and started again, to the final
-marker. Every table's commits are checked once per window (none twice, none lost: the check's
-negative control is in tests/unit/test_iceberg.py and below), every complete cut equals the
-source at its R, and the last equals the source's final state.
+through a real changefeed (declared table schemas, JSON output) into its output topics
+(:func:`through_changefeed`, the module fixture ``output``). Both engines apply that one
+output in tests/integration/test_consumer_apply_iceberg_spark.py (one changefeed for both:
+it is a minute of the suite); here are the exactly-once check's negative control on windows
+a changefeed's consumer hands over, and the records a table cannot hold, sent to the dead
+letters.
 """
 
 from __future__ import annotations
@@ -21,7 +16,6 @@ from __future__ import annotations
 import datetime
 import json
 import os
-import random
 import re
 import uuid
 from dataclasses import dataclass
@@ -39,8 +33,6 @@ from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from tests.support.changefeed import changefeed_config, run_to_end
 from tests.support.iceberg import (
-    apply_across_kills,
-    complete_cuts,
     exactly_once_problems,
     row_differences,
 )
@@ -194,51 +186,6 @@ def through_changefeed(kafka_bootstrap: str, spark: Any, name: str, **encoder: A
 def output(kafka_bootstrap: str, spark: Any) -> Applied:
     """The workloads through a changefeed into its JSON output, once for every catalog."""
     return through_changefeed(kafka_bootstrap, spark, "iceberg-apply")
-
-
-def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
-    kafka_bootstrap: str, output: Applied, iceberg_catalog: dict[str, str], tmp_path: Path
-) -> None:
-    rnd = random.Random(SEED)
-    changefeed, workloads = output.changefeed, output.workloads
-    catalog = load(iceberg_catalog)
-    final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
-    killed = apply_across_kills(
-        kafka_bootstrap,
-        changefeed,
-        iceberg_catalog,
-        NAMESPACE,
-        tmp_path / "apply.log",
-        rnd,
-        "--until",
-        str(final),
-    )
-    torn, kills = killed.torn, killed.kills
-    before = cut(catalog, NAMESPACE, changefeed, killed.before)
-
-    # 3. every window once in every table; every cut the sources at its R
-    assert exactly_once_problems(catalog, NAMESPACE, changefeed) == []
-    cuts = complete_cuts(catalog, NAMESPACE, changefeed)
-    assert torn in cuts
-    assert before.resolved in cuts
-    assert cuts[-1] >= final
-    step = max(1, len(cuts) // 25)
-    checked = sorted({*cuts[::step], before.resolved, torn, cuts[-1]})
-    wrong = [
-        d
-        for r in checked
-        for d in differences(catalog, cut(catalog, NAMESPACE, changefeed, r), workloads)
-    ]
-    assert wrong == []
-    last = cut(catalog, NAMESPACE, changefeed)
-    assert last.resolved == cuts[-1]
-    assert all(len(table_at(catalog, last, t)) > 100 for t in TABLES), "the workloads' live keys"
-    print(
-        f"iceberg apply ({iceberg_catalog.get('type', 'sqlite')}): "
-        f"{sum(len(w.changes) for w in workloads.values())} changes in "
-        f"{len(TABLES)} tables, {len(cuts)} complete cuts ({len(checked)} compared with the "
-        f"sources), a kill between two tables at {torn}, {kills} applier kills"
-    )
 
 
 def test_a_window_applied_twice_fails_the_exactly_once_check(tmp_path: Path) -> None:

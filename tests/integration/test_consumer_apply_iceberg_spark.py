@@ -1,16 +1,26 @@
-"""``highwater apply --catalog … --engine spark`` on the real chain, into the REST catalog.
+"""``highwater apply --catalog`` on the real chain, by both engines: one changefeed's output.
 
 The Iceberg apply tests' changefeed (tests/integration/test_consumer_apply_iceberg.py: two
-seeded typed workloads through a real changefeed into its JSON output topics) is applied by
-the Spark engine in local mode, reading a bounded offset range a step (``--max-offsets``) so
-the output makes many windows. First an applier process is SIGKILLed between two tables'
-commits of a window; then ``highwater apply --engine spark`` is SIGKILLed once at a random
-moment and run again to the final marker. Every table's commits are once per window
-(:func:`exactly_once_problems`), and every complete cut equals the sources at its R, read
-back with pyiceberg and with Spark (``SELECT … VERSION AS OF <snapshot id>``, another
-process). Negative controls: an engine that does not read what the tables hold applies a
-window twice and the check names it; a table read at the previous cut's snapshot differs
-from the sources at the later R, with both readers.
+seeded typed workloads through a real changefeed into its JSON output topics) runs once for
+this module, and both engines apply it:
+
+- **The local engine** into each catalog kind (``iceberg_catalog``: the embedded SQLite
+  catalog in tmp_path, and Apache Iceberg's own REST catalog server), each with a consumer
+  group of its own: an applier process SIGKILLed between two tables' commits of a window (the
+  cut before it complete and equal to the source at its R, the window's own cut incomplete),
+  then ``highwater apply`` SIGKILLed at random moments and started again, to the final marker.
+- **The Spark engine** in local mode into the REST catalog, reading a bounded offset range a
+  step (``--max-offsets``) so the output makes many windows: an applier process SIGKILLed
+  between two tables' commits, then ``highwater apply --engine spark`` SIGKILLed once at a
+  random moment and run again to the final marker; read back with pyiceberg and with Spark
+  (``SELECT … VERSION AS OF <snapshot id>``, another process).
+
+Every table's commits are once per window (:func:`exactly_once_problems`), every complete cut
+equals the sources at its R. Negative controls: an engine that does not read what the tables
+hold applies a window twice and the check names it (the Spark engine's, on the tables the
+kills test left; the local engine's in test_consumer_apply_iceberg.py and
+tests/unit/test_iceberg.py); a table read at the previous cut's snapshot differs from the
+sources at the later R, with both readers.
 """
 
 from __future__ import annotations
@@ -43,9 +53,16 @@ from tests.integration.test_consumer_apply_iceberg import (
     differences,
     expected_row,
     output,
+    table_at,
     through_changefeed,
 )
-from tests.support.iceberg import cli, complete_cuts, exactly_once_problems, row_differences
+from tests.support.iceberg import (
+    apply_across_kills,
+    cli,
+    complete_cuts,
+    exactly_once_problems,
+    row_differences,
+)
 from tests.support.iceberg_spark import read_at
 from tests.support.process import ROOT
 from tests.support.workload import Workload, live_at
@@ -54,6 +71,7 @@ __all__ = ["output"]  # the changefeed's output, made once for the module
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1200)]  # Spark processes, many steps
 MAX_OFFSETS = 100  # records a step reads of a partition: many windows from a finished output
 COLUMNS = ("amount", "note", "meta", "maybe", "flag", "at", "extra")
+NAMESPACE = "shop"  # the local engine's, in each catalog
 
 
 def namespace_for(test: str) -> str:
@@ -148,6 +166,51 @@ def spark_differences(
     return out
 
 
+def test_iceberg_tables_are_the_source_at_every_cut_across_kills(
+    kafka_bootstrap: str, output: Applied, iceberg_catalog: dict[str, str], tmp_path: Path
+) -> None:
+    rnd = random.Random(SEED)
+    changefeed, workloads = output.changefeed, output.workloads
+    catalog = load(iceberg_catalog)
+    final = Hlc(max(c.wall for w in workloads.values() for c in w.changes) + 1_000)
+    killed = apply_across_kills(
+        kafka_bootstrap,
+        changefeed,
+        iceberg_catalog,
+        NAMESPACE,
+        tmp_path / "apply.log",
+        rnd,
+        "--until",
+        str(final),
+    )
+    torn, kills = killed.torn, killed.kills
+    before = cut(catalog, NAMESPACE, changefeed, killed.before)
+
+    # 3. every window once in every table; every cut the sources at its R
+    assert exactly_once_problems(catalog, NAMESPACE, changefeed) == []
+    cuts = complete_cuts(catalog, NAMESPACE, changefeed)
+    assert torn in cuts
+    assert before.resolved in cuts
+    assert cuts[-1] >= final
+    step = max(1, len(cuts) // 25)
+    checked = sorted({*cuts[::step], before.resolved, torn, cuts[-1]})
+    wrong = [
+        d
+        for r in checked
+        for d in differences(catalog, cut(catalog, NAMESPACE, changefeed, r), workloads)
+    ]
+    assert wrong == []
+    last = cut(catalog, NAMESPACE, changefeed)
+    assert last.resolved == cuts[-1]
+    assert all(len(table_at(catalog, last, t)) > 100 for t in TABLES), "the workloads' live keys"
+    print(
+        f"iceberg apply ({iceberg_catalog.get('type', 'sqlite')}): "
+        f"{sum(len(w.changes) for w in workloads.values())} changes in "
+        f"{len(TABLES)} tables, {len(cuts)} complete cuts ({len(checked)} compared with the "
+        f"sources), a kill between two tables at {torn}, {kills} applier kills"
+    )
+
+
 def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
     kafka_bootstrap: str, output: Applied, iceberg_rest: dict[str, str], tmp_path: Path
 ) -> None:
@@ -213,6 +276,20 @@ def test_spark_engine_tables_are_the_source_at_every_cut_across_kills(
     stale = Cut(namespace, later.resolved, previous.snapshots)
     assert differences(catalog, stale, workloads) != []
     assert spark_differences(read, later, workloads, previous.snapshots) != []
+    # the negative control of the exactly-once check, on the Spark engine's own commits: an
+    # engine that does not read what the tables hold (its skip defeated), on a new group,
+    # applies its first step again onto these tables, and the check names it
+    forgetful = process(
+        kafka_bootstrap, output, iceberg_rest, namespace, "g-forgetful", "forgetful"
+    )
+    again = subprocess.run(forgetful, cwd=ROOT, capture_output=True, timeout=600, check=False)
+    assert again.returncode == 0, again.stderr.decode(errors="replace")[-3000:]
+    problems = exactly_once_problems(catalog, namespace, output.changefeed)
+    with pytest.raises(AssertionError) as failed:
+        assert problems == []
+    print(f"the check failed as it must: {failed.value}")
+    assert {p.split(": ", 1)[0] for p in problems} == set(TABLES)
+    assert all("applied twice" in p or "after a later one" in p for p in problems), problems
     print(
         f"iceberg apply --engine spark: {sum(len(w.changes) for w in workloads.values())} "
         f"changes, {len(cuts)} complete cuts, each compared with the sources by pyiceberg "
@@ -336,33 +413,6 @@ def _cuts(catalog: Any, namespace: str, changefeed: str) -> list[Hlc]:
         return complete_cuts(catalog, namespace, changefeed)
     except (NoSuchNamespaceError, TypeError):  # no namespace, or no table yet to intersect
         return []
-
-
-def test_a_spark_engine_that_forgets_what_tables_hold_fails_the_check(
-    kafka_bootstrap: str, output: Applied, iceberg_rest: dict[str, str]
-) -> None:
-    """The negative control of the exactly-once check, on the Spark engine's own commits.
-
-    One step applied; then an engine that does not read what the tables hold (its skip
-    defeated), on a new group, applies its first step again: the check names it.
-    """
-    namespace = namespace_for("forgetful")
-    args = (kafka_bootstrap, output, iceberg_rest, namespace)
-    group = f"g-{uuid.uuid4().hex[:8]}"
-    first = highwater_apply(*args, "--group", group, "--until", "0.0000000001")  # one step
-    done = subprocess.run(first, cwd=ROOT, capture_output=True, timeout=600, check=False)
-    assert done.returncode == 0, done.stdout.decode(errors="replace")[-3000:]
-    catalog = load(iceberg_rest)
-    assert exactly_once_problems(catalog, namespace, output.changefeed) == []
-    forgetful = process(*args, f"g-{uuid.uuid4().hex[:8]}", "forgetful")
-    again = subprocess.run(forgetful, cwd=ROOT, capture_output=True, timeout=600, check=False)
-    assert again.returncode == 0, again.stderr.decode(errors="replace")[-3000:]
-    problems = exactly_once_problems(catalog, namespace, output.changefeed)
-    with pytest.raises(AssertionError) as failed:
-        assert problems == []
-    print(f"the check failed as it must: {failed.value}")
-    assert {p.split(": ", 1)[0] for p in problems} == set(TABLES)
-    assert all("applied twice" in p or "after a later one" in p for p in problems), problems
 
 
 if __name__ == "__main__":
