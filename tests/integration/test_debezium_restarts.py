@@ -3,7 +3,7 @@
 A real PostgreSQL → Debezium (Kafka Connect standalone) capture of two tables while
 multi-statement transactions are written (one key changed six times in a transaction, both
 tables, inserts, deletes, NUMERIC, text of any characters). Connect is SIGKILLed at random
-moments (twice; ``make soak``: ten times) and started again: it resumes from its last
+moments (three times; ``make soak``: ten) and started again: it resumes from its last
 flushed offsets (flushed every 3 s), inside a transaction most of the time, and sends again
 what followed them, with Debezium's ``total_order`` counted anew and that transaction's
 BEGIN/END again. The changefeed is SIGKILLed too, and a drain ends it. What the output must

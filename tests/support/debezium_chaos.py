@@ -60,8 +60,7 @@ from tests.support.seeds import suite_seed
 from tests.support.validator import exact, hlc_order, order_and_resolved
 
 SEED = suite_seed()
-# make test: twice (each kill ~20 s of transactions and a Connect restart); make soak: 10
-CONNECT_KILLS = int(os.environ.get("HIGHWATER_CONNECT_KILLS", "2"))
+CONNECT_KILLS = int(os.environ.get("HIGHWATER_CONNECT_KILLS", "3"))  # make soak: 10
 # make test kills the changefeed once (mid-batch, or after markers, as the seed picks); the soak
 # both times
 SOAK = "HIGHWATER_CONNECT_KILLS" in os.environ
