@@ -79,6 +79,22 @@ def test_a_partition_that_resolved_nothing_yet_counts_from_the_run_start() -> No
     assert Lagging(timedelta(minutes=3), started_nanos=0).look(fresh, NOW)
 
 
+def test_the_run_start_is_when_it_is_attached_not_when_an_admission_began_to_wait() -> None:
+    """A changefeed created paused and resumed an hour later does not lag from creation."""
+    from types import SimpleNamespace  # noqa: PLC0415
+
+    from pipeline.core.operators.observers import Observers  # noqa: PLC0415
+
+    observers = Observers("cf", timedelta(minutes=3))
+    observers._lagging.started = 0  # constructed long ago: its admission waited while paused
+    fresh = Frontier([P0, P1, P2])
+    assert observers._lagging.look(fresh)  # the control: counted from then, all lag at once
+    observers.attach(SimpleNamespace(), SimpleNamespace(found=[]))  # type: ignore[arg-type]
+    observers.lags(fresh)  # the run starts now: nothing lags yet
+    assert observers._lagging.warnings() == []
+    assert observers._status.lagging == []
+
+
 @pytest.mark.parametrize("threshold", [timedelta(0), timedelta(minutes=-1)])
 def test_a_threshold_of_zero_is_off(threshold: timedelta) -> None:
     lagging = Lagging(threshold)

@@ -65,7 +65,12 @@ class Observers:
             resources.callback(self.metrics.close)
 
     def attach(self, status: StatusPublisher, replicas: DurabilityWatch) -> None:
-        """The job status and the replica watch, once the run's topics are set up."""
+        """The job status and the replica watch, once the run's topics are set up.
+
+        The run starts now (its admission may have waited while paused): a partition that
+        resolved nothing yet lags from here.
+        """
+        self._lagging.started = time.time_ns()
         self._status, self._replicas = status, replicas
         status.metrics_url = self.metrics.url
         self.metrics.replicas(replicas.found)
