@@ -492,9 +492,39 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     assert "not JSON src/0@1" in shown[0]
     shoot(browser, screenshots, "changefeed")
 
+    # Back to the list while the page's own refresh is still waiting for its answer (held
+    # here 1 s, as a slow server would): the late answer must not draw the page over the list.
+    browser.execute_script(_HOLD_THE_PAGES_ANSWERS)
+    wait.until(lambda d: d.execute_script("return window.held.asked") > 0)
     browser.find_element(By.LINK_TEXT, "← every changefeed").click()
     wait.until(seen.visibility_of_element_located((By.ID, "list")))
+    wait.until(lambda d: d.execute_script("return window.held.answered") >= 2)  # page and lag
+    wait.until(lambda d: d.execute_script(_TWO_FRAMES_LATER))
     assert not browser.find_element(By.ID, "detail").is_displayed()
+    assert browser.find_element(By.ID, "list").is_displayed()
+
+
+# The changefeed page's requests answered 1 s late, counted (window.held); the list's not.
+_HOLD_THE_PAGES_ANSWERS = """
+const fetched = window.fetch;
+window.held = {asked: 0, answered: 0};
+window.fetch = (url, init) => {
+  if (!url.includes('/changefeeds/')) return fetched(url, init);
+  window.held.asked += 1;
+  return new Promise((later) => setTimeout(later, 1000))
+    .then(() => fetched(url, init))
+    .then((answer) => answer.clone().text().then(() => answer))  // the body in, too
+    .then((answer) => { window.held.answered += 1; return answer; });
+};
+"""
+# True two animation frames after its first call: the page's scripts have run on the answers.
+_TWO_FRAMES_LATER = """
+if (window.held.drawn === undefined) {
+  window.held.drawn = false;
+  requestAnimationFrame(() => requestAnimationFrame(() => { window.held.drawn = true; }));
+}
+return window.held.drawn;
+"""
 
 
 def test_an_unknown_changefeed_and_a_server_restart_are_said_never_a_blank_page(

@@ -194,13 +194,14 @@ async function refresh() {
   try {
     found = await api("GET", "/changefeeds");
   } catch (error) {
-    if (error.message === "unauthorized") return;
+    if (error.message === "unauthorized" || shown() !== null) return;
     $("connection").textContent = error instanceof TypeError
       ? "The server does not answer; trying again…"
       : `The server answered: ${error.message}`;
     schedule();
     return;
   }
+  if (shown() !== null) return; // a changefeed's page was opened meanwhile: its refresh shows it
   connected();
   render(found);
   schedule();
@@ -219,7 +220,7 @@ async function refreshOne(id) {
     const path = "/changefeeds/" + encodeURIComponent(id);
     [found, lag] = await Promise.all([api("GET", path), api("GET", path + "/lag")]);
   } catch (error) {
-    if (error.message === "unauthorized") return;
+    if (error.message === "unauthorized" || shown() !== id) return;
     if (error instanceof TypeError) { // no answer: the server is away (restarting?)
       $("connection").textContent = "The server does not answer; trying again…";
       schedule();
@@ -231,6 +232,9 @@ async function refreshOne(id) {
     history.replaceState(null, "", "#");
     return refresh();
   }
+  // An answer that comes after the operator went elsewhere is dropped (the refresh the move
+  // started shows the new view and keeps the timer going), never drawn over it.
+  if (shown() !== id) return;
   connected();
   showOne(found, lag.points);
   schedule();
@@ -333,13 +337,15 @@ function showRead(dead) {
 
 // The latest dead letters, asked for by the button (each is read from Kafka).
 async function showLatest() {
+  const id = shown();
   let dead;
   try {
-    dead = await api("GET", `/changefeeds/${encodeURIComponent(shown())}/dead-letters?limit=20`);
+    dead = await api("GET", `/changefeeds/${encodeURIComponent(id)}/dead-letters?limit=20`);
   } catch (error) {
     if (error.message !== "unauthorized") say(`Dead letters: ${error.message}`, true);
     return;
   }
+  if (shown() !== id) return;
   showRead(dead);
   const body = $("dlq");
   body.replaceChildren();
