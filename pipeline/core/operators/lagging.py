@@ -68,6 +68,10 @@ class Lagging:
         self.started = time.time_ns() if started_nanos is None else started_nanos
         self.found: list[Lag] = []
 
+    def start(self, now_nanos: int | None = None) -> None:
+        """The run starts now: a partition that resolved nothing yet lags from here."""
+        self.started = time.time_ns() if now_nanos is None else now_nanos
+
     def look(self, frontier: Frontier, now_nanos: int | None = None) -> bool:
         """Find the lagging partitions now; True when the set (or the one holding) changed."""
         if self.threshold <= timedelta(0):

@@ -70,7 +70,7 @@ class Observers:
         The run starts now (its admission may have waited while paused): a partition that
         resolved nothing yet lags from here.
         """
-        self._lagging.started = time.time_ns()
+        self._lagging.start()
         self._status, self._replicas = status, replicas
         status.metrics_url = self.metrics.url
         self.metrics.replicas(replicas.found)
