@@ -163,49 +163,63 @@ def _part(  # noqa: PLR0917 - a part of the bench
     for avro in (None, registry):  # each output's code warmed up, as the copy's
         name = f"bench-{tag}-warmup{'-avro' if avro else ''}"
         timed(spark, _config(bootstrap, name, source, part, max_offsets, "at_least_once", avro))
+    # JSON, then Avro output (its schemas in the bench's registry), each in both deliveries;
+    # every run between two copies of the topic, its ratio taken to their mean: across a run
+    # the copy swings by up to 1.7x on this machine, between neighbours by a median 6-12 %
+    # (docs/benchmarks.md, session 40)
+    kinds = ("at_least_once", "exactly_once", "avro at_least_once", "avro exactly_once")
     copies: list[float] = []
-    # JSON, then Avro output (its schemas in the bench's registry), each in both deliveries
-    runs: dict[str, list[float]] = {
-        "at_least_once": [],
-        "exactly_once": [],
-        "avro at_least_once": [],
-        "avro exactly_once": [],
-    }
-    for n in range(rounds):
+    seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
+    ratios: dict[str, list[float]] = {kind: [] for kind in kinds}
+
+    def copy(n: int, after: str) -> float:
         before = cpu_seconds()
-        copy = plain_copy(spark, bootstrap, source, f"bench.{tag}.copy{n}", max_offsets)
-        copies.append(copy.seconds)
+        done = plain_copy(
+            spark, bootstrap, source, f"bench.{tag}.copy{n}.{len(copies)}", max_offsets
+        )
+        copies.append(done.seconds)
         print(
-            f"round {n}: copy {rows / copy.seconds:,.0f} records/s, "
-            f"{megabytes_per_second(size, copy.seconds):.1f} MB/s read; cpu s per 1M: "
+            f"  copy ({after}): {rows / done.seconds:,.0f} records/s, "
+            f"{megabytes_per_second(size, done.seconds):.1f} MB/s read; cpu s per 1M: "
             f"{_per_million(cpu_since(before), rows)}",
             flush=True,
         )
-        for kind, seconds in runs.items():
+        return done.seconds
+
+    for n in range(rounds):
+        print(f"round {n}:", flush=True)
+        last = copy(n, "the round's first")
+        for kind in kinds:
             before = cpu_seconds()
             delivery, avro = kind.split()[-1], registry if kind.startswith("avro") else None
             name = f"bench-{tag}-{kind.replace('_', '-').replace(' ', '-')}{n}"
             config = _config(bootstrap, name, source, part, max_offsets, delivery, avro)
             run: Run = timed(spark, config)
-            seconds.append(run.seconds)
+            cpu = _per_million(cpu_since(before), rows)
             written = topic_bytes(bootstrap, f"{name}.orders")
+            nearest = copy(n, f"after {kind}")
+            ratio = (last + nearest) / 2 / run.seconds
+            last = nearest
+            seconds[kind].append(run.seconds)
+            ratios[kind].append(ratio)
             print(
                 f"  {fmt} {kind}: {rows / run.seconds:,.0f} records/s, "
                 f"{megabytes_per_second(size, run.seconds):.1f} MB/s read, "
                 f"{megabytes_per_second(written, run.seconds):.1f} MB/s written (as stored), "
-                f"ratio to the copy "
-                f"{copy.seconds / run.seconds:.2f}; cpu s per 1M: "
-                f"{_per_million(cpu_since(before), rows)}\n    per batch: {run.per_batch()}",
+                f"ratio to the copies either side {ratio:.2f}; cpu s per 1M: {cpu}"
+                f"\n    per batch: {run.per_batch()}",
                 flush=True,
             )
     copy_rate = rows / statistics.median(copies)
     text = ", ".join(
-        f"{d} {rows / statistics.median(s):,.0f} records/s, ratio "
-        f"{rows / statistics.median(s) / copy_rate:.2f}"
-        for d, s in runs.items()
+        f"{kind} {rows / statistics.median(seconds[kind]):,.0f} records/s, ratio "
+        f"{statistics.median(ratios[kind]):.2f} (rounds "
+        f"{' '.join(f'{r:.2f}' for r in ratios[kind])})"
+        for kind in kinds
     )
     print(
         f"{fmt.upper()}: plain copy {copy_rate:,.0f} records/s | {text} "
-        f"(median of {rounds}, {rows} records, maxOffsetsPerTrigger {max_offsets})",
+        f"(ratios: each run to the mean of the copies either side, median of {rounds}; "
+        f"{rows} records, maxOffsetsPerTrigger {max_offsets})",
         flush=True,
     )
