@@ -493,7 +493,7 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     shoot(browser, screenshots, "changefeed")
 
     # Back to the list while the page's own refresh is still waiting for its answer (held
-    # here 1 s, as a slow server would): the late answer must not draw the page over the list.
+    # here 2 s, as a slow server would): the late answer must not draw the page over the list.
     browser.execute_script(_HOLD_THE_PAGES_ANSWERS)
     wait.until(lambda d: d.execute_script("return window.held.asked") > 0)
     browser.find_element(By.LINK_TEXT, "← every changefeed").click()
@@ -504,14 +504,14 @@ def test_a_changefeeds_page_shows_its_lag_chart_partitions_scan_and_schemas(
     assert browser.find_element(By.ID, "list").is_displayed()
 
 
-# The changefeed page's requests answered 1 s late, counted (window.held); the list's not.
+# The changefeed page's requests answered 2 s late, counted (window.held); the list's not.
 _HOLD_THE_PAGES_ANSWERS = """
 const fetched = window.fetch;
 window.held = {asked: 0, answered: 0};
 window.fetch = (url, init) => {
   if (!url.includes('/changefeeds/')) return fetched(url, init);
   window.held.asked += 1;
-  return new Promise((later) => setTimeout(later, 1000))
+  return new Promise((later) => setTimeout(later, 2000))
     .then(() => fetched(url, init))
     .then((answer) => answer.clone().text().then(() => answer))  // the body in, too
     .then((answer) => { window.held.answered += 1; return answer; });
