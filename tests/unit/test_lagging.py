@@ -86,7 +86,7 @@ def test_the_run_start_is_when_it_is_attached_not_when_an_admission_began_to_wai
     from pipeline.core.operators.observers import Observers  # noqa: PLC0415
 
     observers = Observers("cf", timedelta(minutes=3))
-    observers._lagging.started = 0  # constructed long ago: its admission waited while paused
+    observers._lagging.start(0)  # constructed long ago: its admission waited while paused
     fresh = Frontier([P0, P1, P2])
     assert observers._lagging.look(fresh)  # the control: counted from then, all lag at once
     observers.attach(SimpleNamespace(), SimpleNamespace(found=[]))  # type: ignore[arg-type]

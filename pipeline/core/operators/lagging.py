@@ -65,7 +65,8 @@ class Lagging:
     def __init__(self, threshold: timedelta, started_nanos: int | None = None) -> None:
         self.threshold = threshold
         # what a partition that resolved nothing yet counts from: the run's start
-        self.started = time.time_ns() if started_nanos is None else started_nanos
+        self.started = 0
+        self.start(started_nanos)
         self.found: list[Lag] = []
 
     def start(self, now_nanos: int | None = None) -> None:
