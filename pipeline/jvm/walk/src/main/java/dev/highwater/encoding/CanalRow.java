@@ -12,6 +12,7 @@ final class CanalRow {
   final Encoding.Buffer text = new Encoding.Buffer();
   int[] spans = new int[32]; // per column: name from, to, value from, to (in text)
   int count;
+  private final Columns last = new Columns();
 
   void clear() {
     text.reset();
@@ -67,6 +68,7 @@ final class CanalRow {
     if (i < b.length && b[i] == '}') {
       return i + 1;
     }
+    boolean same = last.numeric == numeric; // the columns so far are the last row's, in order
     while (i < b.length && b[i] == '"') {
       int name = i;
       i = Json.string(b, i, false);
@@ -76,16 +78,19 @@ final class CanalRow {
       int nameFrom = t.size;
       t.put(b, name + 1, i - 1);
       int nameTo = t.size;
-      if (named(t.bytes, nameFrom, nameTo) >= 0) {
+      same = same && last.is(count, t.bytes, nameFrom, nameTo);
+      if (!same && named(t.bytes, nameFrom, nameTo) >= 0) {
         return -1; // a column twice
       }
+      boolean numericColumn =
+          same ? last.numericAt(count) : isNumeric(t.bytes, nameFrom, nameTo, numeric);
       i = Json.ws(b, i);
       if (i >= b.length || b[i] != ':') {
         return -1;
       }
       i = Json.ws(b, i + 1);
       int valueFrom = t.size;
-      if (i < b.length && b[i] != 'n' && isNumeric(t.bytes, nameFrom, nameTo, numeric)) {
+      if (i < b.length && b[i] != 'n' && numericColumn) {
         int end = b[i] == '"' ? Json.string(b, i, false) : -1; // a number spelled as text
         if (end < 0 || Json.number(b, i + 1) != end - 1) {
           return -1;
@@ -101,6 +106,9 @@ final class CanalRow {
       add(nameFrom, nameTo, valueFrom);
       i = Json.ws(b, i);
       if (i < b.length && b[i] == '}') {
+        if (!same) {
+          last.keep(this, numeric);
+        }
         return i + 1;
       }
       i = i < b.length && b[i] == ',' ? Json.ws(b, i + 1) : -1;
@@ -158,5 +166,45 @@ final class CanalRow {
       }
     }
     o.put('}');
+  }
+
+  /**
+   * The columns of the last row read whole, in its order, each numeric or not by the numeric
+   * names it was read with: a table's rows come with their columns in one order, so a row's
+   * column matched to the last row's at its place is neither a second of an earlier one nor
+   * of another type, without comparing it to every column before it.
+   */
+  private static final class Columns {
+    private final Encoding.Buffer names = new Encoding.Buffer();
+    private int[] ends = new int[8];
+    private boolean[] numericAt = new boolean[8];
+    private int count;
+    private List<byte[]> numeric; // the names numericAt was told by (by identity), or null
+
+    boolean is(int k, byte[] b, int from, int to) {
+      int start = k == 0 ? 0 : ends[k - 1];
+      return k < count && Arrays.equals(names.bytes, start, ends[k], b, from, to);
+    }
+
+    boolean numericAt(int k) {
+      return numericAt[k];
+    }
+
+    void keep(CanalRow row, List<byte[]> numeric) {
+      names.reset();
+      if (ends.length < row.count) {
+        ends = new int[row.count];
+        numericAt = new boolean[row.count];
+      }
+      for (int k = 0; k < row.count; k++) {
+        int from = row.spans[4 * k];
+        int to = row.spans[4 * k + 1];
+        names.put(row.text.bytes, from, to);
+        ends[k] = names.size;
+        numericAt[k] = isNumeric(row.text.bytes, from, to, numeric);
+      }
+      count = row.count;
+      this.numeric = numeric;
+    }
   }
 }

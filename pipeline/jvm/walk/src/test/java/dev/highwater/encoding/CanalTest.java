@@ -1,9 +1,11 @@
 package dev.highwater.encoding;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.charset.StandardCharsets;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -41,5 +43,41 @@ class CanalTest {
     assertTrue(!event.equals(EVENT), edit);
     assertFalse(CANAL.encode(new byte[0], bytes(event), new Encoding.Encoded()), event);
     assertTrue(CANAL.encode(new byte[0], bytes(EVENT), new Encoding.Encoded()));
+  }
+
+  /**
+   * A row's columns are matched to the last row's at their places (CanalRow's shortcut): the
+   * same reading, event after event, when the order or the types change under the same names.
+   */
+  @Test
+  void each_row_is_read_by_its_own_columns_and_types() {
+    Encoding canal = new Canal(new byte[][] {bytes("after"), bytes("updated")});
+    Encoding.Encoded out = new Encoding.Encoded();
+    assertTrue(canal.encode(new byte[0], bytes(EVENT), out));
+    assertEquals("{\"after\":{\"id\":1,\"n\":1.50,\"s\":\"x\"}", after(out));
+    String turned = EVENT.replace("{\"id\":\"1\",\"n\":\"1.50\",\"s\":\"x\"}",
+        "{\"s\":\"x\",\"n\":\"1.50\",\"id\":\"1\"},{\"id\":\"2\",\"n\":\"2\"}");
+    assertTrue(canal.encode(new byte[0], bytes(turned), out));
+    assertEquals("{\"after\":{\"s\":\"x\",\"n\":1.50,\"id\":1}", after(out));
+    assertEquals("{\"after\":{\"id\":2,\"n\":2}", after(out, 1));
+    String twice = EVENT.replace("\"s\":\"x\"}", "\"s\":\"x\",\"n\":\"3\"}");
+    assertFalse(canal.encode(new byte[0], bytes(twice), out), twice);
+    // the same names, n now text: its value as it came, then a number again by the first's
+    String text = EVENT.replace("decimal(10,2)", "text").replace("\"1.50\"", "\"1,50\"");
+    assertTrue(canal.encode(new byte[0], bytes(text), out));
+    assertEquals("{\"after\":{\"id\":1,\"n\":\"1,50\",\"s\":\"x\"}", after(out));
+    assertFalse(canal.encode(new byte[0], bytes(EVENT.replace("\"1.50\"", "\"1,50\"")), out));
+    assertTrue(canal.encode(new byte[0], bytes(EVENT), out));
+    assertEquals("{\"after\":{\"id\":1,\"n\":1.50,\"s\":\"x\"}", after(out));
+  }
+
+  private static String after(Encoding.Encoded out) {
+    return after(out, 0);
+  }
+
+  /** Row {@code k}'s envelope up to its after's end. */
+  private static String after(Encoding.Encoded out, int k) {
+    String value = new String(out.rowValues.get(k), StandardCharsets.UTF_8);
+    return value.substring(0, value.indexOf('}') + 1);
   }
 }
