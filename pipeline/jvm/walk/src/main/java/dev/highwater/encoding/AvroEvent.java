@@ -27,21 +27,23 @@ final class AvroEvent {
   private final AvroJson.Node[] fields; // the value record's
   private final int[] roles; // each field's: BEFORE, AFTER, ...
   private final AvroImage[] images; // each field's image (BEFORE, AFTER), else null
+  private final Kept[] kept; // each field's members EventPlace reads (SOURCE, TRANSACTION)
 
   /** A task's buffers (a plan is shared by the executor's tasks). */
   static final class Scratch {
     final Encoding.Buffer after = new Encoding.Buffer();
     final Encoding.Buffer before = new Encoding.Buffer();
     final Encoding.Buffer meta = new Encoding.Buffer(); // source, then transaction, as JSON
-    final Encoding.Buffer other = new Encoding.Buffer(); // fields read and dropped
+    final Encoding.Buffer other = new Encoding.Buffer(); // the op, as JSON
     final Encoding.Buffer json = new Encoding.Buffer(); // a column that may hold a map
     final int[] at = new int[1];
   }
 
-  private AvroEvent(AvroJson.Node[] fields, int[] roles, AvroImage[] images) {
+  private AvroEvent(AvroJson.Node[] fields, int[] roles, AvroImage[] images, Kept[] kept) {
     this.fields = fields;
     this.roles = roles;
     this.images = images;
+    this.kept = kept;
   }
 
   /**
@@ -55,6 +57,7 @@ final class AvroEvent {
     int n = value.children.length;
     int[] roles = new int[n];
     AvroImage[] images = new AvroImage[n];
+    Kept[] kept = new Kept[n];
     for (int k = 0; k < n; k++) {
       roles[k] = role(value.names[k]);
       if (roles[k] == AFTER || roles[k] == BEFORE) {
@@ -62,9 +65,89 @@ final class AvroEvent {
         if (images[k] == null) {
           return null;
         }
+      } else if (roles[k] == SOURCE || roles[k] == TRANSACTION) {
+        byte[][] read = roles[k] == SOURCE ? EventPlace.SOURCE : EventPlace.TRANSACTION;
+        kept[k] = Kept.of(value.children[k], read);
       }
     }
-    return new AvroEvent(value.children, roles, images);
+    return new AvroEvent(value.children, roles, images, kept);
+  }
+
+  /**
+   * A source or transaction field written as JSON with only the members {@link EventPlace}
+   * reads of it (of a record, or of a union's record branches); the others read past by
+   * {@link AvroJson#skip}, so an event is taken exactly when written whole it would be.
+   */
+  private static final class Kept {
+    private final AvroJson.Node type;
+    private final boolean[][] written; // per branch (a record: one), per field; null: whole
+
+    private Kept(AvroJson.Node type, boolean[][] written) {
+      this.type = type;
+      this.written = written;
+    }
+
+    static Kept of(AvroJson.Node type, byte[][] read) {
+      boolean union = type.type == AvroJson.Type.UNION;
+      AvroJson.Node[] branches = union ? type.children : new AvroJson.Node[] {type};
+      boolean[][] written = new boolean[branches.length][];
+      for (int b = 0; b < branches.length; b++) {
+        AvroJson.Node branch = branches[b];
+        if (branch.type == AvroJson.Type.RECORD && AvroImage.plainNames(branch)) {
+          written[b] = new boolean[branch.names.length];
+          for (int f = 0; f < branch.names.length; f++) {
+            byte[] quoted = branch.names[f];
+            for (byte[] name : read) {
+              written[b][f] |= Arrays.equals(quoted, 1, quoted.length - 1, name, 0, name.length);
+            }
+          }
+        }
+      }
+      return new Kept(type, written);
+    }
+
+    /** As {@link AvroJson#read} at {@code depth}, the members not read by EventPlace left out. */
+    boolean read(byte[] b, int[] at, Encoding.Buffer o, int depth) {
+      AvroJson.Node n = type;
+      int branch = 0;
+      if (n.type == AvroJson.Type.UNION) {
+        long v = AvroJson.varint(b, at);
+        if (at[0] < 0 || v < 0 || v >= n.children.length) {
+          return false;
+        }
+        branch = (int) v;
+        n = n.children[branch];
+        depth++;
+      }
+      boolean[] fields = written[branch];
+      if (fields == null) {
+        return AvroJson.read(n, b, at, o, depth);
+      }
+      if (depth > AvroJson.MAX_DEPTH) {
+        return false;
+      }
+      o.put('{');
+      boolean first = true;
+      for (int f = 0; f < fields.length; f++) {
+        if (!fields[f]) {
+          if (!AvroJson.skip(n.children[f], b, at, depth + 1)) {
+            return false;
+          }
+          continue;
+        }
+        if (!first) {
+          o.put(',');
+        }
+        first = false;
+        o.put(n.names[f], 0, n.names[f].length);
+        o.put(':');
+        if (!AvroJson.read(n.children[f], b, at, o, depth + 1)) {
+          return false;
+        }
+      }
+      o.put('}');
+      return true;
+    }
   }
 
   /** Whether {@link #key} reads {@code key}'s data as JSON would (a record of fields, no map). */
@@ -138,18 +221,22 @@ final class AvroEvent {
         } else {
           transaction = s.meta.size;
         }
-        if (!AvroJson.read(fields[k], b, at, s.meta, FIELD)) {
+        if (!kept[k].read(b, at, s.meta, FIELD)) {
           return false;
         }
         continue;
       }
-      s.other.reset(); // the op, or a field read to be checked and dropped
+      if (role == OTHER) {
+        if (!AvroJson.skip(fields[k], b, at, FIELD)) { // read to be checked, and dropped
+          return false;
+        }
+        continue;
+      }
+      s.other.reset(); // the op
       if (!AvroJson.read(fields[k], b, at, s.other, FIELD)) {
         return false;
       }
-      if (role == OP) {
-        op = op(s.other);
-      }
+      op = op(s.other);
     }
     boolean afterNull = s.after.size == 0 || s.after.bytes[0] == 'n';
     if (at[0] != b.length || (op != 'c' && op != 'r' && op != 'u' && op != 'd')) {

@@ -223,10 +223,21 @@ final class AvroImage {
         return AvroJson.read(type, b, at, o, depth);
       case DECIMAL:
         {
-          BigInteger unscaled = unscaled(type, b, at);
-          if (unscaled == null) {
-            return false;
+          int length = length(type, b, at);
+          if (length <= 0 || at[0] + length > b.length) {
+            return false; // none, or no bytes: JSON's reading
           }
+          if (length <= 8) { // fits a long: written without a BigInteger
+            long unscaled = b[at[0]]; // sign-extended, as BigInteger's two's complement
+            for (int k = 1; k < length; k++) {
+              unscaled = (unscaled << 8) | (b[at[0] + k] & 0xff);
+            }
+            at[0] += length;
+            Connect.decimal(unscaled, column.per, o);
+            return true;
+          }
+          BigInteger unscaled = new BigInteger(b, at[0], length);
+          at[0] += length;
           Connect.decimal(unscaled, column.per, o);
           return true;
         }
@@ -259,15 +270,18 @@ final class AvroImage {
     return v;
   }
 
+  /** The length of bytes (read from {@code b}) or fixed; -1 for none. */
+  private static int length(AvroJson.Node type, byte[] b, int[] at) {
+    if (type.type == AvroJson.Type.FIXED) {
+      return at[0] < 0 ? -1 : type.size;
+    }
+    long n = AvroJson.varint(b, at);
+    return at[0] < 0 || n < 0 || n > Integer.MAX_VALUE ? -1 : (int) n;
+  }
+
   /** Bytes or fixed as a two's complement number; null for none or no bytes (JSON's reading). */
   private static BigInteger unscaled(AvroJson.Node type, byte[] b, int[] at) {
-    int length;
-    if (type.type == AvroJson.Type.FIXED) {
-      length = type.size;
-    } else {
-      long n = AvroJson.varint(b, at);
-      length = at[0] < 0 || n < 0 || n > Integer.MAX_VALUE ? -1 : (int) n;
-    }
+    int length = length(type, b, at);
     if (length <= 0 || at[0] < 0 || at[0] + length > b.length) {
       return null;
     }

@@ -287,6 +287,109 @@ final class AvroJson {
     }
   }
 
+  /**
+   * Reads past the datum of {@code n} at {@code b[at[0]]}, writing nothing: false where {@link
+   * #read} would not take it (so a datum read past is taken exactly when it would be read).
+   */
+  static boolean skip(Node n, byte[] b, int[] at, int depth) {
+    if (depth > MAX_DEPTH) {
+      return false;
+    }
+    switch (n.type) {
+      case NULL:
+        return true;
+      case BOOLEAN:
+        return at[0] < b.length && (b[at[0]++] & 0xfe) == 0;
+      case INT:
+      case LONG:
+        {
+          long v = varint(b, at);
+          return at[0] >= 0 && (n.type == Type.LONG || v == (int) v);
+        }
+      case FLOAT:
+        if (at[0] + 4 > b.length) {
+          return false;
+        }
+        at[0] += 4;
+        return Float.isFinite(Float.intBitsToFloat(little(b, at[0] - 4, 4)));
+      case DOUBLE:
+        if (at[0] + 8 > b.length) {
+          return false;
+        }
+        at[0] += 8;
+        return Double.isFinite(Double.longBitsToDouble(littleLong(b, at[0] - 8)));
+      case BYTES:
+      case FIXED:
+        {
+          int length = n.type == Type.FIXED ? n.size : length(b, at);
+          if (length < 0 || at[0] + length > b.length) {
+            return false;
+          }
+          at[0] += length;
+          return true;
+        }
+      case STRING:
+        return string(b, at, null);
+      case ENUM:
+        {
+          long symbol = varint(b, at);
+          return at[0] >= 0 && symbol >= 0 && symbol < n.names.length;
+        }
+      case UNION:
+        {
+          long branch = varint(b, at);
+          return at[0] >= 0 && branch >= 0 && branch < n.children.length
+              && skip(n.children[(int) branch], b, at, depth + 1);
+        }
+      case RECORD:
+        for (Node field : n.children) {
+          if (!skip(field, b, at, depth + 1)) {
+            return false;
+          }
+        }
+        return true;
+      default: // ARRAY, MAP
+        while (true) {
+          long count = varint(b, at);
+          if (at[0] < 0) {
+            return false;
+          }
+          if (count == 0) {
+            return true;
+          }
+          if (count < 0) {
+            count = -count;
+            varint(b, at);
+            if (at[0] < 0) {
+              return false;
+            }
+          }
+          for (long k = 0; k < count; k++) {
+            if ((n.type == Type.MAP && !string(b, at, null))
+                || !skip(n.children[0], b, at, depth + 1)) {
+              return false;
+            }
+          }
+        }
+    }
+  }
+
+  private static int little(byte[] b, int from, int width) {
+    int bits = 0;
+    for (int k = width - 1; k >= 0; k--) {
+      bits = (bits << 8) | (b[from + k] & 0xff);
+    }
+    return bits;
+  }
+
+  private static long littleLong(byte[] b, int from) {
+    long bits = 0;
+    for (int k = 7; k >= 0; k--) {
+      bits = (bits << 8) | (b[from + k] & 0xff);
+    }
+    return bits;
+  }
+
   private static boolean blocks(Node n, byte[] b, int[] at, Encoding.Buffer out, int depth) {
     boolean map = n.type == Type.MAP;
     out.put(map ? '{' : '[');
@@ -325,13 +428,27 @@ final class AvroJson {
     }
   }
 
-  /** A string's UTF-8 as a JSON string (quotes, backslashes and control characters escaped). */
+  /**
+   * A string's UTF-8 as a JSON string (quotes, backslashes and control characters escaped);
+   * {@code out} null: only checked.
+   */
   private static boolean string(byte[] b, int[] at, Encoding.Buffer out) {
     int length = length(b, at);
     if (length < 0 || at[0] + length > b.length) {
       return false;
     }
     int end = at[0] + length;
+    if (out == null) {
+      for (int i = at[0]; i < end; ) {
+        int c = b[i] & 0xff;
+        i = c < 0x80 ? i + 1 : Json.utf8(b, i, c);
+        if (i < 0 || i > end) {
+          return false;
+        }
+      }
+      at[0] = end;
+      return true;
+    }
     out.put('"');
     int i = at[0];
     while (i < end) {

@@ -46,6 +46,7 @@ final class Connect {
   private static final Set<String> DATES =
       Set.of("io.debezium.time.Date", "org.apache.kafka.connect.data.Date");
   private static final int MAX_SCALE = 1000;
+  private static final int SHORT_SCALE = 64; // decimal(long, ...) writes these itself
   private static final byte[] SCALE = "scale".getBytes(StandardCharsets.US_ASCII);
   private static final byte[] VALUE = "value".getBytes(StandardCharsets.US_ASCII);
 
@@ -156,6 +157,40 @@ final class Connect {
   }
 
   /** A decimal's digits: its unscaled value (big-endian two's complement, Connect's) and scale. */
+  static void decimal(long unscaled, long scale, Encoding.Buffer out) {
+    if (unscaled == Long.MIN_VALUE || scale < -SHORT_SCALE || scale > SHORT_SCALE) {
+      decimal(BigInteger.valueOf(unscaled), scale, out);
+      return;
+    }
+    if (unscaled < 0) {
+      out.put('-');
+    }
+    long v = Math.abs(unscaled);
+    int length = 1;
+    for (long rest = v / 10; rest > 0; rest /= 10) {
+      length++;
+    }
+    int s = (int) Math.max(scale, 0);
+    int width = Math.max(length, s + 1); // the digits written, zeros before the number's
+    int zeros = v != 0 && scale < 0 ? (int) -scale : 0; // after it
+    int dot = s > 0 ? 1 : 0;
+    out.room(width + dot + zeros);
+    int end = out.size + width + dot;
+    for (int k = end - 1; k >= out.size; k--) {
+      if (dot == 1 && k == end - 1 - s) {
+        out.bytes[k] = '.';
+        continue;
+      }
+      out.bytes[k] = (byte) ('0' + v % 10);
+      v /= 10;
+    }
+    out.size = end;
+    for (int k = 0; k < zeros; k++) {
+      out.bytes[out.size++] = '0';
+    }
+  }
+
+  /** A decimal's unscaled value and scale written as its number ({@code 12.30}, {@code -0.05}). */
   static void decimal(BigInteger unscaled, long scale, Encoding.Buffer out) {
     String digits = unscaled.abs().toString();
     if (unscaled.signum() < 0) {
@@ -247,7 +282,7 @@ final class Connect {
         return false;
       }
       out.put('"');
-      put(out, day.toString());
+      day(out, day.getYear(), day.getMonthValue(), day.getDayOfMonth());
       out.put('"');
       return true;
     } catch (DateTimeException e) {
@@ -289,7 +324,7 @@ final class Connect {
       if (moment.getYear() < 1 || moment.getYear() > 9999) {
         return false;
       }
-      put(out, moment.toLocalDate().toString()); // yyyy-MM-dd, as Python's isoformat
+      day(out, moment.getYear(), moment.getMonthValue(), moment.getDayOfMonth());
       out.put('T');
       two(out, moment.getHour());
       out.put(':');
@@ -297,14 +332,28 @@ final class Connect {
       out.put(':');
       two(out, moment.getSecond());
     }
-    if (fraction != 0) {
-      String digits = Long.toString(fraction);
-      int width = Long.toString(c.per).length() - 1;
+    if (fraction != 0) { // its digits, as many as per's zeros (per: a power of ten)
       out.put('.');
-      put(out, "0".repeat(width - digits.length()) + digits);
+      long place = 1;
+      while (place * 10 <= c.per / 10) {
+        place *= 10;
+      }
+      for (; place > 0; place /= 10) {
+        out.put('0' + (int) (fraction / place % 10));
+      }
     }
     out.put('"');
     return true;
+  }
+
+  /** yyyy-MM-dd, as Python's isoformat (a year from 1 to 9999). */
+  private static void day(Encoding.Buffer out, int year, int month, int day) {
+    two(out, year / 100);
+    two(out, year % 100);
+    out.put('-');
+    two(out, month);
+    out.put('-');
+    two(out, day);
   }
 
   private static void two(Encoding.Buffer out, long n) {

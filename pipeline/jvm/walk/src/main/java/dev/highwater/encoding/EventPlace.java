@@ -14,11 +14,11 @@ import java.util.Map;
  */
 final class EventPlace {
   private static final long LOGICAL = 10_000_000_000L; // the logical part's ten digits
-  private static final byte[][] SOURCE =
+  static final byte[][] SOURCE = // the members of source it reads
       Members.names(
           "ts_us", "ts_ms", "ts_ns", "snapshot", "connector", "sequence", "file", "pos", "row");
   private static final long[] NANOS = {1_000, 1_000_000, 1}; // per unit of ts_us, ts_ms, ts_ns
-  private static final byte[][] TRANSACTION = Members.names("id");
+  static final byte[][] TRANSACTION = Members.names("id"); // of transaction
   private static final byte[] POSTGRESQL = Members.utf8("\"postgresql\"");
   private static final byte[] MYSQL = Members.utf8("\"mysql\"");
   private static final byte[] MARIADB = Members.utf8("\"mariadb\"");

@@ -149,6 +149,70 @@ class AvroJsonTest {
         read(node, avro));
   }
 
+  private static final String EVERY_TYPE =
+      "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"n\",\"fields\":["
+          + "{\"name\":\"i\",\"type\":\"int\"},"
+          + "{\"name\":\"o\",\"type\":[\"null\",\"long\"]},"
+          + "{\"name\":\"s\",\"type\":\"string\"},"
+          + "{\"name\":\"b\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\"}},"
+          + "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\",\"B\"]}},"
+          + "{\"name\":\"a\",\"type\":{\"type\":\"array\",\"items\":\"n.E\"}},"
+          + "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":\"boolean\"}},"
+          + "{\"name\":\"f\",\"type\":{\"type\":\"fixed\",\"name\":\"F\",\"size\":2}},"
+          + "{\"name\":\"g\",\"type\":\"float\"},"
+          + "{\"name\":\"d\",\"type\":\"double\"}]}";
+  private static final byte[] EVERY_VALUE =
+      bytes(
+          0x03, 0x02, 0x80, 0x01, 0x08, '"', 'q', 0xc3, 0xa9, 0x04, 0x00, 0xff, 0x02,
+          0x03, 0x04, 0x00, 0x02, 0x00, 0x02, 0x02, 'k', 0x01, 0x00, 0x61, 0x62,
+          0, 0, 0xc0, 0x3f, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f);
+
+  /** Where {@link AvroJson#skip} ends and whether it takes, against {@link AvroJson#read}'s. */
+  private static void skipsAsItReads(AvroJson.Node node, byte[] avro, String what) {
+    int[] read = {0};
+    boolean taken = AvroJson.read(node, avro, read, new Encoding.Buffer(), 0);
+    int[] skipped = {0};
+    assertEquals(taken, AvroJson.skip(node, avro, skipped, 0), what);
+    if (taken) {
+      assertEquals(read[0], skipped[0], what);
+    }
+  }
+
+  /**
+   * Every byte of a datum of every type changed to each of a few values, and every prefix of
+   * it: skipping takes it exactly where reading does, and ends where reading ends.
+   */
+  @Test
+  void skips_what_it_reads_and_leaves_what_it_leaves() throws Exception {
+    AvroJson.Node node = schema(EVERY_TYPE);
+    skipsAsItReads(node, EVERY_VALUE, "as written");
+    int[] values = {0x00, 0x01, 0x02, 0x03, 0x04, 0x7f, 0x80, 0xc3, 0xed, 0xf8, 0xff};
+    int taken = 0;
+    for (int i = 0; i < EVERY_VALUE.length; i++) {
+      skipsAsItReads(node, java.util.Arrays.copyOf(EVERY_VALUE, i), "the first " + i);
+      for (int v : values) {
+        byte[] changed = EVERY_VALUE.clone();
+        changed[i] = (byte) v;
+        skipsAsItReads(node, changed, "byte " + i + " = " + v);
+        taken += AvroJson.read(node, changed, new int[] {0}, new Encoding.Buffer(), 0) ? 1 : 0;
+      }
+    }
+    assertTrue(taken > 0 && taken < EVERY_VALUE.length * values.length, "both kinds met");
+    // nesting: a list of 40 links is deeper than MAX_DEPTH (a record and a union per link)
+    AvroJson.Node list =
+        schema(
+            "{\"type\":\"record\",\"name\":\"L\",\"fields\":[{\"name\":\"v\",\"type\":\"int\"},"
+                + "{\"name\":\"next\",\"type\":[\"null\",\"L\"]}]}");
+    for (int links : new int[] {3, 31, 32, 40}) {
+      ByteArrayOutputStream out = new ByteArrayOutputStream();
+      for (int k = 0; k < links; k++) {
+        out.write(0x02); // v = 1
+        out.write(k + 1 < links ? 0x02 : 0x00); // next: another link, or null
+      }
+      skipsAsItReads(list, out.toByteArray(), links + " links");
+    }
+  }
+
   @Test
   void leaves_what_it_cannot_read_exactly() throws Exception {
     AvroJson.Node text = schema("\"string\"");
