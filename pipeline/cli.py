@@ -11,8 +11,9 @@
     highwater apply CHANGEFEED --dsn DSN    ... applied to PostgreSQL tables, exactly once
     highwater dev …                         broker, jars, Kafka CLI, generator, demo
 
-Errors of ours print as one clear message (no traceback) and exit non-zero: 2 for a config
-the user must fix, 1 for anything else.
+Errors of ours print as one clear message (no traceback) and exit non-zero
+(``reporting_errors``: 2 for a config the user must fix, 75 for one a new run may not meet,
+1 for anything else). ``--help`` prints :data:`HELP`, plain text, not this docstring.
 
 More command groups plug in through the ``highwater.commands`` entry points (a function that
 adds its sub-commands): ``highwater dev`` is one, declared in ``pyproject.toml``, so this
@@ -42,11 +43,27 @@ from pipeline.runtime.submit import (
 )
 
 PLUGIN_GROUP = "highwater.commands"
+HELP = """Highwater: changefeeds from Kafka change topics, on Spark Structured Streaming.
+
+  highwater validate --config cf.yaml     check a config; every problem named by key path
+  highwater run --config cf.yaml          spark-submit the changefeed
+  highwater changefeed list | query ID    the job status (state, high-water, scan progress)
+  highwater tail CHANGEFEED [--json]      a changefeed's output as resolved windows
+  highwater apply CHANGEFEED --dsn DSN    ... applied to PostgreSQL tables, exactly once"""
+EXIT_CODES = (
+    "exit status: 0 done; 2 a config or argument to fix; 75 an error a new run may not meet "
+    "(run it again); 1 any other error; 130 interrupted"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
-    parser = argparse.ArgumentParser(prog="highwater", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="highwater",
+        description=HELP,
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
     commands = parser.add_subparsers(dest="command", required=True)
 
@@ -88,7 +105,7 @@ def _validate(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     command = spark_submit_command(args.config, config, state_dir() / "submit")
-    print(printable(command), file=sys.stderr)
+    print(printable(command, spark_submit_env({}, config.spark.master)), file=sys.stderr)
     if args.dry_run:
         return 0
     sys.stdout.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import shlex
 import signal
 import subprocess
 import sys
@@ -100,15 +101,21 @@ def executor_python(master: str, python_env: str) -> str:
     return f"./{ENVIRONMENT}/bin/python"  # unpacked in each executor's directory
 
 
-def printable(command: list[str]) -> str:
-    """The command as it may be shown: values of secret-looking ``--conf`` settings masked."""
-    shown = []
+def printable(command: list[str], env: dict[str, str] | None = None) -> str:
+    """The command as a shell runs it from any directory, the virtualenv not activated.
+
+    ``env``: what it needs set (:func:`spark_submit_env`'s own), put first as ``env K=V …``;
+    every word quoted for a POSIX shell. Values of secret-looking ``--conf`` settings are
+    masked: that one setting must be given again by whoever runs it.
+    """
+    shown = [f"{k}={v}" for k, v in (env or {}).items()]
+    shown = ["env", *shown] if shown else []
     for previous, arg in zip(["", *command], command, strict=False):
         key, equals, _value = arg.partition("=")
         shown.append(
             f"{key}={MASK}" if previous == "--conf" and equals and looks_secret(key) else arg
         )
-    return " ".join(shown)
+    return shlex.join(shown)
 
 
 def package_zip(work_dir: Path, *, consumer: bool = False) -> Path:

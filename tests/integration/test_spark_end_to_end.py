@@ -45,9 +45,15 @@ def test_streaming_query_carries_every_change(kafka_bootstrap: str, unique_name,
     assert got == expected
 
 
-def test_highwater_run_submits_the_job_with_spark_submit(
+def test_the_printed_spark_submit_command_runs_as_printed_from_any_directory(
     kafka_bootstrap: str, unique_name, tmp_path: Path
 ) -> None:
+    """``highwater run --dry-run``'s line, given to a shell elsewhere, the virtualenv not on PATH.
+
+    As a user pastes it into another terminal: a bare environment (no VIRTUAL_ENV, no
+    PYSPARK_* or SPARK_HOME, PATH without the virtualenv's bin), another working directory.
+    Every other test that runs ``highwater run`` covers the command it starts itself.
+    """
     source = unique_name("src")
     report = write(
         GeneratorSpec(topic=source, rows=500, partitions=2, resolved_every=250),
@@ -69,18 +75,29 @@ def test_highwater_run_submits_the_job_with_spark_submit(
         ),
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYSPARK_")}
-    result = subprocess.run(
-        [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file)],
+    dry = subprocess.run(
+        [sys.executable, "-m", "pipeline.cli", "run", "--config", str(config_file), "--dry-run"],
         cwd=ROOT,
-        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    printed = dry.stderr.strip().splitlines()[-1]
+    assert "spark-submit" in printed
+    bare = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/root")}
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    result = subprocess.run(
+        ["/bin/sh", "-c", printed],
+        cwd=elsewhere,
+        env=bare,
         capture_output=True,
         text=True,
         timeout=300,
         check=False,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "spark-submit" in result.stderr.splitlines()[0]
     # The default for a new changefeed: the initial scan at the statement time, then the
     # stream (nothing more arrived), and the statement time as the first marker.
     out = read_output(kafka_bootstrap, changefeed_id + ".orders")

@@ -1,3 +1,6 @@
+import argparse
+import shlex
+import sys
 import zipfile
 from pathlib import Path
 
@@ -5,7 +8,7 @@ import pytest
 import yaml
 
 import schemas
-from pipeline.cli import main
+from pipeline.cli import build_parser, main
 from pipeline.runtime.submit import package_zip
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -33,7 +36,15 @@ def test_run_dry_run_builds_the_spark_submit_command(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     assert main(["run", "--config", str(EXAMPLES / "orders.yaml"), "--dry-run"]) == 0
-    command = capsys.readouterr().err.split()
+    printed = shlex.split(capsys.readouterr().err)
+    # the environment spark-submit needs first, so it runs as printed without the virtualenv
+    # (tests/integration/test_spark_end_to_end.py runs it so)
+    assert printed[0] == "env"
+    n = next(i for i, word in enumerate(printed) if i > 0 and "=" not in word)
+    settings = dict(word.split("=", 1) for word in printed[1:n])
+    assert settings["PYSPARK_PYTHON"] == settings["PYSPARK_DRIVER_PYTHON"] == sys.executable
+    assert Path(settings["SPARK_HOME"], "bin", "spark-class").is_file()
+    command = printed[n:]
     assert command[0].endswith("spark-submit")
     jars = command[command.index("--jars") + 1].split(",")
     assert any("spark-sql-kafka-0-10_2.13-" in j for j in jars)
@@ -97,3 +108,19 @@ def test_gc_refuses_a_registry_it_cannot_use_naming_the_option(
     err = capsys.readouterr().err
     assert "--schema-registry" in err
     assert says in err
+
+
+def test_every_help_reads_as_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    """No reST markup (double backquotes, roles) in any command's --help."""
+    parser = build_parser()
+    pages = [parser.format_help()]
+    stack = [parser]
+    while stack:
+        for action in stack.pop()._actions:  # argparse keeps the sub-commands there
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    pages.append(sub.format_help())
+                    stack.append(sub)
+    assert len(pages) > 20, "the sub-commands' pages were found"
+    marked = [p.splitlines()[0] for p in pages if "``" in p or ":data:" in p or ":func:" in p]
+    assert marked == []
