@@ -80,9 +80,10 @@ final class AvroEvent {
    */
   private static final class Kept {
     private final AvroJson.Node type;
-    private final boolean[][] written; // per branch (a record: one), per field; null: whole
+    private final int[][] written; // per branch (a record: one), per field: its name's place
+    // in the names EventPlace reads, or -1 (not written); a branch null: written whole
 
-    private Kept(AvroJson.Node type, boolean[][] written) {
+    private Kept(AvroJson.Node type, int[][] written) {
       this.type = type;
       this.written = written;
     }
@@ -90,15 +91,18 @@ final class AvroEvent {
     static Kept of(AvroJson.Node type, byte[][] read) {
       boolean union = type.type == AvroJson.Type.UNION;
       AvroJson.Node[] branches = union ? type.children : new AvroJson.Node[] {type};
-      boolean[][] written = new boolean[branches.length][];
+      int[][] written = new int[branches.length][];
       for (int b = 0; b < branches.length; b++) {
         AvroJson.Node branch = branches[b];
         if (branch.type == AvroJson.Type.RECORD && AvroImage.plainNames(branch)) {
-          written[b] = new boolean[branch.names.length];
+          written[b] = new int[branch.names.length];
           for (int f = 0; f < branch.names.length; f++) {
             byte[] quoted = branch.names[f];
-            for (byte[] name : read) {
-              written[b][f] |= Arrays.equals(quoted, 1, quoted.length - 1, name, 0, name.length);
+            written[b][f] = -1;
+            for (int k = 0; k < read.length; k++) {
+              if (Arrays.equals(quoted, 1, quoted.length - 1, read[k], 0, read[k].length)) {
+                written[b][f] = k;
+              }
             }
           }
         }
@@ -106,8 +110,12 @@ final class AvroEvent {
       return new Kept(type, written);
     }
 
-    /** As {@link AvroJson#read} at {@code depth}, the members not read by EventPlace left out. */
-    boolean read(byte[] b, int[] at, Encoding.Buffer o, int depth) {
+    /**
+     * As {@link AvroJson#read} at {@code depth}, the members not read by EventPlace left out;
+     * where each is written goes to {@code found} (as {@link Members#read} would find them),
+     * {@code found[0]} -2 when the datum was written whole (not a record it knows).
+     */
+    boolean read(byte[] b, int[] at, Encoding.Buffer o, int depth, int[] found) {
       AvroJson.Node n = type;
       int branch = 0;
       if (n.type == AvroJson.Type.UNION) {
@@ -119,8 +127,10 @@ final class AvroEvent {
         n = n.children[branch];
         depth++;
       }
-      boolean[] fields = written[branch];
+      int[] fields = written[branch];
+      Arrays.fill(found, -1);
       if (fields == null) {
+        found[0] = -2;
         return AvroJson.read(n, b, at, o, depth);
       }
       if (depth > AvroJson.MAX_DEPTH) {
@@ -129,7 +139,8 @@ final class AvroEvent {
       o.put('{');
       boolean first = true;
       for (int f = 0; f < fields.length; f++) {
-        if (!fields[f]) {
+        int k = fields[f];
+        if (k < 0) {
           if (!AvroJson.skip(n.children[f], b, at, depth + 1)) {
             return false;
           }
@@ -141,9 +152,11 @@ final class AvroEvent {
         first = false;
         o.put(n.names[f], 0, n.names[f].length);
         o.put(':');
+        found[2 * k] = o.size;
         if (!AvroJson.read(n.children[f], b, at, o, depth + 1)) {
           return false;
         }
+        found[2 * k + 1] = o.size;
       }
       o.put('}');
       return true;
@@ -207,6 +220,7 @@ final class AvroEvent {
     int op = 0;
     int source = -1;
     int transaction = -1;
+    boolean whole = false; // a source or transaction written whole: EventPlace finds its members
     for (int k = 0; k < fields.length; k++) {
       int role = roles[k];
       if (role == AFTER || role == BEFORE) {
@@ -221,9 +235,11 @@ final class AvroEvent {
         } else {
           transaction = s.meta.size;
         }
-        if (!kept[k].read(b, at, s.meta, FIELD)) {
+        int[] found = role == SOURCE ? place.source : place.transaction;
+        if (!kept[k].read(b, at, s.meta, FIELD, found)) {
           return false;
         }
+        whole |= found[0] == -2;
         continue;
       }
       if (role == OTHER) {
@@ -243,7 +259,11 @@ final class AvroEvent {
       return false;
     }
     byte[] meta = Arrays.copyOf(s.meta.bytes, s.meta.size);
-    if (!place.read(meta, source, transaction, op == 'r', out) || afterNull != (op == 'd')) {
+    boolean placed =
+        whole || source < 0 || meta[source] != '{'
+            ? place.read(meta, source, transaction, op == 'r', out)
+            : place.readFound(meta, transaction, op == 'r', out);
+    if (!placed || afterNull != (op == 'd')) {
       return false;
     }
     Envelope.after(o);

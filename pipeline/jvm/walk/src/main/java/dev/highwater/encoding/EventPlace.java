@@ -26,8 +26,9 @@ final class EventPlace {
   private static final long IN_COMMIT = 1_000_000 * LOGICAL; // an END's millisecond
   private static final byte[] FALSE_TEXT = Members.utf8("\"false\"");
 
-  private final int[] source = new int[2 * SOURCE.length + 1];
-  private final int[] transaction = new int[2 * TRANSACTION.length + 1];
+  final int[] source = new int[2 * SOURCE.length + 1]; // where each of SOURCE is (from, to)
+  final int[] transaction = new int[2 * TRANSACTION.length + 1]; // ... each of TRANSACTION
+  private boolean found; // the members were found by the caller ({@link #readFound})
   private final Encoding.Buffer text = new Encoding.Buffer();
   private final Map<String, long[]> commits; // transaction -> its END's time (binlogs)
 
@@ -41,10 +42,25 @@ final class EventPlace {
    * position and its transaction's id and place, as {@code debezium.py}'s {@code change}.
    */
   boolean read(byte[] b, int from, int tx, boolean read, Encoding.Encoded out) {
-    int[] src = source;
-    if (from < 0 || b[from] != '{' || Members.read(b, from, SOURCE, src, null) < 0) {
+    if (from < 0 || b[from] != '{' || Members.read(b, from, SOURCE, source, null) < 0) {
       return false;
     }
+    found = false;
+    return place(b, tx, read, out);
+  }
+
+  /**
+   * As {@link #read}, the source's members already found in {@code b} ({@link #source}: where
+   * each of {@link #SOURCE} is, as {@link Members#read} finds them) and, where {@code tx} is an
+   * object, the transaction's ({@link #transaction}): {@link AvroEvent} writes only those.
+   */
+  boolean readFound(byte[] b, int tx, boolean read, Encoding.Encoded out) {
+    found = true;
+    return place(b, tx, read, out);
+  }
+
+  private boolean place(byte[] b, int tx, boolean read, Encoding.Encoded out) {
+    int[] src = source;
     long clock = -1;
     long nanos = 0;
     for (int k = 0; k < NANOS.length && nanos == 0; k++) {
@@ -220,7 +236,7 @@ final class EventPlace {
       return true; // transaction metadata off
     }
     int[] t = transaction;
-    if (Members.read(b, from, TRANSACTION, t, null) < 0 || t[0] < 0 || b[t[0]] != '"') {
+    if ((!found && Members.read(b, from, TRANSACTION, t, null) < 0) || t[0] < 0 || b[t[0]] != '"') {
       return false;
     }
     int to = Json.string(b, t[0], false);
