@@ -45,8 +45,11 @@ class PiecesTest {
     public Producer<byte[], byte[]> open(Map<String, Object> config) {
       MockProducer<byte[], byte[]> p =
           new MockProducer<>(true, new ByteArraySerializer(), new ByteArraySerializer());
-      opened.add(p);
-      ids.add((String) config.get("transactional.id"));
+      // producers open side by side on other threads: a producer and its id at one index
+      synchronized (opened) {
+        opened.add(p);
+        ids.add((String) config.get("transactional.id"));
+      }
       return p;
     }
 
@@ -300,8 +303,10 @@ class PiecesTest {
               super.commitTransaction();
             }
           };
-      opened.add(p);
-      ids.add((String) config.get("transactional.id"));
+      synchronized (opened) { // as Fake.open
+        opened.add(p);
+        ids.add((String) config.get("transactional.id"));
+      }
       return p;
     }
   }
@@ -681,8 +686,10 @@ class PiecesTest {
               super.abortTransaction();
             }
           };
-      opened.add(p);
-      ids.add((String) config.get("transactional.id"));
+      synchronized (opened) { // as Fake.open
+        opened.add(p);
+        ids.add((String) config.get("transactional.id"));
+      }
       return p;
     }
 
@@ -792,7 +799,9 @@ class PiecesTest {
     }
 
     MockProducer<byte[], byte[]> of(int partition) {
-      return opened.get(ids.indexOf("highwater-cf-rows-src-" + partition));
+      synchronized (opened) {
+        return opened.get(ids.indexOf("highwater-cf-rows-src-" + partition));
+      }
     }
 
     void waitForOpened(int n) throws InterruptedException {
