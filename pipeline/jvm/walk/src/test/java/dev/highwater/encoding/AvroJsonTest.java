@@ -118,37 +118,6 @@ class AvroJsonTest {
     return out.toByteArray();
   }
 
-  @Test
-  void reads_a_record_of_every_type() throws Exception {
-    AvroJson.Node node =
-        schema(
-            "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"n\",\"fields\":["
-                + "{\"name\":\"i\",\"type\":\"int\"},"
-                + "{\"name\":\"o\",\"type\":[\"null\",\"long\"]},"
-                + "{\"name\":\"s\",\"type\":\"string\"},"
-                + "{\"name\":\"b\",\"type\":{\"type\":\"bytes\",\"logicalType\":\"decimal\"}},"
-                + "{\"name\":\"e\",\"type\":{\"type\":\"enum\",\"name\":\"E\",\"symbols\":[\"A\",\"B\"]}},"
-                + "{\"name\":\"a\",\"type\":{\"type\":\"array\",\"items\":\"n.E\"}},"
-                + "{\"name\":\"m\",\"type\":{\"type\":\"map\",\"values\":\"boolean\"}},"
-                + "{\"name\":\"f\",\"type\":{\"type\":\"fixed\",\"name\":\"F\",\"size\":2}},"
-                + "{\"name\":\"d\",\"type\":\"double\"}]}");
-    byte[] avro =
-        bytes(
-            0x03, // i = -2
-            0x02, 0x80, 0x01, // o: branch 1, 64
-            0x08, '"', 'q', 0xc3, 0xa9, // s = "qé (4 bytes)
-            0x04, 0x00, 0xff, // b = 00 ff
-            0x02, // e = B
-            0x03, 0x04, 0x00, 0x02, 0x00, // a: a block of -2 items (size 0), A, B; end
-            0x02, 0x02, 'k', 0x01, 0x00, // m: {"k": true}
-            0x61, 0x62, // f
-            0, 0, 0, 0, 0, 0, 0xf8, 0x3f); // d = 1.5
-    assertEquals(
-        "{\"i\":-2,\"o\":64,\"s\":\"\\\"q\u00e9\",\"b\":\"AP8=\",\"e\":\"B\",\"a\":[\"A\",\"B\"],"
-            + "\"m\":{\"k\":true},\"f\":\"YWI=\",\"d\":1.5}",
-        read(node, avro));
-  }
-
   private static final String EVERY_TYPE =
       "{\"type\":\"record\",\"name\":\"R\",\"namespace\":\"n\",\"fields\":["
           + "{\"name\":\"i\",\"type\":\"int\"},"
@@ -166,6 +135,16 @@ class AvroJsonTest {
           0x03, 0x02, 0x80, 0x01, 0x08, '"', 'q', 0xc3, 0xa9, 0x04, 0x00, 0xff, 0x02,
           0x03, 0x04, 0x00, 0x02, 0x00, 0x02, 0x02, 'k', 0x01, 0x00, 0x61, 0x62,
           0, 0, 0xc0, 0x3f, 0, 0, 0, 0, 0, 0, 0xf8, 0x3f);
+
+  @Test
+  void reads_a_record_of_every_type() throws Exception {
+    // EVERY_VALUE: i = -2; o: branch 1, 64; s = "qé (4 bytes); b = 00 ff; e = B; a: a block
+    // of -2 items (size 0), A, B, end; m: {"k": true}; f = ab; g = 1.5f; d = 1.5
+    assertEquals(
+        "{\"i\":-2,\"o\":64,\"s\":\"\\\"q\u00e9\",\"b\":\"AP8=\",\"e\":\"B\",\"a\":[\"A\",\"B\"],"
+            + "\"m\":{\"k\":true},\"f\":\"YWI=\",\"g\":1.5,\"d\":1.5}",
+        read(schema(EVERY_TYPE), EVERY_VALUE));
+  }
 
   /** Where {@link AvroJson#skip} ends and whether it takes, against {@link AvroJson#read}'s. */
   private static void skipsAsItReads(AvroJson.Node node, byte[] avro, String what) {
