@@ -221,10 +221,7 @@ final class AvroJson {
           if (at[0] + width > b.length) {
             return false;
           }
-          long bits = 0;
-          for (int k = width - 1; k >= 0; k--) {
-            bits = (bits << 8) | (b[at[0] + k] & 0xff);
-          }
+          long bits = littleEndian(b, at[0], width);
           at[0] += width;
           double d = width == 4 ? Float.intBitsToFloat((int) bits) : Double.longBitsToDouble(bits);
           String text = number(d);
@@ -311,13 +308,13 @@ final class AvroJson {
           return false;
         }
         at[0] += 4;
-        return Float.isFinite(Float.intBitsToFloat(little(b, at[0] - 4, 4)));
+        return Float.isFinite(Float.intBitsToFloat((int) littleEndian(b, at[0] - 4, 4)));
       case DOUBLE:
         if (at[0] + 8 > b.length) {
           return false;
         }
         at[0] += 8;
-        return Double.isFinite(Double.longBitsToDouble(littleLong(b, at[0] - 8)));
+        return Double.isFinite(Double.longBitsToDouble(littleEndian(b, at[0] - 8, 8)));
       case BYTES:
       case FIXED:
         {
@@ -374,17 +371,10 @@ final class AvroJson {
     }
   }
 
-  private static int little(byte[] b, int from, int width) {
-    int bits = 0;
-    for (int k = width - 1; k >= 0; k--) {
-      bits = (bits << 8) | (b[from + k] & 0xff);
-    }
-    return bits;
-  }
-
-  private static long littleLong(byte[] b, int from) {
+  /** A float's or double's bits: {@code width} bytes at {@code from}, little-endian. */
+  private static long littleEndian(byte[] b, int from, int width) {
     long bits = 0;
-    for (int k = 7; k >= 0; k--) {
+    for (int k = width - 1; k >= 0; k--) {
       bits = (bits << 8) | (b[from + k] & 0xff);
     }
     return bits;
