@@ -240,18 +240,8 @@ final class Avro implements Encoding {
 
   /** The key and value records, from the slots the reading filled. */
   private void write(byte[] k, byte[] b, boolean after, boolean before, long[] ts, Encoded out) {
-    Encoding.Buffer buf = out.buffer;
-    buf.reset();
-    buf.put(keyHeader, 0, keyHeader.length);
-    int body = buf.size;
-    for (int f = 0; f < key.length; f++) {
-      key[f].write(buf, k, f, out);
-    }
-    int keyEnd = buf.size;
-    out.key = buf.copy(0);
-    out.ts = ts;
+    Encoding.Buffer buf = keyRecord(k, ts, out);
     if (valueHeader == null) {
-      out.value = null;
       return;
     }
     int start = buf.size;
@@ -260,20 +250,81 @@ final class Avro implements Encoding {
     if (diff) {
       row(buf, b, before, key.length + columns.length, out);
     }
+    int time = key.length + 2 * columns.length; // its text's slot
+    rest(buf, start, b, out.from[time], out.to[time], out);
+  }
+
+  /** This route's row record, whose rows {@link AvroRow} writes. */
+  AvroField[] columns() {
+    return columns;
+  }
+
+  /**
+   * The key and value records of a change whose rows are written already ({@link AvroRow}):
+   * {@code after} and {@code before} each the {@code [null, row]}'s bytes, or empty for null;
+   * the key the JSON array of its values, read as {@link #encode} reads it. False: not taken.
+   */
+  boolean rows(byte[] k, Encoding.Buffer after, Encoding.Buffer before, long[] ts, Encoded out) {
+    out.slots(key.length);
+    if (!key(k, out)) {
+      return false;
+    }
+    Encoding.Buffer buf = keyRecord(k, ts, out);
+    if (valueHeader == null) {
+      return true;
+    }
+    int start = buf.size;
+    buf.put(valueHeader, 0, valueHeader.length);
+    written(buf, after);
+    if (diff) {
+      written(buf, before);
+    }
+    byte[] time = Envelope.text(ts);
+    rest(buf, start, time, 0, time.length, out);
+    return true;
+  }
+
+  private static void written(Encoding.Buffer buf, Encoding.Buffer row) {
+    if (row.size == 0) {
+      buf.put(0);
+    } else {
+      buf.put(row.bytes, 0, row.size);
+    }
+  }
+
+  /** The key record (its header first) to {@code out.key}, read from the slots; the buffer. */
+  private Encoding.Buffer keyRecord(byte[] k, long[] ts, Encoded out) {
+    Encoding.Buffer buf = out.buffer;
+    buf.reset();
+    buf.put(keyHeader, 0, keyHeader.length);
+    for (int f = 0; f < key.length; f++) {
+      key[f].write(buf, k, f, out);
+    }
+    out.key = buf.copy(0);
+    out.ts = ts;
+    out.value = null; // key_only: a tombstone
+    return buf;
+  }
+
+  /**
+   * The value record's members after its rows: the key, the topic, the time's text ({@code
+   * [from, to)} of {@code text}) for updated and mvcc_timestamp; the record from {@code start}
+   * to {@code out.value}.
+   */
+  private void rest(Encoding.Buffer buf, int start, byte[] text, int from, int to, Encoded out) {
     if (keyInValue) {
       buf.put(2);
-      buf.put(buf.bytes, body, keyEnd);
+      buf.put(out.key, keyHeader.length, out.key.length);
     }
     if (topic != null) {
       buf.put(2);
       buf.varint(topic.length);
       buf.put(topic, 0, topic.length);
     }
-    int time = key.length + 2 * columns.length; // its text's slot
     for (int twice = (updated ? 1 : 0) + (mvcc ? 1 : 0); twice > 0; twice--) {
       buf.put(2);
-      buf.varint(out.to[time] - out.from[time]);
-      buf.put(b, out.from[time], out.to[time]);
+      buf.varint(to - from);
+      buf.put(text, from, to);
     }
     out.value = java.util.Arrays.copyOfRange(buf.bytes, start, buf.size);
   }

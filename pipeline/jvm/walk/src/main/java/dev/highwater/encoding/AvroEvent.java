@@ -36,6 +36,7 @@ final class AvroEvent {
     final Encoding.Buffer meta = new Encoding.Buffer(); // source, then transaction, as JSON
     final Encoding.Buffer other = new Encoding.Buffer(); // the op, as JSON
     final Encoding.Buffer json = new Encoding.Buffer(); // a column that may hold a map
+    final AvroRow.Scratch rows = new AvroRow.Scratch(); // images written as Avro
     final int[] at = new int[1];
   }
 
@@ -212,6 +213,48 @@ final class AvroEvent {
    */
   boolean read(
       byte[] b, Encoding.Buffer o, Scratch s, EventPlace place, boolean diff, Encoding.Encoded out) {
+    if (!read(b, s, place, null, out)) {
+      return false;
+    }
+    Envelope.after(o);
+    put(o, s.after);
+    if (diff) {
+      Envelope.before(o);
+      put(o, s.before);
+    }
+    if (out.ts != null) {
+      Envelope.updated(o, out.ts);
+    }
+    return true;
+  }
+
+  /**
+   * The plan of this event's images into an Avro route's row record ({@code columns}): per
+   * field, the {@link AvroRow} of after and (with {@code diff}) before; null where an image has
+   * a column the record lacks (its events are read through JSON).
+   */
+  AvroRow[] rows(AvroField[] columns, boolean diff) {
+    AvroRow[] rows = new AvroRow[fields.length];
+    for (int k = 0; k < fields.length; k++) {
+      if (roles[k] == AFTER || (diff && roles[k] == BEFORE)) {
+        rows[k] = AvroRow.of(images[k], columns);
+        if (rows[k] == null) {
+          return null;
+        }
+      }
+    }
+    return rows;
+  }
+
+  /**
+   * The event's fields read: its images to {@code s.after} and {@code s.before}, as JSON, or
+   * where {@code rows} (an Avro route's {@link #rows}) has the field's plan as that route's row
+   * record (null written as nothing; before without diff is read as JSON, so taken as {@link
+   * Avro} takes it, and not written); the op checked; the source and transaction read by {@code
+   * place} into {@code out}. False: not taken.
+   */
+  boolean read(
+      byte[] b, Scratch s, EventPlace place, AvroRow[] rows, Encoding.Encoded out) {
     int[] at = s.at;
     at[0] = 5;
     s.after.reset(); // left empty: the event has no such field (null)
@@ -220,12 +263,20 @@ final class AvroEvent {
     int op = 0;
     int source = -1;
     int transaction = -1;
+    boolean afterNull = true;
     boolean whole = false; // a source or transaction written whole: EventPlace finds its members
     for (int k = 0; k < fields.length; k++) {
       int role = roles[k];
       if (role == AFTER || role == BEFORE) {
-        if (!images[k].read(b, at, role == AFTER ? s.after : s.before, s.json)) {
+        Encoding.Buffer image = role == AFTER ? s.after : s.before;
+        AvroRow row = rows == null ? null : rows[k];
+        boolean read =
+            row == null ? images[k].read(b, at, image, s.json) : row.write(b, at, image, s.rows, out);
+        if (!read) {
           return false;
+        }
+        if (role == AFTER) { // an image read as JSON writes null as such
+          afterNull = image.size == 0 || (row == null && image.bytes[0] == 'n');
         }
         continue;
       }
@@ -254,7 +305,6 @@ final class AvroEvent {
       }
       op = op(s.other);
     }
-    boolean afterNull = s.after.size == 0 || s.after.bytes[0] == 'n';
     if (at[0] != b.length || (op != 'c' && op != 'r' && op != 'u' && op != 'd')) {
       return false;
     }
@@ -263,19 +313,7 @@ final class AvroEvent {
         whole || source < 0 || meta[source] != '{'
             ? place.read(meta, source, transaction, op == 'r', out)
             : place.readFound(meta, transaction, op == 'r', out);
-    if (!placed || afterNull != (op == 'd')) {
-      return false;
-    }
-    Envelope.after(o);
-    put(o, s.after);
-    if (diff) {
-      Envelope.before(o);
-      put(o, s.before);
-    }
-    if (out.ts != null) {
-      Envelope.updated(o, out.ts);
-    }
-    return true;
+    return placed && afterNull == (op == 'd');
   }
 
   /** An image as read, or null where the event had no such field. */

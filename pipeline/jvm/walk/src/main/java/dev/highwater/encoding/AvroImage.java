@@ -14,10 +14,10 @@ import java.util.Set;
  * map may hold).
  */
 final class AvroImage {
-  private final boolean union;
-  private final int nullBranch; // the union's null branch
-  private final Cell[] cells;
-  private final int depth; // its columns' (AvroJson's, reading the whole value: 2, or 3 in a union)
+  final boolean union;
+  final int nullBranch; // the union's null branch
+  final Cell[] cells;
+  final int depth; // its columns' (AvroJson's, reading the whole value: 2, or 3 in a union)
 
   private AvroImage(boolean union, int nullBranch, Cell[] cells) {
     this.union = union;
@@ -27,7 +27,7 @@ final class AvroImage {
   }
 
   /** A column: its Connect reading, its Avro type, its name as written. */
-  private static final class Cell {
+  static final class Cell {
     final Connect.Column column;
     final AvroJson.Node node;
     final byte[] quotedName;
@@ -194,7 +194,8 @@ final class AvroImage {
     return true;
   }
 
-  private static boolean cell(
+  /** A column's datum (its union's branch first, if one) written as {@link #read} writes it. */
+  static boolean cell(
       Cell cell, int depth, byte[] b, int[] at, Encoding.Buffer o, Encoding.Buffer json) {
     AvroJson.Node type = cell.node;
     if (type.type == AvroJson.Type.UNION) {

@@ -422,7 +422,7 @@ final class AvroJson {
    * A string's UTF-8 as a JSON string (quotes, backslashes and control characters escaped);
    * {@code out} null: only checked.
    */
-  private static boolean string(byte[] b, int[] at, Encoding.Buffer out) {
+  static boolean string(byte[] b, int[] at, Encoding.Buffer out) {
     int length = length(b, at);
     if (length < 0 || at[0] + length > b.length) {
       return false;

@@ -42,8 +42,12 @@ public interface Encoding extends Serializable {
     if (format.equals("canal-json") || format.equals("debezium")) {
       String kind = spec.get("kind").asText();
       if (kind.equals("avro")) { // the reader's JSON envelope, written again in Avro
-        Encoding reader = reader(format, spec.get("diff").asBoolean(), commits, registry);
-        return new AvroOut(reader, new Avro(spec, topic), format.equals("canal-json"));
+        boolean diff = spec.get("diff").asBoolean();
+        Avro avro = new Avro(spec, topic);
+        if (format.equals("debezium") && registry != null) { // it writes Avro itself
+          return new DebeziumAvro(diff, commits, Registry.of(registry), avro);
+        }
+        return new AvroOut(reader(format, diff, commits, registry), avro, format.equals("canal-json"));
       }
       if (!kind.equals("verbatim")) {
         throw new IllegalArgumentException(format + " is walked to JSON or Avro only: " + spec);

@@ -237,6 +237,207 @@ class AvroEventTest {
     assertTrue(!same(keyBytes, valueBytes, true, Map.of()), "a name twice is not taken");
   }
 
+  // the output's types for the table's columns drawn from, each column's usual one first
+  private static final String[][] OUTPUT = {
+    {"id", "long"}, {"region", "string"}, {"amount", "double"}, {"price", "float"},
+    {"created", "string"}, {"stamp", "string"}, {"day", "string"}, {"at", "string"},
+    {"nanos", "string"}, {"vsd", "double"}, {"zoned", "string"}, {"score", "double"},
+    {"ratio", "float"}, {"flag", "boolean"}, {"small", "int"}, {"tags", "string"},
+    {"blob", "string"}, {"doc", "string"}, {"attrs", "string"}, {"kind", "string"},
+    {"raw", "string"}
+  };
+  private static final String[] TYPES = {"string", "long", "int", "double", "float", "boolean"};
+
+  @Test
+  void imagesWrittenStraightInAnAvroRoutesRowsAreWhatTheEnvelopeWrittenAgainIs() throws IOException {
+    // Debezium Avro to Avro output: the images written in the route's row record (AvroRow)
+    // against the envelope written by the same reading, then by the route (AvroOut: before).
+    // Each column's output type drawn (mostly its usual one; any of the six now and then), the
+    // columns' order shuffled, a column the table lacks (null) and one it has not (a schema
+    // change: neither takes it) now and then.
+    long seed = System.nanoTime();
+    Random random = new Random(seed);
+    int taken = 0;
+    int straight = 0;
+    int n = 3000;
+    for (int k = 0; k < n; k++) {
+      boolean diff = random.nextBoolean();
+      Avro avro = new Avro(route(random, diff), "out");
+      GenericData.Record v = event(VALUE_SCHEMA, random);
+      if (random.nextBoolean()) { // no array or map: most events' columns are then written
+        for (String image : new String[] {"after", "before"}) {
+          GenericData.Record row = (GenericData.Record) v.get(image);
+          if (row != null) {
+            row.put("tags", null);
+            row.put("attrs", null);
+          }
+        }
+      }
+      GenericData.Record kk = new GenericData.Record(KEY_SCHEMA);
+      kk.put("id", random.nextLong());
+      kk.put("region", random.nextInt(4) == 0 ? null : text(random));
+      byte[] key = wire(KEY_ID, KEY_SCHEMA, kk);
+      byte[] value = wire(VALUE_ID, VALUE_SCHEMA, v);
+      Encoding.Encoded a = new Encoding.Encoded();
+      boolean rows = new DebeziumAvro(diff, Map.of(), registry, avro).encode(key, value, a);
+      Encoding.Encoded b = new Encoding.Encoded();
+      boolean envelope =
+          new AvroOut(new DebeziumAvro(diff, Map.of(), registry), avro, false).encode(key, value, b);
+      String where = "seed " + seed + ", draw " + k + ": " + JSON.valueToTree(List.of(key, value));
+      assertEquals(envelope, rows, "taken through the envelope, straight: " + where);
+      boolean planned = registry.schema(VALUE_ID).event.rows(avro.columns(), diff) != null;
+      if (rows) {
+        taken += planned ? 1 : 0;
+        assertArrayEquals(b.key, a.key, where);
+        assertArrayEquals(b.value, a.value, where);
+        assertArrayEquals(b.ts, a.ts, where);
+        assertArrayEquals(b.position, a.position, where);
+        assertEquals(b.tx, a.tx, where);
+      }
+      straight += planned ? 1 : 0;
+    }
+    // most draws have a plan, and (the draws are awkward on purpose) some of those are taken
+    assertTrue(straight > n / 2, "planned straight: " + straight + " of " + n);
+    assertTrue(taken > n / 10, "taken straight: " + taken + " of " + n + ", seed " + seed);
+  }
+
+  // a table of each plain type and decimals, its string first (see below), for every pair of
+  // a column's Avro and an output type
+  private static final String NARROW_COLUMNS =
+      "["
+          + "{'name':'s','type':['null','string'],'default':null},"
+          + "{'name':'l','type':['null','long'],'default':null},"
+          + "{'name':'i','type':'int'},"
+          + "{'name':'d','type':['null','double'],'default':null},"
+          + "{'name':'f','type':'float'},"
+          + "{'name':'b','type':['null','boolean'],'default':null},"
+          + "{'name':'m','type':['null',{'type':'bytes','scale':2,'precision':10,"
+          + "'connect.parameters':{'scale':'2'},'connect.name':'org.apache.kafka.connect.data.Decimal',"
+          + "'logicalType':'decimal'}],'default':null},"
+          + "{'name':'z','type':{'type':'bytes','scale':0,'precision':30,"
+          + "'connect.parameters':{'scale':'0'},'connect.name':'org.apache.kafka.connect.data.Decimal',"
+          + "'logicalType':'decimal'}},"
+          + "{'name':'w','type':{'type':'bytes','scale':30,'precision':40,"
+          + "'connect.parameters':{'scale':'30'},'connect.name':'org.apache.kafka.connect.data.Decimal',"
+          + "'logicalType':'decimal'}}"
+          + "]";
+  private static final Schema NARROW_SCHEMA =
+      avro(VALUE.replace(COLUMNS, NARROW_COLUMNS).replace("'Value'", "'Narrow'")
+          .replace("'name':'Value'", "'name':'Narrow'"));
+  private static final int NARROW_ID = register(105, NARROW_SCHEMA);
+  private static final long[] LONGS = { // bounds, and a float's tie once a double rounds it
+    0L, -1L, 1L, Integer.MAX_VALUE, Integer.MIN_VALUE, Integer.MAX_VALUE + 1L, Long.MAX_VALUE,
+    Long.MIN_VALUE, (1L << 53) + 1, (1L << 60) + (1L << 36) + 1, -((1L << 60) + (1L << 36) + 1)
+  };
+  private static final double[] DOUBLES = {
+    0.0, -0.0, Double.NaN, Double.POSITIVE_INFINITY, Double.NEGATIVE_INFINITY, Double.MAX_VALUE,
+    -Double.MAX_VALUE, Double.MIN_VALUE, 3.4028235677973366e38, 3.4028235e38, 1e-46, 0.1, 1e16, 2.5
+  };
+
+  @Test
+  void everyPairOfAColumnsAvroAndAnOutputTypeIsWrittenAsTheEnvelopeWrittenAgainIs()
+      throws IOException {
+    long seed = System.nanoTime();
+    Random random = new Random(seed);
+    String[] names = {"s", "l", "i", "d", "f", "b", "m", "z", "w"};
+    String[][] usual = { // each column's usual types
+      {"string"}, {"long", "double", "float"}, {"int", "long", "float"}, {"double", "float"},
+      {"float", "double"}, {"boolean"}, {"double", "float"}, {"long", "double", "float"},
+      {"double", "float"}
+    };
+    assertNotNull(registry.schema(NARROW_ID).event, "the table's events are read straight");
+    int taken = 0;
+    int n = 4000;
+    for (int k = 0; k < n; k++) {
+      List<List<Object>> columns = new ArrayList<>();
+      for (int c = 0; c < names.length; c++) { // mostly its usual type: most events fit
+        String type =
+            random.nextInt(4) == 0
+                ? TYPES[random.nextInt(TYPES.length)]
+                : usual[c][random.nextInt(usual[c].length)];
+        columns.add(List.of(names[c], type, random.nextInt(10) != 0));
+      }
+      java.util.Collections.shuffle(columns, random);
+      Map<String, Object> spec = new HashMap<>(JSON.convertValue(route(random, true), Map.class));
+      spec.put("columns", columns);
+      spec.put("diff", random.nextBoolean());
+      Avro avro = new Avro(JSON.valueToTree(spec), "out");
+      boolean diff = (Boolean) spec.get("diff");
+      GenericData.Record v = event(NARROW_SCHEMA, random, AvroEventTest::narrow);
+      v.put("before", null); // so the after's string length is at a known place: b[8]
+      GenericData.Record kk = new GenericData.Record(KEY_SCHEMA);
+      kk.put("id", random.nextLong());
+      kk.put("region", text(random));
+      byte[] key = wire(KEY_ID, KEY_SCHEMA, kk);
+      byte[] value = wire(NARROW_ID, NARROW_SCHEMA, v);
+      if (value[6] == 2 && value[7] == 2 && value[8] >= 0 && random.nextBoolean()) {
+        // the string's length in a varint longer than it needs (Avro's readers take it)
+        byte[] padded = new byte[value.length + 1];
+        System.arraycopy(value, 0, padded, 0, 8);
+        padded[8] = (byte) (value[8] | 0x80);
+        System.arraycopy(value, 9, padded, 10, value.length - 9);
+        value = padded;
+      }
+      Encoding.Encoded a = new Encoding.Encoded();
+      boolean rows = new DebeziumAvro(diff, Map.of(), registry, avro).encode(key, value, a);
+      Encoding.Encoded b = new Encoding.Encoded();
+      boolean envelope =
+          new AvroOut(new DebeziumAvro(diff, Map.of(), registry), avro, false).encode(key, value, b);
+      String where = "seed " + seed + ", draw " + k + ": " + columns + " " + v;
+      assertEquals(envelope, rows, "taken through the envelope, straight: " + where);
+      if (rows) {
+        taken += registry.schema(NARROW_ID).event.rows(avro.columns(), diff) != null ? 1 : 0;
+        assertArrayEquals(b.key, a.key, where);
+        assertArrayEquals(b.value, a.value, where);
+      }
+    }
+    assertTrue(taken > n / 10, "taken: " + taken + " of " + n + ", seed " + seed);
+  }
+
+  private static GenericData.Record narrow(Schema row, Random r) {
+    GenericData.Record v = new GenericData.Record(row);
+    v.put("s", r.nextInt(5) == 0 ? null : pick(r, text(r), "1", "-2.5", "true", "null", "1e400"));
+    long l = r.nextInt(3) == 0 ? LONGS[r.nextInt(LONGS.length)] : r.nextLong() >> r.nextInt(64);
+    v.put("l", r.nextInt(5) == 0 ? null : l);
+    v.put("i", (int) (r.nextInt(3) == 0 ? LONGS[r.nextInt(LONGS.length)] : r.nextInt() >> r.nextInt(32)));
+    double d = r.nextInt(3) == 0 ? DOUBLES[r.nextInt(DOUBLES.length)] : r.nextGaussian() * Math.pow(10, r.nextInt(80) - 40);
+    v.put("d", r.nextInt(5) == 0 ? null : d);
+    v.put("f", r.nextInt(3) == 0 ? (float) DOUBLES[r.nextInt(DOUBLES.length)] : (float) (r.nextGaussian() * Math.pow(10, r.nextInt(20) - 10)));
+    v.put("b", r.nextInt(5) == 0 ? null : r.nextBoolean());
+    v.put("m", r.nextInt(5) == 0 ? null : ByteBuffer.wrap(decimal(r)));
+    v.put("z", ByteBuffer.wrap(decimal(r)));
+    v.put("w", ByteBuffer.wrap(decimal(r)));
+    return v;
+  }
+
+  /** An Avro route of the table, its columns' types drawn (see OUTPUT). */
+  private static com.fasterxml.jackson.databind.JsonNode route(Random r, boolean diff) {
+    List<List<Object>> columns = new ArrayList<>();
+    for (String[] column : OUTPUT) {
+      if (r.nextInt(200) == 0) {
+        continue; // a column the table has not: a schema change
+      }
+      String type = r.nextInt(8) == 0 ? TYPES[r.nextInt(TYPES.length)] : column[1];
+      columns.add(List.of(column[0], type, true));
+    }
+    if (r.nextInt(10) == 0) {
+      columns.add(List.of("extra", TYPES[r.nextInt(TYPES.length)], true));
+    }
+    java.util.Collections.shuffle(columns, r);
+    Map<String, Object> spec = new HashMap<>();
+    spec.put("kind", "avro");
+    spec.put("columns", columns);
+    spec.put("key", List.of(List.of("id", "long", false), List.of("region", "string", true)));
+    spec.put("key_header", "0000000001");
+    spec.put("value_header", r.nextInt(10) == 0 ? null : "0000000002");
+    spec.put("diff", diff);
+    spec.put("key_in_value", r.nextBoolean());
+    spec.put("topic_in_value", r.nextBoolean());
+    spec.put("updated", r.nextInt(4) != 0);
+    spec.put("mvcc_timestamp", r.nextBoolean());
+    return JSON.valueToTree(spec);
+  }
+
   private static com.fasterxml.jackson.databind.JsonNode tree(String singleQuoted) {
     try {
       return JSON.readTree(singleQuoted.replace('\'', '"'));
@@ -305,12 +506,19 @@ class AvroEventTest {
   };
 
   private static GenericData.Record event(Schema envelope, Random r) {
+    return event(envelope, r, AvroEventTest::row);
+  }
+
+  private static GenericData.Record event(
+      Schema envelope,
+      Random r,
+      java.util.function.BiFunction<Schema, Random, GenericData.Record> rows) {
     GenericData.Record e = new GenericData.Record(envelope);
     Schema row = envelope.getField("before").schema().getTypes().get(1);
     String op = OPS[r.nextInt(OPS.length)];
     e.put("op", op);
-    e.put("before", op.equals("c") || r.nextInt(3) == 0 ? null : row(row, r));
-    e.put("after", op.equals("d") && r.nextInt(8) != 0 ? null : row(row, r));
+    e.put("before", op.equals("c") || r.nextInt(3) == 0 ? null : rows.apply(row, r));
+    e.put("after", op.equals("d") && r.nextInt(8) != 0 ? null : rows.apply(row, r));
     Schema sourceSchema = envelope.getField("source").schema();
     GenericData.Record source = new GenericData.Record(sourceSchema);
     source.put("version", "2.7.0.Final");
