@@ -228,18 +228,8 @@ final class AvroImage {
           if (length <= 0 || at[0] + length > b.length) {
             return false; // none, or no bytes: JSON's reading
           }
-          if (length <= 8) { // fits a long: written without a BigInteger
-            long unscaled = b[at[0]]; // sign-extended, as BigInteger's two's complement
-            for (int k = 1; k < length; k++) {
-              unscaled = (unscaled << 8) | (b[at[0] + k] & 0xff);
-            }
-            at[0] += length;
-            Connect.decimal(unscaled, column.per, o);
-            return true;
-          }
-          BigInteger unscaled = new BigInteger(b, at[0], length);
+          Connect.decimal(b, at[0], length, column.per, o);
           at[0] += length;
-          Connect.decimal(unscaled, column.per, o);
           return true;
         }
       case VARIABLE_DECIMAL:

@@ -192,13 +192,65 @@ final class Connect {
 
   /** A decimal's unscaled value and scale written as its number ({@code 12.30}, {@code -0.05}). */
   static void decimal(BigInteger unscaled, long scale, Encoding.Buffer out) {
-    String digits = unscaled.abs().toString();
-    if (unscaled.signum() < 0) {
+    byte[] digits = unscaled.abs().toString().getBytes(StandardCharsets.US_ASCII);
+    decimal(digits, 0, digits.length, unscaled.signum() < 0, scale, out);
+  }
+
+  /**
+   * A decimal whose unscaled value is {@code length} big-endian two's complement bytes at {@code
+   * b[from]} (at least one), as {@link #decimal(BigInteger, long, Encoding.Buffer)} writes it;
+   * up to 16 bytes without a BigInteger (two longs, their digits nine at a time).
+   */
+  static void decimal(byte[] b, int from, int length, long scale, Encoding.Buffer out) {
+    if (length > 16 || scale < -SHORT_SCALE || scale > SHORT_SCALE) {
+      decimal(new BigInteger(b, from, length), scale, out);
+      return;
+    }
+    long hi = b[from] >> 7; // the sign, extended
+    long lo = hi;
+    for (int k = 0; k < length; k++) {
+      hi = (hi << 8) | (lo >>> 56);
+      lo = (lo << 8) | (b[from + k] & 0xff);
+    }
+    if (hi == lo >> 63) {
+      decimal(lo, scale, out); // it fits a long
+      return;
+    }
+    boolean negative = hi < 0;
+    if (negative) { // the magnitude, at most 2^127: unsigned
+      lo = -lo;
+      hi = ~hi + (lo == 0 ? 1 : 0);
+    }
+    long[] limbs = {hi >>> 32, hi & 0xffffffffL, lo >>> 32, lo & 0xffffffffL};
+    byte[] digits = new byte[45]; // 2^127 has 39 digits; five chunks of nine
+    int at = digits.length;
+    while ((limbs[0] | limbs[1] | limbs[2] | limbs[3]) != 0) {
+      long rest = 0; // the limbs over 10^9, the remainder the chunk's digits
+      for (int k = 0; k < 4; k++) {
+        long part = (rest << 32) | limbs[k]; // rest < 10^9 < 2^30: no overflow
+        limbs[k] = part / 1_000_000_000L;
+        rest = part % 1_000_000_000L;
+      }
+      for (int k = 0; k < 9; k++) {
+        digits[--at] = (byte) ('0' + rest % 10);
+        rest /= 10;
+      }
+    }
+    while (digits[at] == '0') { // the last chunk's leading zeros (the value is not zero)
+      at++;
+    }
+    decimal(digits, at, digits.length, negative, scale, out);
+  }
+
+  /** A decimal of the digits {@code [from, to)} of its magnitude, its sign and scale. */
+  private static void decimal(
+      byte[] digits, int from, int to, boolean negative, long scale, Encoding.Buffer out) {
+    if (negative) {
       out.put('-');
     }
     if (scale <= 0) {
-      put(out, digits);
-      if (unscaled.signum() != 0) {
+      out.put(digits, from, to);
+      if (to - from > 1 || digits[from] != '0') { // zeros after a number that is not 0
         for (long k = scale; k < 0; k++) {
           out.put('0');
         }
@@ -206,12 +258,19 @@ final class Connect {
       return;
     }
     int s = (int) scale;
-    if (digits.length() < s + 1) {
-      digits = "0".repeat(s + 1 - digits.length()) + digits;
+    int whole = to - from - s; // digits before the point
+    if (whole <= 0) {
+      out.put('0');
+      out.put('.');
+      for (int k = whole; k < 0; k++) {
+        out.put('0');
+      }
+      out.put(digits, from, to);
+      return;
     }
-    put(out, digits.substring(0, digits.length() - s));
+    out.put(digits, from, from + whole);
     out.put('.');
-    put(out, digits.substring(digits.length() - s));
+    out.put(digits, from + whole, to);
   }
 
   /** As Python's {@code base64.b64decode(text, validate=True)} reads it (only so): a number. */

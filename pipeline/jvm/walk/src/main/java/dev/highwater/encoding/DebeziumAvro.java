@@ -1,6 +1,5 @@
 package dev.highwater.encoding;
 
-import java.util.IdentityHashMap;
 import java.util.Map;
 
 /**
@@ -28,7 +27,10 @@ final class DebeziumAvro implements Encoding {
   private transient Buffer text;
   private transient AvroEvent.Scratch scratch;
   private transient EventPlace place;
-  private transient Map<AvroEvent, AvroRow[]> rows; // per event plan, its rows' (NONE: none)
+  // the last key's and value's schemas (a topic's records mostly share two): the registry's
+  // cache is keyed by its URL and the id, a string built for each look-up
+  private transient Last keys;
+  private transient Last values;
 
   private static final AvroRow[] NONE = new AvroRow[0];
 
@@ -54,8 +56,12 @@ final class DebeziumAvro implements Encoding {
     if (!avroKey && !avroValue) {
       return written(json.encode(key, value, out), out);
     }
-    Registry.Schema keySchema = avroKey ? schema(key) : null;
-    Registry.Schema valueSchema = avroValue ? schema(value) : null;
+    if (keys == null) {
+      keys = new Last();
+      values = new Last();
+    }
+    Registry.Schema keySchema = avroKey ? keys.schema(key, registry) : null;
+    Registry.Schema valueSchema = avroValue ? values.schema(value, registry) : null;
     if ((avroKey && (keySchema == null || keySchema.enveloped))
         || (avroValue && (valueSchema == null || valueSchema.typed == null))) {
       return false; // a key of fields schema and payload: Python reads no envelope in Avro
@@ -95,7 +101,7 @@ final class DebeziumAvro implements Encoding {
     out.position = null;
     out.tx = null;
     out.ts = null;
-    AvroRow[] plan = avro == null ? null : rows(valueSchema.event);
+    AvroRow[] plan = avro == null ? null : values.rows(avro, diff);
     if (plan != null) { // its images straight into the route's rows
       if (!valueSchema.event.read(value, scratch, place, plan, out)) {
         return false;
@@ -110,27 +116,45 @@ final class DebeziumAvro implements Encoding {
     return written(true, out);
   }
 
-  /** The plan of an event's images into the route's rows, or null: through the envelope. */
-  private AvroRow[] rows(AvroEvent event) {
-    if (rows == null) {
-      rows = new IdentityHashMap<>();
+  /**
+   * The schema of the last id a record named, kept for the next (a task's), and the plan of its
+   * events' images into a route's rows.
+   */
+  private static final class Last {
+    private long id = -1;
+    private Registry.Schema schema;
+    private AvroRow[] rows; // NONE: its events go through the envelope; null: not planned yet
+
+    Registry.Schema schema(byte[] wire, Registry registry) {
+      long named = id(wire);
+      if (named != id || schema == null) {
+        schema = named < 0 ? null : registry.schema(named);
+        id = named;
+        rows = null;
+      }
+      return schema;
     }
-    AvroRow[] plan = rows.computeIfAbsent(event, e -> {
-      AvroRow[] r = e.rows(avro.columns(), diff);
-      return r == null ? NONE : r;
-    });
-    return plan == NONE ? null : plan;
+
+    /** The plan of the schema's events (it has an {@link AvroEvent}) into {@code avro}'s rows. */
+    AvroRow[] rows(Avro avro, boolean diff) {
+      if (rows == null) {
+        AvroRow[] planned = schema.event.rows(avro.columns(), diff);
+        rows = planned == null ? NONE : planned;
+      }
+      return rows == NONE ? null : rows;
+    }
   }
 
-  private Registry.Schema schema(byte[] wire) {
+  /** The writer schema's id a wire-format record names, or -1 (too short to name one). */
+  private static long id(byte[] wire) {
     if (wire.length < 5) {
-      return null;
+      return -1;
     }
     long id = 0;
     for (int k = 1; k < 5; k++) {
       id = (id << 8) | (wire[k] & 0xff);
     }
-    return registry.schema(id);
+    return id;
   }
 
   /** A wire-format record's payload as JSON (JsonConverter's), or null: not taken. */

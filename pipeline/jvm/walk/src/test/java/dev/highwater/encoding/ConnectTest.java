@@ -45,6 +45,35 @@ class ConnectTest {
     }
   }
 
+  @Test
+  void a_decimal_of_up_to_16_bytes_is_written_as_through_big_integer() {
+    Random random = new Random(SEED);
+    for (int k = 0; k < 40_000; k++) {
+      byte[] b = new byte[1 + random.nextInt(20)];
+      random.nextBytes(b);
+      int pattern = random.nextInt(8); // the bounds: -1, 2^(8n-1) and its neighbours, 0 runs
+      if (pattern == 0) {
+        java.util.Arrays.fill(b, (byte) (random.nextBoolean() ? 0xff : 0x00));
+      } else if (pattern == 1) {
+        java.util.Arrays.fill(b, (byte) (random.nextBoolean() ? 0xff : 0x00));
+        b[0] = (byte) (random.nextBoolean() ? 0x80 : 0x7f);
+      } else if (pattern == 2) {
+        int run = random.nextInt(b.length);
+        java.util.Arrays.fill(b, 0, run, (byte) (random.nextBoolean() ? 0xff : 0x00));
+      }
+      long scale = random.nextInt(4) == 0 ? random.nextInt(141) - 70 : random.nextInt(40);
+      int from = random.nextInt(3);
+      byte[] at = new byte[from + b.length + 2]; // not at the buffer's start or end
+      System.arraycopy(b, 0, at, from, b.length);
+      Encoding.Buffer fast = new Encoding.Buffer();
+      Connect.decimal(at, from, b.length, scale, fast);
+      Encoding.Buffer big = new Encoding.Buffer();
+      Connect.decimal(new BigInteger(b), scale, big);
+      assertEquals(text(big), text(fast),
+          java.util.HexFormat.of().formatHex(b) + " scale " + scale + " (seed " + SEED + ")");
+    }
+  }
+
   /** Python's isoformat of a timestamp of {@code count} units ({@code per} a second). */
   private static String isoformat(long count, long per) {
     long seconds = Math.floorDiv(count, per);
