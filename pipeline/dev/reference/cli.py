@@ -80,7 +80,7 @@ def _row(action: argparse.Action) -> str:
 
 def _default(action: argparse.Action) -> str:
     default = action.default
-    if action.nargs == 0 or default is None or default == argparse.SUPPRESS or default == []:
+    if action.nargs == 0 or default in (None, argparse.SUPPRESS, []):
         return ""
     return f"`{default}`"
 

@@ -14,6 +14,7 @@ cross-section problems.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -65,8 +66,17 @@ class Module:
     imports: dict[str, tuple[str, str]]
 
 
-def modules(root: Path = ROOT) -> Iterator[Module]:
-    """Every module of the packages, parsed."""
+def modules(root: Path = ROOT) -> tuple[Module, ...]:
+    """Every module of the packages, parsed (once per root and process)."""
+    return _parsed(root)
+
+
+@functools.lru_cache(maxsize=4)
+def _parsed(root: Path) -> tuple[Module, ...]:
+    return tuple(_parse(root))
+
+
+def _parse(root: Path) -> Iterator[Module]:
     for package in PACKAGES:
         for file in sorted((root / package).rglob("*.py")):
             relative = file.relative_to(root)
@@ -202,8 +212,8 @@ def _shape(node: ast.ClassDef) -> str | None:
 def _add_message(
     errors: dict[tuple[str, str], ErrorClass], error: ErrorClass, module: Module, call: ast.Call
 ) -> None:
-    at = _inherited(errors, error, "message_at")
-    at = 0 if at is None else at
+    found = _inherited(errors, error, "message_at")
+    at = found if isinstance(found, int) else 0
     if at < 0 or at >= len(call.args):
         return
     where = f"{module.path}:{call.lineno}"
@@ -300,7 +310,7 @@ def config_refusals(root: Path = ROOT) -> list[tuple[str, str]]:
     return found
 
 
-def _refusal(node: ast.AST) -> str | None:  # noqa: PLR0911 - one case per way to refuse
+def _refusal(node: ast.AST) -> str | None:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
         name, args = node.func.id, node.args
         if name == "combination" and len(args) == 2:
