@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test durations check jvm-test jars system clean bench bench-iceberg bench-scan cluster-bench soak cluster-test explore
+.PHONY: demo test durations check docs jvm-test jars system clean bench bench-iceberg bench-scan cluster-bench soak cluster-test explore
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -35,6 +35,12 @@ check: jars
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
+# The docs site (MkDocs, Material) into site/: open site/index.html, nothing is fetched from the
+# internet. Its reference pages are generated from the code (pipeline/dev/reference); make test
+# builds it with --strict (tests/unit/test_docs_site.py).
+docs: $(INSTALLED)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/python -m mkdocs build --site-dir site
+
 jars: $(INSTALLED)
 	$(BIN)/highwater dev fetch-jars
 
@@ -50,7 +56,7 @@ system:
 	@scripts/ensure-system.sh
 
 clean:
-	rm -rf $(VENV) .jars .tools .highwater .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .jars .tools .highwater .pytest_cache .mypy_cache .ruff_cache site
 
 # The changefeed benchmark (not part of `make test`): prints the numbers docs/benchmarks.md records.
 bench: jars

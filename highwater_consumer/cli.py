@@ -141,7 +141,9 @@ def _iceberg_args(apply: argparse.ArgumentParser) -> None:
 def _output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("changefeed", help="the changefeed id")
     parser.add_argument(
-        "--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+        "--bootstrap-servers",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+        help="the output's brokers ($KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)",
     )
     parser.add_argument("--jobs-topic", default=JOBS_TOPIC, help=f"({JOBS_TOPIC})")
     parser.add_argument(

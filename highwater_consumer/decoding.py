@@ -32,13 +32,31 @@ from schemas.jsontext import loads_exact, lossy
 class ConsumerError(HighwaterError):
     """The consumer library cannot go on: its output, its target or its arguments."""
 
+    remedy = (
+        "Fix the argument, output or target the message names (`highwater tail` and "
+        "`highwater apply` read a changefeed's wrapped envelope with `updated: true`), then "
+        "run it again: it resumes after the last acknowledged window."
+    )
+
 
 class ApplyError(ConsumerError):
     """A window could not be applied: a table, column, key or value the target cannot take."""
 
+    remedy = (
+        "Make the target able to take what the message names (the table, column, key or "
+        "value), or let `--on-error dlq` divert such records; the applier resumes after the "
+        "last window it committed."
+    )
+
 
 class BadRecord(ConsumerError):
     """An output record that is not Highwater's envelope; ``record`` says which one."""
+
+    remedy = (
+        "Check what writes to the output topic named (only the changefeed should); `highwater "
+        "tail` prints such records to stderr and goes on, the library raises unless given "
+        "`on_bad`."
+    )
 
     def __init__(self, record: RecordRef, reason: str) -> None:
         self.record = record

@@ -68,11 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True)
 
     validate = commands.add_parser("validate", help="check a changefeed config")
-    validate.add_argument("--config", required=True, type=Path)
+    validate.add_argument("--config", required=True, type=Path, help="the changefeed's YAML")
     validate.set_defaults(handler=_validate)
 
     run = commands.add_parser("run", help="run a changefeed with spark-submit")
-    run.add_argument("--config", required=True, type=Path)
+    run.add_argument("--config", required=True, type=Path, help="the changefeed's YAML")
     run.add_argument("--dry-run", action="store_true", help="print the command, do not run it")
     run.set_defaults(handler=_run)
 

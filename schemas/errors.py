@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 
 class HighwaterError(Exception):
@@ -20,9 +21,15 @@ class HighwaterError(Exception):
 
     ``retryable``: whether running the job again may succeed without anyone changing
     anything (Kafka was unreachable); the server restarts such a changefeed with back-off.
+    ``remedy``: what a user does about it, in a sentence; every family below says its own
+    (the docs' error reference prints it, and refuses a family that leaves it to the root).
     """
 
     retryable = False
+    remedy: ClassVar[str] = (
+        "Read the message: it names what stopped and where; where a changefeed stopped, a "
+        "new run goes on from its last checkpoint once that is mended."
+    )
 
 
 class ConfigError(HighwaterError):
@@ -31,6 +38,12 @@ class ConfigError(HighwaterError):
     ``problems`` holds one ``(key_path, reason)`` pair per problem, so that one run of
     ``highwater validate`` reports every mistake at once rather than the first.
     """
+
+    remedy = (
+        "Fix each key the message names (every problem is listed at once), then run "
+        "`highwater validate --config` again; the config reference gives each option's type "
+        "and allowed values."
+    )
 
     def __init__(self, problems: Sequence[tuple[str, str]]) -> None:
         self.problems: tuple[tuple[str, str], ...] = tuple(problems)
@@ -42,13 +55,28 @@ class ConfigError(HighwaterError):
 class PlatformError(HighwaterError):
     """The machinery around the job is missing or broken: jars, the broker, the JVM."""
 
+    remedy = (
+        "Set up what the message names (`make` installs Java, Maven and the jars on a "
+        "development machine), then run the command again."
+    )
+
 
 class JarsError(PlatformError):
     """The JVM jars are missing, incomplete, or of a different version than pyspark."""
 
+    remedy = (
+        "Run `highwater fetch-jars` (`highwater dev fetch-jars` in a checkout; it needs a JDK "
+        "and Maven), then the command again."
+    )
+
 
 class BrokerError(PlatformError):
     """The embedded Kafka broker failed to format, start, answer or stop."""
+
+    remedy = (
+        "Read the broker's log the message names (`.highwater/kafka/NAME/logs/server.log`); "
+        "`highwater dev kafka stop` and start it again."
+    )
 
 
 @dataclass(frozen=True, order=True)
@@ -75,9 +103,21 @@ class RecordRef:
 class SourceError(HighwaterError):
     """A source topic is missing, or data the changefeed needs from it is gone."""
 
+    remedy = (
+        "Make the topic, its records or the upstream the message names available again; data "
+        "a changefeed needs that is gone cannot come back: create a new changefeed (its "
+        "initial scan) or move `cursor` past the gap."
+    )
+
 
 class SourceDecodeError(SourceError):
     """A source record could not be turned into a row; ``record`` says which one."""
+
+    remedy = (
+        "Fix the record upstream and run again, or set `on_error: dlq` (or `pause`, then "
+        "`highwater changefeed resume --skip-bad-record`) to divert it to the dead-letter "
+        "topic."
+    )
 
     def __init__(self, record: RecordRef, reason: str, *, action: str = "stopped") -> None:
         self.record = record
@@ -91,6 +131,11 @@ class SourceDecodeError(SourceError):
 
 class EncodingError(HighwaterError):
     """A row could not be encoded; ``side`` is ``"key"`` or ``"value"``."""
+
+    remedy = (
+        "Declare the column's type so it holds the value (`sources[].table_schema`) or fix "
+        "the value upstream; under `on_error: dlq` the record goes to the dead-letter topic."
+    )
 
     def __init__(self, side: str, reason: str) -> None:
         self.side = side
@@ -108,6 +153,11 @@ class SchemaChange(EncodingError):
     ``schema_change_policy`` (:class:`SchemaChangeError`) rather than drop the columns' values
     or dead-letter every row after the change.
     """
+
+    remedy = (
+        "Nothing by hand: the changefeed follows `schema_change_policy` (it pauses under "
+        "`stop`; see SchemaChangeError)."
+    )
 
     def __init__(
         self,
@@ -136,6 +186,12 @@ class SchemaChangeError(HighwaterError):
     ``record``: the first source record of the new shape; ``time``: its commit time.
     """
 
+    remedy = (
+        "Give the table its new `table_schema` (the config file, or `highwater changefeed "
+        "update` for a changefeed the server runs) and `highwater changefeed resume`; or use "
+        "`schema_change_policy: evolve`. A retyped or rekeyed table needs a new changefeed."
+    )
+
     def __init__(self, record: RecordRef, reason: str, time: str) -> None:
         self.record = record
         self.reason = reason
@@ -151,9 +207,20 @@ class SchemaChangeError(HighwaterError):
 class SchemaError(HighwaterError):
     """An output schema could not be registered (the registry refused it) or published."""
 
+    remedy = (
+        "Make the schema change one the subject's compatibility rule accepts (add columns as "
+        "optional), or fix the registry the message names, then start again."
+    )
+
 
 class SinkError(HighwaterError):
     """Writing to the output topics failed after retries."""
+
+    remedy = (
+        "Nothing to change when Kafka was only unreachable: a new run goes on from the "
+        "checkpoint (the server restarts it with back-off). Otherwise fix what the message "
+        "names on the sink cluster (a topic's settings, ACLs, `max.message.bytes`)."
+    )
 
     retryable = True
 
@@ -161,11 +228,21 @@ class SinkError(HighwaterError):
 class FencedError(SinkError):
     """Another instance of the changefeed took over its writes; this one must stop."""
 
+    remedy = (
+        "Another instance of this changefeed runs and took over: stop one of the two; the one "
+        "that was fenced wrote nothing after the fence."
+    )
+
     retryable = False
 
 
 class CheckpointError(HighwaterError):
     """The checkpoint topic could not be read or written, or holds a record we cannot use."""
+
+    remedy = (
+        "Check the checkpoint topic the message names is reachable and writable; a new run "
+        "resumes from the last durable checkpoint."
+    )
 
     retryable = True
 
@@ -177,6 +254,12 @@ class RecordError(HighwaterError):
     was read, when the reader knows (``"topic _highwater_checkpoints, key 'orders'"``);
     ``fields`` the paths of the fields at fault (``"partitions.src.offsets.0"``), if any.
     """
+
+    remedy = (
+        "The record named (topic and key) was written by something else or damaged: delete "
+        "that key from the compacted topic only if you mean to lose that state (for a "
+        "checkpoint: start the changefeed anew)."
+    )
 
     def __init__(
         self, kind: str, reason: str, *, where: str | None = None, fields: Sequence[str] = ()
@@ -191,6 +274,11 @@ class RecordError(HighwaterError):
 
 class UnknownRecordVersion(RecordError):
     """A record of a format version this release does not read (a newer release wrote it)."""
+
+    remedy = (
+        "Run the release of Highwater that wrote the record (or a newer one); an older "
+        "release cannot read it."
+    )
 
     def __init__(
         self, kind: str, version: object, known: Sequence[int], *, where: str | None = None
@@ -215,6 +303,12 @@ class SafepointError(HighwaterError):
     unreadable record).
     """
 
+    remedy = (
+        "Adjust the request as the message says (a time at or above the GC safe point, a "
+        "positive TTL, not a changefeed's own safepoint); when source data is gone, create "
+        "the changefeed anew or start it past the gap."
+    )
+
     def __init__(self, message: str, *, code: str = "data_gone") -> None:
         self.code = code
         super().__init__(message)
@@ -226,6 +320,12 @@ class LifecycleError(HighwaterError):
     ``code`` is the kind, as the REST API reports it: ``invalid_argument``, ``not_found`` or
     ``conflict`` (not in a state that allows it).
     """
+
+    remedy = (
+        "Ask for what the changefeed's state allows (`highwater changefeed list` shows it): "
+        "pause before `update`, a new changefeed id for one removed or for a change its "
+        "output cannot follow."
+    )
 
     def __init__(self, message: str, *, code: str = "conflict") -> None:
         self.code = code

@@ -68,6 +68,12 @@ _FIRST_PAUSE, _LONGEST_PAUSE = 0.5, 8.0  # seconds between tries while the catal
 class UnwritableRecord(ApplyError):
     """An output record the applier cannot write: which one, into which table, and why."""
 
+    remedy = (
+        "Widen the Iceberg column (or fix the value upstream), or run with `--on-error dlq` "
+        "to send the record to the changefeed's dead-letter topic; nothing of its window was "
+        "committed."
+    )
+
     def __init__(self, record: RecordRef, table: str, reason: str) -> None:
         self.record = record
         self.table = table
@@ -77,6 +83,11 @@ class UnwritableRecord(ApplyError):
 
 class CatalogUnreachable(ApplyError):
     """The catalog did not answer for ``waited`` seconds (the last error is the cause)."""
+
+    remedy = (
+        "Bring the catalog back and start the applier again (it resumes from each table's "
+        "last R); `--catalog-patience` waits longer."
+    )
 
     def __init__(self, table: str, waited: float) -> None:
         self.table = table

@@ -39,6 +39,12 @@ History = Mapping[Hlc, int]  # a table's R -> its snapshot marked R
 class CutError(ConsumerError):
     """No complete cut where one was asked for (which tables lack it, and what they hold)."""
 
+    remedy = (
+        "Ask for a resolved time every table holds (`cut()` without `at` gives the latest "
+        "complete one), or let the applier finish the window first; an expired cut cannot be "
+        "read."
+    )
+
 
 @dataclass(frozen=True)
 class Cut:

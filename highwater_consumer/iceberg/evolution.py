@@ -59,6 +59,11 @@ _PROMOTIONS = "Iceberg promotes int to long, float to double and a decimal's pre
 class SchemaChange(ApplyError):
     """A record whose columns its table does not have as they are: which, where, and why."""
 
+    remedy = (
+        "Alter the table yourself (`ALTER TABLE ... ADD COLUMN`) or restart with "
+        "`--schema-changes evolve`; a retyped column needs a table made anew."
+    )
+
     def __init__(self, record: RecordRef, table: str, reason: str) -> None:
         self.record = record
         self.table = table

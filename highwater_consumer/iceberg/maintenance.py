@@ -65,6 +65,11 @@ T = TypeVar("T")
 class MaintenanceError(ApplyError):
     """Maintenance cannot run as asked (a cut to keep that is none, a table out of reach)."""
 
+    remedy = (
+        "Correct the argument the message names (`--keep` must be a complete cut, durations "
+        "like `5d`), then run it again."
+    )
+
 
 def duration(text: str) -> timedelta:
     """``90s``, ``15m``, ``1h``, ``5d`` or seconds (``0``) as a duration; others refused."""

@@ -42,41 +42,81 @@ from .sections import (
 class ChangefeedConfig(Section):
     """A whole changefeed, as validated from YAML."""
 
-    changefeed_id: Name
-    kafka: KafkaOptions
-    sources: Annotated[list[SourceConfig], Field(min_length=1)]
-    sink: SinkConfig = SinkConfig()
-    encoder: EncoderConfig = EncoderConfig()
-    resolved: ResolvedConfig = ResolvedConfig()
-    checkpoint: CheckpointConfig = CheckpointConfig()
-    initial_scan: Annotated[InitialScanConfig, BeforeValidator(scan_shorthand)] = (
-        InitialScanConfig()
+    changefeed_id: Name = Field(
+        description="The changefeed's name: keys its checkpoint record, job status, "
+        "safepoint and transactional ids."
     )
-    cursor: Time | None = None
-    end_time: Time | None = None
-    on_error: Literal["fail", "pause", "dlq"] = "fail"
-    dlq_topic: Name | None = None
-    # exactly_once (the default): each source partition's rows of a batch commit in one Kafka
-    # transaction with its progress, so a read_committed consumer sees each change once
-    # (pipeline/core/progress/claim.py); at_least_once: a kill writes again what came after the last
-    # checkpoint (no transactions: for clusters that cannot run them, or read_uncommitted readers)
-    delivery: Literal["at_least_once", "exactly_once"] = "exactly_once"
-    # A row of a shape its output schema cannot hold (a column added upstream): stop there
-    # (the changefeed pauses, naming it), or evolve the schema from the source's own types,
-    # or evolve it and emit the table again at the change (backfill, from the source topic).
-    # Unset: stop where table_schema is declared, evolve where it is derived (Debezium).
-    schema_change_policy: Literal["stop", "evolve", "backfill"] | None = None
-    # a source partition whose resolved time lags now by more is "lagging": logged by name,
-    # counted in highwater_lagging_partitions, named in the job status (operators/lagging.py;
-    # CockroachDB's lagging_ranges_threshold); 0: off
-    lagging_threshold: Duration = timedelta(minutes=3)
-    # the high-water standing still for longer while the sources send records: "stuck" (a
-    # log line naming the partition holding it, highwater_stuck, the job status); 0: off
-    stuck_threshold: Duration = timedelta(minutes=10)
-    safepoints: SafepointsConfig = SafepointsConfig()
-    jobs: JobsConfig = JobsConfig()
-    metrics: MetricsConfig = MetricsConfig()
-    spark: SparkConfig = SparkConfig()
+    kafka: KafkaOptions = Field(
+        description="The source cluster (and the output's, unless `sink.kafka` names another)."
+    )
+    sources: Annotated[list[SourceConfig], Field(min_length=1)] = Field(
+        description="The source change topics, one per table."
+    )
+    sink: SinkConfig = Field(SinkConfig(), description="The output topics.")
+    encoder: EncoderConfig = Field(
+        EncoderConfig(), description="The output records: format, envelope, CDC query."
+    )
+    resolved: ResolvedConfig = Field(ResolvedConfig(), description="Resolved markers.")
+    checkpoint: CheckpointConfig = Field(
+        CheckpointConfig(), description="Progress, in a compacted Kafka topic."
+    )
+    initial_scan: Annotated[InitialScanConfig, BeforeValidator(scan_shorthand)] = Field(
+        InitialScanConfig(),
+        description="The snapshot before the stream; `yes`, `no` or `only` is short for "
+        "`{mode: ...}`.",
+    )
+    cursor: Time | None = Field(
+        None,
+        description="Start from this time instead of the sources' high-water mark (an "
+        "initial scan, if any, is taken at it).",
+    )
+    end_time: Time | None = Field(
+        None,
+        description="Stop once the high-water mark reaches it, with a last marker at exactly "
+        "`end_time` and no rows after it.",
+    )
+    on_error: Literal["fail", "pause", "dlq"] = Field(
+        "fail",
+        description="A source record that does not decode: stop at it (`fail`), pause there "
+        "for an operator (`pause`), or send it to `dlq_topic` and go on (`dlq`).",
+    )
+    dlq_topic: Name | None = Field(
+        None,
+        description="The dead-letter topic (`on_error: dlq` or `pause`); default "
+        "`_highwater_dlq_<changefeed_id>`.",
+    )
+    delivery: Literal["at_least_once", "exactly_once"] = Field(
+        "exactly_once",
+        description="`exactly_once`: each source partition's rows of a batch commit in one "
+        "Kafka transaction with its progress, so a read_committed consumer sees each change "
+        "once; `at_least_once`: no transactions, a kill writes again what came after the "
+        "last checkpoint.",
+    )
+    schema_change_policy: Literal["stop", "evolve", "backfill"] | None = Field(
+        None,
+        description="Avro output: a row of a shape its output schema cannot hold (a column "
+        "added upstream): pause there (`stop`), evolve the schema from the source's types "
+        "(`evolve`), or evolve it and emit the table again at the change (`backfill`). "
+        "Unset: `stop` for a declared `table_schema`, `evolve` for a derived one.",
+    )
+    lagging_threshold: Duration = Field(
+        timedelta(minutes=3),
+        description="A source partition whose resolved time lags now by more is lagging: "
+        "logged by name, counted in `highwater_lagging_partitions`, named in the job "
+        "status (CockroachDB's `lagging_ranges_threshold`); 0: off.",
+    )
+    stuck_threshold: Duration = Field(
+        timedelta(minutes=10),
+        description="The high-water standing still for longer while the sources send "
+        "records is stuck: a log line naming the partition holding it, `highwater_stuck`, "
+        "the job status; 0: off.",
+    )
+    safepoints: SafepointsConfig = Field(
+        SafepointsConfig(), description="Safepoints that hold back trimming of the sources."
+    )
+    jobs: JobsConfig = Field(JobsConfig(), description="The job status topic.")
+    metrics: MetricsConfig = Field(MetricsConfig(), description="The run's Prometheus endpoint.")
+    spark: SparkConfig = Field(SparkConfig(), description="The SparkSession and its query.")
 
     @model_validator(mode="after")
     def _combinations(self) -> ChangefeedConfig:

@@ -46,8 +46,16 @@ class KafkaOptions(Section):
     Values whose names look secret are never shown by ``repr``.
     """
 
-    bootstrap_servers: Annotated[str, Field(min_length=1)]
-    options: dict[str, str] = Field(default_factory=dict, repr=False)
+    bootstrap_servers: Annotated[str, Field(min_length=1)] = Field(
+        description="The cluster's brokers, `host:port` separated by commas."
+    )
+    options: dict[str, str] = Field(
+        default_factory=dict,
+        repr=False,
+        description="Kafka client properties every client of this cluster gets "
+        "(`security.protocol`, `sasl.*`, ...); values whose names look secret are masked "
+        "in logs and `repr`.",
+    )
 
     def __repr_args__(self) -> Any:
         yield from super().__repr_args__()
@@ -60,8 +68,12 @@ class KafkaOptions(Section):
 class SchemaRegistryConfig(Section):
     """A Confluent-compatible schema registry (Apicurio's ``/apis/ccompat/v7`` works)."""
 
-    url: Annotated[str, Field(pattern=r"^https?://")]
-    basic_auth_user_info: SecretStr | None = None
+    url: Annotated[str, Field(pattern=r"^https?://")] = Field(
+        description="The registry's URL (Apicurio: `.../apis/ccompat/v7`)."
+    )
+    basic_auth_user_info: SecretStr | None = Field(
+        None, description="`user:password` for the registry's basic auth; never shown."
+    )
 
     def client_config(self) -> dict[str, str]:
         """The configuration of confluent-kafka's ``SchemaRegistryClient``."""
@@ -74,22 +86,47 @@ class SchemaRegistryConfig(Section):
 class SourceConfig(Section):
     """One source change topic and the table it carries."""
 
-    topic: Name
-    table: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")]
-    format: Literal["native", "canal-json", "debezium"] = "native"
-    # debezium: the connector's transaction metadata topic (provide.transaction.metadata),
-    # what resolved markers are derived from, and the table's name there (schema.table;
-    # default: the topic's name after the transaction topic's prefix)
-    transactions: Name | None = None
-    collection: Annotated[str, Field(min_length=1)] | None = None
-    # debezium: the registry of its Avro records (AvroConverter, Confluent's wire format)
-    schema_registry: SchemaRegistryConfig | None = None
-    database: Annotated[str, Field(min_length=1)] = "defaultdb"
-    schema_name: Annotated[str, Field(min_length=1)] = "public"
-    # The table's columns as an Avro record schema: inline, or the path of an .avsc file
-    # (relative to the config file). Needed by CDC queries and Avro output.
-    table_schema: dict[str, Any] | None = None
-    primary_key: list[Annotated[str, Field(min_length=1)]] | None = None
+    topic: Name = Field(description="The source change topic.")
+    table: Annotated[str, Field(min_length=1, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")] = Field(
+        description="The table the topic carries; names its output topic."
+    )
+    format: Literal["native", "canal-json", "debezium"] = Field(
+        "native",
+        description="How the topic's records are written: CockroachDB's changefeed JSON "
+        "(`native`), TiCDC's Canal-JSON, or Debezium's events (JSON or Avro).",
+    )
+    transactions: Name | None = Field(
+        None,
+        description="Debezium: the connector's transaction metadata topic "
+        "(`provide.transaction.metadata`), one partition; resolved markers are derived from "
+        "it. Without it rows flow but no marker is sent.",
+    )
+    collection: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="Debezium: the table's name in the transaction topic's END events "
+        "(`schema.table`); default: the topic's name after the transaction topic's prefix.",
+    )
+    schema_registry: SchemaRegistryConfig | None = Field(
+        None,
+        description="Debezium: the registry of its Avro records (AvroConverter, Confluent's "
+        "wire format); unset: JSON records.",
+    )
+    database: Annotated[str, Field(min_length=1)] = Field(
+        "defaultdb", description="The database's name in `full_table_name` output topics."
+    )
+    schema_name: Annotated[str, Field(min_length=1)] = Field(
+        "public", description="The schema's name in `full_table_name` output topics."
+    )
+    table_schema: dict[str, Any] | None = Field(
+        None,
+        description="The table's columns as an Avro record schema: inline, or the path of "
+        "an `.avsc` file (relative to the config file). Needed by CDC queries and by Avro "
+        "output, except where the source's own schema gives them (Debezium with schemas, "
+        "canal-json).",
+    )
+    primary_key: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None, description="The key columns, in key order; required with `table_schema`."
+    )
 
     @field_validator("table_schema", mode="before")
     @classmethod
@@ -155,12 +192,29 @@ class SourceConfig(Section):
 class SinkConfig(Section):
     """Where output topics go and how they are created."""
 
-    kafka: KafkaOptions | None = None
-    topic_prefix: str = ""
-    topic_name: Name | None = None
-    partitions: PositiveInt = 3
-    replication_factor: Replication = "auto"
-    producer: dict[str, str] = Field(default_factory=dict)
+    kafka: KafkaOptions | None = Field(
+        None, description="Another cluster for the output topics; unset: the source cluster."
+    )
+    topic_prefix: str = Field("", description="Output topics are named `<topic_prefix><table>`.")
+    topic_name: Name | None = Field(
+        None, description="One output topic instead (a changefeed of one table only)."
+    )
+    partitions: PositiveInt = Field(
+        3, description="Partitions of the output topics Highwater creates."
+    )
+    replication_factor: Replication = Field(
+        "auto",
+        description="Copies of the output, dead-letter and schema topics it creates: `auto` "
+        "is 3 on a cluster of 3 brokers or more, else one per broker; a number is taken as "
+        "given (a warning when below what the cluster could keep).",
+    )
+    producer: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka producer settings over Highwater's defaults (`linger.ms` 5, "
+        "`batch.size` 262144; exactly once's transactional producers `retry.backoff.ms` "
+        "10). `acks` stays `all`, idempotence on, and `transactional.id` is the "
+        "changefeed's.",
+    )
 
     @field_validator("producer")
     @classmethod
@@ -180,19 +234,44 @@ class SinkConfig(Section):
 class EncoderConfig(Section):
     """The envelope and its options (contract §4)."""
 
-    format: Literal["json", "avro"] = "json"
-    envelope: Envelope = "wrapped"
-    updated: bool = False
-    mvcc_timestamp: bool = False
-    diff: bool = False
-    key_in_value: bool = False
-    topic_in_value: bool = False
-    full_table_name: bool = False
-    select: list[Annotated[str, Field(min_length=1)]] | None = None
-    where: Annotated[str, Field(min_length=1)] | None = None
-    schema_registry: SchemaRegistryConfig | None = None
-    # Registry-free Avro: where the schemas are published, keyed by fingerprint.
-    schema_topic: Name = "_highwater_schemas"
+    format: Literal["json", "avro"] = Field("json", description="The output records' format.")
+    envelope: Envelope = Field(
+        "wrapped",
+        description="The value's shape: `wrapped` (`after`, `before`, metadata), `bare` "
+        "(columns at the top, metadata under `__hw__`), `key_only`, `row` (the columns only).",
+    )
+    updated: bool = Field(False, description="Add `updated`, the change's commit time.")
+    mvcc_timestamp: bool = Field(
+        False, description="Add `mvcc_timestamp`, the version's own commit time."
+    )
+    diff: bool = Field(False, description="Add `before`, the row before the change.")
+    key_in_value: bool = Field(False, description="Add `key` to the value.")
+    topic_in_value: bool = Field(False, description="Add `topic` to the value.")
+    full_table_name: bool = Field(
+        False,
+        description="Name output topics `<database>.<schema_name>.<table>` (with the prefix).",
+    )
+    select: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None,
+        description="A CDC query's columns: Spark SQL expressions over the row (`AS` names a "
+        "computed one), replacing `after` and `before`; needs the table's declared columns.",
+    )
+    where: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="A CDC query's filter: a Spark SQL condition a change's new version must "
+        "meet (a delete is judged by the row it deletes).",
+    )
+    schema_registry: SchemaRegistryConfig | None = Field(
+        None,
+        description="Avro: a Confluent-compatible registry (subjects `<topic>-key`, "
+        "`<topic>-value`, the Confluent wire format); unset: single-object encoding with "
+        "the schemas in `schema_topic`.",
+    )
+    schema_topic: Name = Field(
+        "_highwater_schemas",
+        description="Registry-free Avro: the compacted topic the schemas are published to, "
+        "keyed by fingerprint.",
+    )
 
     @model_validator(mode="after")
     def _combinations(self) -> EncoderConfig:
@@ -220,8 +299,11 @@ class EncoderConfig(Section):
 class ResolvedConfig(Section):
     """Resolved-timestamp markers to every partition of every output topic."""
 
-    enabled: bool = True
-    interval: Duration = timedelta(seconds=10)
+    enabled: bool = Field(True, description="Send resolved markers.")
+    interval: Duration = Field(
+        timedelta(seconds=10),
+        description="At most one marker per interval, and only when the high-water mark advanced.",
+    )
 
 
 class CheckpointConfig(Section):
@@ -235,14 +317,34 @@ class CheckpointConfig(Section):
     lagged them by that much), so it is accepted and has no effect.
     """
 
-    topic: Name = "_highwater_checkpoints"
-    replication_factor: Replication = "auto"
-    min_checkpoint_frequency: Duration = timedelta(seconds=30)
-    frontier_highwater_lag_checkpoint_threshold: Duration = timedelta(minutes=10)  # no effect
-    frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = 1 << 20
-    # delivery: exactly_once: each source partition's committed progress (progress/claim.py);
-    # default _highwater_progress_<changefeed_id>
-    progress_topic: Name | None = None
+    topic: Name = Field(
+        "_highwater_checkpoints",
+        description="The compacted topic of checkpoint records, one per changefeed, keyed by "
+        "`changefeed_id`.",
+    )
+    replication_factor: Replication = Field(
+        "auto", description="Copies of the topics of Highwater's own records it creates."
+    )
+    min_checkpoint_frequency: Duration = Field(
+        timedelta(seconds=30),
+        description="While any source partition advances, every partition's offset and "
+        "resolved time are checkpointed this often, whether the high-water mark moved or not.",
+    )
+    frontier_highwater_lag_checkpoint_threshold: Duration = Field(
+        timedelta(minutes=10),
+        description="Kept for compatibility; no effect (the leading partitions' progress is "
+        "always saved now).",
+    )
+    frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = Field(
+        1 << 20,
+        description="A checkpoint record's size bound: past it, detail is dropped in safe "
+        "steps (`leading`, then `offsets`, then `high_water`).",
+    )
+    progress_topic: Name | None = Field(
+        None,
+        description="`delivery: exactly_once`: the compacted topic of each source "
+        "partition's committed progress; default `_highwater_progress_<changefeed_id>`.",
+    )
 
 
 class InitialScanConfig(Section):
@@ -253,8 +355,16 @@ class InitialScanConfig(Section):
     ``rate_limit`` is in rows per second.
     """
 
-    mode: Annotated[Literal["yes", "no", "only"] | None, BeforeValidator(yaml_yes_no)] = None
-    rate_limit: Annotated[float, Field(gt=0)] | None = None
+    mode: Annotated[Literal["yes", "no", "only"] | None, BeforeValidator(yaml_yes_no)] = Field(
+        None,
+        description="`yes`: a snapshot at the statement time, then the stream; `no`: the "
+        "changes only; `only`: the snapshot and its marker, then the job ends. Unset: `yes` "
+        "without `cursor`, `no` with one.",
+    )
+    rate_limit: Annotated[float, Field(gt=0)] | None = Field(
+        None,
+        description="Rows per second the snapshot may write, shared by the chunks in flight.",
+    )
 
 
 def scan_shorthand(value: object) -> object:
@@ -267,49 +377,86 @@ def scan_shorthand(value: object) -> object:
 class JobsConfig(Section):
     """The job status topic: each changefeed's state, progress and error, for operators."""
 
-    topic: Name = "_highwater_jobs"
+    topic: Name = Field(
+        "_highwater_jobs",
+        description="The compacted job status topic (on the source cluster): each "
+        "changefeed's status and the operators' specs.",
+    )
 
 
 class SafepointsConfig(Section):
     """Safepoints that hold back trimming of the source topics (contract §8)."""
 
-    enabled: bool = True
-    topic: Name = "_highwater_safepoints"
-    cluster: Name = "default"
-    gc_ttl: Duration = timedelta(hours=24)
+    enabled: bool = Field(True, description="Hold a safepoint for the changefeed.")
+    topic: Name = Field(
+        "_highwater_safepoints", description="The compacted topic of safepoint records."
+    )
+    cluster: Name = Field(
+        "default",
+        description="The cluster's name in safepoint ids (`highwater-<cluster>-...`).",
+    )
+    gc_ttl: Duration = Field(
+        timedelta(hours=24),
+        description="How long the changefeed's safepoint outlives its last refresh (a "
+        "stopped changefeed's data is protected this long).",
+    )
 
 
 class MetricsConfig(Section):
     """The run's Prometheus endpoint (``/metrics``); its address goes into the job status."""
 
-    enabled: bool = True
-    host: Annotated[str, Field(min_length=1)] = "127.0.0.1"
-    port: Annotated[int, Field(ge=0, le=65535)] = 0  # 0: any free port
-    # how often a run re-reads the replicas of the topics it relies on (the job status'
-    # warnings, highwater_under_replicated_partitions); 0: only at its start
-    replication_check_interval: Duration = timedelta(seconds=30)
+    enabled: bool = Field(True, description="Serve Prometheus' `/metrics`.")
+    host: Annotated[str, Field(min_length=1)] = Field(
+        "127.0.0.1", description="The address the endpoint binds."
+    )
+    port: Annotated[int, Field(ge=0, le=65535)] = Field(
+        0, description="The endpoint's port; 0: any free port (the job status names it)."
+    )
+    replication_check_interval: Duration = Field(
+        timedelta(seconds=30),
+        description="How often a run re-reads the replicas of the topics it relies on (the "
+        "job status' warnings, `highwater_under_replicated_partitions`); 0: at its start only.",
+    )
 
 
 class TriggerConfig(Section):
     """How often Spark runs a micro-batch; ``available_now`` drains what is there and stops."""
 
-    processing_time: Duration = timedelta(seconds=1)
-    available_now: bool = False
+    processing_time: Duration = Field(
+        timedelta(seconds=1), description="How often a micro-batch starts."
+    )
+    available_now: bool = Field(False, description="Drain what is on the source topics, then stop.")
 
 
 class SparkConfig(Section):
     """The SparkSession and the streaming query."""
 
-    master: Annotated[str, Field(min_length=1)] = "local[2]"
-    app_name: str | None = None
-    checkpoint_location: str | None = None
-    trigger: TriggerConfig = TriggerConfig()
-    max_offsets_per_trigger: PositiveInt | None = None
-    conf: dict[str, str] = Field(default_factory=dict)
-    # Off local mode, the Python executors run: "auto" packs the runtime environment and
-    # ships it with each run (pipeline/runtime/pyenv.py); "none" lets them use the driver's
-    # interpreter path (workers that see the submitter's files); or a .tar.gz to ship.
-    python_env: Annotated[str, Field(pattern=r"^(auto|none|.+\.tar\.gz)$")] = "auto"
+    master: Annotated[str, Field(min_length=1)] = Field(
+        "local[2]",
+        description="Spark's master: `local[N]`, `spark://host:7077`, `yarn`, `k8s://...` "
+        "(the driver runs where `highwater run` runs).",
+    )
+    app_name: str | None = Field(None, description="The Spark application's name.")
+    checkpoint_location: str | None = Field(
+        None,
+        description="Spark's own checkpoint directory: scratch, cleared at every start "
+        "(progress lives in the checkpoint topic).",
+    )
+    trigger: TriggerConfig = Field(TriggerConfig(), description="When micro-batches run.")
+    max_offsets_per_trigger: PositiveInt | None = Field(
+        None, description="At most this many source records per micro-batch."
+    )
+    conf: dict[str, str] = Field(
+        default_factory=dict,
+        description="Spark settings for `spark-submit --conf` "
+        "(`spark.submit.deployMode` must stay `client`).",
+    )
+    python_env: Annotated[str, Field(pattern=r"^(auto|none|.+\.tar\.gz)$")] = Field(
+        "auto",
+        description="The executors' Python off local mode: `auto` packs the runtime "
+        "environment and ships it with each run; `none` uses the driver's interpreter path "
+        "(workers that see the submitter's files); or a `.tar.gz` to ship.",
+    )
 
     @field_validator("conf")
     @classmethod

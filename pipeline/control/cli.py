@@ -66,7 +66,7 @@ def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
         "update",
         help="a paused changefeed's changed --config: add or drop tables, change safe options",
     )
-    update.add_argument("changefeed_id")
+    update.add_argument("changefeed_id", help="the changefeed to update (paused)")
     update.set_defaults(handler=_update_changefeed)
     verbs = [create, update]
     for verb, help_ in (
@@ -75,7 +75,7 @@ def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
         ("remove", "stop for good and release the safepoint"),
     ):
         parser = actions.add_parser(verb, help=help_)
-        parser.add_argument("changefeed_id")
+        parser.add_argument("changefeed_id", help="the changefeed")
         parser.set_defaults(handler=_lifecycle, verb=verb)
         verbs.append(parser)
     verbs[3].add_argument(
@@ -85,7 +85,7 @@ def _changefeed_commands(commands: Any) -> list[argparse.ArgumentParser]:
     )
     listing = actions.add_parser("list", help="every changefeed's state and high-water mark")
     query = actions.add_parser("query", help="one changefeed's status and scan progress")
-    query.add_argument("changefeed_id")
+    query.add_argument("changefeed_id", help="the changefeed")
     query.add_argument(
         "--watch", action="store_true", help="redraw the scan's progress bar until it ends"
     )
@@ -138,7 +138,11 @@ def _safepoint_commands(commands: Any) -> list[argparse.ArgumentParser]:
     set_.add_argument("--ttl", type=float, default=DEFAULT_TTL, help="seconds (86400)")
     delete = verbs.add_parser("delete", help="delete a safepoint")
     for verb in (set_, delete):
-        verb.add_argument("--service-id-suffix", default=DEFAULT_SUFFIX)
+        verb.add_argument(
+            "--service-id-suffix",
+            default=DEFAULT_SUFFIX,
+            help="names the safepoint highwater-<cluster>-<suffix>",
+        )
     query_sp = verbs.add_parser("query", help="every safepoint and the GC safe point")
     query_sp.add_argument(
         "--topic",
@@ -176,8 +180,8 @@ def _gc_and_server_commands(commands: Any) -> list[argparse.ArgumentParser]:
     gc_run.set_defaults(handler=_gc_run)
 
     server = commands.add_parser("server", help="serve the REST API")
-    server.add_argument("--host", default="127.0.0.1")
-    server.add_argument("--port", type=int, default=8300)
+    server.add_argument("--host", default="127.0.0.1", help="the address to listen on")
+    server.add_argument("--port", type=int, default=8300, help="the port to listen on")
     server.add_argument(
         "--token", default=None, help="bearer token (default: $HIGHWATER_API_TOKEN)"
     )
@@ -283,7 +287,9 @@ def _cluster_args(parser: argparse.ArgumentParser) -> None:
     """Where the safepoints live: a changefeed's config, or the flags."""
     parser.add_argument("--config", type=Path, help="take cluster, topics and Kafka from here")
     parser.add_argument(
-        "--bootstrap-servers", default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092")
+        "--bootstrap-servers",
+        default=os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "127.0.0.1:9092"),
+        help="the cluster's brokers ($KAFKA_BOOTSTRAP_SERVERS, else 127.0.0.1:9092)",
     )
     parser.add_argument("--cluster", default=None, help="the cluster name (default)")
     parser.add_argument("--safepoint-topic", default=None, help="(_highwater_safepoints)")

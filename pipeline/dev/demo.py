@@ -76,7 +76,7 @@ def _fresh_topics(bootstrap: str, topics: list[str]) -> None:
 
 
 def _fresh_warehouse(bootstrap: str, warehouse: Path, changefeed: str) -> Path:
-    """The demo's Iceberg warehouse (README: to Iceberg), empty, its applier's group gone.
+    """The demo's Iceberg warehouse (docs/how-to/avro-output.md), empty, its applier's group gone.
 
     An earlier run's tables hold that run's changes, and its applier's group the offsets of
     output topics made again since: both go, so the printed ``highwater apply`` starts new.
@@ -161,7 +161,7 @@ def run_demo(
         "--property print.key=true"
     )
     print(f"    highwater changefeed query {config.changefeed_id} --bootstrap-servers {bootstrap}")
-    if warehouse is not None:  # (README: to Iceberg)
+    if warehouse is not None:  # (docs/how-to/avro-output.md: To Iceberg)
         print(
             f"    highwater apply {config.changefeed_id} --bootstrap-servers {bootstrap} "
             f"--catalog warehouse={warehouse} --idle 5"

@@ -7,7 +7,7 @@ person sees: nothing but the token form until a token the server takes is given 
 is refused, saying so, and shows no changefeed); then every changefeed with its state, its
 lagging badge and the warning naming the partition, and the failed one's error; a status
 changed in the topic shows without reloading the page. Screenshots go to the test's folder,
-or to ``$HIGHWATER_SCREENSHOTS`` (the README's are made so: docs/console/).
+or to ``$HIGHWATER_SCREENSHOTS`` (the docs' are made so: docs/console/, in the console's page).
 """
 
 from __future__ import annotations
@@ -600,7 +600,7 @@ def test_a_real_changefeed_held_back_shows_stuck_and_lagging_and_is_steered_from
     rows/s as the server samples it. (This holds what test_metrics' lagging test held: the
     metric, the log line once, the warning naming the partition and its clearing.)
     """
-    short = uuid.uuid4().hex[:6]  # short names: the screenshots are the README's
+    short = uuid.uuid4().hex[:6]  # short names: the screenshots are the docs'
     source, changefeed_id = f"shop{short}.orders", f"orders{short}"
     jobs_topic, client = unique_name("jobs"), {"bootstrap.servers": kafka_bootstrap}
     ensure_topics(client, {source: 3})

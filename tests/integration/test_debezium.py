@@ -161,10 +161,10 @@ def timed_changes(messages: list[Message]) -> list[tuple[Any, Hlc]]:
     """Each Debezium change with the time the changefeed gives it (tombstones left out).
 
     A change's is Debezium's; a snapshot read's is just above the latest time its partition
-    passed (the README's rule: Debezium's ``ts_ms`` for a read is its table scan's start, not
-    its snapshot's point), one logical tick per read, from zero here (no ``cursor``, the
-    snapshot before any marker). Written out here as the README says it, apart from
-    ``batch/loop.py``'s.
+    passed (the rule of docs/reference/source-formats.md: Debezium's ``ts_ms`` for a read is
+    its table scan's start, not its snapshot's point), one logical tick per read, from zero
+    here (no ``cursor``, the snapshot before any marker). Written out here as the docs say
+    it, apart from ``batch/loop.py``'s.
     """
     adapter, passed, out = DebeziumAdapter(), dict[int, Hlc](), []
     for m in messages:

@@ -14,7 +14,7 @@ as a ``read_committed`` consumer does, independently of Highwater:
   its place in the source (an LSN, a binlog position); a snapshot's read by its snapshot
   (the snapshot's place and time), so a snapshot done again after a kill reads each row
   again as a new version (timed just above what its partition had passed), with the row's
-  content as of then (the README's Debezium section says why: Debezium gives those reads a
+  content as of then (docs/reference/debezium.md says why: Debezium gives those reads a
   new place, and a read's time is not Debezium's);
 * under ``delivery: exactly_once`` every ``(key, updated)`` once, counted;
 * their times (``updated``) rise with them; after a marker no new row at or below it;
@@ -370,8 +370,9 @@ def check(upstream: Upstream, result: Run) -> None:
         top = max(hlc_order(json.loads(m.value)["resolved"]) for m in markers)
         assert top[0] >= last_commit, f"{table}: the last marker {top} below the last commit"
         # the table the output rebuilds is the final SELECT, value for value, but for the rows
-        # deleted while Debezium snapshotted again (README, "Connector restarts": the new
-        # snapshot does not have them and Debezium sends no delete: their last version stays)
+        # deleted while Debezium snapshotted again (docs/reference/debezium.md, "Connector
+        # restarts": the new snapshot does not have them and Debezium sends no delete: their
+        # last version stays)
         vanished = _vanished(upstream, result.written[table])
         rebuilt = {
             k: upstream.separator.join(upstream.text(vs[-1][1].get(c), c) for c in columns)
@@ -447,7 +448,7 @@ def _vanished(upstream: Upstream, messages: list[Message]) -> set[str]:
     """Keys whose last event is a read of a snapshot older than the table's last one.
 
     Deleted while the connector was down between two snapshots: the later one does not read
-    them, and Debezium sends no delete (README, "Connector restarts").
+    them, and Debezium sends no delete (docs/reference/debezium.md, "Connector restarts").
     """
     last: dict[str, tuple[Any, ...]] = {}
     for m in messages:
