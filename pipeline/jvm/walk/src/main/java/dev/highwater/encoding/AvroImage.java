@@ -194,17 +194,31 @@ final class AvroImage {
     return true;
   }
 
+  /**
+   * A column's type at {@code b[at[0]]}: of a union, the branch read there; else its own. Null:
+   * not taken (no branch of that number).
+   */
+  static AvroJson.Node branch(Cell cell, byte[] b, int[] at) {
+    AvroJson.Node type = cell.node;
+    if (type.type != AvroJson.Type.UNION) {
+      return type;
+    }
+    long branch = AvroJson.varint(b, at);
+    if (at[0] < 0 || branch < 0 || branch >= type.children.length) {
+      return null;
+    }
+    return type.children[(int) branch];
+  }
+
   /** A column's datum (its union's branch first, if one) written as {@link #read} writes it. */
   static boolean cell(
       Cell cell, int depth, byte[] b, int[] at, Encoding.Buffer o, Encoding.Buffer json) {
-    AvroJson.Node type = cell.node;
-    if (type.type == AvroJson.Type.UNION) {
-      long branch = AvroJson.varint(b, at);
-      if (at[0] < 0 || branch < 0 || branch >= type.children.length) {
-        return false;
-      }
-      type = type.children[(int) branch];
-      depth++;
+    AvroJson.Node type = branch(cell, b, at);
+    if (type == null) {
+      return false;
+    }
+    if (type != cell.node) {
+      depth++; // a union's branch
     }
     if (type.type == AvroJson.Type.NULL) {
       o.put(Json.NULL, 0, Json.NULL.length);

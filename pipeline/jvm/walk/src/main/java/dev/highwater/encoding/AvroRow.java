@@ -111,13 +111,9 @@ final class AvroRow {
   private boolean cell(
       AvroImage.Cell cell, AvroField f, byte[] b, int[] at, Scratch s, Encoding.Encoded out) {
     int start = at[0];
-    AvroJson.Node type = cell.node;
-    if (type.type == AvroJson.Type.UNION) {
-      long branch = AvroJson.varint(b, at);
-      if (at[0] < 0 || branch < 0 || branch >= type.children.length) {
-        return false;
-      }
-      type = type.children[(int) branch];
+    AvroJson.Node type = AvroImage.branch(cell, b, at);
+    if (type == null) {
+      return false;
     }
     Encoding.Buffer o = s.cells;
     if (type.type == AvroJson.Type.NULL) {
