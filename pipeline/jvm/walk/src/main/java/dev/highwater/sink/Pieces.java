@@ -19,34 +19,41 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * One task's writes under exactly-once delivery ({@link Delivery}): each source partition's
- * piece of a batch (its rows in offset order, and its dead letters) in one Kafka transaction
- * that commits the partition's {@link Progress} last.
+ * One task's writes under exactly-once delivery ({@link Delivery}): its pieces (each source
+ * partition's rows of the batch in offset order, and its dead letters, then the partition's
+ * {@link Progress} record) in one Kafka transaction, under the transactional id of the task's
+ * first source partition, committed when the task ends.
  *
- * <p>{@link #begin} takes the partition's transactional producer (kept per executor between
- * batches; a new one's {@code initTransactions} fences every other holder of the id and ends
- * its open transaction; it opens while the piece's first records wait: {@link Opening}, and a
- * piece that ends before it is there is finished once it is, while the task goes on to its
- * next piece, whose producer opens side by side) and, once it is there, decides <b>write or
- * skip</b>: a piece whose first offset is below
- * the committed next offset was committed already (an earlier attempt of this task), so its
- * rows are walked again for the summary but not sent; a progress record of a newer generation
- * means a newer instance claimed the partition, and this one stops. A piece with no row
- * commits nothing. Any failure aborts the open transaction and closes the producer, so a retry
- * starts from what Kafka committed.
+ * <p><b>One transaction a task</b>: what exactly once costs over at least once is Kafka's per
+ * transaction (adding its partitions, the commit's round trip, a commit marker in every
+ * partition it wrote, replicated), so a task pays it once, not once per source partition.
+ * Every attempt of a task has the same first piece, so the same id: a retried or speculative
+ * attempt fences the others; another run's claim fences every partition's id, so every task's
+ * (progress/claim.py). The transaction is committed between two pieces before the task's end
+ * only when it is old (half of {@code transaction.timeout.ms}) or the next piece's partition
+ * has to be read (a producer new to it): a read_committed read of the progress topic waits for
+ * the open transactions in its partition, this task's own too.
  *
- * <p><b>A kept producer is on trial</b> until Kafka took one of the piece's records under it:
- * the partition's task may have run on another executor since (Spark places a batch's tasks
- * where a core is free), whose new producer fenced this one. Kafka says so only when the
- * producer next talks to its coordinator, i.e. at the piece's first records. Found fenced
- * then, nothing of the piece is written (its partitions were never added to the transaction):
- * the producer is closed and the id opened anew ({@code initTransactions}: it fences the other
- * executor's, which meets the same at its next piece), the partition's progress is read, and
- * the piece's records sent so far go again under the new producer, or are dropped if what is
- * committed says the piece is (the other executor wrote it). The read is the claim's check: a
- * newer run's generation stops the task as ever. So a partition moving between executors costs
- * an {@code initTransactions} and a progress read, not a failed task. A fence met once Kafka
- * took a record (a newer instance, or another attempt writing now) fails the task.
+ * <p>{@link #begin} takes the id's producer (kept per executor between batches; a new one's
+ * {@code initTransactions} fences every other holder of the id and ends its open transaction;
+ * it opens while the first piece's records wait: {@link Opening}) and decides, piece by piece,
+ * <b>write or skip</b>: a piece whose first offset is below the partition's committed next
+ * offset was committed already (an earlier attempt of this task), so its rows are walked again
+ * for the summary but not sent; a progress record of a newer generation means a newer
+ * instance claimed the partition, and this one stops. A piece with no row writes nothing. Any
+ * failure aborts the open transaction and closes the producer, so a retry starts from what
+ * Kafka committed.
+ *
+ * <p><b>A kept producer is on trial</b> until Kafka took one of its transaction's records: the
+ * task may have run on another executor since (Spark places a batch's tasks where a core is
+ * free), whose new producer fenced this one. Kafka says so only when the producer next talks
+ * to its coordinator, i.e. at the first records. Found fenced then, nothing was written (no
+ * partition was added to the transaction): the producer is closed, the id opened anew ({@code
+ * initTransactions}: it fences the other executor's, which meets the same at its next task)
+ * and what the task did so far is done again under it ({@link Trial}), each piece's progress
+ * read, so a piece the other executor committed is dropped. So a task moving between executors
+ * costs an {@code initTransactions} and progress reads, not a failed task. A fence met once
+ * Kafka took a record (a newer instance, or another attempt writing now) fails the task.
  */
 public final class Pieces implements AutoCloseable {
   private static final Logger LOG = LoggerFactory.getLogger(Pieces.class);
@@ -73,17 +80,23 @@ public final class Pieces implements AutoCloseable {
   private final int slots;
   private final long answerMillis;
   private final long primedNanos; // a primed transaction older is aborted before use
-  private Producers.Held held;
-  private Opening opening; // the open piece's new producer, while it opens
-  private long first;
+  private final long spanNanos; // a transaction older is committed at the next piece's start
+  // the task's transaction
+  private String id; // the task's transactional id: its first piece's partition's (null: none yet)
+  private Producers.Held held; // the id's producer, once there
+  private Opening opening; // it, while it opens (the first piece's records wait in it)
+  private Sink.Acks acks; // the open transaction's records (null: none sent in it)
+  private long started; // System.nanoTime() the open transaction began (was primed)
+  private final Map<String, Progress> ending = new HashMap<>(); // its pieces' progress
+  private Set<TopicPartition> lastPartitions; // where the last commit's records went
+  private final Trial trial = new Trial(); // a kept producer's, until Kafka took a record
+  // the open piece
+  private boolean piece;
   private String topic;
   private int partition;
+  private long first;
   private boolean skip;
-  private boolean open;
-  private Sink.Acks acks;
-  private final Trial trial = new Trial(); // a kept producer's piece, until Kafka took a record
-  private final Commits commits; // pieces ended, their commits under way on other threads
-  private final Unopened unopened = new Unopened(); // pieces ended before their producers opened
+  private boolean wrote; // it sent a record
 
   Pieces(Delivery delivery, Map<String, Object> config, Kafka kafka, int slots) {
     this.delivery = delivery;
@@ -94,7 +107,7 @@ public final class Pieces implements AutoCloseable {
     // the coordinator times a transaction from its first partition: a piece in a primed one
     // has the rest of transaction.timeout.ms, at least nine tenths of it
     this.primedNanos = transactionTimeout(config) * 100_000L;
-    this.commits = new Commits(delivery, kafka, answerMillis, primedNanos);
+    this.spanNanos = transactionTimeout(config) * 500_000L;
   }
 
   /** The producers' transaction.timeout.ms (Kafka's default where unset). */
@@ -106,12 +119,12 @@ public final class Pieces implements AutoCloseable {
   /** A task's pieces on the cluster of {@code producer} (Spark's Kafka writer settings). */
   public static Pieces of(Delivery delivery, Map<String, Object> producer) {
     Map<String, Object> config = new HashMap<>(producer);
-    // how long another partition's open transaction may hold a progress read back
+    // how long another task's open transaction may hold a progress read back
     long transactionTimeout = transactionTimeout(config) + 15_000L;
     config.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
     config.put(ProducerConfig.ACKS_CONFIG, "all");
     // initTransactions always retries once (its InitProducerId waits for the coordinator's
-    // lookup) and sleeps retry.backoff.ms first: 100 ms of Kafka's default, per partition of a
+    // lookup) and sleeps retry.backoff.ms first: 100 ms of Kafka's default, per task of a
     // run; from 10 ms, retries still back off exponentially (retry.backoff.max.ms)
     config.putIfAbsent(ProducerConfig.RETRY_BACKOFF_MS_CONFIG, "10");
     Kafka kafka =
@@ -131,39 +144,61 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
-   * The piece of {@code topic}/{@code partition} whose first record is at {@code first}. A
-   * producer this executor kept for the partition is taken at once; a new one is opened (and
-   * the partition's progress read) on another thread while the piece's first records wait in
-   * memory ({@link Opening}), so the walk goes on meanwhile.
+   * The piece of {@code topic}/{@code partition} whose first record is at {@code first}. The
+   * task's first piece names its id: a producer this executor kept for it is taken at once; a
+   * new one is opened (and the partition's progress read) on another thread while the piece's
+   * first records wait in memory ({@link Opening}), so the walk goes on meanwhile.
    */
   public void begin(String topic, int partition, long first)
       throws IOException, InterruptedException {
-    if (held != null || opening != null) {
+    if (piece) {
       throw new IllegalStateException("piece of " + this.topic + "/" + this.partition + " open");
     }
-    String id = idOf(topic, partition);
-    // pieces ended before their producers opened: those opened since, one of id waited for
-    for (Unopened.Piece p : unopened.take(e -> id.equals(idOf(e.topic(), e.partition())))) {
-      finish(p);
+    if (id == null) {
+      id = delivery.transactionalId(topic, partition);
     }
-    awaitCommit(id); // a piece of the same id ended in this task: its producer, once committed
+    if (held == null && opening == null) { // the task's first piece (or the first after abandon)
+      Producers.Held kept = unprimeIfStale(Producers.reuse(id, delivery.generation));
+      if (kept == null) {
+        String key = Progress.key(delivery.kind, topic, partition);
+        opening = Opening.start(() -> open(key));
+        at(topic, partition, first);
+        return;
+      }
+      take(kept);
+      trial.start(true); // it may have been fenced since its last task (settle)
+    }
+    start(topic, partition, first);
+    trial.add(new Trial.Begin(topic, partition, first));
+  }
+
+  /** The piece opened on the task's producer (there): write or skip decided. */
+  private void start(String topic, int partition, long first)
+      throws IOException, InterruptedException {
+    String key = Progress.key(delivery.kind, topic, partition);
+    // a read must not wait for this task's own transaction; an old one commits at a piece's edge
+    while (acks != null
+        && (!held.committed.containsKey(key) || System.nanoTime() - started > spanNanos)) {
+      commit(); // on trial, found fenced: what it held was done again, its transaction open
+    }
+    at(topic, partition, first);
+    decide(key);
+  }
+
+  /** The piece of {@code topic}/{@code partition} from {@code first} is the open one. */
+  private void at(String topic, int partition, long first) {
+    this.piece = true;
     this.topic = topic;
     this.partition = partition;
     this.first = first;
-    Producers.Held kept = unprimeIfStale(Producers.reuse(id, delivery.generation));
-    if (kept != null) {
-      decide(kept);
-      trial.start(!skip); // it may have been fenced since its last piece (settle)
-    } else {
-      String key = Progress.key(delivery.kind, topic, partition);
-      opening = Opening.start(() -> open(id, key));
-    }
+    this.skip = false;
+    this.wrote = false;
   }
 
   /**
-   * {@code kept}, its primed transaction aborted if it was begun so long ago that the piece
+   * {@code kept}, its primed transaction aborted if it was begun so long ago that the task
    * would have too little of the transaction's timeout left; null (closed) if the abort
-   * failed: fenced since, or its coordinator aborted it (the piece opens the id anew).
+   * failed: fenced since, or its coordinator aborted it (the task opens the id anew).
    */
   private Producers.Held unprimeIfStale(Producers.Held kept) {
     if (kept == null || kept.primed == 0 || System.nanoTime() - kept.primed <= primedNanos) {
@@ -180,14 +215,15 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
-   * A new producer for {@code id}, and the progress committed under {@code key} (on the
-   * opening's thread; reads no field the task thread changes).
+   * A new producer for the task's id, and the progress committed under {@code key} (on the
+   * opening's thread; reads no field the task thread changes), or none read (null key).
    */
-  private Producers.Held open(String id, String key) {
+  private Producers.Held open(String key) {
     Producers.Held fresh = Producers.open(kafka, config, id, delivery.generation);
     try {
-      Progress read = kafka.read(key, Progress.slot(key, slots));
-      fresh.committed = read == null ? new Progress(-1, 0) : read;
+      if (key != null) {
+        fresh.committed.put(key, read(key));
+      }
       return fresh;
     } catch (IOException e) {
       Producers.release(fresh, false);
@@ -198,27 +234,44 @@ public final class Pieces implements AutoCloseable {
     }
   }
 
-  /** Write or skip the piece on {@code taken}'s committed progress; stop if a newer run took it. */
-  private void decide(Producers.Held taken) throws IOException {
+  private Progress read(String key) throws IOException {
+    Progress read = kafka.read(key, Progress.slot(key, slots));
+    return read == null ? new Progress(-1, 0) : read;
+  }
+
+  /** The task's producer is {@code taken}: when it was taken before (steady, for Priming). */
+  private void take(Producers.Held taken) {
     held = taken;
     long now = System.nanoTime();
     held.gap = held.taken == 0 ? 0 : now - held.taken;
     held.taken = now;
-    if (held.committed.generation > delivery.generation) {
+  }
+
+  /**
+   * Write or skip the open piece on its partition's committed progress (read if the producer
+   * does not know it; no transaction of this task holds it back); stop if a newer run took it.
+   */
+  private void decide(String key) throws IOException {
+    Progress committed = held.committed.get(key);
+    if (committed == null) {
+      committed = read(key);
+      held.committed.put(key, committed);
+    }
+    if (committed.generation > delivery.generation) {
       IOException e =
           new IOException(
               Fences.TAKEN
                   + ": source partition "
                   + where()
                   + " was claimed by run generation "
-                  + held.committed.generation
+                  + committed.generation
                   + " (this run is generation "
                   + delivery.generation
                   + ")");
       close();
       throw e;
     }
-    skip = delivery.committed(held.committed, first);
+    skip = delivery.committed(committed, first);
   }
 
   /**
@@ -231,7 +284,8 @@ public final class Pieces implements AutoCloseable {
     }
     Opening opened = opening;
     opening = null;
-    decide(opened.take(where()));
+    take(opened.take(where()));
+    decide(Progress.key(delivery.kind, topic, partition));
     for (ProducerRecord<byte[], byte[]> record : opened.waiting()) {
       transmit(record);
     }
@@ -259,18 +313,19 @@ public final class Pieces implements AutoCloseable {
     if (skip) {
       return;
     }
-    if (trial.on()) {
-      trial.add(record);
-    }
+    trial.add(new Trial.Send(record));
     try {
-      if (!open) {
+      if (acks == null) {
         if (held.primed == 0) {
           held.producer.beginTransaction();
+          started = System.nanoTime();
+        } else {
+          started = held.primed;
         }
         held.primed = 0;
         acks = new Sink.Acks(true);
-        open = true;
       }
+      wrote = true;
       acks.send(held.producer, record); // raises a failure Kafka reported for an earlier one
     } catch (KafkaException | IOException e) {
       if (trial.on() && Fences.fenced(e)) {
@@ -285,12 +340,12 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
-   * A kept producer on trial ({@link Pieces}): once Kafka took one of the piece's records, it
-   * holds the id and the records kept to send again are dropped; found fenced, the id is
-   * opened anew ({@link #reopen}). {@code wait}: waits for Kafka's first answer.
+   * A kept producer on trial ({@link Pieces}): once Kafka took one of its records, it holds
+   * the id and what the trial kept is dropped; found fenced, the id is opened anew ({@link
+   * #reopen}). {@code wait}: waits for Kafka's first answer.
    */
   private void settle(boolean wait) throws IOException {
-    if (!trial.on() || !open) {
+    if (!trial.on() || acks == null) {
       return;
     }
     try {
@@ -307,236 +362,175 @@ public final class Pieces implements AutoCloseable {
       throw new IOException("interrupted while writing the piece of " + where(), e);
     }
     Exception e = acks.failure();
-    if (e != null && Fences.fenced(e)) {
+    if (e != null && Fences.fenced(e) && !acks.tookOne()) {
       reopen();
     } else if (e == null && acks.tookOne()) {
       trial.end();
-    } // another failure: raised by the next send, or by end
+    } // another failure: raised by the next send, or by the commit
   }
 
   /**
-   * The kept producer was fenced before Kafka took any record of the piece under it: closed,
-   * the id opened anew (its progress read: a newer run's claim stops the task here), and the
-   * piece's records sent so far sent again (dropped if the piece is committed).
+   * The kept producer was fenced before Kafka took any record of its transaction: closed, the
+   * id opened anew, and what the task did under it done again (each piece's progress read: a
+   * newer run's claim stops the task here, a piece committed meanwhile is dropped).
    */
   private void reopen() throws IOException {
+    List<Trial.Step> steps = trial.end();
     Producers.Held fenced = held;
-    List<ProducerRecord<byte[], byte[]>> again = trial.end();
     held = null;
-    open = false; // its transaction never reached the coordinator: nothing to abort
+    acks = null; // its transaction never reached the coordinator: nothing to abort
+    ending.clear();
+    piece = false;
     Producers.release(fenced, false);
-    openAgain(fenced.id);
-    for (ProducerRecord<byte[], byte[]> record : again) {
-      transmit(record);
-    }
-  }
-
-  /** The open piece's id opened anew on this thread (its progress read, write or skip decided). */
-  private void openAgain(String id) throws IOException {
     LOG.info(
-        "source partition {}: the producer this executor kept for {} was fenced (the"
-            + " partition's task ran on another executor since); opening it anew",
-        where(),
+        "the producer this executor kept for {} was fenced (the task ran on another executor"
+            + " since); opening it anew",
         id);
     Delivery.add(delivery.reopened);
-    Producers.Held fresh;
     try {
-      fresh = open(id, Progress.key(delivery.kind, topic, partition));
+      take(open(null));
     } catch (CompletionException e) {
       if (e.getCause() instanceof IOException io) {
         throw io;
       }
       throw e;
     }
-    decide(fresh);
-  }
-
-  /**
-   * A piece sent under a kept producer that Kafka found fenced before it took any of the piece
-   * (its commit thread saw so): everything to write it again under the id opened anew.
-   */
-  record Redo(
-      String topic,
-      int partition,
-      long first,
-      List<ProducerRecord<byte[], byte[]>> records,
-      long nextOffset,
-      String resolved,
-      JsonNode position) {}
-
-  /** {@code redo}'s piece written again on this thread, its id opened anew (no piece open). */
-  private void redo(Redo redo) throws IOException, InterruptedException {
-    topic = redo.topic();
-    partition = redo.partition();
-    first = redo.first();
-    openAgain(delivery.transactionalId(topic, partition));
-    for (ProducerRecord<byte[], byte[]> record : redo.records()) {
-      transmit(record);
+    try {
+      for (Trial.Step step : steps) {
+        if (step instanceof Trial.Begin b) {
+          start(b.topic(), b.partition(), b.first());
+        } else if (step instanceof Trial.Send s) {
+          transmit(s.record());
+        } else if (step instanceof Trial.End e) {
+          finish(e.nextOffset(), e.resolved(), e.position());
+        }
+      }
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      throw new IOException("interrupted while writing the piece of " + where(), e);
     }
-    end(redo.nextOffset(), redo.resolved(), redo.position());
   }
 
   /**
    * The piece ends where the partition's next batch starts ({@code nextOffset}, the floor
-   * {@code resolved} there): its progress record, then the commit; returns once committed.
-   * The tests' kills of the job ({@link CrashPoints}) are on either side of the commit.
+   * {@code resolved} there): its progress record, in the task's transaction. The tests' kills
+   * of the job ({@link CrashPoints}) are on either side of the transaction's commit.
    */
   public void end(long nextOffset, String resolved, JsonNode position)
       throws IOException, InterruptedException {
-    if (opening != null && !opening.done()) { // finished once the producer is there
-      Unopened.Piece piece =
-          new Unopened.Piece(topic, partition, first, opening, nextOffset, resolved, position);
-      opening = null;
-      for (Unopened.Piece p : unopened.add(piece)) {
-        finish(p); // too much held: the oldest waits for its producer now
-      }
-      return;
+    if (!piece) {
+      throw new IllegalStateException("no piece open");
     }
-    endNow(nextOffset, resolved, position);
-  }
-
-  /** {@code p} sent and its commit started, its producer waited for (no piece open). */
-  private void finish(Unopened.Piece p) throws IOException, InterruptedException {
-    topic = p.topic();
-    partition = p.partition();
-    first = p.first();
-    opening = p.opening();
-    endNow(p.nextOffset(), p.resolved(), p.position());
-  }
-
-  private void endNow(long nextOffset, String resolved, JsonNode position)
-      throws IOException, InterruptedException {
     ready(true);
-    settle(false); // a kept producer: Kafka took a record under it already, or found it fenced
-    try {
-      if (open) {
-        String key = Progress.key(delivery.kind, topic, partition);
-        byte[] value =
-            Progress.value(
-                topic,
-                partition,
-                nextOffset,
-                resolved,
-                position,
-                delivery.generation,
-                delivery.scanTime);
-        ProducerRecord<byte[], byte[]> progress =
-            new ProducerRecord<>(
-                delivery.progressTopic,
-                Progress.slot(key, slots),
-                key.getBytes(StandardCharsets.UTF_8),
-                value);
-        if (!sendProgress(progress)) {
-          Producers.release(held, true); // opened anew: the piece was committed meanwhile
-          held = null;
-          return;
-        }
-        if (CrashPoints.armed(CrashPoints.IN_TRANSACTION)) {
-          // the kill lands with the piece on the broker, uncommitted: flushed and answered
-          held.producer.flush();
-          acks.await(answerMillis);
-          CrashPoints.reach(CrashPoints.IN_TRANSACTION);
-        }
-        Redo again = null;
-        if (trial.on()) { // its commit thread waits for Kafka's first answer: fenced, it comes back
-          again = new Redo(topic, partition, first, trial.end(), nextOffset, resolved, position);
-        }
-        commits.start(held, acks, where(), nextOffset, again);
-        held = null;
-        open = false;
-        acks = null;
-        return;
-      }
-    } catch (KafkaException e) {
-      throw failed(e);
-    }
-    Producers.release(held, true);
-    held = null;
+    trial.add(new Trial.End(nextOffset, resolved, position));
+    finish(nextOffset, resolved, position);
   }
 
-  /**
-   * The piece's progress record sent; false if its kept producer, on trial, was found fenced
-   * just now (Kafka's first answer came in since the last look) and the id opened anew found
-   * the piece committed. Otherwise the piece is sent again under the new producer first.
-   */
-  private boolean sendProgress(ProducerRecord<byte[], byte[]> progress) throws IOException {
+  private void finish(long nextOffset, String resolved, JsonNode position)
+      throws IOException, InterruptedException {
+    if (!wrote) {
+      piece = false;
+      return; // committed already, or no row: nothing of it in the transaction
+    }
+    String key = Progress.key(delivery.kind, topic, partition);
+    byte[] value =
+        Progress.value(
+            topic,
+            partition,
+            nextOffset,
+            resolved,
+            position,
+            delivery.generation,
+            delivery.scanTime);
+    ProducerRecord<byte[], byte[]> progress =
+        new ProducerRecord<>(
+            delivery.progressTopic,
+            Progress.slot(key, slots),
+            key.getBytes(StandardCharsets.UTF_8),
+            value);
     try {
       acks.send(held.producer, progress);
-      return true;
     } catch (KafkaException | IOException e) {
       if (!(trial.on() && Fences.fenced(e) && !acks.tookOne())) {
         throw e instanceof KafkaException k ? failed(k) : (IOException) e;
       }
+      reopen(); // done again under the new producer, this end too
+      return;
     }
-    reopen(); // the piece's records sent again under the new producer (or none: committed)
-    if (!open) {
-      return false;
-    }
-    acks.send(held.producer, progress);
-    return true;
-  }
-
-  /**
-   * Waits for the commits under way of {@code id}'s producer (no piece open): one fenced on
-   * its trial is written again here first; a failure is thrown.
-   */
-  private void awaitCommit(String id) throws IOException, InterruptedException {
-    while (commits.pending(id)) {
-      Redo again = commits.await(id);
-      if (again != null) {
-        redo(again);
-      }
-    }
-  }
-
-  /**
-   * Waits for every commit under way (no piece open); a piece fenced on its trial is written
-   * again and waited for too. The first failure is thrown once every commit ended.
-   */
-  public void awaitCommits() throws IOException, InterruptedException {
-    IOException first = null;
-    try {
-      for (Unopened.Piece p : unopened.take(e -> true)) {
-        finish(p);
-      }
-    } catch (IOException e) {
-      first = e;
-      unopened.cancel();
-    }
-    while (!commits.isEmpty()) {
+    ending.put(key, new Progress(nextOffset, delivery.generation, delivery.scanTime));
+    if (CrashPoints.armed(CrashPoints.IN_TRANSACTION)) {
+      // the kill lands with the piece on the broker, uncommitted: flushed and answered
       try {
-        Redo again = commits.awaitFirst();
-        if (again != null && first == null) {
-          redo(again);
-        }
-      } catch (IOException e) {
-        first = first == null ? e : first;
+        held.producer.flush();
+        acks.await(answerMillis);
+      } catch (KafkaException e) {
+        throw failed(e);
       }
+      CrashPoints.reach(CrashPoints.IN_TRANSACTION);
     }
-    if (first != null) {
-      throw first;
+    piece = false; // (a failure leaves it open: the task's close aborts the transaction)
+  }
+
+  /**
+   * Commits the open transaction (no piece open, or one about to begin): a kept producer on
+   * trial first waits for Kafka's first answer, and found fenced does it all again under the id
+   * opened anew (the transaction then open is the new producer's). Each piece's progress is
+   * what the producer knows committed afterwards.
+   */
+  private void commit() throws IOException, InterruptedException {
+    settle(true);
+    if (acks == null) {
+      return;
     }
+    Sink.Acks answered = acks;
+    try {
+      TaskFaults.reach("slow_commit");
+      held.producer.commitTransaction();
+      Delivery.add(delivery.committed);
+      answered.await(answerMillis);
+    } catch (KafkaException e) {
+      abortOpen();
+      throw Fences.failed(e, where(), id);
+    }
+    acks = null;
+    lastPartitions = answered.partitions();
+    held.committed.putAll(ending);
+    ending.clear();
+    CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
+    TaskFaults.reach("after_commit");
+  }
+
+  /**
+   * Whether the task's id gets its tasks often enough that the next one likely comes while a
+   * transaction primed now is fresh: primed and then aborted unused, a transaction costs more
+   * than it saves (a slow trigger's task is not primed).
+   */
+  private boolean steady() {
+    return held.gap > 0 && held.gap < primedNanos / 2;
   }
 
   /**
    * The piece is not done (an initial scan's chunk that met what stops the run: a bad record
-   * with nowhere to divert it, a row its output schema cannot hold): its transaction is
+   * with nowhere to divert it, a row its output schema cannot hold): the task's transaction is
    * aborted, so nothing of it is seen and the chunk runs again whole; the producer is kept.
    */
   public void abandon() throws IOException {
     ready(true);
     boolean wasTrial = trial.on();
     trial.end();
+    piece = false;
+    ending.clear();
     try {
-      if (open) {
+      if (acks != null) {
+        acks = null;
         held.producer.abortTransaction();
-        aborted();
+        Delivery.add(delivery.aborted);
       }
     } catch (KafkaException e) {
       if (!(wasTrial && Fences.fenced(e))) {
         throw failed(e);
       }
-      aborted(); // fenced before Kafka took any of it: nothing written; the producer is closed
+      // fenced before Kafka took any of it: nothing written; the producer is closed
       Producers.release(held, false);
       held = null;
       return;
@@ -546,32 +540,13 @@ public final class Pieces implements AutoCloseable {
   }
 
   /**
-   * Ends the task's use: an open piece's transaction is aborted (a failed task's); the pieces
-   * that ended before their producers opened are sent and committed (they are whole, as every
-   * ended piece is), and every commit under way waited for (one that failed fails the task:
-   * thrown, or suppressed by the failure already thrown).
+   * Ends the task's use: a failed task's open piece aborts the transaction (and its pieces
+   * ended before it: the retry writes them again); otherwise the transaction commits, and the
+   * producer, kept, begins its next one with the partitions it wrote to added (a steady task:
+   * {@link Priming}). A failed commit is thrown.
    */
   @Override
   public void close() {
-    UncheckedIOException uncommitted = null;
-    abortOpen(); // a failed task's open piece (none once the task's walk ended)
-    try {
-      awaitCommits();
-    } catch (IOException e) {
-      uncommitted = new UncheckedIOException(e);
-    } catch (InterruptedException e) {
-      Thread.currentThread().interrupt();
-      uncommitted = new UncheckedIOException(new IOException("interrupted while committing", e));
-    }
-    abortOpen(); // a piece written again that failed
-    unopened.cancel(); // pieces not finished: the task was interrupted
-    if (uncommitted != null) {
-      throw uncommitted;
-    }
-  }
-
-  private void abortOpen() {
-    trial.end();
     if (opening != null) { // a failed task's producer still opening: closed once it is open
       opening.cancel();
       opening = null;
@@ -579,30 +554,50 @@ public final class Pieces implements AutoCloseable {
     if (held == null) {
       return;
     }
-    if (open) {
+    if (piece) {
+      abortOpen();
+      return;
+    }
+    try {
+      commit();
+      Set<TopicPartition> partitions = lastPartitions;
+      if (partitions != null && steady() && kafka.prime(held.producer, partitions)) {
+        held.primed = System.nanoTime(); // its next task's partitions added now
+      }
+    } catch (IOException e) {
+      abortOpen();
+      throw new UncheckedIOException(e);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+      abortOpen();
+      throw new UncheckedIOException(new IOException("interrupted while committing", e));
+    }
+    Producers.release(held, true);
+    held = null;
+  }
+
+  private void abortOpen() {
+    trial.end();
+    piece = false;
+    ending.clear();
+    if (held == null) {
+      return;
+    }
+    if (acks != null) {
+      acks = null;
       try {
         held.producer.abortTransaction();
       } catch (RuntimeException e) {
         // fenced or broken: closing the producer is what is left; the next holder aborts it
       }
-      aborted();
+      Delivery.add(delivery.aborted);
     }
     Producers.release(held, false);
     held = null;
   }
 
-  /** The open piece's transaction ended without its commit: counted as aborted. */
-  private void aborted() {
-    open = false;
-    Delivery.add(delivery.aborted);
-  }
-
   private IOException failed(KafkaException e) {
-    return Fences.failed(e, where(), held.id);
-  }
-
-  private String idOf(String topic, int partition) {
-    return delivery.transactionalId(topic, partition);
+    return Fences.failed(e, where(), id);
   }
 
   private String where() {

@@ -10,9 +10,10 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 
 /**
  * The transactional producers an executor keeps between batches under exactly-once delivery,
- * one per transactional id (a source partition's): a task takes its partition's, a new one is
- * opened only for a partition this executor did not write in this run. A producer remembers
- * what it committed, so a kept one needs no progress read. One of an earlier run (its
+ * one per transactional id (a task's: its first source partition's): a task takes its id's, a
+ * new one is opened only for an id this executor did not write under in this run. A producer
+ * remembers what it committed of each partition, so a kept one needs no progress read for
+ * them. One of an earlier run (its
  * generation) is never reused: that run's claim fenced it. A failed task's producer is closed,
  * not kept; producers no task used for {@link #IDLE_NANOS} are closed.
  */
@@ -24,7 +25,9 @@ final class Producers {
     final String id;
     final long generation; // the run it was opened for: a later run's claim fenced it
     final Producer<byte[], byte[]> producer;
-    Progress committed; // set once read, before any task takes it
+    // each partition's committed progress (by progress key) as this producer last read or
+    // committed it; a partition missing is read before the task writes it
+    final Map<String, Progress> committed = new HashMap<>();
     boolean inUse;
     long released; // System.nanoTime() when last released
     // System.nanoTime() when its next transaction was begun, its partitions added (Priming);

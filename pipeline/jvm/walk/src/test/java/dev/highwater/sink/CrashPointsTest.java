@@ -71,23 +71,16 @@ class CrashPointsTest {
     Unanswered kafka = new Unanswered();
     Path record = crashing("in_transaction:2");
     try (Pieces pieces = PiecesTest.pieces(kafka)) {
-      pieces.begin("src", 0, 0); // the first reach: committed
+      pieces.begin("src", 0, 0); // the first reach
       pieces.send(PiecesTest.row(1));
       pieces.end(1, "5.0000000000", null);
-      pieces.awaitCommits(); // commits end on their own thread
+      pieces.begin("src", 1, 0); // its progress read: the first piece committed before it
       assertEquals(1, kafka.opened.get(0).commitCount());
-      pieces.begin("src", 1, 0);
       pieces.send(PiecesTest.row(2));
       pieces.send(PiecesTest.row(3));
-      Killed killed = // the second (a new producer's piece may end before it opened: finished
-          assertThrows( // once it is there, at the latest when the task waits for its commits)
-              Killed.class,
-              () -> {
-                pieces.end(2, "5.0000000000", null);
-                pieces.awaitCommits();
-              });
+      Killed killed = assertThrows(Killed.class, () -> pieces.end(2, "5.0000000000", null));
       assertEquals("crash point in_transaction:2: SIGKILL", killed.getMessage());
-      MockProducer<byte[], byte[]> p = kafka.opened.get(1);
+      MockProducer<byte[], byte[]> p = kafka.opened.get(0); // the task's one producer
       assertTrue(p.flushed()); // every record sent was answered: on the broker
       assertTrue(p.transactionInFlight());
       assertFalse(p.transactionCommitted());
@@ -111,8 +104,8 @@ class CrashPointsTest {
       pieces.end(10, "5.0000000000", null);
       pieces.begin("src", 0, 10);
       pieces.send(PiecesTest.row(2));
-      pieces.end(11, "5.0000000000", null); // its commit goes on on another thread: killed there
-      Killed killed = assertThrows(Killed.class, pieces::awaitCommits);
+      pieces.end(11, "5.0000000000", null);
+      Killed killed = assertThrows(Killed.class, pieces::close); // the task's commit: killed there
       assertEquals("crash point piece_committed:1: SIGKILL", killed.getMessage());
       MockProducer<byte[], byte[]> p = kafka.opened.get(0);
       assertEquals(1, p.commitCount());

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import com.fasterxml.jackson.databind.JsonNode;
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collections;
@@ -203,7 +204,6 @@ class PiecesTest {
             () -> {
               pieces.send(row(1));
               pieces.end(11, "5.0000000000", null); // (or once its producer opened)
-              pieces.awaitCommits();
             });
     assertEquals(
         Fences.TAKEN
@@ -562,95 +562,6 @@ class PiecesTest {
   static final int SLOT_SRC_0 = 2;
   static final int SLOT_ORDERS_11 = 3;
 
-  /** MockProducers whose commit waits for {@link #release} (a coordinator slow to answer). */
-  static final class SlowCommits extends Fake {
-    final CountDownLatch release = new CountDownLatch(1);
-    final List<String> order = Collections.synchronizedList(new ArrayList<>());
-
-    @Override
-    public Producer<byte[], byte[]> open(Map<String, Object> config) {
-      String id = (String) config.get("transactional.id");
-      MockProducer<byte[], byte[]> p =
-          new MockProducer<>(true, new ByteArraySerializer(), new ByteArraySerializer()) {
-            @Override
-            public synchronized void commitTransaction() {
-              try {
-                release.await();
-              } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-              }
-              super.commitTransaction();
-              order.add("committed " + id);
-            }
-          };
-      opened.add(p);
-      ids.add(id);
-      return p;
-    }
-  }
-
-  @Test
-  void a_pieces_commit_goes_on_while_the_task_writes_its_next_piece_and_the_task_waits_for_it()
-      throws Exception {
-    SlowCommits kafka = new SlowCommits();
-    Pieces pieces = pieces(kafka);
-    pieces.begin("src", 0, 0);
-    pieces.send(row(1));
-    pieces.end(1, "5.0000000000", null); // its commit waits on the coordinator
-    pieces.begin("src", 1, 0); // the next partition's piece meanwhile
-    pieces.send(row(2));
-    pieces.end(1, "5.0000000000", null);
-    assertEquals(List.of(), kafka.order); // neither commit ended: the walk did not wait
-    Thread closing = new Thread(pieces::close);
-    closing.start();
-    closing.join(300);
-    assertTrue(closing.isAlive()); // the task does not end before its pieces are committed
-    kafka.release.countDown();
-    closing.join(10_000);
-    assertFalse(closing.isAlive());
-    assertEquals(2, kafka.order.size());
-    assertEquals(1, kafka.opened.get(0).commitCount());
-    assertEquals(1, kafka.opened.get(1).commitCount());
-  }
-
-  @Test
-  void a_piece_of_a_partition_whose_commit_is_under_way_waits_for_it_on_the_same_producer()
-      throws Exception {
-    SlowCommits kafka = new SlowCommits();
-    kafka.release.countDown();
-    try (Pieces pieces = pieces(kafka)) {
-      for (int n = 0; n < 3; n++) { // one partition's pieces (an initial scan's chunks)
-        pieces.begin("src", 0, n);
-        pieces.send(row(n));
-        pieces.end(n + 1, "5.0000000000", null);
-      }
-    }
-    assertEquals(1, kafka.opened.size()); // never a second producer fencing the committing one
-    assertEquals(3, kafka.opened.get(0).commitCount());
-  }
-
-  @Test
-  void a_commit_that_fails_on_its_thread_fails_the_task_at_its_end() throws Exception {
-    Fake kafka =
-        new Fake() {
-          @Override
-          public Producer<byte[], byte[]> open(Map<String, Object> config) {
-            MockProducer<byte[], byte[]> p = (MockProducer<byte[], byte[]>) super.open(config);
-            p.commitTransactionException = new ProducerFencedException("a newer attempt");
-            return p;
-          }
-        };
-    Pieces pieces = pieces(kafka);
-    pieces.begin("src", 0, 0);
-    pieces.send(row(1));
-    pieces.end(1, "5.0000000000", null); // returns: the commit fails on its own thread
-    IOException failed = assertThrows(IOException.class, pieces::awaitCommits);
-    assertTrue(failed.getMessage().contains(Fences.TAKEN), failed.getMessage());
-    assertTrue(failed.getMessage().contains("src/0"), failed.getMessage());
-    pieces.close(); // nothing left to wait for
-    assertTrue(kafka.opened.get(0).closed()); // a failed piece's producer is not kept
-  }
-
   @Test
   void a_fence_answered_between_the_last_look_and_the_progress_record_reopens_the_id()
       throws Exception {
@@ -669,6 +580,155 @@ class PiecesTest {
     MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
     assertEquals(List.of("out2", "out3", "_progress"), sent(fresh));
     assertEquals(1, fresh.commitCount());
+  }
+
+  /** A task of one row in each of src/{@code partitions}, from {@code first}. */
+  static void task(Pieces pieces, int first, int... partitions) throws Exception {
+    for (int p : partitions) {
+      pieces.begin("src", p, first);
+      pieces.send(row(p));
+      pieces.end(first + 1, "5.0000000000", null);
+    }
+  }
+
+  @Test
+  void a_tasks_pieces_commit_in_one_transaction_under_its_first_partitions_id() throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) {
+      task(pieces, 0, 0, 1, 2); // a new producer: it knows src/0 only, reads the others
+    }
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    assertEquals(List.of("highwater-cf-rows-src-0"), kafka.ids);
+    assertEquals(3, kafka.reads);
+    assertEquals(3, p.commitCount()); // committed before each read
+    try (Pieces pieces = pieces(kafka)) {
+      task(pieces, 1, 0, 1, 2); // the next batch: kept, it knows all three
+    }
+    assertEquals(1, kafka.opened.size());
+    assertEquals(3, kafka.reads);
+    assertEquals(4, p.commitCount()); // one transaction for the task
+    List<String> last = sent(p).subList(6, 12);
+    assertEquals(List.of("out0", "_progress", "out1", "_progress", "out2", "_progress"), last);
+    for (int k = 0; k < 3; k++) { // each partition's progress in it, where its next batch starts
+      ProducerRecord<byte[], byte[]> progress = p.history().get(7 + 2 * k);
+      assertEquals("rows/src/" + k, new String(progress.key(), StandardCharsets.UTF_8));
+      assertEquals(2, Progress.parse(progress.value()).nextOffset);
+    }
+  }
+
+  @Test
+  void a_progress_read_never_waits_for_the_tasks_own_open_transaction() throws Exception {
+    Fake kafka =
+        new Fake() {
+          @Override
+          public Progress read(String key, int slot) {
+            for (MockProducer<byte[], byte[]> p : opened) { // read_committed would wait for it
+              assertFalse(p.transactionInFlight() && !p.uncommittedRecords().isEmpty(), key);
+            }
+            return super.read(key, slot);
+          }
+        };
+    try (Pieces pieces = pieces(kafka)) {
+      task(pieces, 0, 0, 1, 2, 3);
+    }
+    assertEquals(4, kafka.reads);
+    assertEquals(4, kafka.opened.get(0).commitCount());
+  }
+
+  @Test
+  void a_transaction_older_than_half_its_timeout_commits_at_the_next_pieces_start()
+      throws Exception {
+    Fake kafka = new Fake();
+    Map<String, Object> config = new HashMap<>(Map.of("transaction.timeout.ms", "60"));
+    try (Pieces pieces = new Pieces(DELIVERY, config, kafka, 4)) {
+      task(pieces, 0, 0, 1);
+    }
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    assertEquals(2, p.commitCount());
+    try (Pieces pieces = new Pieces(DELIVERY, config, kafka, 4)) {
+      task(pieces, 1, 0);
+      Thread.sleep(40); // the transaction is older than 30 ms
+      task(pieces, 1, 1);
+    }
+    assertEquals(4, p.commitCount());
+    try (Pieces pieces = new Pieces(DELIVERY, config, kafka, 4)) {
+      task(pieces, 2, 0, 1); // young: one
+    }
+    assertEquals(5, p.commitCount());
+  }
+
+  @Test
+  void a_failed_commit_fails_the_task_naming_its_id_and_the_producer_is_not_kept()
+      throws Exception {
+    Fake kafka =
+        new Fake() {
+          @Override
+          public Producer<byte[], byte[]> open(Map<String, Object> config) {
+            MockProducer<byte[], byte[]> p = (MockProducer<byte[], byte[]>) super.open(config);
+            p.commitTransactionException = new ProducerFencedException("a newer attempt");
+            return p;
+          }
+        };
+    Pieces pieces = pieces(kafka);
+    pieces.begin("src", 0, 0);
+    pieces.send(row(1));
+    pieces.end(1, "5.0000000000", null);
+    UncheckedIOException failed = assertThrows(UncheckedIOException.class, pieces::close);
+    assertTrue(failed.getMessage().contains(Fences.TAKEN), failed.getMessage());
+    assertTrue(failed.getMessage().contains("highwater-cf-rows-src-0"), failed.getMessage());
+    assertTrue(kafka.opened.get(0).closed());
+    assertEquals(0, Producers.kept());
+  }
+
+  @Test
+  void a_failed_tasks_open_piece_aborts_the_pieces_ended_before_it() throws Exception {
+    Fake kafka = new Fake();
+    try (Pieces pieces = pieces(kafka)) {
+      task(pieces, 0, 0, 1); // kept, knowing both
+    }
+    MockProducer<byte[], byte[]> p = kafka.opened.get(0);
+    Pieces pieces = pieces(kafka);
+    task(pieces, 1, 0); // ended: its progress sent, in the open transaction
+    pieces.begin("src", 1, 1);
+    pieces.send(row(7)); // the task fails here: its walk stops, close follows
+    pieces.close();
+    assertEquals(2, p.commitCount());
+    assertTrue(p.transactionAborted());
+    assertEquals(List.of("out0", "_progress", "out1", "_progress"), sent(p)); // the committed
+    assertEquals(0, Producers.kept());
+  }
+
+  @Test
+  void a_kept_producer_fenced_before_kafka_took_a_record_does_the_whole_task_again()
+      throws Exception {
+    Answering kafka = new Answering();
+    try (Pieces pieces = pieces(kafka)) {
+      task(pieces, 0, 0, 1, 2); // kept, knowing all three
+    }
+    MockProducer<byte[], byte[]> kept = kafka.opened.get(0);
+    // the next batch's task ran on another executor, which committed src/1 up to 4: fenced
+    kafka.committed.put("rows/src/0", new Progress(1, 2));
+    kafka.committed.put("rows/src/1", new Progress(4, 2));
+    kafka.committed.put("rows/src/2", new Progress(1, 2));
+    kept.fenceProducer();
+    try (Pieces pieces = pieces(kafka)) {
+      pieces.begin("src", 0, 1);
+      pieces.send(row(10));
+      pieces.end(2, "5.0000000000", null);
+      pieces.begin("src", 1, 1); // committed up to 4 elsewhere: this executor does not know
+      pieces.send(row(11));
+      pieces.end(4, "5.0000000000", null);
+      pieces.begin("src", 2, 1);
+      pieces.send(row(12)); // the fence answered only now
+      kept.errorNext(new ProducerFencedException("fenced by another executor's producer"));
+      pieces.send(row(13));
+      pieces.end(3, "5.0000000000", null);
+    }
+    assertTrue(kept.closed());
+    MockProducer<byte[], byte[]> fresh = kafka.opened.get(1);
+    assertEquals(List.of("out10", "_progress", "out12", "out13", "_progress"), sent(fresh));
+    assertFalse(fresh.transactionAborted());
+    assertEquals(3 + 3, kafka.reads); // each piece's progress read for the new producer
   }
 
   /** A Kafka whose producers are primed as KafkaProducers are: begun, the partitions noted. */
@@ -809,81 +869,5 @@ class PiecesTest {
         Thread.sleep(10);
       }
     }
-  }
-
-  @Test
-  void a_tasks_new_producers_open_side_by_side_and_each_piece_commits_once_its_is_there()
-      throws Exception {
-    Gated kafka = new Gated("rows/src/0", "rows/src/1", "rows/src/2");
-    try (Pieces pieces = pieces(kafka)) {
-      for (int p = 0; p < 3; p++) {
-        pieces.begin("src", p, 0);
-        pieces.send(row(p));
-        pieces.end(1, "5.0000000000", null); // its producer still opening: ended all the same
-      }
-      kafka.waitForOpened(3);
-      assertEquals(3, kafka.opened.size()); // all three opening at once
-      kafka.gates.values().forEach(CountDownLatch::countDown);
-    }
-    for (int p = 0; p < 3; p++) {
-      MockProducer<byte[], byte[]> producer = kafka.of(p);
-      assertEquals(List.of("out" + p, "_progress"), sent(producer));
-      assertEquals(1, producer.commitCount());
-    }
-  }
-
-  @Test
-  void pieces_ended_before_their_producers_opened_hold_at_most_a_pieces_bytes_in_memory()
-      throws Exception {
-    Gated kafka = new Gated("rows/src/0", "rows/src/1");
-    byte[] big = new byte[10 << 20];
-    Thread opens =
-        new Thread(
-            () -> {
-              try {
-                Thread.sleep(200);
-              } catch (InterruptedException e) {
-                return;
-              }
-              kafka.gates.get("rows/src/0").countDown();
-            });
-    try (Pieces pieces = pieces(kafka)) {
-      pieces.begin("src", 0, 0);
-      pieces.send(new ProducerRecord<>("out", new byte[] {0}, big));
-      pieces.end(1, "5.0000000000", null); // 10 MB held
-      pieces.begin("src", 1, 0);
-      pieces.send(new ProducerRecord<>("out", new byte[] {1}, big));
-      opens.start();
-      pieces.end(1, "5.0000000000", null); // 20 MB: the first waits for its producer now
-      assertEquals(1, kafka.reads); // src/0's progress read: its piece sent
-      kafka.gates.get("rows/src/1").countDown();
-    }
-    opens.join();
-    assertEquals(1, kafka.of(0).commitCount());
-    assertEquals(1, kafka.of(1).commitCount());
-  }
-
-  @Test
-  void a_failed_tasks_pieces_still_opening_are_not_sent_and_their_producers_not_kept()
-      throws Exception {
-    Gated kafka = new Gated("rows/src/0", "rows/src/1");
-    Pieces pieces = pieces(kafka);
-    pieces.begin("src", 0, 0);
-    pieces.send(row(0));
-    pieces.end(1, "5.0000000000", null);
-    pieces.begin("src", 1, 0);
-    pieces.send(row(1)); // the task fails here: its walk stops, close follows
-    kafka.gates.get("rows/src/1").countDown();
-    kafka.gates.get("rows/src/0").countDown();
-    pieces.close();
-    assertEquals(List.of("out0", "_progress"), sent(kafka.of(0))); // ended: whole, committed
-    assertEquals(1, kafka.of(0).commitCount());
-    kafka.waitForOpened(2);
-    for (int k = 0; k < 100 && !kafka.of(1).closed(); k++) {
-      Thread.sleep(10);
-    }
-    assertTrue(kafka.of(1).closed()); // the open piece's: closed once it opened, never sent
-    assertEquals(List.of(), sent(kafka.of(1)));
-    assertEquals(1, Producers.kept());
   }
 }
