@@ -13,9 +13,9 @@ test can show where the kill landed; ``highwater run`` then exits with 137 (128 
 * ``after_chunk``: an initial-scan chunk was recorded as done (others are in flight);
 * ``chunk_written``: an initial-scan chunk's rows are acknowledged, not yet recorded.
 
-Under ``delivery: exactly_once`` two more are inside a task's write of one piece (a source
-partition's rows of a batch, or a scan chunk, in one Kafka transaction with its progress
-record), reached by the executor in Java (``CrashPoints.java``, called from ``Pieces.end``)
+Under ``delivery: exactly_once`` two more are inside a task's write (its source partitions'
+rows of a batch, or a scan chunk, in one Kafka transaction with their progress records),
+reached by the executor in Java (``CrashPoints.java``, called from ``Pieces``)
 and counted per JVM across tasks; this module accepts them and never reaches them:
 
 * ``in_transaction``: the piece's rows and its progress record were sent, flushed and

@@ -22,9 +22,9 @@ cannot hold) comes back as a rest in the result; the coordinator settles it
 (``sink.py``), and in each source partition's offset order. *At least once*: a write that
 fails or is abandoned may have written some of the batch; nothing of it was checkpointed, so
 the next run writes those records again (a consumer drops them by ``(key, updated)``).
-*Exactly once* (the sink's ``delivery``: the run's ``progress.Claim``): each source
-partition's piece of the batch commits in one Kafka transaction with its progress record
-(``Pieces.java``); a piece committed already is not written again, and a failed write
+*Exactly once* (the sink's ``delivery``: the run's ``progress.Claim``): a task's pieces of the
+batch (each source partition's rows) commit in one Kafka transaction with their progress
+records (``Pieces.java``); a piece committed already is not written again, and a failed write
 committed only whole pieces, which the next run starts after (``progress.Claim.overlay``).
 """
 

@@ -1,8 +1,9 @@
 """Exactly-once delivery, the driver's part: a run's generation and its claim of the partitions.
 
-Under ``delivery: exactly_once`` each source partition's rows of a batch are written in one
-Kafka transaction that commits the partition's progress record last (``Pieces.java``), under
-a transactional id of the changefeed and the partition. The progress records live in the
+Under ``delivery: exactly_once`` a task's rows of a batch (each of its source partitions' rows)
+are written in one Kafka transaction, each partition's progress record after its rows
+(``Pieces.java``), under the transactional id of the task's first partition: every id a task can
+use is a partition's. The progress records live in the
 changefeed's compacted progress topic (``checkpoint.progress_topic``), key
 ``rows/<topic>/<partition>`` in partition :func:`slot` of it.
 
