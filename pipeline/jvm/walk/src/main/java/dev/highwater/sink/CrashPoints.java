@@ -10,7 +10,7 @@ import org.apache.spark.SparkContext$;
 import org.apache.spark.SparkEnv;
 
 /**
- * The crash points inside a task's exactly-once write ({@link Pieces#end}): the job SIGKILLed
+ * The crash points inside a task's exactly-once write ({@link Pieces}): the job SIGKILLed
  * there, as {@code kill -9} of it would, for the tests that show what a read_committed reader
  * sees afterwards. The driver's points are {@code pipeline/core/batch/faults.py}'s, and these honour
  * the same environment: {@code HIGHWATER_CRASH_AT=<point>:<n>} kills the job the n-th time
@@ -20,9 +20,9 @@ import org.apache.spark.SparkEnv;
  *
  * <ul>
  *   <li>{@value #IN_TRANSACTION}: a piece's rows and its progress record were sent, flushed and
- *       acknowledged (they are on the broker, in the open transaction), its commit not yet
- *       asked for;
- *   <li>{@value #PIECE_COMMITTED}: the piece's transaction committed and every record of it
+ *       acknowledged (they are on the broker, in the task's open transaction), its commit not
+ *       yet asked for;
+ *   <li>{@value #PIECE_COMMITTED}: the task's transaction committed and every record of it
  *       acknowledged, the task has not reported to the driver (so the driver has no checkpoint
  *       of it either). Not {@link TaskFaults}' {@code after_commit}, which fails the task there
  *       and lets Spark run it again.

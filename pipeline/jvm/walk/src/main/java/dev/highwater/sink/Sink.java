@@ -187,6 +187,8 @@ public final class Sink {
     private long answered;
     private volatile Exception failed;
     private final Set<TopicPartition> partitions; // where Kafka took records (null: not kept)
+    private String lastTopic; // the partition of the last record answered (partitions' last)
+    private int lastPartition = -1;
 
     public Acks() {
       this(false);
@@ -211,7 +213,12 @@ public final class Sink {
         failed = e;
       }
       if (e == null && partitions != null && metadata != null) {
-        partitions.add(new TopicPartition(metadata.topic(), metadata.partition()));
+        // a batch's records are answered one after the other: one look-up per batch, not record
+        if (metadata.partition() != lastPartition || !metadata.topic().equals(lastTopic)) {
+          lastTopic = metadata.topic();
+          lastPartition = metadata.partition();
+          partitions.add(new TopicPartition(lastTopic, lastPartition));
+        }
       }
       answered++;
       notifyAll();
