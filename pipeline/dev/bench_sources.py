@@ -160,9 +160,13 @@ def _part(  # noqa: PLR0917 - a part of the bench
     max_offsets = min(rows, max(max_offsets, BATCH_BYTES * rows // size))
     raw_limit(spark, bootstrap, source, rows, part.feed.partitions)  # records of this size
     plain_copy(spark, bootstrap, source, f"bench.{tag}.warmup", max_offsets)
-    for avro in (None, registry):  # each output's code warmed up, as the copy's
-        name = f"bench-{tag}-warmup{'-avro' if avro else ''}"
-        timed(spark, _config(bootstrap, name, source, part, max_offsets, "at_least_once", avro))
+    # each output's and delivery's code warmed up, as the copy's: the Spark JVM's and the
+    # broker's (a fresh broker's JIT compiled its transactional paths during the first
+    # exactly-once runs: 0.3-0.8 CPU s of C2 a run, docs/benchmarks.md, session 43)
+    for avro in (None, registry):
+        for delivery in ("at_least_once", "exactly_once"):
+            name = f"bench-{tag}-warmup-{delivery.replace('_', '-')}{'-avro' if avro else ''}"
+            timed(spark, _config(bootstrap, name, source, part, max_offsets, delivery, avro))
     # JSON, then Avro output (its schemas in the bench's registry), each in both deliveries;
     # every run between two copies of the topic, its ratio taken to their mean: across a run
     # the copy swings by up to 1.7x on this machine, between neighbours by a median 6-12 %

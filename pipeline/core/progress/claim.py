@@ -3,8 +3,13 @@
 Under ``delivery: exactly_once`` a task's rows of a batch (each of its source partitions' rows)
 are written in one Kafka transaction, each partition's progress record after its rows
 (``Pieces.java``), under the transactional id of the task's first partition: every id a task can
-use is a partition's. The progress records live in the
-changefeed's compacted progress topic (``checkpoint.progress_topic``), key
+use is a partition's, so the claim below fences every task of an earlier run before it reads
+anything (step 2 opens all the ids first). A task of an earlier run that opens its id later
+reads its first partition, the id's own, before it writes anything: if the claim committed
+that partition it finds the newer generation and stops; if not, it fenced the claim's
+producer of that id, whose commit then fails and the whole claim is taken again (all ids
+opened, all progress read: what that task committed meanwhile included). The progress records
+live in the changefeed's compacted progress topic (``checkpoint.progress_topic``), key
 ``rows/<topic>/<partition>`` in partition :func:`slot` of it.
 
 At a run's start :meth:`Claim.take`, after the driver's own writer fenced earlier instances:
