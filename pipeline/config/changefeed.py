@@ -87,8 +87,8 @@ class ChangefeedConfig(Section):
     )
     delivery: Literal["at_least_once", "exactly_once"] = Field(
         "exactly_once",
-        description="`exactly_once`: each source partition's rows of a batch commit in one "
-        "Kafka transaction with its progress, so a read_committed consumer sees each change "
+        description="`exactly_once`: a task's rows of a batch commit in one Kafka transaction "
+        "with each source partition's progress, so a read_committed consumer sees each change "
         "once; `at_least_once`: no transactions, a kill writes again what came after the "
         "last checkpoint.",
     )
