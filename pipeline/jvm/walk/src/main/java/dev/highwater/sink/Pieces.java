@@ -88,7 +88,6 @@ public final class Pieces implements AutoCloseable {
   private Sink.Acks acks; // the open transaction's records (null: none sent in it)
   private long started; // System.nanoTime() the open transaction began (was primed)
   private final Map<String, Progress> ending = new HashMap<>(); // its pieces' progress
-  private Set<TopicPartition> lastPartitions; // where the last commit's records went
   private final Trial trial = new Trial(); // a kept producer's, until Kafka took a record
   // the open piece
   private boolean piece;
@@ -313,7 +312,9 @@ public final class Pieces implements AutoCloseable {
     if (skip) {
       return;
     }
-    trial.add(new Trial.Send(record));
+    if (trial.on()) { // (no step built per record when not on trial)
+      trial.add(new Trial.Send(record));
+    }
     try {
       if (acks == null) {
         if (held.primed == 0) {
@@ -475,12 +476,13 @@ public final class Pieces implements AutoCloseable {
    * Commits the open transaction (no piece open, or one about to begin): a kept producer on
    * trial first waits for Kafka's first answer, and found fenced does it all again under the id
    * opened anew (the transaction then open is the new producer's). Each piece's progress is
-   * what the producer knows committed afterwards.
+   * what the producer knows committed afterwards. Returns where its records went (none: nothing
+   * was open).
    */
-  private void commit() throws IOException, InterruptedException {
+  private Set<TopicPartition> commit() throws IOException, InterruptedException {
     settle(true);
     if (acks == null) {
-      return;
+      return Set.of();
     }
     Sink.Acks answered = acks;
     try {
@@ -493,11 +495,11 @@ public final class Pieces implements AutoCloseable {
       throw Fences.failed(e, where(), id);
     }
     acks = null;
-    lastPartitions = answered.partitions();
     held.committed.putAll(ending);
     ending.clear();
     CrashPoints.reach(CrashPoints.PIECE_COMMITTED); // committed, not reported
     TaskFaults.reach("after_commit");
+    return answered.partitions();
   }
 
   /**
@@ -559,9 +561,8 @@ public final class Pieces implements AutoCloseable {
       return;
     }
     try {
-      commit();
-      Set<TopicPartition> partitions = lastPartitions;
-      if (partitions != null && steady() && kafka.prime(held.producer, partitions)) {
+      Set<TopicPartition> partitions = commit();
+      if (!partitions.isEmpty() && steady() && kafka.prime(held.producer, partitions)) {
         held.primed = System.nanoTime(); // its next task's partitions added now
       }
     } catch (IOException e) {
