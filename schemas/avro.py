@@ -90,13 +90,27 @@ def resolved_schema(table: TableSchema) -> Schema:
     return marker_schema(table.name)
 
 
-def marker_schema(name: str) -> Schema:
+def marker_schema(name: str, namespace: str | None = None) -> Schema:
     """The resolved marker of table ``name``: all it needs of the table is the name."""
-    return {
-        "type": "record",
-        "name": f"{name}_envelope",
-        "fields": [{"name": "resolved", "type": ["null", "string"], "default": None}],
-    }
+    return in_namespace(
+        {
+            "type": "record",
+            "name": f"{name}_envelope",
+            "fields": [{"name": "resolved", "type": ["null", "string"], "default": None}],
+        },
+        namespace,
+    )
+
+
+def in_namespace(schema: Schema, namespace: str | None) -> Schema:
+    """``schema`` with its top record in ``namespace`` (``avro_schema_prefix``; None: none).
+
+    The records defined inside it take the same namespace (Avro's rule for a name without
+    dots), so the short names that refer to them still resolve.
+    """
+    if namespace is None:
+        return schema
+    return {"type": schema["type"], "name": schema["name"], "namespace": namespace} | schema
 
 
 def single_object_fingerprint(schema: Mapping[str, Any]) -> bytes:
@@ -114,5 +128,10 @@ class OutputSchemas:
 
     @classmethod
     def of(cls, table: TableSchema, options: Any) -> OutputSchemas:
-        """Derive them from the declared table."""
-        return cls(key_schema(table), envelope_schema(table, options), resolved_schema(table))
+        """Derive them from the declared table, in ``options.avro_schema_prefix``'s namespace."""
+        namespace = getattr(options, "avro_schema_prefix", None)
+        return cls(
+            in_namespace(key_schema(table), namespace),
+            in_namespace(envelope_schema(table, options), namespace),
+            in_namespace(resolved_schema(table), namespace),
+        )

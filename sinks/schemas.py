@@ -2,10 +2,11 @@
 
 * **Registry** (Confluent-compatible API; Apicurio's ``/apis/ccompat/v7`` works): the key
   schema under ``<topic>-key``, the envelope and the resolved record under ``<topic>-value``
-  (TopicNameStrategy). Registering an identical schema again returns its id, so a restart
-  registers nothing new; a changed table registers a new version if the subject's
-  compatibility rule accepts it, else :class:`SchemaError` names the subject and the
-  registry's reason, before anything is written.
+  (TopicNameStrategy; ``avro_schema_prefix`` goes before each subject, as CockroachDB's).
+  Registering an identical schema again returns its id, so a restart registers nothing new;
+  a changed table registers a new version if the subject's compatibility rule accepts it,
+  else :class:`SchemaError` names the subject and the registry's reason, before anything is
+  written.
 * **Schema topic** (no registry): every schema whole (logical types and all), keyed by the
   CRC-64-AVRO fingerprint (hex) of its canonical form in a compacted topic, so a consumer
   reads the topic once and decodes any single-object record by the fingerprint in its
@@ -35,12 +36,16 @@ class SchemaPublisher:
     """Where a changefeed's output schemas are made known: its registry, or its schema topic."""
 
     def __init__(
-        self, registry: Mapping[str, Any] | None, topic: CompactedTopic | None = None
+        self,
+        registry: Mapping[str, Any] | None,
+        topic: CompactedTopic | None = None,
+        subject_prefix: str = "",
     ) -> None:
         if (registry is None) == (topic is None):
             raise ValueError("a registry or a schema topic, one of them")
         self.registry = registry
         self.topic = topic
+        self.subject_prefix = subject_prefix  # ``avro_schema_prefix``: before each subject
 
     def framing(self, topic: str, schemas: OutputSchemas, *, evolved: bool = False) -> Framing:
         """Make ``topic``'s schemas known; the framing names them in each record.
@@ -52,8 +57,8 @@ class SchemaPublisher:
             assert self.topic is not None  # noqa: S101 - __init__ checked
             return publish(self.topic, schemas)
         if evolved:
-            check_compatible(self.registry, f"{topic}-value", schemas.value)
-        return register(self.registry, topic, schemas)
+            check_compatible(self.registry, f"{self.subject_prefix}{topic}-value", schemas.value)
+        return register(self.registry, self.subject_prefix + topic, schemas)
 
     def marker(self, topic: str, schema: Mapping[str, Any]) -> bytes:
         """Make only the resolved marker's ``schema`` known (a table whose columns are not yet).
@@ -64,7 +69,7 @@ class SchemaPublisher:
             assert self.topic is not None  # noqa: S101 - __init__ checked
             self.topic.put(_fingerprint(schema), _text(schema))
             return SINGLE_OBJECT_MAGIC + single_object_fingerprint(schema)
-        (schema_id,) = _register(self.registry, [(f"{topic}-value", schema)])
+        (schema_id,) = _register(self.registry, [(f"{self.subject_prefix}{topic}-value", schema)])
         return CONFLUENT_MAGIC + struct.pack(">I", schema_id)
 
     def version(self, topic: str, framing: Framing) -> str:
@@ -72,7 +77,8 @@ class SchemaPublisher:
         header = framing.value
         if self.registry is None:
             return f"fingerprint {header[2:].hex()}"
-        return f"id {int.from_bytes(header[1:5], 'big')} of subject {topic}-value"
+        schema_id = int.from_bytes(header[1:5], "big")
+        return f"id {schema_id} of subject {self.subject_prefix}{topic}-value"
 
 
 def check_compatible(registry: Mapping[str, Any], subject: str, schema: Mapping[str, Any]) -> None:
@@ -102,7 +108,9 @@ def check_compatible(registry: Mapping[str, Any], subject: str, schema: Mapping[
 
 
 def register(registry: Mapping[str, Any], topic: str, schemas: OutputSchemas) -> Framing:
-    """Register ``topic``'s schemas; the framing carries their ids.
+    """Register ``topic``'s schemas, under ``<topic>-key`` and ``<topic>-value``.
+
+    The framing carries their ids.
 
     ``registry`` is the ``SchemaRegistryClient`` configuration (``url``, auth).
     """

@@ -12,7 +12,9 @@ before it; the rest of the code imports this package's names, not its modules:
 =================  ===========================================================================
 ``fields``         the field types several sections share (durations, times, names,
                    replication), secrets' masking, the sections' strict base
+``kafka_sink``     CockroachDB's ``kafka_sink_config``, mapped to Kafka producer settings
 ``sections``       one model per section, with the combinations of its own options it refuses
+``output``         the output's sections, ``sink`` and ``encoder``
 ``checks``         the combinations across sections it refuses
 ``changefeed``     :class:`ChangefeedConfig`: the sections together, and the views derived
                    from them (routes, tables, formats, CDC query, fingerprint)
@@ -23,9 +25,9 @@ before it; the rest of the code imports this package's names, not its modules:
 from .changefeed import ChangefeedConfig
 from .fields import MASK, Duration, Name, Replication, Time, looks_secret, parse_duration
 from .loading import load_config, parse_config
+from .output import EncoderConfig, SinkConfig
 from .sections import (
     CheckpointConfig,
-    EncoderConfig,
     InitialScanConfig,
     JobsConfig,
     KafkaOptions,
@@ -33,7 +35,6 @@ from .sections import (
     ResolvedConfig,
     SafepointsConfig,
     SchemaRegistryConfig,
-    SinkConfig,
     SourceConfig,
     SparkConfig,
     TriggerConfig,

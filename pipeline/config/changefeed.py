@@ -22,17 +22,16 @@ from pydantic_core import PydanticCustomError
 from schemas.tables import TableSchema
 
 from .checks import cross_section_problems
-from .fields import Duration, Name, Section, Time
+from .fields import Duration, Name, Section, Time, cockroachdb
+from .output import EncoderConfig, SinkConfig
 from .sections import (
     CheckpointConfig,
-    EncoderConfig,
     InitialScanConfig,
     JobsConfig,
     KafkaOptions,
     MetricsConfig,
     ResolvedConfig,
     SafepointsConfig,
-    SinkConfig,
     SourceConfig,
     SparkConfig,
     scan_shorthand,
@@ -69,16 +68,19 @@ class ChangefeedConfig(Section):
         None,
         description="Start from this time instead of the sources' high-water mark (an "
         "initial scan, if any, is taken at it).",
+        json_schema_extra=cockroachdb("cursor"),
     )
     end_time: Time | None = Field(
         None,
         description="Stop once the high-water mark reaches it, with a last marker at exactly "
         "`end_time` and no rows after it.",
+        json_schema_extra=cockroachdb("end_time"),
     )
     on_error: Literal["fail", "pause", "dlq"] = Field(
         "fail",
         description="A source record that does not decode: stop at it (`fail`), pause there "
         "for an operator (`pause`), or send it to `dlq_topic` and go on (`dlq`).",
+        json_schema_extra=cockroachdb("on_error"),
     )
     dlq_topic: Name | None = Field(
         None,
@@ -98,12 +100,14 @@ class ChangefeedConfig(Section):
         "added upstream): pause there (`stop`), evolve the schema from the source's types "
         "(`evolve`), or evolve it and emit the table again at the change (`backfill`). "
         "Unset: `stop` for a declared `table_schema`, `evolve` for a derived one.",
+        json_schema_extra=cockroachdb("schema_change_policy"),
     )
     lagging_threshold: Duration = Field(
         timedelta(minutes=3),
         description="A source partition whose resolved time lags now by more is lagging: "
         "logged by name, counted in `highwater_lagging_partitions`, named in the job "
         "status (CockroachDB's `lagging_ranges_threshold`); 0: off.",
+        json_schema_extra=cockroachdb("lagging_ranges_threshold"),
     )
     stuck_threshold: Duration = Field(
         timedelta(minutes=10),

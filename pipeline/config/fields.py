@@ -14,6 +14,8 @@ from datetime import timedelta
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PlainValidator
+from pydantic.config import JsonDict
+from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError
 
 from schemas.hlc import Hlc, parse_time
@@ -86,9 +88,28 @@ def looks_secret(name: str) -> bool:
     return any(word in lowered for word in _SECRET_WORDS)
 
 
+COCKROACHDB = "cockroachdb"  # a field's CockroachDB name, in its json_schema_extra
+
+
+def cockroachdb(name: str) -> JsonDict:
+    """A field's ``json_schema_extra``: the CockroachDB option it stands for.
+
+    The config reference shows it beside the option's own name.
+    """
+    return {COCKROACHDB: name}
+
+
 def combination(field: str, reason: str) -> PydanticCustomError:
     """An impossible combination, reported at ``<section>.<field>``."""
     return PydanticCustomError("combination", reason, {"field": field})
+
+
+def keys(model: type[BaseModel]) -> dict[str, FieldInfo]:
+    """A section's fields by the keys a config writes.
+
+    An alias where the field has one: ``kafka_sink_config``'s are Sarama's (``Flush``…).
+    """
+    return {field.alias or name: field for name, field in model.model_fields.items()}
 
 
 class Section(BaseModel):

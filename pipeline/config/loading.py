@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 from schemas.errors import ConfigError
 
 from .changefeed import ChangefeedConfig
+from .fields import keys
 
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}")
 
@@ -123,12 +124,12 @@ def _unknown_key(exc: ValidationError, loc: tuple[int | str, ...]) -> str:
     for part in loc[:-1]:
         if isinstance(part, int):
             continue
-        annotation = model.model_fields[str(part)].annotation
+        annotation = keys(model)[str(part)].annotation
         nested = _model_in(annotation)
         if nested is None:
             return "unknown key"
         model = nested
-    known = sorted(model.model_fields)
+    known = sorted(keys(model))
     close = difflib.get_close_matches(str(loc[-1]), known, n=1)
     hint = f"did you mean {close[0]!r}?" if close else "known keys: " + ", ".join(known)
     return f"unknown key ({hint})"

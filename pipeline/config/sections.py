@@ -1,10 +1,10 @@
-"""The config's sections, each validated on its own: Kafka, sources, sink, encoder, the rest.
+"""The config's sections, each validated on its own: Kafka, sources, and the run's own.
 
-One frozen model per section of the YAML (``kafka``, ``sources[i]``, ``sink``, ``encoder``,
-``resolved``, ``checkpoint``, ``initial_scan``, ``jobs``, ``safepoints``, ``metrics``,
-``spark``): its keys, their types and defaults, and the combinations of its own options it
-refuses (a table schema without its key, ``diff`` with ``key_only``, an unsafe producer
-setting). What spans sections is ``checks.py``'s; the whole, ``changefeed.py``'s.
+One frozen model per section of the YAML (``kafka``, ``sources[i]``, ``resolved``,
+``checkpoint``, ``initial_scan``, ``jobs``, ``safepoints``, ``metrics``, ``spark``): its keys,
+their types and defaults, and the combinations of its own options it refuses (a table schema
+without its key). The output's, ``sink`` and ``encoder``, are ``output.py``'s; what spans
+sections is ``checks.py``'s; the whole, ``changefeed.py``'s.
 """
 
 from __future__ import annotations
@@ -24,7 +24,6 @@ from pydantic import (
     model_validator,
 )
 
-from encoders.base import Envelope
 from schemas.tables import TableSchema
 
 from .fields import (
@@ -33,6 +32,7 @@ from .fields import (
     Name,
     Replication,
     Section,
+    cockroachdb,
     combination,
     looks_secret,
     yaml_yes_no,
@@ -189,113 +189,6 @@ class SourceConfig(Section):
         return TableSchema.of(self.table_schema, self.primary_key)
 
 
-class SinkConfig(Section):
-    """Where output topics go and how they are created."""
-
-    kafka: KafkaOptions | None = Field(
-        None, description="Another cluster for the output topics; unset: the source cluster."
-    )
-    topic_prefix: str = Field("", description="Output topics are named `<topic_prefix><table>`.")
-    topic_name: Name | None = Field(
-        None, description="One output topic instead (a changefeed of one table only)."
-    )
-    partitions: PositiveInt = Field(
-        3, description="Partitions of the output topics Highwater creates."
-    )
-    replication_factor: Replication = Field(
-        "auto",
-        description="Copies of the output, dead-letter and schema topics it creates: `auto` "
-        "is 3 on a cluster of 3 brokers or more, else one per broker; a number is taken as "
-        "given (a warning when below what the cluster could keep).",
-    )
-    producer: dict[str, str] = Field(
-        default_factory=dict,
-        description="Kafka producer settings over Highwater's defaults (`linger.ms` 5, "
-        "`batch.size` 262144; exactly once's transactional producers `retry.backoff.ms` "
-        "10). `acks` stays `all`, idempotence on, and `transactional.id` is the "
-        "changefeed's.",
-    )
-
-    @field_validator("producer")
-    @classmethod
-    def _no_unsafe_producer(cls, value: dict[str, str]) -> dict[str, str]:
-        if value.get("acks", "all") not in ("all", "-1"):
-            raise ValueError("acks must stay 'all': markers promise rows are durable")
-        if value.get("enable.idempotence", "true") != "true":
-            raise ValueError("enable.idempotence must stay true: retries must not reorder a key")
-        if "transactional.id" in value:
-            raise ValueError(
-                "transactional.id is the changefeed's to choose (delivery: exactly_once gives "
-                "each source partition its own)"
-            )
-        return value
-
-
-class EncoderConfig(Section):
-    """The envelope and its options (contract §4)."""
-
-    format: Literal["json", "avro"] = Field("json", description="The output records' format.")
-    envelope: Envelope = Field(
-        "wrapped",
-        description="The value's shape: `wrapped` (`after`, `before`, metadata), `bare` "
-        "(columns at the top, metadata under `__hw__`), `key_only`, `row` (the columns only).",
-    )
-    updated: bool = Field(False, description="Add `updated`, the change's commit time.")
-    mvcc_timestamp: bool = Field(
-        False, description="Add `mvcc_timestamp`, the version's own commit time."
-    )
-    diff: bool = Field(False, description="Add `before`, the row before the change.")
-    key_in_value: bool = Field(False, description="Add `key` to the value.")
-    topic_in_value: bool = Field(False, description="Add `topic` to the value.")
-    full_table_name: bool = Field(
-        False,
-        description="Name output topics `<database>.<schema_name>.<table>` (with the prefix).",
-    )
-    select: list[Annotated[str, Field(min_length=1)]] | None = Field(
-        None,
-        description="A CDC query's columns: Spark SQL expressions over the row (`AS` names a "
-        "computed one), replacing `after` and `before`; needs the table's declared columns.",
-    )
-    where: Annotated[str, Field(min_length=1)] | None = Field(
-        None,
-        description="A CDC query's filter: a Spark SQL condition a change's new version must "
-        "meet (a delete is judged by the row it deletes).",
-    )
-    schema_registry: SchemaRegistryConfig | None = Field(
-        None,
-        description="Avro: a Confluent-compatible registry (subjects `<topic>-key`, "
-        "`<topic>-value`, the Confluent wire format); unset: single-object encoding with "
-        "the schemas in `schema_topic`.",
-    )
-    schema_topic: Name = Field(
-        "_highwater_schemas",
-        description="Registry-free Avro: the compacted topic the schemas are published to, "
-        "keyed by fingerprint.",
-    )
-
-    @model_validator(mode="after")
-    def _combinations(self) -> EncoderConfig:
-        if self.envelope == "key_only":
-            for option in ("diff", "updated", "mvcc_timestamp", "key_in_value", "topic_in_value"):
-                if getattr(self, option):
-                    raise combination(
-                        option,
-                        f"cannot be used with envelope 'key_only': a key-only message has "
-                        f"no value to carry it (envelope: key_only, {option}: true)",
-                    )
-            if self.select is not None:
-                raise combination("select", "has no effect with envelope 'key_only'")
-        if self.envelope == "row" and self.diff:
-            raise combination("diff", "cannot be used with envelope 'row' (no place for 'before')")
-        if self.schema_registry is not None and self.format != "avro":
-            raise combination("schema_registry", "is only used with format: avro")
-        if self.format == "avro" and self.envelope not in ("wrapped", "key_only"):
-            raise combination(
-                "envelope", f"'{self.envelope}' has no Avro form (use wrapped or key_only)"
-            )
-        return self
-
-
 class ResolvedConfig(Section):
     """Resolved-timestamp markers to every partition of every output topic."""
 
@@ -303,6 +196,7 @@ class ResolvedConfig(Section):
     interval: Duration = Field(
         timedelta(seconds=10),
         description="At most one marker per interval, and only when the high-water mark advanced.",
+        json_schema_extra=cockroachdb("resolved"),
     )
 
 
@@ -329,16 +223,19 @@ class CheckpointConfig(Section):
         timedelta(seconds=30),
         description="While any source partition advances, every partition's offset and "
         "resolved time are checkpointed this often, whether the high-water mark moved or not.",
+        json_schema_extra=cockroachdb("min_checkpoint_frequency"),
     )
     frontier_highwater_lag_checkpoint_threshold: Duration = Field(
         timedelta(minutes=10),
         description="Kept for compatibility; no effect (the leading partitions' progress is "
         "always saved now).",
+        json_schema_extra=cockroachdb("changefeed.frontier_highwater_lag_checkpoint_threshold"),
     )
     frontier_checkpoint_max_bytes: Annotated[int, Field(ge=1024)] = Field(
         1 << 20,
         description="A checkpoint record's size bound: past it, detail is dropped in safe "
         "steps (`leading`, then `offsets`, then `high_water`).",
+        json_schema_extra=cockroachdb("changefeed.frontier_checkpoint_max_bytes"),
     )
     progress_topic: Name | None = Field(
         None,
@@ -360,6 +257,7 @@ class InitialScanConfig(Section):
         description="`yes`: a snapshot at the statement time, then the stream; `no`: the "
         "changes only; `only`: the snapshot and its marker, then the job ends. Unset: `yes` "
         "without `cursor`, `no` with one.",
+        json_schema_extra=cockroachdb("initial_scan"),
     )
     rate_limit: Annotated[float, Field(gt=0)] | None = Field(
         None,

@@ -25,6 +25,7 @@ TOOLS = {
     "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "dump-log": "kafka.tools.DumpLogSegments",  # a broker's segment files, batch by batch
 }
 _LOG4J2 = Path(__file__).resolve().parent.parent / "jvm" / "log4j2.properties"
 

@@ -15,6 +15,7 @@ from pipeline.config import ChangefeedConfig
 from pipeline.core.coordinator.changefeed import Changefeed
 from pipeline.dev.demo import avro_consumer
 from pipeline.dev.generator import GeneratorSpec, write
+from pipeline.dev.kafka_tools import run_tool
 from schemas.errors import SchemaError
 from tests.integration.test_changefeed import produce
 from tests.support.changefeed import changefeed_config, run_to_end
@@ -220,3 +221,82 @@ def test_values_that_do_not_fit_the_avro_types_go_where_on_error_says(
     reason = dict(dead.headers)["highwater.error"].decode()
     assert reason.startswith("value does not fit the declared schema of table 'orders'")
     assert dict(dead.headers)["highwater.source"] == f"{source}/0@1".encode()
+
+
+def segment_batches(bootstrap: str, topic: str) -> list[tuple[int, str]]:
+    """``topic``'s data batches as Kafka's own tools read its log: (records, compression)."""
+    described = run_tool("log-dirs", ["--describe", "--topic-list", topic], bootstrap).stdout
+    report = json.loads(next(line for line in described.splitlines() if line.startswith("{")))
+    files = [
+        f"{log_dir['logDir']}/{part['partition']}/{0:020d}.log"
+        for broker in report["brokers"]
+        for log_dir in broker["logDirs"]
+        for part in log_dir["partitions"]
+    ]
+    dumped = run_tool("dump-log", ["--files", ",".join(files)], None).stdout
+    batches = [line for line in dumped.splitlines() if "isControl: false" in line]
+    assert batches, dumped[-2000:]
+    return [
+        (int(line.split("count: ")[1].split()[0]), line.split("compresscodec: ")[1].split()[0])
+        for line in batches
+    ]
+
+
+def test_cockroachdb_names_prefix_the_subjects_and_reach_the_producers(
+    kafka_bootstrap: str, schema_registry_url: str, unique_name, spark, history: str
+) -> None:
+    """`avro_schema_prefix` and `kafka_sink_config`, as a CockroachDB user brings them."""
+    from pipeline.control.changefeeds import Changefeeds  # noqa: PLC0415
+    from pipeline.control.context import OperatorContext  # noqa: PLC0415
+
+    prefix = f"moved_{uuid.uuid4().hex[:8]}"
+    name = unique_name("crdb")
+    sink_config = {
+        "Flush": {"Frequency": "20ms", "Bytes": 131072},
+        "Compression": "ZSTD",
+        "CompressionLevel": 5,
+        "ClientID": "moved-from-cockroachdb",
+        "RequiredAcks": "ALL",
+        "Version": "2.7.0",
+    }
+    config = changefeed_config(
+        kafka_bootstrap,
+        name,
+        [{"topic": history, "table": "orders", "table_schema": ORDERS, "primary_key": KEY}],
+        encoder={
+            **ENCODER,
+            "format": "avro",
+            "schema_registry": {"url": schema_registry_url},
+            "avro_schema_prefix": prefix,
+        },
+        sink={"kafka_sink_config": json.dumps(sink_config)},  # CockroachDB's JSON text
+    )
+    run_to_end(config, spark)
+    topic = config.output_topic(config.sources[0])
+    messages = consume_avro(kafka_bootstrap, topic, schema_registry_url)
+    rows = [m for m in messages if m.key() is not None]
+    assert sorted(as_row(m.key(), m.value()) for m in rows) == source_rows(kafka_bootstrap, history)
+    assert {m.partition() for m in messages if m.key() is None} == {0, 1, 2}
+    # the subjects carry the prefix, the records its namespace
+    registry = SchemaRegistryClient({"url": schema_registry_url})
+    subjects = set(registry.get_subjects())
+    assert {f"{prefix}{topic}-key", f"{prefix}{topic}-value"} <= subjects
+    assert not {f"{topic}-key", f"{topic}-value"} & subjects
+    for side in ("key", "value"):
+        schema = json.loads(
+            registry.get_latest_version(f"{prefix}{topic}-{side}").schema.schema_str
+        )
+        assert schema["namespace"] == prefix
+    # the producers took Compression: Kafka's tool reads zstd batches of rows on the output,
+    # and the generator's lz4 on the source (the reading tells them apart)
+    # (the markers' batches of one record may stay uncompressed: librdkafka, which writes
+    # them, sends a batch as it is when compressing would not make it smaller)
+    written = segment_batches(kafka_bootstrap, topic)
+    assert {codec for count, codec in written if count > 1} == {"zstd"}
+    assert {codec for count, codec in written if count == 1} <= {"zstd", "none"}
+    assert {codec for _, codec in segment_batches(kafka_bootstrap, history)} == {"lz4"}
+    # what has no Java producer equivalent is named in the job's status
+    found = Changefeeds(OperatorContext({"bootstrap.servers": kafka_bootstrap})).get(name)
+    assert found.status is not None
+    named = [w.split(" ")[0] for w in found.status.warnings if w.startswith("sink.")]
+    assert named == ["sink.kafka_sink_config.Version"]

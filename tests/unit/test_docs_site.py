@@ -21,7 +21,7 @@ from pydantic import Field
 
 from pipeline.cli import build_parser
 from pipeline.config import ChangefeedConfig
-from pipeline.config.fields import Section
+from pipeline.config.fields import Section, keys
 from pipeline.dev.reference import api, cli, config, errors, metrics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,7 +77,7 @@ def test_the_config_reference_lists_every_field_under_its_section() -> None:
         heading = f"{{#{config.anchor(path)}}}"
         assert heading in text, f"no section for {path or 'the top level'}"
         section = text.split(heading, 1)[1].split("\n### ", 1)[0]
-        for name in model.model_fields:
+        for name in keys(model):  # as a config writes them (kafka_sink_config: Sarama's)
             assert f"| `{name}`" in section, f"{path}.{name} is not in the config reference"
 
 

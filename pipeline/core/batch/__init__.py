@@ -40,6 +40,7 @@ from .jvm import KafkaTransactions, Summaries, scan_rows
 from .kafka_clients import (
     client_config,
     low_offsets,
+    own_writer_settings,
     range_reader,
     read_range,
     source_reader,
@@ -88,6 +89,7 @@ __all__ = [
     "count_transaction",
     "faults",
     "low_offsets",
+    "own_writer_settings",
     "pick_row",
     "range_reader",
     "read_range",

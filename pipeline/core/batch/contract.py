@@ -123,7 +123,9 @@ class BatchPlan:
             encoders=encoders,
             dlq_topic=config.effective_dlq_topic if config.on_error == "dlq" else None,
             end_time=config.end_time,
-            max_record_bytes=int(config.sink.producer.get("max.request.size", DEFAULT_MAX_REQUEST)),
+            max_record_bytes=int(
+                config.sink.producer_settings.get("max.request.size", DEFAULT_MAX_REQUEST)
+            ),
             skip=skip,
             skip_topic=config.effective_dlq_topic,
             positions=positions or {},

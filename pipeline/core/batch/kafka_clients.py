@@ -86,6 +86,18 @@ def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str
     }
 
 
+# What the rows' producer settings say of every record on the output topics, which the
+# driver's own writer (markers, checkpoints) takes too, by librdkafka's same names. Not the
+# batching (a marker is one record a partition), nor a compression level (librdkafka's one
+# `compression.level` has other bounds than the Java producer's per-codec levels).
+OUTPUT_WIDE = ("compression.type", "client.id")
+
+
+def own_writer_settings(producer: Mapping[str, str]) -> dict[str, str]:
+    """The driver's writer's share of the rows' producer settings (:data:`OUTPUT_WIDE`)."""
+    return {k: v for k, v in producer.items() if k in OUTPUT_WIDE}
+
+
 def range_reader(client: Mapping[str, Any], group: str) -> Any:
     """A confluent-kafka consumer for :func:`read_range` (no group commits).
 

@@ -51,13 +51,13 @@ class RowSink:
     """Where a run's rows go, and how: at least once, or exactly once by its claim."""
 
     kafka: KafkaOptions  # the sink cluster
-    producer: Mapping[str, str]  # the user's producer settings (``sink.producer``)
+    producer: Mapping[str, str]  # the user's producer settings (``sink.producer_settings``)
     delivery: Delivery | None = None  # exactly once: the run's claim
 
     @classmethod
     def of(cls, config: ChangefeedConfig, delivery: Delivery | None = None) -> RowSink:
         """A run's sink: ``delivery`` is its claim when the config says exactly once."""
-        return cls(config.sink_kafka, config.sink.producer, delivery)
+        return cls(config.sink_kafka, config.sink.producer_settings, delivery)
 
     def options(self, scan_time: Hlc | None = None) -> dict[str, str]:
         """The Java writers' options: a stream's pieces, or (``scan_time``) a scan's chunks."""

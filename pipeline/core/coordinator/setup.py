@@ -33,7 +33,14 @@ from sinks.compacted import CompactedTopic, producer_limit
 from sinks.producer import AcknowledgedProducer
 from sinks.resolved import ResolvedBroadcaster
 
-from ..batch import BatchPlan, BatchWriter, RowSink, batch_writer, client_config
+from ..batch import (
+    BatchPlan,
+    BatchWriter,
+    RowSink,
+    batch_writer,
+    client_config,
+    own_writer_settings,
+)
 from ..evolution import SchemaEvolution, written
 from ..ledger import Checkpoint, CheckpointStore, SourcePartition
 from ..operators import JobStatus, SpecStore, StatusPublisher, identified
@@ -91,7 +98,7 @@ def open_run(config: ChangefeedConfig, resources: ExitStack) -> Opened:
     exactly_once = config.delivery == "exactly_once"
     claim = Claim.take(config, sink, sink_writer, partitions) if exactly_once else None
     replicas, clusters = _clusters(config, sink, source)
-    warnings.extend(schemas.warnings)
+    warnings.extend([*schemas.warnings, *config.sink.warnings()])
     for warning in [*warnings, *replicas.warnings()]:
         log.warning("%s", warning)
     status = StatusPublisher(
@@ -144,7 +151,8 @@ def _writers(
     clusters: the sink's fence is taken first; two instances started at the same moment may
     each end up holding one cluster's, and then both stop (neither writes).
     """
-    sink_writer = _writer(config, {**sink, **producer_limit(budget)}, "sink", resources)
+    own = own_writer_settings(config.sink.producer_settings)  # compression, client id
+    sink_writer = _writer(config, {**sink, **own, **producer_limit(budget)}, "sink", resources)
     if config.sink.kafka is None or config.sink_kafka == config.kafka:
         return sink_writer, sink_writer
     return sink_writer, _writer(config, source, "source", resources)

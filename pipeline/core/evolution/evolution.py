@@ -150,7 +150,8 @@ class SchemaEvolution:
             schema_topic.ensure(config.sink.replication_factor)
             publisher = SchemaPublisher(None, schema_topic)
         else:
-            publisher = SchemaPublisher(registry.client_config())
+            prefix = config.encoder.avro_schema_prefix or ""
+            publisher = SchemaPublisher(registry.client_config(), subject_prefix=prefix)
         tables, newest, warnings = start_tables(config, source)
         return cls(config, publisher, tables, source, newest=newest, warnings=warnings)
 
@@ -259,7 +260,7 @@ class SchemaEvolution:
         assert publisher is not None  # noqa: S101 - Avro output
         name, output = config.tables[topic], config.routes[topic]
         if table is None:
-            marker = marker_schema(name)
+            marker = marker_schema(name, config.encoder.avro_schema_prefix)
             header = publisher.marker(output, marker)
             self._encoders[topic] = AvroPending(name, marker, header)
             self.tables[topic] = TableVersion(None, "none yet (derived from the first row)")

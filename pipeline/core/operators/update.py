@@ -58,6 +58,7 @@ SAFE = (
     "sink.partitions",
     "sink.replication_factor",
     "sink.producer",
+    "sink.kafka_sink_config",
 )
 
 _SHAPE = (

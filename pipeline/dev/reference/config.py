@@ -17,7 +17,7 @@ from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
 from pipeline.config import ChangefeedConfig
-from pipeline.config.fields import parse_duration
+from pipeline.config.fields import COCKROACHDB, keys, parse_duration
 from schemas.hlc import Hlc
 
 
@@ -35,7 +35,7 @@ class MissingDescription(Exception):
 def sections(model: type[BaseModel], path: str = "") -> Iterator[tuple[str, type[BaseModel]]]:
     """``(key path, model)`` of ``model`` and every section under it, depth first."""
     yield path, model
-    for name, field in model.model_fields.items():
+    for name, field in keys(model).items():
         nested = _model_in(field.annotation)
         if nested is not None:
             many = get_origin(_plain(field.annotation)) is list
@@ -47,7 +47,7 @@ def undescribed(model: type[BaseModel]) -> list[str]:
     return [
         _join(path, name)
         for path, section in sections(model)
-        for name, field in section.model_fields.items()
+        for name, field in keys(section).items()
         if not (field.description or "").strip()
     ]
 
@@ -62,10 +62,10 @@ def render(model: type[BaseModel] = ChangefeedConfig) -> str:
         title = f"`{path}`" if path else "Top level"
         out += [f"### {title} {{#{anchor(path)}}}", "", _first_paragraph(section.__doc__), ""]
         out += [
-            "| option | type | default | allowed | description |",
-            "| --- | --- | --- | --- | --- |",
+            "| option | CockroachDB name | type | default | allowed | description |",
+            "| --- | --- | --- | --- | --- | --- |",
         ]
-        for name, field in section.model_fields.items():
+        for name, field in keys(section).items():
             out.append(_row(path, name, field))
         out.append("")
     return "\n".join(out)
@@ -78,12 +78,39 @@ def _row(path: str, name: str, field: FieldInfo) -> str:
     nested = _model_in(field.annotation)
     cells = [
         f"`{name}`" + ("" if not field.is_required() else " (required)"),
+        _cockroachdb(field),
         _type(annotation) if nested is None else _linked(_type(annotation), path, name),
         _default(field, path, name) if nested is None else _section_link(path, name, field),
         _allowed(annotation),
         _cell(field.description or ""),
     ]
     return "| " + " | ".join(cells) + " |"
+
+
+def _cockroachdb(field: FieldInfo) -> str:
+    """The CockroachDB option (or cluster setting) the field stands for, if any."""
+    extra = field.json_schema_extra
+    name = extra.get(COCKROACHDB) if isinstance(extra, dict) else None
+    return f"`{name}`" if name else ""
+
+
+def cockroachdb_names(model: type[BaseModel] = ChangefeedConfig) -> dict[str, str]:
+    """Each CockroachDB name the config takes -> the key path of the option that takes it."""
+    return {
+        str(extra[COCKROACHDB]): _join(path, name)
+        for path, section in sections(model)
+        for name, field in keys(section).items()
+        if isinstance(extra := field.json_schema_extra, dict) and COCKROACHDB in extra
+    }
+
+
+def render_cockroachdb() -> str:
+    """CockroachDB's option names the config takes, each beside the option taking it."""
+    out = ["| CockroachDB | Highwater |", "| --- | --- |"]
+    for crdb, path in sorted(cockroachdb_names().items()):
+        section = path.rpartition(".")[0]
+        out.append(f"| `{crdb}` | [`{path}`](../reference/config.md#{anchor(section)}) |")
+    return "\n".join(out) + "\n"
 
 
 def anchor(path: str) -> str:

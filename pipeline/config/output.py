@@ -1,0 +1,187 @@
+"""The output's sections: where the rows go (``sink``) and in what shape (``encoder``).
+
+The sink's topics, their partitions and copies, and the producer settings the rows are
+written with (``producer``, and CockroachDB's ``kafka_sink_config`` mapped to them); the
+envelope, its options, the format and where Avro schemas are made known. Each refuses the
+combinations of its own options that make no sense (``diff`` with ``key_only``, an unsafe
+producer setting, a setting given twice).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, PositiveInt, field_validator, model_validator
+
+from encoders.base import Envelope
+
+from .fields import Name, Replication, Section, cockroachdb, combination
+from .kafka_sink import KafkaSinkOption, merged
+from .sections import KafkaOptions, SchemaRegistryConfig
+
+
+class SinkConfig(Section):
+    """Where output topics go and how they are created."""
+
+    kafka: KafkaOptions | None = Field(
+        None, description="Another cluster for the output topics; unset: the source cluster."
+    )
+    topic_prefix: str = Field(
+        "",
+        description="Output topics are named `<topic_prefix><table>`.",
+        json_schema_extra=cockroachdb("topic_prefix"),
+    )
+    topic_name: Name | None = Field(
+        None,
+        description="One output topic instead (a changefeed of one table only).",
+        json_schema_extra=cockroachdb("topic_name"),
+    )
+    partitions: PositiveInt = Field(
+        3, description="Partitions of the output topics Highwater creates."
+    )
+    replication_factor: Replication = Field(
+        "auto",
+        description="Copies of the output, dead-letter and schema topics it creates: `auto` "
+        "is 3 on a cluster of 3 brokers or more, else one per broker; a number is taken as "
+        "given (a warning when below what the cluster could keep).",
+    )
+    producer: dict[str, str] = Field(
+        default_factory=dict,
+        description="Kafka producer settings over Highwater's defaults (`linger.ms` 5, "
+        "`batch.size` 262144; exactly once's transactional producers `retry.backoff.ms` "
+        "10). `acks` stays `all`, idempotence on, and `transactional.id` is the "
+        "changefeed's.",
+    )
+
+    kafka_sink_config: KafkaSinkOption | None = Field(
+        None,
+        description="CockroachDB's `kafka_sink_config` (a mapping or its JSON text): Sarama's "
+        "`Flush`, `Compression`, `CompressionLevel`, `ClientID`, `RequiredAcks` and `Version`, "
+        "mapped to the producer settings that do the same (a setting given here and in "
+        "`producer` too is refused).",
+        json_schema_extra={"cockroachdb": "kafka_sink_config"},
+    )
+
+    @model_validator(mode="after")
+    def _one_source_per_setting(self) -> SinkConfig:
+        merged(self.kafka_sink_config, self.producer)
+        return self
+
+    @property
+    def producer_settings(self) -> dict[str, str]:
+        """The settings over Highwater's: ``kafka_sink_config``'s, then ``producer``'s."""
+        return merged(self.kafka_sink_config, self.producer)
+
+    def warnings(self) -> list[str]:
+        """What a run says of these settings at its start: keys without an equivalent."""
+        return [] if self.kafka_sink_config is None else self.kafka_sink_config.warnings()
+
+    @field_validator("producer")
+    @classmethod
+    def _no_unsafe_producer(cls, value: dict[str, str]) -> dict[str, str]:
+        if value.get("acks", "all") not in ("all", "-1"):
+            raise ValueError("acks must stay 'all': markers promise rows are durable")
+        if value.get("enable.idempotence", "true") != "true":
+            raise ValueError("enable.idempotence must stay true: retries must not reorder a key")
+        if "transactional.id" in value:
+            raise ValueError(
+                "transactional.id is the changefeed's to choose (delivery: exactly_once gives "
+                "each source partition its own)"
+            )
+        return value
+
+
+class EncoderConfig(Section):
+    """The envelope and its options (contract §4)."""
+
+    format: Literal["json", "avro"] = Field(
+        "json", description="The output records' format.", json_schema_extra=cockroachdb("format")
+    )
+    envelope: Envelope = Field(
+        "wrapped",
+        description="The value's shape: `wrapped` (`after`, `before`, metadata), `bare` "
+        "(columns at the top, metadata under `__hw__`), `key_only`, `row` (the columns only).",
+        json_schema_extra=cockroachdb("envelope"),
+    )
+    updated: bool = Field(
+        False,
+        description="Add `updated`, the change's commit time.",
+        json_schema_extra=cockroachdb("updated"),
+    )
+    mvcc_timestamp: bool = Field(
+        False,
+        description="Add `mvcc_timestamp`, the version's own commit time.",
+        json_schema_extra=cockroachdb("mvcc_timestamp"),
+    )
+    diff: bool = Field(
+        False,
+        description="Add `before`, the row before the change.",
+        json_schema_extra=cockroachdb("diff"),
+    )
+    key_in_value: bool = Field(
+        False, description="Add `key` to the value.", json_schema_extra=cockroachdb("key_in_value")
+    )
+    topic_in_value: bool = Field(
+        False,
+        description="Add `topic` to the value.",
+        json_schema_extra=cockroachdb("topic_in_value"),
+    )
+    full_table_name: bool = Field(
+        False,
+        description="Name output topics `<database>.<schema_name>.<table>` (with the prefix).",
+        json_schema_extra=cockroachdb("full_table_name"),
+    )
+    select: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        None,
+        description="A CDC query's columns: Spark SQL expressions over the row (`AS` names a "
+        "computed one), replacing `after` and `before`; needs the table's declared columns.",
+    )
+    where: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="A CDC query's filter: a Spark SQL condition a change's new version must "
+        "meet (a delete is judged by the row it deletes).",
+    )
+    schema_registry: SchemaRegistryConfig | None = Field(
+        None,
+        description="Avro: a Confluent-compatible registry (subjects `<topic>-key`, "
+        "`<topic>-value`, the Confluent wire format); unset: single-object encoding with "
+        "the schemas in `schema_topic`.",
+        json_schema_extra=cockroachdb("confluent_schema_registry"),
+    )
+    avro_schema_prefix: (
+        Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")] | None
+    ) = Field(
+        None,
+        description="Avro: the namespace of the output's records, and (with a registry) a "
+        "prefix of their subjects (`<prefix><topic>-key`, `<prefix><topic>-value`), so "
+        "changefeeds of tables with the same name share one registry.",
+        json_schema_extra={"cockroachdb": "avro_schema_prefix"},
+    )
+    schema_topic: Name = Field(
+        "_highwater_schemas",
+        description="Registry-free Avro: the compacted topic the schemas are published to, "
+        "keyed by fingerprint.",
+    )
+
+    @model_validator(mode="after")
+    def _combinations(self) -> EncoderConfig:
+        if self.envelope == "key_only":
+            for option in ("diff", "updated", "mvcc_timestamp", "key_in_value", "topic_in_value"):
+                if getattr(self, option):
+                    raise combination(
+                        option,
+                        f"cannot be used with envelope 'key_only': a key-only message has "
+                        f"no value to carry it (envelope: key_only, {option}: true)",
+                    )
+            if self.select is not None:
+                raise combination("select", "has no effect with envelope 'key_only'")
+        if self.envelope == "row" and self.diff:
+            raise combination("diff", "cannot be used with envelope 'row' (no place for 'before')")
+        for avro_only in ("schema_registry", "avro_schema_prefix"):
+            if getattr(self, avro_only) is not None and self.format != "avro":
+                raise combination(avro_only, "is only used with format: avro")
+        if self.format == "avro" and self.envelope not in ("wrapped", "key_only"):
+            raise combination(
+                "envelope", f"'{self.envelope}' has no Avro form (use wrapped or key_only)"
+            )
+        return self
