@@ -39,6 +39,7 @@ class Record(NamedTuple):
     value: bytes | None
     key: bytes | None = None
     partition: int | None = None
+    headers: Sequence[tuple[str, bytes]] | None = None
 
 
 class AcknowledgedProducer:
@@ -127,16 +128,14 @@ class AcknowledgedProducer:
         """Queue ``records``; what the client refuses at once (too large, full) is our error."""
         try:
             for r in records:
-                if r.partition is None:
-                    producer.produce(r.topic, value=r.value, key=r.key, on_delivery=self._delivered)
-                else:
-                    producer.produce(
-                        r.topic,
-                        value=r.value,
-                        key=r.key,
-                        partition=r.partition,
-                        on_delivery=self._delivered,
-                    )
+                extra: dict[str, Any] = {}
+                if r.partition is not None:
+                    extra["partition"] = r.partition
+                if r.headers:
+                    extra["headers"] = list(r.headers)
+                producer.produce(
+                    r.topic, value=r.value, key=r.key, on_delivery=self._delivered, **extra
+                )
         except KafkaException as exc:
             raise SinkError(f"{what} failed: {exc.args[0].str()}") from None
         except BufferError as exc:

@@ -33,8 +33,11 @@ class ResolvedBroadcaster:
         *,
         timeout: float = 60.0,
         producer: AcknowledgedProducer | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         self.topics = list(topics)
+        # every marker's headers (``sink.extra_headers``, as the rows carry them)
+        self._headers = [(k, v.encode()) for k, v in (headers or {}).items()] or None
         self._encode = encode
         self._timeout = timeout
         self._owned = producer is None  # a shared producer is its owner's to close
@@ -55,7 +58,10 @@ class ResolvedBroadcaster:
         records: list[Record] = []
         for topic in self.topics:
             value = self._encode(ts, topic)
-            records.extend(Record(topic, value, partition=p) for p in self.partitions(topic))
+            records.extend(
+                Record(topic, value, partition=p, headers=self._headers)
+                for p in self.partitions(topic)
+            )
         self._producer.send(records, f"sending resolved marker {ts}")
         log.info("resolved %s sent to %d partitions", ts, len(records))
         return len(records)

@@ -39,8 +39,8 @@ Codec = Literal["NONE", "GZIP", "SNAPPY", "LZ4", "ZSTD"]
 LEVELLED = {"GZIP": "gzip", "LZ4": "lz4", "ZSTD": "zstd"}  # codecs with a compression level
 
 
-def _json_text(value: object) -> object:
-    """CockroachDB takes the option as JSON text: the same object, written out."""
+def json_text(value: object) -> object:
+    """CockroachDB takes such options as JSON text: the same object, written out."""
     if not isinstance(value, str):
         return value
     try:
@@ -163,7 +163,7 @@ class KafkaSinkConfig(Section):
         ]
 
 
-KafkaSinkOption = Annotated[KafkaSinkConfig, BeforeValidator(_json_text)]
+KafkaSinkOption = Annotated[KafkaSinkConfig, BeforeValidator(json_text)]
 
 
 def merged(kafka_sink: KafkaSinkConfig | None, producer: dict[str, str]) -> dict[str, str]:
@@ -178,4 +178,4 @@ def merged(kafka_sink: KafkaSinkConfig | None, producer: dict[str, str]) -> dict
     return mapped | producer
 
 
-__all__ = ["KafkaSinkConfig", "KafkaSinkOption", "merged"]
+__all__ = ["KafkaSinkConfig", "KafkaSinkOption", "json_text", "merged"]

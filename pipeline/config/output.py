@@ -11,13 +11,15 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from pydantic import Field, PositiveInt, field_validator, model_validator
+from pydantic import BeforeValidator, Field, PositiveInt, field_validator, model_validator
 
 from encoders.base import Envelope
 
 from .fields import Name, Replication, Section, cockroachdb, combination
-from .kafka_sink import KafkaSinkOption, merged
+from .kafka_sink import KafkaSinkOption, json_text, merged
 from .sections import KafkaOptions, SchemaRegistryConfig
+
+HeaderName = Annotated[str, Field(min_length=1)]
 
 
 class SinkConfig(Section):
@@ -62,6 +64,16 @@ class SinkConfig(Section):
         json_schema_extra={"cockroachdb": "kafka_sink_config"},
     )
 
+    extra_headers: (
+        Annotated[dict[Annotated[str, Field(min_length=1)], str], BeforeValidator(json_text)] | None
+    ) = Field(
+        None,
+        description="Kafka headers on every output record, rows and resolved markers: names "
+        "to string values (a mapping or its JSON text), after a record's own; names under "
+        "`highwater.` are Highwater's.",
+        json_schema_extra=cockroachdb("extra_headers"),
+    )
+
     @model_validator(mode="after")
     def _one_source_per_setting(self) -> SinkConfig:
         merged(self.kafka_sink_config, self.producer)
@@ -75,6 +87,17 @@ class SinkConfig(Section):
     def warnings(self) -> list[str]:
         """What a run says of these settings at its start: keys without an equivalent."""
         return [] if self.kafka_sink_config is None else self.kafka_sink_config.warnings()
+
+    @field_validator("extra_headers")
+    @classmethod
+    def _not_ours(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        ours = sorted(name for name in value or () if name.startswith("highwater."))
+        if ours:
+            raise ValueError(
+                f"header names under 'highwater.' are Highwater's own (a dead letter's reason "
+                f"and source): {', '.join(ours)}"
+            )
+        return value
 
     @field_validator("producer")
     @classmethod

@@ -254,6 +254,12 @@ def python_golden() -> dict[str, Any]:
                 for name, d in deliveries().items()
             ],
         },
+        "extra_headers": {
+            "interceptor": boundary.EXTRA_HEADERS_INTERCEPTOR,
+            "config": boundary.EXTRA_HEADERS,
+            "settings": boundary.extra_headers_settings(HEADERS, "org.example.Audit"),
+            "headers": [[name, value] for name, value in HEADERS.items()],
+        },
         "progress_rows": [
             {"name": name, "text": row.to_json(), "fields": _row_fields(row)}
             for name, row in progress_rows().items()
@@ -263,6 +269,10 @@ def python_golden() -> dict[str, Any]:
             for name, record in progress_records().items()
         ],
     }
+
+
+# fixed headers as a user writes them: any characters, in order
+HEADERS = {"zone": "eu-west-1", "app": "örders ✓", "empty": ""}
 
 
 def golden() -> dict[str, Any]:

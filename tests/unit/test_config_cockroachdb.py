@@ -140,3 +140,36 @@ def test_an_unmapped_config_still_parses_without_the_new_options() -> None:
     assert config.sink.producer_settings == {}
     with pytest.raises(ConfigError):
         parse_config(sink(["Flush"]), env={})
+
+
+def test_extra_headers_become_our_interceptors_settings_after_the_users_own() -> None:
+    from pipeline.core.batch.kafka_clients import writer_options  # noqa: PLC0415
+
+    written = '{"zone": "eu-west-1", "app": "örders ✓"}'  # CockroachDB's JSON text
+    config = parse_config(
+        sink({"ClientID": "x"}, extra_headers=written, producer={"interceptor.classes": "a.B"}),
+        env={},
+    )
+    assert config.sink.extra_headers == {"zone": "eu-west-1", "app": "örders ✓"}
+    options = writer_options(
+        config.sink_kafka, config.sink.producer_settings, config.sink.extra_headers
+    )
+    assert options["kafka.interceptor.classes"] == "a.B,dev.highwater.sink.ExtraHeaders"
+    assert json.loads(options["kafka.highwater.extra.headers"]) == config.sink.extra_headers
+    plain = writer_options(config.sink_kafka, {}, None)
+    assert not any("interceptor" in k or "extra" in k for k in plain)
+
+
+@pytest.mark.parametrize(
+    ("written", "path", "words"),
+    [
+        ({"highwater.error": "x"}, "sink.extra_headers", "Highwater's own"),
+        ({"zone": 1}, "sink.extra_headers.zone", "string"),
+        ({"": "x"}, "sink.extra_headers", "at least 1"),
+        ('["zone"]', "sink.extra_headers", "dictionary"),
+        ('{"zone": ', "sink.extra_headers", "not a JSON object"),
+    ],
+)
+def test_wrong_extra_headers_are_refused_by_key_path(written: Any, path: str, words: str) -> None:
+    found = problems(minimal(sink={"extra_headers": written}))
+    assert any(p.startswith(path) and words in r for p, r in found.items()), found

@@ -9,6 +9,8 @@ frozen models with the one method that writes each as the Java side reads it:
   ``scan_walk.scan_walk_plan``);
 * :class:`DeliveryOptions`: exactly once's writer options (``Delivery.java``;
   ``progress.Claim.options``), their keys declared here only;
+* :func:`extra_headers_settings`: the producer settings naming our interceptor of fixed
+  headers (``ExtraHeaders.java``);
 * :class:`PieceBegin`, :class:`PieceEnd`, :class:`PieceAbandon`: the progress rows a task
   writes around each source partition's stretch under exactly once (``Sink.java``'s
   ``PieceRows`` reads them; the Python loop and the Python scan write them).
@@ -136,6 +138,26 @@ PROGRESS_TOPIC: Final = OPTION_PREFIX + "progress.topic"
 GENERATION: Final = OPTION_PREFIX + "generation"
 PIECE_KIND: Final = OPTION_PREFIX + "piece.kind"
 SCAN_TIME: Final = OPTION_PREFIX + "scan.time"
+
+
+# The changefeed's fixed headers (``sink.extra_headers``): a producer interceptor of ours puts
+# them on every record the rows' producers send (``ExtraHeaders.java``), whichever way the
+# rows are written; the producer setting carries them as a JSON object.
+EXTRA_HEADERS_INTERCEPTOR: Final = "dev.highwater.sink.ExtraHeaders"
+EXTRA_HEADERS: Final = OPTION_PREFIX + "extra.headers"
+
+
+def extra_headers_settings(
+    headers: Mapping[str, str], interceptors: str | None = None
+) -> dict[str, str]:
+    """Producer settings putting ``headers`` on every record, after ``interceptors``' own."""
+    if not headers:
+        return {}
+    named = [c for c in (interceptors or "").split(",") if c.strip()]
+    return {
+        "interceptor.classes": ",".join([*named, EXTRA_HEADERS_INTERCEPTOR]),
+        EXTRA_HEADERS: json.dumps(dict(headers), ensure_ascii=False),
+    }
 
 
 @dataclass(frozen=True)

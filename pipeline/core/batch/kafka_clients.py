@@ -17,6 +17,7 @@ from pipeline.config import KafkaOptions
 from schemas.errors import SourceError
 
 from ..ledger import SourcePartition
+from .boundary import extra_headers_settings
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrameReader
@@ -69,20 +70,25 @@ def source_reader(reader: Reader, kafka: KafkaOptions, *, headers: bool = True) 
 # walk at least once, 1.5x exactly once, where each source partition has its own
 # transactional producer (docs/benchmarks.md, session 23). Kafka 4.0 made 5 ms its default.
 PRODUCER_BATCHING = {"linger.ms": "5", "batch.size": "262144"}
+INTERCEPTORS = "interceptor.classes"
 
 
-def writer_options(kafka: KafkaOptions, producer: Mapping[str, str]) -> dict[str, str]:
+def writer_options(
+    kafka: KafkaOptions, producer: Mapping[str, str], headers: Mapping[str, str] | None = None
+) -> dict[str, str]:
     """Spark's Kafka writer options for every changefeed write (Spark's writer and the walk's).
 
     ``acks=all``, idempotent, and batching (:data:`PRODUCER_BATCHING`); ``producer``: the
-    user's producer settings (``sink.producer``, which win; the config refuses unsafe ones).
+    user's producer settings (``sink.producer_settings``, which win; the config refuses unsafe
+    ones); ``headers``: fixed headers on every record (``sink.extra_headers``).
     """
+    settings = {**producer, **extra_headers_settings(headers or {}, producer.get(INTERCEPTORS))}
     return {
         **spark_kafka_options(kafka),
         "kafka.acks": "all",
         "kafka.enable.idempotence": "true",
         **{f"kafka.{k}": v for k, v in PRODUCER_BATCHING.items()},
-        **{f"kafka.{k}": v for k, v in producer.items()},
+        **{f"kafka.{k}": v for k, v in settings.items()},
     }
 
 

@@ -25,7 +25,7 @@ rows; the coordinator writes those, after the rows they cover.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline.config import ChangefeedConfig, KafkaOptions
@@ -53,15 +53,17 @@ class RowSink:
     kafka: KafkaOptions  # the sink cluster
     producer: Mapping[str, str]  # the user's producer settings (``sink.producer_settings``)
     delivery: Delivery | None = None  # exactly once: the run's claim
+    headers: Mapping[str, str] = field(default_factory=dict)  # on every row (``extra_headers``)
 
     @classmethod
     def of(cls, config: ChangefeedConfig, delivery: Delivery | None = None) -> RowSink:
         """A run's sink: ``delivery`` is its claim when the config says exactly once."""
-        return cls(config.sink_kafka, config.sink.producer_settings, delivery)
+        sink = config.sink
+        return cls(config.sink_kafka, sink.producer_settings, delivery, sink.extra_headers or {})
 
     def options(self, scan_time: Hlc | None = None) -> dict[str, str]:
         """The Java writers' options: a stream's pieces, or (``scan_time``) a scan's chunks."""
-        options = writer_options(self.kafka, self.producer)
+        options = writer_options(self.kafka, self.producer, self.headers)
         if self.delivery is not None:
             kind = "rows" if scan_time is None else "scan"
             options.update(self.delivery.options(kind, scan_time))

@@ -172,6 +172,7 @@ def _broadcaster(
         list(by_output),
         lambda ts, topic: by_output[topic].resolved(ts, Context(topic)),
         producer=writer,
+        headers=config.sink.extra_headers,
     )
     resources.callback(broadcaster.close)
     return broadcaster

@@ -9,8 +9,11 @@ import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.io.IOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
+import org.apache.kafka.clients.producer.ProducerRecord;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -46,6 +49,25 @@ class BoundaryTest {
     assertEquals(keys.get("generation").asText(), Delivery.GENERATION);
     assertEquals(keys.get("kind").asText(), Delivery.KIND);
     assertEquals(keys.get("scan_time").asText(), Delivery.SCAN_TIME);
+  }
+
+  @Test
+  void extra_headers_are_what_python_names_and_writes() throws IOException {
+    JsonNode declared = golden().get("extra_headers");
+    assertEquals(declared.get("interceptor").asText(), ExtraHeaders.class.getName());
+    assertEquals(declared.get("config").asText(), ExtraHeaders.CONFIG);
+    Map<String, String> settings = new HashMap<>();
+    declared
+        .get("settings")
+        .fields()
+        .forEachRemaining(e -> settings.put(e.getKey(), e.getValue().asText()));
+    assertTrue(settings.get("interceptor.classes").endsWith("," + ExtraHeaders.class.getName()));
+    ExtraHeaders interceptor = new ExtraHeaders();
+    interceptor.configure(settings);
+    List<String> expected = new ArrayList<>();
+    declared.get("headers").forEach(h -> expected.add(h.get(0).asText() + "=" + h.get(1).asText()));
+    assertEquals(
+        expected, ExtraHeadersTest.names(interceptor.onSend(new ProducerRecord<>("t", new byte[0]))));
   }
 
   @Test
