@@ -203,7 +203,14 @@ class SteadyFeed:
     """The chaos workload written steadily to ``<name>.src``, and a changefeed over it."""
 
     def __init__(
-        self, bootstrap: str, name: str, seed: int, tmp_path: Path, master: str | None = None
+        self,
+        bootstrap: str,
+        name: str,
+        seed: int,
+        tmp_path: Path,
+        master: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
     ) -> None:
         self.bootstrap, self.name, self.tmp_path = bootstrap, name, tmp_path
         self.output = f"{name}.t"
@@ -213,6 +220,8 @@ class SteadyFeed:
         self.producer = SteadyProducer(bootstrap, source, self.workload).start()
         self.raw = delivered(bootstrap, name, source)  # exactly once unless the soak says
         self.raw["metrics"] = {"replication_check_interval": "1s"}
+        if headers is not None:  # sink.extra_headers: on every record, whichever executor
+            self.raw["sink"] = {**self.raw["sink"], "extra_headers": headers}
         if master is not None:
             self.raw["spark"] |= {
                 "master": master,
@@ -455,8 +464,14 @@ def test_an_executor_killed_mid_stream_loses_nothing_and_its_partitions_settle(
     per partition among those alive): after that, no aborted transaction, lost task or fence.
     """
     workers.start()
+    headers = {"app": "örders ✓", "zone": "eu-west-1"}  # as the YAML is written: keys sorted
     feed = SteadyFeed(
-        cluster.start().bootstrap_servers, "executor", 23, tmp_path, workers.master_url
+        cluster.start().bootstrap_servers,
+        "executor",
+        23,
+        tmp_path,
+        workers.master_url,
+        headers=headers,
     )
     run = Supervised(feed.config, feed.log)
     until("the first rows", lambda: feed.written() > 0, timeout=300)
@@ -474,6 +489,12 @@ def test_an_executor_killed_mid_stream_loses_nothing_and_its_partitions_settle(
         f"{settled}; run exits {run.exits}; {report.summary()}"
     )
     assert "Lost executor" in feed.log.read_text(errors="replace")  # the kill landed
+    # every record committed, by whichever executor (tasks rerun, producers reopened), has
+    # the feed's headers after its own
+    fixed = tuple((name, value.encode()) for name, value in headers.items())
+    output = consume_all(feed.bootstrap, feed.output)
+    assert output
+    assert {m.headers for m in output} == {fixed}
 
 
 def test_workers_that_cannot_see_the_submitters_python_run_the_shipped_one(
