@@ -22,10 +22,11 @@ from typing import Any, NamedTuple
 import orjson
 import pyarrow as pa
 
+from schemas.claims import ClaimError
 from schemas.hlc import LOGICAL_SCALE
 from schemas.jsontext import loads_exact
 
-from .decoding import JsonDecoder, Marker
+from .decoding import JsonDecoder, Marker, claimed_read
 
 ROW, MARKER, CHECK, SKIP = 0, 1, 2, 3  # a record's kind (SKIP: bad, reported)
 _U64 = 1 << 64
@@ -110,13 +111,14 @@ def settle(columns: Columns, read: Callable[[Any, Any], Any]) -> tuple[Batch, li
     """
     count, buffers = columns.records, columns.buffers
     bad: list[BadAt] = []
-    shapes = _read_checks(buffers, read, bad) if buffers["kind"].find(CHECK) >= 0 else {}
-    shape = _binary(count, buffers, "shape")
+    claimed: dict[int, bytes] = {}
+    checks = buffers["kind"].find(CHECK) >= 0
+    shapes = _read_checks(buffers, read, bad, claimed) if checks else {}
+    shape, value = _binary(count, buffers, "shape"), _binary(count, buffers, "value")
     if shapes:
-        listed = shape.to_pylist()
-        for at_, found_shape in shapes.items():
-            listed[at_] = found_shape
-        shape = pa.array(listed, pa.large_binary())
+        shape = _replaced(shape, shapes)
+    if claimed:  # references read as their claimed values: those values in their place
+        value = _replaced(value, claimed)
     batch = Batch(
         _fixed(pa.int32(), count, buffers["slot"]),
         _fixed(pa.int64(), count, buffers["offset"]),
@@ -125,16 +127,30 @@ def settle(columns: Columns, read: Callable[[Any, Any], Any]) -> tuple[Batch, li
         _fixed(pa.uint64(), count, buffers["logical"]),
         _fixed(pa.int32(), count, buffers["width"]),
         _binary(count, buffers, "key"),
-        _binary(count, buffers, "value"),
+        value,
         shape,
     )
     return batch, bad
 
 
+def _replaced(array: pa.Array, by_place: Mapping[int, bytes | None]) -> pa.Array:
+    """``array`` (large binary) with the values of ``by_place`` at their places."""
+    listed = array.to_pylist()
+    for at, found in by_place.items():
+        listed[at] = found
+    return pa.array(listed, pa.large_binary())
+
+
 def _read_checks(
-    buffers: dict[str, bytearray], read: Callable[[Any, Any], Any], bad: list[BadAt]
+    buffers: dict[str, bytearray],
+    read: Callable[[Any, Any], Any],
+    bad: list[BadAt],
+    claimed: dict[int, bytes],
 ) -> dict[int, bytes | None]:
-    """The CHECK records read by ``read``, their kind and time set; JSON rows' shapes."""
+    """The CHECK records read by ``read``, their kind and time set; JSON rows' shapes.
+
+    A claim check's reference is read as the value it names, kept in ``claimed`` by place.
+    """
     kinds = buffers["kind"]
     shapes: dict[int, bytes | None] = {}
     walls = memoryview(buffers["wall"]).cast("Q")
@@ -154,7 +170,13 @@ def _read_checks(
             bytes(value_data[value_at[at] : value_at[at + 1]]) if _bit(values_valid, at) else None
         )
         try:
-            found = read(key, value)
+            try:
+                found = read(key, value)
+            except Exception as exc:  # a claim check's reference, or a bad record
+                value, found = claimed_read(read, key, value, exc)
+                claimed[at] = value
+        except ClaimError:
+            raise  # the store, not the record: the consumer stops
         except Exception as exc:  # the decoder's error: a bad record
             kinds[at] = SKIP
             bad.append(BadAt(slots[at], offsets[at], exc))

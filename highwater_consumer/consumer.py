@@ -32,9 +32,10 @@ from confluent_kafka import (
     TopicPartition,
 )
 
+from schemas.claims import ClaimError
 from schemas.hlc import Hlc
 
-from .decoding import BadRecord, ConsumerError, Decoder
+from .decoding import BadRecord, ConsumerError, Decoder, claimed_read
 from .output import Output
 from .windows import Partition, Window, Windows
 
@@ -183,7 +184,7 @@ class ChangefeedConsumer:
         while until is None or self.state.after is None or self.state.after < until:
             with _collector_paused():
                 messages = self.consumer.consume(self.batch, self.poll_seconds)
-                self._read(messages)
+                read_into(self.state, self.decode, self.on_bad, messages)
                 ready = list(self.state.ready())
                 read, messages = len(messages), []  # the batch's Messages go now, in the pause
             if read:
@@ -213,35 +214,6 @@ class ChangefeedConsumer:
                 )
             if idle is not None and time.monotonic() - quiet_since > idle:
                 return
-
-    def _read(self, messages: list[Message]) -> None:
-        """A batch of records into the windows (the loop every record goes through)."""
-        state = self.state
-        read, add = self.decode.reader.read, state.add
-        for message in messages:
-            if message.error() is not None:
-                _failed(message)
-                continue
-            key, value = message.key(), message.value()
-            try:
-                found = read(key, value)
-            except Exception as exc:
-                self._bad(message, exc)
-                continue
-            place: Partition = (message.topic(), message.partition())  # type: ignore[assignment]
-            offset: int = message.offset()  # type: ignore[assignment]
-            if type(found) is int:
-                add(place, offset, found, key, value)  # type: ignore[arg-type]
-            else:
-                state.marker(place, offset, found.resolved)  # type: ignore[union-attr]
-
-    def _bad(self, message: Message, exc: Exception) -> None:
-        topic, partition, offset = message.topic(), message.partition(), message.offset()
-        record = self.decode.bad(topic, partition, offset, exc)  # type: ignore[arg-type]
-        if self.on_bad is None:
-            raise record from exc
-        self.on_bad(record)
-        self.state.skipped((topic, partition), offset)  # type: ignore[arg-type]
 
     def _pause_ahead(self) -> None:
         """Above ``hold`` rows held, pause the partitions running ahead; below, read them all.
@@ -304,6 +276,57 @@ class ChangefeedConsumer:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def read_into(
+    state: Windows,
+    decode: Decoder,
+    on_bad: Callable[[BadRecord], None] | None,
+    messages: list[Message],
+) -> None:
+    """A batch of records into the windows (the loop every record goes through).
+
+    A record the decoder refuses is a claim check's reference, read as the value it names
+    (a store that cannot give it back stops the consumer: the store's fault, not the
+    record's), or a bad record: ``on_bad``'s, or raised without it.
+    """
+    read, add = decode.reader.read, state.add
+    for message in messages:
+        if message.error() is not None:
+            _failed(message)
+            continue
+        key, value = message.key(), message.value()
+        try:
+            found = read(key, value)
+        except Exception as exc:
+            try:
+                value, found = claimed_read(read, key, value, exc)
+            except ClaimError:
+                raise
+            except Exception as bad:
+                _bad(state, decode, on_bad, message, bad)
+                continue
+        place: Partition = (message.topic(), message.partition())  # type: ignore[assignment]
+        offset: int = message.offset()  # type: ignore[assignment]
+        if type(found) is int:
+            add(place, offset, found, key, value)  # type: ignore[arg-type]
+        else:
+            state.marker(place, offset, found.resolved)  # type: ignore[union-attr]
+
+
+def _bad(
+    state: Windows,
+    decode: Decoder,
+    on_bad: Callable[[BadRecord], None] | None,
+    message: Message,
+    exc: Exception,
+) -> None:
+    topic, partition, offset = message.topic(), message.partition(), message.offset()
+    record = decode.bad(topic, partition, offset, exc)  # type: ignore[arg-type]
+    if on_bad is None:
+        raise record from exc
+    on_bad(record)
+    state.skipped((topic, partition), offset)  # type: ignore[arg-type]
 
 
 def _settings(output: Output, group: str) -> dict[str, Any]:

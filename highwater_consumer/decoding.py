@@ -23,6 +23,7 @@ from typing import Any, NamedTuple
 import fastavro
 import orjson
 
+from schemas import claims
 from schemas.avro import CONFLUENT_MAGIC, SINGLE_OBJECT_MAGIC
 from schemas.errors import HighwaterError, RecordRef
 from schemas.hlc import Hlc, parse_packed
@@ -299,3 +300,19 @@ def fingerprint_lookup(
         return None if text is None else json.loads(text)
 
     return lookup
+
+
+def claimed_read(
+    read: Callable[[bytes | None, bytes | None], Any],
+    key: bytes | None,
+    value: bytes | None,
+    refused: Exception,
+) -> tuple[bytes, Any]:
+    """A record ``read`` refused: a claim check's reference, read as the value it names.
+
+    Returns that value and what ``read`` makes of it; any other record raises ``refused`` again.
+    """
+    found = claims.claimed(value)
+    if found is None:
+        raise refused
+    return found, read(key, found)

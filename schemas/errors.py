@@ -143,6 +143,22 @@ class EncodingError(HighwaterError):
         super().__init__(f"cannot encode {side}: {reason}")
 
 
+class OversizedRecord(EncodingError):
+    """An output record larger than the sink producer's ``max.request.size`` lets through."""
+
+    remedy = (
+        "Set `oversized_rows`: `claim_check` writes such a row to `claim_store` with a "
+        "reference in its place, `dlq` diverts it, `fail` stops at it; or raise "
+        "`sink.producer`'s `max.request.size` with the topics' `max.message.bytes`."
+    )
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        super().__init__(
+            "value", f"the output record of {size:,} bytes exceeds max.request.size ({limit:,})"
+        )
+
+
 class SchemaChange(EncodingError):
     """A row its output schema cannot hold: the table changed shape upstream.
 

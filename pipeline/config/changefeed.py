@@ -37,6 +37,9 @@ from .sections import (
     scan_shorthand,
 )
 
+# A claim store: an absolute path, or a URI of a filesystem Arrow reaches
+ClaimStore = Annotated[str, Field(pattern=r"^(/|[a-z][a-z0-9+.-]*://).+")]
+
 
 class ChangefeedConfig(Section):
     """A whole changefeed, as validated from YAML."""
@@ -86,6 +89,19 @@ class ChangefeedConfig(Section):
         None,
         description="The dead-letter topic (`on_error: dlq` or `pause`); default "
         "`_highwater_dlq_<changefeed_id>`.",
+    )
+    oversized_rows: Literal["fail", "dlq", "claim_check"] | None = Field(
+        None,
+        description="A row whose output record exceeds the producer's `max.request.size`: stop "
+        "at it (`fail`), send its source record to `dlq_topic` and go on (`dlq`), or write it "
+        "whole to `claim_store` with a reference record in its place (`claim_check`), which "
+        "the consumer library follows. Unset: as `on_error` says.",
+    )
+    claim_store: ClaimStore | None = Field(
+        None,
+        description="Where `oversized_rows: claim_check` writes rows too large for Kafka: a "
+        "folder every executor and consumer reaches, as an absolute path or a URI "
+        "(`file://`, `hdfs://`, `s3://`, `gs://`).",
     )
     delivery: Literal["at_least_once", "exactly_once"] = Field(
         "exactly_once",

@@ -29,8 +29,31 @@ def cross_section_problems(config: ChangefeedConfig) -> list[tuple[str, str]]:
         and config.end_time <= config.cursor
     ):
         problems.append(("end_time", f"must be after cursor ({config.cursor})"))
-    if config.dlq_topic is not None and config.on_error == "fail":
-        problems.append(("dlq_topic", "is only used with on_error: dlq or pause"))
+    if (
+        config.dlq_topic is not None
+        and config.on_error == "fail"
+        and config.oversized_rows != "dlq"
+    ):
+        problems.append(
+            ("dlq_topic", "is only used with on_error: dlq or pause, or oversized_rows: dlq")
+        )
+    if config.oversized_rows == "fail" and config.on_error == "dlq":
+        problems.append(
+            (
+                "oversized_rows",
+                "'fail' cannot be used with on_error: dlq (a run that diverts its bad records "
+                "stops at none; use dlq or claim_check)",
+            )
+        )
+    if (config.oversized_rows == "claim_check") != (config.claim_store is not None):
+        problems.append(
+            (
+                "claim_store",
+                "is needed by oversized_rows: claim_check"
+                if config.claim_store is None
+                else "is only used with oversized_rows: claim_check",
+            )
+        )
     return problems
 
 

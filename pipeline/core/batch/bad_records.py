@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING
 
 from encoders.avro import AvroEncoder
 from schemas.connect import key_change, type_changes
-from schemas.errors import EncodingError, RecordRef, SchemaChange
+from schemas.errors import EncodingError, OversizedRecord, RecordRef, SchemaChange
 
 from ..sources import Adapter
 from .contract import RECORD_FRAMING, BatchPlan, PartitionSeen
-from .output import ERROR_HEADER, SOURCE_HEADER, OutputColumns
+from .output import ERROR_HEADER, SOURCE_HEADER, OutputColumns, bad_reason
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -62,19 +62,24 @@ class BadRecords:
         out: OutputColumns,
         state: PartitionSeen,
         offset: int,
-        reason: str,
+        exc: Exception,
         run: pa.RecordBatch,
         index: int,
     ) -> bool:
-        """Count a bad record; with a dead-letter topic, write it there as it came.
+        """Count a bad record (``exc`` says why); with a dead-letter topic, write it there.
 
         Returns True when the partition's walk stops here: without a dead-letter topic
-        (``on_error: fail`` or ``pause``) nothing after a bad record is written.
+        (``on_error: fail`` or ``pause``) nothing after a bad record is written. A row too
+        large for Kafka (:class:`OversizedRecord`) goes to ``oversized_rows: dlq``'s topic,
+        if set, whatever ``on_error`` says, and then stops nothing.
         """
         state.bad += 1
         sp = state.partition
-        dlq = self.plan.dlq_topic
-        if dlq is None and self.plan.skip == RecordRef(sp.topic, sp.partition, offset):
+        dlq, reason = self.plan.dlq_topic, bad_reason(exc)
+        diverted = isinstance(exc, OversizedRecord) and self.plan.oversized_topic is not None
+        if diverted:
+            dlq = self.plan.oversized_topic
+        elif dlq is None and self.plan.skip == RecordRef(sp.topic, sp.partition, offset):
             dlq = self.plan.skip_topic
             reason = f"skipped by an operator (resume --skip-bad-record): {reason}"
         elif state.first_bad is None:

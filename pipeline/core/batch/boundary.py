@@ -35,6 +35,7 @@ from typing import Any, Final
 from schemas.hlc import Hlc
 
 from ..sources import LogPosition
+from . import jvm
 
 # The walk keeps times as two Java longs, and reads only times whose wall fits one: a time
 # above this (a marker near the year 2262) is the same to it as this.
@@ -143,7 +144,7 @@ SCAN_TIME: Final = OPTION_PREFIX + "scan.time"
 # The changefeed's fixed headers (``sink.extra_headers``): a producer interceptor of ours puts
 # them on every record the rows' producers send (``ExtraHeaders.java``), whichever way the
 # rows are written; the producer setting carries them as a JSON object.
-EXTRA_HEADERS_INTERCEPTOR: Final = "dev.highwater.sink.ExtraHeaders"
+EXTRA_HEADERS_INTERCEPTOR: Final = jvm.EXTRA_HEADERS
 EXTRA_HEADERS: Final = OPTION_PREFIX + "extra.headers"
 
 

@@ -67,6 +67,11 @@ class BatchPlan:
     # source topics whose transactions the driver completes (a transaction topic read): only
     # their changes' places are kept in the summaries (many, one or more per change)
     counted: frozenset[str] = frozenset()
+    # oversized_rows: dlq: where a row too large for Kafka goes, whatever on_error says
+    oversized_topic: str | None = None
+    # oversized_rows: claim_check: the store such a row is written to, under this folder
+    claim_store: str | None = None
+    claim_folder: str = ""
 
     @property
     def room(self) -> int:
@@ -131,6 +136,9 @@ class BatchPlan:
             positions=positions or {},
             commits=commits or {},
             counted=frozenset(s.topic for s in config.sources if s.transactions is not None),
+            oversized_topic=config.effective_dlq_topic if config.oversized_rows == "dlq" else None,
+            claim_store=config.claim_store,
+            claim_folder=config.changefeed_id,
         )
 
 

@@ -10,7 +10,9 @@ driver; the Java they start runs in Spark's tasks on the executors.
 * ``dev.highwater.walk.Scan``: an initial scan's chunk walked (:func:`scan_and_write`,
   :func:`scan_rows`), its task's report in a :class:`Summaries` accumulator;
 * ``dev.highwater.placement.Placement``: a batch's source ranges in one task per core, each
-  on the executor Spark's Kafka source prefers for it (:func:`coalesce_in_place`).
+  on the executor Spark's Kafka source prefers for it (:func:`coalesce_in_place`);
+* ``dev.highwater.sink.ExtraHeaders``: not called, named in producer settings
+  (:data:`EXTRA_HEADERS`, ``interceptor.classes``): the fixed headers on every record.
 
 A rename or a changed signature on the Java side is a change here, and only here.
 """
@@ -28,6 +30,7 @@ SINK = "dev.highwater.sink.Sink"
 WALK = "dev.highwater.walk.Walk"
 SCAN = "dev.highwater.walk.Scan"
 PLACEMENT = "dev.highwater.placement.Placement"
+EXTRA_HEADERS = "dev.highwater.sink.ExtraHeaders"  # a producer interceptor (boundary.py)
 
 
 def _jvm(spark: SparkSession) -> Any:

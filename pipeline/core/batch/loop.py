@@ -69,10 +69,9 @@ from .jvm import coalesce_in_place
 from .output import (
     OUTPUT_SCHEMA,
     OutputColumns,
-    bad_reason,
+    claim_checked,
     count_transaction,
     records_observed,
-    too_large,
 )
 from .rows import pick_row
 
@@ -340,10 +339,16 @@ class Task(Frames):
                     except EncodingError as exc:  # a type changed upstream, or a bad value
                         raise self.bad_records.retyped(topic, key, value, exc) from None
                     record_size = len(key_bytes) + len(value_bytes or b"")
-                    if record_size > room:
-                        raise too_large(key_bytes, value_bytes, self.plan.max_record_bytes)
+                    claim = None
+                    if record_size > room:  # claimed (oversized_rows: claim_check), or bad
+                        value_bytes, claim = claim_checked(
+                            self.plan, ctx.topic, key_bytes, value_bytes
+                        )
+                        record_size = len(key_bytes) + len(value_bytes)
                     add_key(key_bytes)  # a record's rows before a bad one of it stay written
                     add_value(value_bytes)
+                    if claim is not None:
+                        out.headed(claim)
                     emitted += 1
                     kept += 1
                     size += record_size
@@ -369,9 +374,7 @@ class Task(Frames):
                     continue
                 out.topic_run(ctx.topic, emitted)
                 emitted = 0
-                if self.bad_records.dead_letter(
-                    out, state, offsets[i].as_py(), bad_reason(exc), run, i
-                ):
+                if self.bad_records.dead_letter(out, state, offsets[i].as_py(), exc, run, i):
                     stop, latest = i, held  # read again on resume: its position not passed
                     break
                 latest = position or latest

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from schemas.errors import EncodingError
+from schemas import claims
+from schemas.errors import EncodingError, OversizedRecord
 
 from ..sources import BadRecord
-from .contract import PartitionSeen
+from .contract import BatchPlan, PartitionSeen
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -60,6 +61,11 @@ class OutputColumns:
         self.progress.append(progress)
         self.topic_run(None, 1)
 
+    def headed(self, headers: list[dict[str, Any]]) -> None:
+        """The record appended last carries ``headers`` (a claim check's reference)."""
+        self.headers.extend([None] * (len(self.key) - 1 - len(self.headers)))
+        self.headers.append(headers)
+
     def topic_run(self, topic: str | None, count: int) -> None:
         """The next ``count`` records appended go to ``topic``."""
         if not count:
@@ -93,12 +99,27 @@ class OutputColumns:
         )
 
 
-def too_large(key: bytes, value: bytes | None, limit: int) -> EncodingError:
+def too_large(key: bytes, value: bytes | None, limit: int) -> OversizedRecord:
     """An output record the producer would refuse: a bad record, not a failed batch."""
-    size = len(key) + len(value or b"")
-    return EncodingError(
-        "value", f"the output record of {size:,} bytes exceeds max.request.size ({limit:,})"
-    )
+    return OversizedRecord(len(key) + len(value or b""), limit)
+
+
+def claim_checked(
+    plan: BatchPlan, topic: str, key: bytes, value: bytes | None
+) -> tuple[bytes, list[dict[str, Any]]]:
+    """A row too large for Kafka: its value claimed, the reference's value and headers.
+
+    Under ``oversized_rows: claim_check`` the value goes whole to the claim store
+    (``schemas/claims.py``) and the reference takes its place; else (or when even the
+    reference does not fit beside the key) :func:`too_large`, a bad record.
+    """
+    if plan.claim_store is None or value is None:
+        raise too_large(key, value, plan.max_record_bytes)
+    reference = claims.put(plan.claim_store, plan.claim_folder, topic, value)
+    encoded = reference.encode()
+    if len(key) + len(encoded) > plan.room:
+        raise too_large(key, value, plan.max_record_bytes)
+    return encoded, [{"key": claims.HEADER, "value": reference.uri.encode()}]
 
 
 def bad_reason(exc: Exception) -> str:

@@ -80,7 +80,8 @@ def open_run(config: ChangefeedConfig, resources: ExitStack) -> Opened:
         dict.fromkeys(config.routes.values(), config.sink.partitions),
         replication_factor=replication,
     )
-    if config.on_error != "fail":  # pause: where resume --skip-bad-record puts the record
+    # pause: where resume --skip-bad-record puts the record; oversized_rows: dlq, its rows'
+    if config.on_error != "fail" or config.oversized_rows == "dlq":
         ensure_topics(sink, {config.effective_dlq_topic: 1}, replication_factor=replication)
     budget = config.checkpoint.frontier_checkpoint_max_bytes  # a record of that size must fit
     sink_writer, source_writer = _writers(config, sink, source, budget, resources)
@@ -219,7 +220,7 @@ def relied_on(config: ChangefeedConfig) -> tuple[list[str], list[str]]:
     sink = [*config.routes.values(), config.checkpoint.topic]
     if config.delivery == "exactly_once":
         sink.append(config.effective_progress_topic)
-    if config.on_error != "fail":
+    if config.on_error != "fail" or config.oversized_rows == "dlq":
         sink.append(config.effective_dlq_topic)
     if config.encoder.format == "avro" and config.encoder.schema_registry is None:
         sink.append(config.encoder.schema_topic)

@@ -48,6 +48,8 @@ SAFE = (
     "end_time",
     "on_error",
     "dlq_topic",
+    "oversized_rows",
+    "claim_store",
     "schema_change_policy",
     "metrics",
     "spark",

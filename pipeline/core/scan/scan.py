@@ -44,7 +44,6 @@ from schemas.hlc import Hlc
 
 from ..batch import (
     OUTPUT_SCHEMA,
-    RECORD_FRAMING,
     BatchPlan,
     OutputColumns,
     PartitionSeen,
@@ -52,12 +51,11 @@ from ..batch import (
     PieceBegin,
     PieceEnd,
     Task,
-    bad_reason,
+    claim_checked,
     count_transaction,
     pick_row,
     records_observed,
     source_columns,
-    too_large,
 )
 from ..ledger import SourcePartition
 from ..sources import BadRecord, Change, Marker, Rows, SourceUnavailable, adapter, commit_time_of
@@ -220,7 +218,7 @@ class ScanTask(Task):
             except Exception as exc:  # no record, however strange, stops a scan
                 count_transaction(state, exc)
                 self.flush(out)  # the rows before it, then its dead-letter record
-                self.bad_records.dead_letter(out, state, offsets[i], bad_reason(exc), run, i)
+                self.bad_records.dead_letter(out, state, offsets[i], exc, run, i)
                 self.keep_undecodable(run, i, offsets[i])
                 continue
             kept = Version(item.ts, item, keeps is None or bool(keeps[i]), offsets[i], run, i)
@@ -313,24 +311,25 @@ class ScanTask(Task):
         if defaults and after is not None:  # a column the record predates: its default
             after = {**defaults, **after}
         row = ChangeRow(self.table, change.key, after, before, updated, change.ts)
+        claim = None
         try:
             key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
-            limit = self.plan.max_record_bytes
-            if len(key) + len(value or b"") > limit - RECORD_FRAMING:
-                raise too_large(key, value, limit)
+            if len(key) + len(value or b"") > self.plan.room:  # claimed, or bad
+                value, claim = claim_checked(self.plan, ctx.topic, key, value)
         except SchemaChange as exc:  # the chunk is not done: schema_change_policy decides
             if state.schema_change is None:
                 state.schema_change = [version.offset, exc.reason, str(version.ts)]
             return
         except Exception as exc:  # e.g. a value that does not fit its Avro type
             self.flush(out)
-            reason = bad_reason(exc)
             self.bad_records.dead_letter(
-                out, state, version.offset, reason, version.run, version.position
+                out, state, version.offset, exc, version.run, version.position
             )
             return
         out.key.append(key)
         out.value.append(value)
+        if claim is not None:
+            out.headed(claim)
         state.bytes += len(key) + len(value or b"")
         self.pending += 1
 
