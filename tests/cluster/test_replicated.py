@@ -497,6 +497,54 @@ def test_an_executor_killed_mid_stream_loses_nothing_and_its_partitions_settle(
     assert {m.headers for m in output} == {fixed}
 
 
+def test_rows_over_the_room_are_claimed_on_the_cluster_exactly_once(
+    cluster: KafkaCluster, workers: SparkCluster, tmp_path: Path
+) -> None:
+    """``oversized_rows: claim_check`` by ``highwater run`` on the standalone master.
+
+    The executors on both workers write the claimed values (a folder they share here, as a
+    cluster's would be shared storage) and their references in their transactions; the output
+    is checked as in local mode: every record fits, the consumer library reads every row whole.
+    """
+    from tests.integration.test_oversized_rows import (  # noqa: PLC0415 - its workload
+        MAX_REQUEST,
+        claimed_whole,
+        write_source,
+    )
+
+    workers.start()
+    bootstrap = cluster.start().bootstrap_servers
+    expected = write_source(bootstrap, "big.src")
+    store = tmp_path / "claims"
+    raw = {
+        "changefeed_id": "big",
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": [{"topic": "big.src", "table": "orders"}],
+        "cursor": "0.0000000000",
+        "sink": {"topic_prefix": "big.", "producer": {"max.request.size": str(MAX_REQUEST)}},
+        "encoder": {"updated": True},
+        "oversized_rows": "claim_check",
+        "claim_store": f"file://{store}",
+        "spark": {
+            "master": workers.master_url,
+            "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
+            "trigger": {"available_now": True},
+            "max_offsets_per_trigger": 25,
+        },
+    }
+
+    def apps(worker: int) -> set[Path]:
+        return set((workers.directory / f"spark-worker-{worker}" / "work").glob("app-*"))
+
+    before = {i: apps(i) for i in (1, 2)}
+    log = tmp_path / "run.log"
+    assert run_to_exit(write_config(tmp_path / "cf.yaml", raw), log, timeout=600) == 0
+    claimed_whole(bootstrap, "big", "big.orders", expected, store, "big-reader")
+    ran_on = [i for i in (1, 2) if apps(i) - before[i]]  # this run's application, on each
+    print(f"claim checks on the cluster: executors on workers {ran_on}")
+    assert ran_on == [1, 2]
+
+
 def test_workers_that_cannot_see_the_submitters_python_run_the_shipped_one(
     cluster: KafkaCluster, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -51,11 +51,9 @@ def expected_value(record: tuple[bytes, bytes]) -> bytes:
     return bytes(out["value"])
 
 
-@pytest.fixture
-def source(kafka_bootstrap: str, unique_name: Any) -> tuple[str, dict[bytes, list[bytes]]]:
-    """The source topic, and per key its output values in commit order."""
-    topic = unique_name("src")
-    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {topic: PARTITIONS})
+def write_source(bootstrap: str, topic: str) -> dict[bytes, list[bytes]]:
+    """The source topic written: per key its output values in commit order."""
+    ensure_topics({"bootstrap.servers": bootstrap}, {topic: PARTITIONS})
     records: list[tuple[int, tuple[bytes, bytes]]] = []
     t = 1
     for n in range(60):  # small rows around the large ones, on every partition
@@ -71,11 +69,18 @@ def source(kafka_bootstrap: str, unique_name: Any) -> tuple[str, dict[bytes, lis
         expected.setdefault(record[0], []).append(expected_value(record))
     marker = json.dumps({"resolved": f"{T0 + t}.0000000000"}).encode()
     produce(
-        kafka_bootstrap,
+        bootstrap,
         topic,
         [(p, k, v) for p, (k, v) in records] + [(p, None, marker) for p in range(PARTITIONS)],
     )
-    return topic, expected
+    return expected
+
+
+@pytest.fixture
+def source(kafka_bootstrap: str, unique_name: Any) -> tuple[str, dict[bytes, list[bytes]]]:
+    """The source topic, and per key its output values in commit order."""
+    topic = unique_name("src")
+    return topic, write_source(kafka_bootstrap, topic)
 
 
 def config_for(bootstrap: str, name: str, source: str, delivery: str, **more: Any) -> Any:
@@ -114,6 +119,31 @@ def test_rows_over_the_room_are_claimed_and_the_consumer_reads_them_whole(  # no
     run_to_end(config, spark)
     output = config.output_topic(config.sources[0])
 
+    claimed_whole(kafka_bootstrap, name, output, expected, store, unique_name("reader"))
+
+
+def test_without_claim_checks_the_run_stops_at_the_first_row_over_the_room(
+    kafka_bootstrap: str,
+    unique_name: Any,
+    spark: Any,
+    source: tuple[str, dict[bytes, list[bytes]]],
+) -> None:
+    topic, _ = source
+    config = config_for(kafka_bootstrap, unique_name("stops"), topic, "exactly_once")
+    with pytest.raises(SourceDecodeError, match=r"exceeds max\.request\.size") as caught:
+        run_to_end(config, spark)
+    assert caught.value.record.topic == topic
+
+
+def claimed_whole(  # noqa: PLR0917 - what the check reads
+    kafka_bootstrap: str,
+    name: str,
+    output: str,
+    expected: dict[bytes, list[bytes]],
+    store: Path,
+    group: str,
+) -> None:
+    """The output fits Kafka, its large rows claimed; the consumer library reads them whole."""
     # on the topic (confluent-kafka, read_committed): every record fits, the large rows are
     # references on their own keys, the claimed files are whole
     raw = consume_all(kafka_bootstrap, output)
@@ -141,9 +171,8 @@ def test_rows_over_the_room_are_claimed_and_the_consumer_reads_them_whole(  # no
     # the consumer library, per row and columnar: every row whole, in commit order
     for columnar in (False, True):
         found_rows: dict[bytes, list[bytes]] = {}
-        group = unique_name("reader")
         with ChangefeedConsumer(
-            Output.of_changefeed(kafka_bootstrap, name), group, columnar=columnar
+            Output.of_changefeed(kafka_bootstrap, name), f"{group}-{columnar}", columnar=columnar
         ) as consumer:
             windows = (
                 (w.to_window() for w in consumer.arrow_windows(idle=5))
@@ -154,16 +183,3 @@ def test_rows_over_the_room_are_claimed_and_the_consumer_reads_them_whole(  # no
                 for r in window.rows:
                     found_rows.setdefault(r.key, []).append(r.value or b"")
         assert found_rows == expected, f"columnar={columnar}"
-
-
-def test_without_claim_checks_the_run_stops_at_the_first_row_over_the_room(
-    kafka_bootstrap: str,
-    unique_name: Any,
-    spark: Any,
-    source: tuple[str, dict[bytes, list[bytes]]],
-) -> None:
-    topic, _ = source
-    config = config_for(kafka_bootstrap, unique_name("stops"), topic, "exactly_once")
-    with pytest.raises(SourceDecodeError, match=r"exceeds max\.request\.size") as caught:
-        run_to_end(config, spark)
-    assert caught.value.record.topic == topic
