@@ -38,7 +38,7 @@ from schemas.hlc import Hlc
 from schemas.jsontext import Number
 
 from .avro_writer import NotCompiled, Write, compile_writer
-from .base import ChangeRow, Context, EnvelopeOptions
+from .base import ChangeRow, Context, EnvelopeOptions, key_column_value
 
 
 @dataclass(frozen=True)
@@ -186,14 +186,17 @@ class AvroEncoder:
         self._diff, self._key = options.diff, options.key_in_value
         self._topic, self._updated = options.topic_in_value, options.updated
         self._mvcc = options.mvcc_timestamp
-        self._key_names = [f["name"] for f in schemas.key["fields"]]
+        self._key_column = options.key_column  # the records' key: this column's value
+        self._key_names = list(schemas.primary_key) or [f["name"] for f in schemas.key["fields"]]
         self.key_columns = tuple(self._key_names)  # the primary key's, in key order
         after = schemas.value["fields"][0]["type"][1]
         self.row_schema: Mapping[str, Any] = after  # the row record: each column optional
         self._columns = frozenset(f["name"] for f in after["fields"])  # each optional
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]
-        self.walk: Mapping[str, Any] | None = _walk(schemas, after, framing, options)
+        self.walk: Mapping[str, Any] | None = (
+            _walk(schemas, after, framing, options) if self._key_column is None else None
+        )
         self.scan_walk: Mapping[str, Any] | None = None
         self._writers: tuple[Write, Write, Write] | None = None
         # With fastavro, tuple notation names a union's branch: without it, fastavro validates
@@ -268,7 +271,11 @@ class AvroEncoder:
         return (name, row) if self._tuples and row is not None else row
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
-        """The key record (the key columns) after its header."""
+        """The key record (the key columns; ``key_column``'s alone) after its header."""
+        column = self._key_column
+        if column is not None:
+            keyed = self._row("key", {column: key_column_value(row, column)})
+            return self._write("key", self.framing.key, self._schemas()[0], keyed or {})
         if len(row.key) != len(self._key_names):
             raise EncodingError(
                 "key",

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
+from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 
 Envelope = Literal["wrapped", "bare", "key_only", "row"]
@@ -44,6 +45,10 @@ class EnvelopeOptions(Protocol):
     @property
     def topic_in_value(self) -> bool:
         """Include the output topic's name."""
+
+    @property
+    def key_column(self) -> str | None:
+        """Key the records by this column instead of the primary key (None: the primary key)."""
 
 
 class SourceText(NamedTuple):
@@ -112,3 +117,20 @@ class Encoder(Protocol):
     def resolved(self, ts: Hlc, ctx: Context) -> bytes:
         """The value of a resolved marker (its key is null)."""
         ...
+
+
+def key_column_value(row: ChangeRow, column: str) -> Any:
+    """The value of ``column`` that keys ``row``'s record (``key_column``).
+
+    From the row's new version, or a delete's old one; a change that carries neither (a
+    delete whose source wrote no ``before``) cannot be keyed: an :class:`EncodingError`.
+    """
+    image = row.after if row.after is not None else row.before
+    if image is None or column not in image:
+        what = "its new version" if row.after is not None else "a delete without its before image"
+        raise EncodingError(
+            "key",
+            f"key_column {column!r}: the change carries no value of it ({what}; a delete needs "
+            "the source's before image)",
+        )
+    return image[column]

@@ -10,7 +10,8 @@ with ``before`` only under ``diff``, ``key`` under ``key_in_value``, ``topic`` u
 ``bare`` puts the row's columns at the top level and the same metadata under ``"__hw__"``;
 ``row`` is the columns alone. Under ``bare`` and ``row`` a delete is a tombstone (null value),
 as under ``key_only``, whose values are always null. The key is the JSON array of primary-key
-values; a resolved marker is ``{"resolved": "<hlc>"}`` with a null key.
+values (under ``key_column``, of that column's value alone); a resolved marker is
+``{"resolved": "<hlc>"}`` with a null key.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 from schemas.jsontext import fragment, loads_exact
 
-from .base import ChangeRow, Context, EnvelopeOptions
+from .base import ChangeRow, Context, EnvelopeOptions, key_column_value
 
 META_FIELD = "__hw__"
 
@@ -50,6 +51,7 @@ class JsonEncoder:
         self._updated = options.updated
         self._mvcc = options.mvcc_timestamp
         self._has_meta = any((self._diff, self._key, self._topic, self._updated, self._mvcc))
+        self._key_column = options.key_column  # the records' key: this column's value
         # A wrapped value made of the source's own members only: a source value with exactly
         # these members (``SourceText``) already is the output.
         self.verbatim: tuple[str, ...] | None = None
@@ -57,12 +59,12 @@ class JsonEncoder:
             self.verbatim = ("after", *("before",) * self._diff, *("updated",) * self._updated)
         # The walk passes such values on when they carry their time (it keeps the floor).
         self.walk: Mapping[str, Any] | None = None
-        if self.verbatim is not None and self._updated:
+        if self.verbatim is not None and self._updated and self._key_column is None:
             self.walk = {"kind": "verbatim", "members": list(self.verbatim)}
         # An initial scan's rows are written again whole (``updated`` is the scan's time): the
         # JVM writes such a wrapped envelope when it holds nothing but the images and times.
         self.scan_walk: Mapping[str, Any] | None = None
-        if self._envelope == "wrapped" and not (self._key or self._topic):
+        if self._envelope == "wrapped" and not (self._key or self._topic or self._key_column):
             members = ("after", *("before",) * self._diff, *("updated",) * self._updated)
             self.scan_walk = {
                 "kind": "envelope",
@@ -73,11 +75,15 @@ class JsonEncoder:
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The JSON array of primary-key values, compact: one text per key, whatever the source.
 
+        (Under ``key_column``: the array of that column's value, :func:`key_column_value`.)
+
         Kafka partitions and compacts by the key's bytes, so a row's key is written the same
         way by the initial scan and the stream, however the source spaced or escaped it. A
         key read without exact numbers (``SourceText``: the value passes on as it came) is
         read again exactly when its text is not already what is written here.
         """
+        if self._key_column is not None:
+            return _dumps([key_column_value(row, self._key_column)], "key")
         key = _dumps(row.key, "key")
         source = row.source
         if source is not None and key != source.key:

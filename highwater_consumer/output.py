@@ -48,6 +48,7 @@ class Output:
     kafka: Mapping[str, Any] = field(default_factory=dict)  # more client settings (security)
     schemas: Mapping[str, TableSchema] = field(default_factory=dict)
     dead_letters: str | None = None  # the changefeed's dead-letter topic (appliers' --on-error)
+    key_column: str | None = None  # the records are keyed by this column, not the primary key
 
     def __post_init__(self) -> None:
         if not self.topics:
@@ -95,12 +96,24 @@ class Output:
             registry=None if url is None else {"url": url, **(registry or {})},
             schema_topic=output.get("schema_topic"),
             dead_letters=output.get("dead_letters"),
+            key_column=output.get("key_column"),
             kafka=settings,
             schemas={
                 table: TableSchema.of(declared["record"], declared["primary_key"])
                 for table, declared in (output.get("tables") or {}).items()
             },
         )
+
+    def keyed_by_rows(self) -> None:
+        """Refuse (:class:`ConsumerError`) records keyed by another column than the rows' key.
+
+        An applier upserts and deletes rows by their records' keys (``key_column``: not them).
+        """
+        if self.key_column is not None:
+            raise ConsumerError(
+                f"the changefeed keys its records by column {self.key_column!r} (key_column), "
+                "not by the tables' primary keys, which an applier upserts and deletes by"
+            )
 
     def decoder(self) -> Decoder:
         """The decoder of this output's records."""

@@ -423,6 +423,7 @@ def apply(
     next is read (a writer thread owns the connection meanwhile); 0: one after the other on
     this thread.
     """
+    consumer.output.keyed_by_rows()
     windows = consumer.arrow_windows if getattr(consumer, "columnar", False) else consumer.windows
     if pipeline < 1:
         applied = 0

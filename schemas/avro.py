@@ -27,6 +27,7 @@ from typing import Any
 
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from .errors import SchemaError
 from .tables import TableSchema
 
 Schema = dict[str, Any]
@@ -55,15 +56,16 @@ def row_schema(table: TableSchema) -> Schema:
     return record
 
 
-def key_schema(table: TableSchema) -> Schema:
-    """The key record: the key columns, in key order, as declared."""
+def key_schema(table: TableSchema, key_column: str | None = None) -> Schema:
+    """The key record: the key columns, in key order, as declared (``key_column``: it alone)."""
     fields = {f["name"]: f for f in table.record["fields"]}
+    names = table.primary_key if key_column is None else (key_column,)
+    if key_column is not None and key_column not in fields:
+        raise SchemaError(f"key_column {key_column!r} is not a column of table {table.name!r}")
     return {
         "type": "record",
         "name": f"{table.name}_key",
-        "fields": [
-            {k: v for k, v in fields[name].items() if k != "default"} for name in table.primary_key
-        ],
+        "fields": [{k: v for k, v in fields[name].items() if k != "default"} for name in names],
     }
 
 
@@ -125,13 +127,20 @@ class OutputSchemas:
     key: Schema
     value: Schema
     resolved: Schema
+    # the table's primary key, where the records are keyed by another column (``key_column``)
+    primary_key: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, table: TableSchema, options: Any) -> OutputSchemas:
-        """Derive them from the declared table, in ``options.avro_schema_prefix``'s namespace."""
+        """Derive them from the declared table, in ``options.avro_schema_prefix``'s namespace.
+
+        Under ``options.key_column`` the key record is that column's.
+        """
         namespace = getattr(options, "avro_schema_prefix", None)
+        key_column = getattr(options, "key_column", None)
         return cls(
-            in_namespace(key_schema(table), namespace),
+            in_namespace(key_schema(table, key_column), namespace),
             in_namespace(envelope_schema(table, options), namespace),
             in_namespace(resolved_schema(table), namespace),
+            () if key_column is None else tuple(table.primary_key),
         )

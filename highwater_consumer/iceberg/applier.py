@@ -425,6 +425,7 @@ def apply(
 
     ``until``, ``idle``: as :meth:`ChangefeedConsumer.windows`. Returns the windows written.
     """
+    consumer.output.keyed_by_rows()
     done = 0
     for window in consumer.windows(until=until, idle=idle):
         written = applier.apply(window)

@@ -270,7 +270,9 @@ class ChangefeedConfig(Section):
             tables = {s.table: d for s in self.sources if (d := s.declared_schema) is not None}
         avro = encoder.format == "avro"
         registry = encoder.schema_registry
-        return {
+        # the column the records are keyed by, named only where it is not the primary key
+        keyed = {} if encoder.key_column is None else {"key_column": encoder.key_column}
+        return keyed | {
             "topics": {self.output_topic(s): s.table for s in self.sources},
             "format": encoder.format,
             "envelope": encoder.envelope,

@@ -127,7 +127,14 @@ def _avro_tables(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> N
 
 
 def _formats(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> None:
+    key_column = config.encoder.key_column
     for i, source in enumerate(config.sources):
+        declared = source.declared_schema
+        columns = set() if declared is None else {f["name"] for f in declared.record["fields"]}
+        if key_column is not None and declared is not None and key_column not in columns:
+            problems.append(
+                (f"sources[{i}].table_schema", f"has no column {key_column!r} (key_column)")
+            )
         if source.schema_registry is not None and source.format != "debezium":
             problems.append((f"sources[{i}].schema_registry", "is only used with format: debezium"))
         if source.format == "debezium" and config.scan_mode != "no" and not source.transactions:

@@ -171,6 +171,19 @@ class EncoderConfig(Section):
         "the schemas in `schema_topic`.",
         json_schema_extra=cockroachdb("confluent_schema_registry"),
     )
+    key_column: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="Key (and so partition) the records by this column's value instead of the "
+        "primary key: the key is `[value]` (Avro: a record of that column). A key's versions "
+        "stay in order only while that column keeps its value: needs `unordered`.",
+        json_schema_extra=cockroachdb("key_column"),
+    )
+    unordered: bool = Field(
+        False,
+        description="Accept that a row's versions may be on several partitions, out of order "
+        "between them (`key_column`); markers still hold on every partition.",
+        json_schema_extra=cockroachdb("unordered"),
+    )
     avro_schema_prefix: (
         Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")] | None
     ) = Field(
@@ -198,6 +211,17 @@ class EncoderConfig(Section):
                     )
             if self.select is not None:
                 raise combination("select", "has no effect with envelope 'key_only'")
+        if self.key_column is not None and not self.unordered:
+            raise combination(
+                "unordered",
+                "must be true with key_column: a row's versions are keyed by that column's "
+                "value, so they may be on several partitions, in no order between them",
+            )
+        if self.key_column is not None and self.envelope == "key_only":
+            raise combination(
+                "key_column",
+                "cannot be used with envelope 'key_only' (the record would not name its row)",
+            )
         if self.envelope == "row" and self.diff:
             raise combination("diff", "cannot be used with envelope 'row' (no place for 'before')")
         for avro_only in ("schema_registry", "avro_schema_prefix"):

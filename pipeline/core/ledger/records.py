@@ -360,6 +360,9 @@ class OutputFields(_Part):
     registry: str | None = None  # Avro: the registry's URL (its credentials are not written)
     schema_topic: str | None = None  # registry-free Avro: where the schemas are published
     dead_letters: str | None = None  # the dead-letter topic (appliers send theirs there too)
+    # the column the records are keyed by, where not the primary key (``key_column``; written
+    # only then, so a record of any other output reads as before)
+    key_column: str | None = None
     # table -> its declared schema ({record: Avro record, primary_key: [...]}), for appliers
     # that make their tables (written by newer runs only)
     tables: dict[str, DeclaredTable] | None = None
