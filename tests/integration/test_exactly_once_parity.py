@@ -24,13 +24,13 @@ import pytest
 
 import pipeline.core.batch.writer
 from pipeline.config import parse_config
-from pipeline.core.batch.walk import Walked
 from pipeline.core.progress.claim import GENERATION_KEY
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import config_for
 from tests.integration.test_exactly_once import produce
 from tests.support.changefeed import run_to_end
 from tests.support.kafka import Message, consume_all
+from tests.support.walk import counted_walks
 from tests.support.workload import Workload
 
 PARTITIONS = 3
@@ -80,14 +80,7 @@ def test_the_walk_and_the_python_loop_commit_the_same_records_exactly_once(
     produce(kafka_bootstrap, source, workload.records(1200))
     produce(kafka_bootstrap, source, workload.final_markers())
 
-    walks = []
-    write = Walked.write
-
-    def counted(*args: Any, **kwargs: Any) -> Walked:
-        walks.append(args[2])  # the batch id
-        return write(*args, **kwargs)
-
-    monkeypatch.setattr(Walked, "write", counted)
+    walks = counted_walks(monkeypatch)
     walk = drained(kafka_bootstrap, unique_name("walk"), source, spark)
     assert walks, "the walk wrote no batch"
     walked_batches = len(walks)

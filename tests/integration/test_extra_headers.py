@@ -17,12 +17,12 @@ import pytest
 
 import pipeline.core.batch.writer
 from pipeline.config import parse_config
-from pipeline.core.batch.walk import Walked
 from sinks.admin import ensure_topics
 from tests.integration.test_chaos import config_for
 from tests.integration.test_exactly_once import produce
 from tests.support.changefeed import run_to_end
 from tests.support.kafka import consume_all
+from tests.support.walk import counted_walks
 from tests.support.workload import Workload
 
 PARTITIONS = 3
@@ -59,14 +59,7 @@ def test_every_record_carries_the_extra_headers_on_the_walk_and_the_python_loop(
     produce(kafka_bootstrap, source, workload.records(600))
     produce(kafka_bootstrap, source, workload.final_markers())
 
-    walks = []
-    write = Walked.write
-
-    def counted(*args: Any, **kwargs: Any) -> Walked:
-        walks.append(args[2])  # the batch id
-        return write(*args, **kwargs)
-
-    monkeypatch.setattr(Walked, "write", counted)
+    walks = counted_walks(monkeypatch)
     walk_rows, walk_markers, walk_dead = drained(
         kafka_bootstrap, unique_name("walk"), source, spark, HEADERS
     )

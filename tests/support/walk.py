@@ -150,3 +150,18 @@ def same_as_the_python_loop(
     assert by_partition(rows, partition_of) == by_partition(expected_rows, partition_of)
     assert summaries(result) == summaries(expected)
     return rows, result
+
+
+def counted_walks(monkeypatch: Any) -> list[int]:
+    """The ids of the batches the JVM walk writes from now on (``Walked.write`` counted)."""
+    from pipeline.core.batch.walk import Walked  # noqa: PLC0415
+
+    walks: list[int] = []
+    write = Walked.write
+
+    def counted(*args: Any, **kwargs: Any) -> Walked:
+        walks.append(args[2])  # the batch id
+        return write(*args, **kwargs)
+
+    monkeypatch.setattr(Walked, "write", counted)
+    return walks
