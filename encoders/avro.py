@@ -194,8 +194,9 @@ class AvroEncoder:
         self._columns = frozenset(f["name"] for f in after["fields"])  # each optional
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]
+        own = self._key_column is not None or options.headers_json_column_name is not None
         self.walk: Mapping[str, Any] | None = (
-            _walk(schemas, after, framing, options) if self._key_column is None else None
+            None if own else _walk(schemas, after, framing, options)  # own: the loop's alone
         )
         self.scan_walk: Mapping[str, Any] | None = None
         self._writers: tuple[Write, Write, Write] | None = None

@@ -50,6 +50,10 @@ class EnvelopeOptions(Protocol):
     def key_column(self) -> str | None:
         """Key the records by this column instead of the primary key (None: the primary key)."""
 
+    @property
+    def headers_json_column_name(self) -> str | None:
+        """The column whose JSON object becomes each record's headers, left out of the value."""
+
 
 class SourceText(NamedTuple):
     """A change's key and value as the source wrote them (JSON, already validated).

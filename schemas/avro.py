@@ -134,10 +134,14 @@ class OutputSchemas:
     def of(cls, table: TableSchema, options: Any) -> OutputSchemas:
         """Derive them from the declared table, in ``options.avro_schema_prefix``'s namespace.
 
-        Under ``options.key_column`` the key record is that column's.
+        Under ``options.key_column`` the key record is that column's; under
+        ``options.headers_json_column_name`` that column is not in the row record.
         """
         namespace = getattr(options, "avro_schema_prefix", None)
         key_column = getattr(options, "key_column", None)
+        headers = getattr(options, "headers_json_column_name", None)
+        if headers is not None:  # the column whose object is the headers: not in the value
+            table = table.without(headers)
         return cls(
             in_namespace(key_schema(table, key_column), namespace),
             in_namespace(envelope_schema(table, options), namespace),

@@ -70,6 +70,13 @@ class TableSchema:
         record = {**self.record, "fields": [*self.record["fields"], *map(dict, fields)]}
         return TableSchema.of(record, self.primary_key)
 
+    def without(self, column: str) -> TableSchema:
+        """The schema without ``column`` (itself if it has none); a key column stays."""
+        if column not in self.columns or column in self.primary_key:
+            return self
+        fields = [f for f in self.record["fields"] if f["name"] != column]
+        return TableSchema.of({**self.record, "fields": fields}, self.primary_key)
+
     @cached_property
     def _decimal_columns(self) -> tuple[tuple[str, Any], ...]:
         """(name, type) of the columns whose type holds a decimal somewhere."""

@@ -131,10 +131,14 @@ def _formats(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> None:
     for i, source in enumerate(config.sources):
         declared = source.declared_schema
         columns = set() if declared is None else {f["name"] for f in declared.record["fields"]}
-        if key_column is not None and declared is not None and key_column not in columns:
-            problems.append(
-                (f"sources[{i}].table_schema", f"has no column {key_column!r} (key_column)")
-            )
+        for option, column in (
+            ("key_column", key_column),
+            ("headers_json_column_name", config.encoder.headers_json_column_name),
+        ):
+            if column is not None and declared is not None and column not in columns:
+                problems.append(
+                    (f"sources[{i}].table_schema", f"has no column {column!r} ({option})")
+                )
         if source.schema_registry is not None and source.format != "debezium":
             problems.append((f"sources[{i}].schema_registry", "is only used with format: debezium"))
         if source.format == "debezium" and config.scan_mode != "no" and not source.transactions:

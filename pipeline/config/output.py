@@ -178,6 +178,13 @@ class EncoderConfig(Section):
         "stay in order only while that column keeps its value: needs `unordered`.",
         json_schema_extra=cockroachdb("key_column"),
     )
+    headers_json_column_name: Annotated[str, Field(min_length=1)] | None = Field(
+        None,
+        description="A column holding a JSON object (or its text) whose members become each "
+        "record's Kafka headers (strings as their UTF-8, other values as JSON, nulls left "
+        "out), the column left out of the value; from the new version, a delete's old one.",
+        json_schema_extra=cockroachdb("headers_json_column_name"),
+    )
     unordered: bool = Field(
         False,
         description="Accept that a row's versions may be on several partitions, out of order "

@@ -72,6 +72,8 @@ class BatchPlan:
     # oversized_rows: claim_check: the store such a row is written to, under this folder
     claim_store: str | None = None
     claim_folder: str = ""
+    # headers_json_column_name: the column whose JSON object is each record's headers
+    headers_column: str | None = None
 
     @property
     def room(self) -> int:
@@ -139,6 +141,7 @@ class BatchPlan:
             oversized_topic=config.effective_dlq_topic if config.oversized_rows == "dlq" else None,
             claim_store=config.claim_store,
             claim_folder=config.changefeed_id,
+            headers_column=config.encoder.headers_json_column_name,
         )
 
 

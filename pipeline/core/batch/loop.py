@@ -45,6 +45,7 @@ from functools import partial
 from typing import TYPE_CHECKING
 
 from encoders.base import ChangeRow, Context
+from encoders.headers import split_headers
 from schemas.errors import EncodingError, SchemaChange
 from schemas.hlc import ZERO, Hlc
 
@@ -285,6 +286,7 @@ class Task(Frames):
         stop = len(run)  # where the walk ends: the stretch's end, or a bad record it stops at
         reread = -1  # the last snapshot read of the stretch (the summary says where it lies)
         room = self.plan.room  # a sink-side dead letter beyond
+        headers_column = self.plan.headers_column
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             held = latest  # where a walk stopped at this record resumes
             ts: Hlc | None = None
@@ -334,21 +336,24 @@ class Task(Frames):
                     row = ChangeRow(
                         table, change.key, change.after, change.before, ts, ts, change.text
                     )
+                    headers = None
                     try:
+                        if headers_column is not None:  # headers_json_column_name
+                            row, headers = split_headers(row, headers_column)
                         key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
                     except EncodingError as exc:  # a type changed upstream, or a bad value
                         raise self.bad_records.retyped(topic, key, value, exc) from None
                     record_size = len(key_bytes) + len(value_bytes or b"")
-                    claim = None
                     if record_size > room:  # claimed (oversized_rows: claim_check), or bad
                         value_bytes, claim = claim_checked(
                             self.plan, ctx.topic, key_bytes, value_bytes
                         )
                         record_size = len(key_bytes) + len(value_bytes)
+                        headers = [*(headers or ()), *claim]
                     add_key(key_bytes)  # a record's rows before a bad one of it stay written
                     add_value(value_bytes)
-                    if claim is not None:
-                        out.headed(claim)
+                    if headers:
+                        out.headed(headers)
                     emitted += 1
                     kept += 1
                     size += record_size

@@ -39,6 +39,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from encoders.base import ChangeRow
+from encoders.headers import split_headers
 from schemas.errors import SchemaChange
 from schemas.hlc import Hlc
 
@@ -311,11 +312,14 @@ class ScanTask(Task):
         if defaults and after is not None:  # a column the record predates: its default
             after = {**defaults, **after}
         row = ChangeRow(self.table, change.key, after, before, updated, change.ts)
-        claim = None
+        headers = None
         try:
+            if self.plan.headers_column is not None:  # headers_json_column_name
+                row, headers = split_headers(row, self.plan.headers_column)
             key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
             if len(key) + len(value or b"") > self.plan.room:  # claimed, or bad
                 value, claim = claim_checked(self.plan, ctx.topic, key, value)
+                headers = [*(headers or ()), *claim]
         except SchemaChange as exc:  # the chunk is not done: schema_change_policy decides
             if state.schema_change is None:
                 state.schema_change = [version.offset, exc.reason, str(version.ts)]
@@ -328,8 +332,8 @@ class ScanTask(Task):
             return
         out.key.append(key)
         out.value.append(value)
-        if claim is not None:
-            out.headed(claim)
+        if headers:
+            out.headed(headers)
         state.bytes += len(key) + len(value or b"")
         self.pending += 1
 
