@@ -169,3 +169,14 @@ def read_compacted(
         return out
     finally:
         consumer.close()
+
+
+def keyed_by_rows(consumer: Any) -> None:
+    """Refuse a consumer whose output keys its records by another column (an applier's check).
+
+    Any object with ``windows()`` applies; one without an ``output`` (a test's windows) has
+    nothing to refuse.
+    """
+    output = getattr(consumer, "output", None)
+    if isinstance(output, Output):
+        output.keyed_by_rows()

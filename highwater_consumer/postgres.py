@@ -38,6 +38,7 @@ from psycopg import sql
 from schemas.hlc import Hlc
 
 from .decoding import ApplyError, JsonDecoder
+from .output import keyed_by_rows
 from .staging import (
     SHAPE,
     Staged,
@@ -423,7 +424,7 @@ def apply(
     next is read (a writer thread owns the connection meanwhile); 0: one after the other on
     this thread.
     """
-    consumer.output.keyed_by_rows()
+    keyed_by_rows(consumer)
     windows = consumer.arrow_windows if getattr(consumer, "columnar", False) else consumer.windows
     if pipeline < 1:
         applied = 0

@@ -46,6 +46,7 @@ from schemas.tables import TableSchema
 
 from ..dead_letters import DeadLetters
 from ..decoding import ApplyError
+from ..output import keyed_by_rows
 from ..windows import Row, Window, images
 from . import writes
 from .catalog import load
@@ -425,7 +426,7 @@ def apply(
 
     ``until``, ``idle``: as :meth:`ChangefeedConsumer.windows`. Returns the windows written.
     """
-    consumer.output.keyed_by_rows()
+    keyed_by_rows(consumer)
     done = 0
     for window in consumer.windows(until=until, idle=idle):
         written = applier.apply(window)

@@ -289,8 +289,7 @@ def test_cockroachdb_names_prefix_the_subjects_and_reach_the_producers(
         assert schema["namespace"] == prefix
     # the producers took Compression: Kafka's tool reads zstd batches of rows on the output,
     # and the generator's lz4 on the source (the reading tells them apart)
-    # (the markers' batches of one record may stay uncompressed: librdkafka, which writes
-    # them, sends a batch as it is when compressing would not make it smaller)
+    # (the markers' batches of one record, the driver's, are not compressed)
     written = segment_batches(kafka_bootstrap, topic)
     assert {codec for count, codec in written if count > 1} == {"zstd"}
     assert {codec for count, codec in written if count == 1} <= {"zstd", "none"}

@@ -92,11 +92,11 @@ def writer_options(
     }
 
 
-# What the rows' producer settings say of every record on the output topics, which the
-# driver's own writer (markers, checkpoints) takes too, by librdkafka's same names. Not the
-# batching (a marker is one record a partition), nor a compression level (librdkafka's one
-# `compression.level` has other bounds than the Java producer's per-codec levels).
-OUTPUT_WIDE = ("compression.type", "client.id")
+# What the rows' producer settings say of the changefeed's producers, which the driver's own
+# writer (markers, checkpoints) takes too, by librdkafka's same name: the client id (quotas).
+# Not the batching (a marker is one record a partition), nor the compression (librdkafka sends
+# a one-record batch as it is; a wrong codec must fail the first batch's write, named there).
+OUTPUT_WIDE = ("client.id",)
 
 
 def own_writer_settings(producer: Mapping[str, str]) -> dict[str, str]:

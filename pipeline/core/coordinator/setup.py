@@ -152,7 +152,7 @@ def _writers(
     clusters: the sink's fence is taken first; two instances started at the same moment may
     each end up holding one cluster's, and then both stop (neither writes).
     """
-    own = own_writer_settings(config.sink.producer_settings)  # compression, client id
+    own = own_writer_settings(config.sink.producer_settings)  # the client id
     sink_writer = _writer(config, {**sink, **own, **producer_limit(budget)}, "sink", resources)
     if config.sink.kafka is None or config.sink_kafka == config.kafka:
         return sink_writer, sink_writer
