@@ -35,7 +35,7 @@ def drained(
 ) -> tuple[dict[bytes, list[tuple[Any, ...]]], list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Per key its records (value, headers); the markers' headers; the dead letters'."""
     raw = config_for(bootstrap, changefeed_id, source)
-    raw["spark"] = {"trigger": {"available_now": True}, "max_offsets_per_trigger": 400}
+    raw["spark"] = {"trigger": {"available_now": True}, "max_offsets_per_trigger": 1000}
     if headers is not None:
         raw["sink"] = {**raw["sink"], "extra_headers": headers}
     run_to_end(parse_config(raw, env={}), spark)
@@ -56,7 +56,7 @@ def test_every_record_carries_the_extra_headers_on_the_walk_and_the_python_loop(
     source = unique_name("src")
     workload = Workload(partitions=PARTITIONS, seed=53)
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: PARTITIONS})
-    produce(kafka_bootstrap, source, workload.records(600))
+    produce(kafka_bootstrap, source, workload.records(300))
     produce(kafka_bootstrap, source, workload.final_markers())
 
     walks = counted_walks(monkeypatch)

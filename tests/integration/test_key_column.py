@@ -17,6 +17,7 @@ import pytest
 from highwater_consumer import ChangefeedConsumer, Output
 from highwater_consumer.decoding import ConsumerError
 from pipeline.dev.generator import GeneratorSpec, write
+from schemas.hlc import Hlc
 from sinks.partitioning import default_partition
 from tests.support.changefeed import changefeed_config, run_to_end
 from tests.support.kafka import consume_all
@@ -27,7 +28,7 @@ def test_records_are_keyed_and_partitioned_by_the_key_column(
 ) -> None:
     source = unique_name("src")
     write(
-        GeneratorSpec(topic=source, rows=500, partitions=2, resolved_every=100, seed=61),
+        GeneratorSpec(topic=source, rows=300, partitions=2, resolved_every=100, seed=61),
         {"bootstrap.servers": kafka_bootstrap},
     )
     changes = {
@@ -65,7 +66,10 @@ def test_records_are_keyed_and_partitioned_by_the_key_column(
     output = Output.of_changefeed(kafka_bootstrap, name)
     assert output.key_column == "customer_id"
     with ChangefeedConsumer(output, unique_name("reader")) as consumer:
-        read = sum(len(w.rows) for w in consumer.windows(idle=5))
+        until = max(
+            Hlc.parse(json.loads(m.value or b"")["resolved"]) for m in records if m.key is None
+        )
+        read = sum(len(w.rows) for w in consumer.windows(until=until, idle=30))
     assert read == len(rows)
     with pytest.raises(ConsumerError, match="key_column"):
         output.keyed_by_rows()  # what highwater apply checks first

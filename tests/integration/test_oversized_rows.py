@@ -22,6 +22,7 @@ from highwater_consumer import ChangefeedConsumer, Output
 from pipeline.core.batch.contract import RECORD_FRAMING
 from schemas import claims
 from schemas.errors import SourceDecodeError
+from schemas.hlc import Hlc
 from sinks.admin import ensure_topics
 from tests.integration.test_exactly_once import produce
 from tests.support.changefeed import changefeed_config, run_to_end
@@ -91,7 +92,7 @@ def config_for(bootstrap: str, name: str, source: str, delivery: str, **more: An
         encoder={"updated": True},
         sink={"producer": {"max.request.size": str(MAX_REQUEST)}},
         delivery=delivery,
-        spark={"trigger": {"available_now": True}, "max_offsets_per_trigger": 25},
+        spark={"trigger": {"available_now": True}, "max_offsets_per_trigger": 200},
         **more,
     )
 
@@ -168,16 +169,18 @@ def claimed_whole(  # noqa: PLR0917 - what the check reads
         per_key.setdefault(m.key or b"", []).append(m.value or b"")
     assert {k: len(v) for k, v in per_key.items()} == {k: len(v) for k, v in expected.items()}
 
-    # the consumer library, per row and columnar: every row whole, in commit order
+    # the consumer library, per row and columnar: every row whole, in commit order (until the
+    # markers' time: no waiting for more)
+    until = min(Hlc.parse(json.loads(m.value or b"")["resolved"]) for m in raw if m.key is None)
     for columnar in (False, True):
         found_rows: dict[bytes, list[bytes]] = {}
         with ChangefeedConsumer(
             Output.of_changefeed(kafka_bootstrap, name), f"{group}-{columnar}", columnar=columnar
         ) as consumer:
             windows = (
-                (w.to_window() for w in consumer.arrow_windows(idle=5))
+                (w.to_window() for w in consumer.arrow_windows(until=until, idle=30))
                 if columnar
-                else consumer.windows(idle=5)
+                else consumer.windows(until=until, idle=30)
             )
             for window in windows:
                 for r in window.rows:
