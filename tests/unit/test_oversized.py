@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from encoders.json import JsonEncoder
 from highwater_consumer.decoding import JsonDecoder, claimed_read
-from pipeline.config import parse_config
+from pipeline.config import EncoderConfig, parse_config
 from pipeline.core.batch.contract import RECORD_FRAMING, BatchPlan
 from pipeline.core.batch.output import ERROR_HEADER
 from schemas import claims
@@ -166,3 +167,33 @@ def test_the_initial_scan_claims_a_row_over_the_room_too(tmp_path: Path) -> None
     assert reference is not None
     assert [h["key"] for h in records[1]["headers"]] == [claims.HEADER]
     assert json.loads(claims.get(reference))["after"]["v"] == "L" * 900
+
+
+def test_headers_count_towards_a_records_size(tmp_path: Path) -> None:
+    """Kafka counts headers in a record's size.
+
+    The fixed ones shrink every record's room, a row's own (headers_json_column_name) count
+    for it, and a reference carries them too.
+    """
+    headers = {"zone": "eu-west-1", "app": "örders ✓"}
+    config = parse_config(
+        minimal(sources=[{"topic": SRC, "table": "t"}], sink={"extra_headers": headers}), env={}
+    )
+    fixed = sum(len(k.encode()) + len(v.encode()) + 10 for k, v in headers.items())
+    assert BatchPlan.of(config, {}, {}).room == config_room(config) - fixed
+    # a row at the room with a header of its own no longer fits: it is claimed, headers and all
+    encoder = JsonEncoder(EncoderConfig(updated=True, headers_json_column_name="meta"))
+    p = limited(ROOM, claim_store=str(tmp_path), claim_folder="cf", headers_column="meta")
+    p = replace(p, encoders={SRC: encoder})
+    fits = sized(ROOM, 1)
+    with_meta = json.loads(fits[1])  # type: ignore[arg-type]
+    with_meta["after"]["meta"] = {"h": "v"}
+    records, result = run(p, arrow([fits, rec([1], with_meta)]))
+    assert result.bad == 0
+    assert records[0]["headers"] is None  # at the room, no headers: as it is
+    assert [h["key"] for h in records[1]["headers"]] == ["h", claims.HEADER]
+    assert records[1]["value"].startswith(claims.PREFIX)
+
+
+def config_room(config: object) -> int:
+    return BatchPlan.of(config, {}, {}).max_record_bytes - RECORD_FRAMING  # type: ignore[arg-type]

@@ -34,6 +34,7 @@ from .contract import (
     Deferred,
     PartitionSeen,
     Settled,
+    header_bytes,
     read_result,
 )
 from .jvm import KafkaTransactions, Summaries, scan_rows
@@ -52,6 +53,7 @@ from .output import (
     bad_reason,
     claim_checked,
     count_transaction,
+    headed_bytes,
     records_observed,
     too_large,
 )
@@ -90,6 +92,8 @@ __all__ = [
     "client_config",
     "count_transaction",
     "faults",
+    "headed_bytes",
+    "header_bytes",
     "low_offsets",
     "own_writer_settings",
     "pick_row",

@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 DEFAULT_MAX_REQUEST = 1_048_576  # Kafka producers' max.request.size
 # what Kafka adds to a record's key and value (batch header, varints), with room to spare
 RECORD_FRAMING = 512
+HEADER_FRAMING = 10  # a header's varints (its name's and value's lengths), at most
+
+
+def header_bytes(headers: Iterable[tuple[str, bytes]]) -> int:
+    """What ``headers`` (name, value) add to a record, as Kafka counts it towards its size."""
+    return sum(len(name.encode()) + len(value) + HEADER_FRAMING for name, value in headers)
 
 
 @dataclass(frozen=True)
@@ -74,11 +80,17 @@ class BatchPlan:
     claim_folder: str = ""
     # headers_json_column_name: the column whose JSON object is each record's headers
     headers_column: str | None = None
+    # the bytes sink.extra_headers add to every record (the producers' interceptor adds them)
+    header_room: int = 0
 
     @property
     def room(self) -> int:
-        """The largest key and value an output record may have (the rest is Kafka's framing)."""
-        return self.max_record_bytes - RECORD_FRAMING
+        """The largest key and value an output record may have.
+
+        The rest is Kafka's framing, and the fixed headers every record carries
+        (``extra_headers``).
+        """
+        return self.max_record_bytes - RECORD_FRAMING - self.header_room
 
     @classmethod
     def at(
@@ -142,6 +154,9 @@ class BatchPlan:
             claim_store=config.claim_store,
             claim_folder=config.changefeed_id,
             headers_column=config.encoder.headers_json_column_name,
+            header_room=header_bytes(
+                (k, v.encode()) for k, v in (config.sink.extra_headers or {}).items()
+            ),
         )
 
 

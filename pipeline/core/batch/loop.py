@@ -72,6 +72,7 @@ from .output import (
     OutputColumns,
     claim_checked,
     count_transaction,
+    headed_bytes,
     records_observed,
 )
 from .rows import pick_row
@@ -343,13 +344,13 @@ class Task(Frames):
                         key_bytes, value_bytes = encode_key(row, ctx), encode_value(row, ctx)
                     except EncodingError as exc:  # a type changed upstream, or a bad value
                         raise self.bad_records.retyped(topic, key, value, exc) from None
-                    record_size = len(key_bytes) + len(value_bytes or b"")
+                    # a column's headers (headers_json_column_name) count: Kafka counts them
+                    record_size = len(key_bytes) + len(value_bytes or b"") + headed_bytes(headers)
                     if record_size > room:  # claimed (oversized_rows: claim_check), or bad
-                        value_bytes, claim = claim_checked(
-                            self.plan, ctx.topic, key_bytes, value_bytes
+                        value_bytes, headers = claim_checked(
+                            self.plan, ctx.topic, key_bytes, value_bytes, headers
                         )
                         record_size = len(key_bytes) + len(value_bytes)
-                        headers = [*(headers or ()), *claim]
                     add_key(key_bytes)  # a record's rows before a bad one of it stay written
                     add_value(value_bytes)
                     if headers:

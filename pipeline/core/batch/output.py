@@ -17,7 +17,7 @@ from schemas import claims
 from schemas.errors import EncodingError, OversizedRecord
 
 from ..sources import BadRecord
-from .contract import BatchPlan, PartitionSeen
+from .contract import BatchPlan, PartitionSeen, header_bytes
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -104,22 +104,34 @@ def too_large(key: bytes, value: bytes | None, limit: int) -> OversizedRecord:
     return OversizedRecord(len(key) + len(value or b""), limit)
 
 
+def headed_bytes(headers: list[dict[str, Any]] | None) -> int:
+    """What an output row's ``headers`` add to its record's size (:func:`header_bytes`)."""
+    return header_bytes((h["key"], h["value"]) for h in headers) if headers else 0
+
+
 def claim_checked(
-    plan: BatchPlan, topic: str, key: bytes, value: bytes | None
+    plan: BatchPlan,
+    topic: str,
+    key: bytes,
+    value: bytes | None,
+    headers: list[dict[str, Any]] | None = None,
 ) -> tuple[bytes, list[dict[str, Any]]]:
-    """A row too large for Kafka: its value claimed, the reference's value and headers.
+    """A row too large for Kafka: its value claimed; the reference's value and headers.
 
     Under ``oversized_rows: claim_check`` the value goes whole to the claim store
-    (``schemas/claims.py``) and the reference takes its place; else (or when even the
-    reference does not fit beside the key) :func:`too_large`, a bad record.
+    (``schemas/claims.py``) and the reference takes its place, with the row's ``headers`` and
+    then the claim's; else (or when even the reference does not fit) :func:`too_large`, a
+    bad record.
     """
     if plan.claim_store is None or value is None:
         raise too_large(key, value, plan.max_record_bytes)
     reference = claims.put(plan.claim_store, plan.claim_folder, topic, value)
     encoded = reference.encode()
-    if len(key) + len(encoded) > plan.room:
+    headed = [*(headers or ()), {"key": claims.HEADER, "value": reference.uri.encode()}]
+    size = len(key) + len(encoded) + headed_bytes(headed)
+    if size > plan.room:
         raise too_large(key, value, plan.max_record_bytes)
-    return encoded, [{"key": claims.HEADER, "value": reference.uri.encode()}]
+    return encoded, headed
 
 
 def bad_reason(exc: Exception) -> str:

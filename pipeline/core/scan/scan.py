@@ -54,6 +54,7 @@ from ..batch import (
     Task,
     claim_checked,
     count_transaction,
+    headed_bytes,
     pick_row,
     records_observed,
     source_columns,
@@ -317,9 +318,8 @@ class ScanTask(Task):
             if self.plan.headers_column is not None:  # headers_json_column_name
                 row, headers = split_headers(row, self.plan.headers_column)
             key, value = self.encode_key(row, ctx), self.encode_value(row, ctx)
-            if len(key) + len(value or b"") > self.plan.room:  # claimed, or bad
-                value, claim = claim_checked(self.plan, ctx.topic, key, value)
-                headers = [*(headers or ()), *claim]
+            if len(key) + len(value or b"") + headed_bytes(headers) > self.plan.room:
+                value, headers = claim_checked(self.plan, ctx.topic, key, value, headers)
         except SchemaChange as exc:  # the chunk is not done: schema_change_policy decides
             if state.schema_change is None:
                 state.schema_change = [version.offset, exc.reason, str(version.ts)]
