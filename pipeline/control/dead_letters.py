@@ -20,6 +20,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
+from pipeline.core.batch.kafka_clients import watermarks
+
 PREVIEW = 500  # characters of a key or value shown
 _ERROR, _SOURCE = "highwater.error", "highwater.source"  # pipeline/core/batch/output.py's
 
@@ -108,7 +110,7 @@ def read(client: Mapping[str, Any], topic: str, limit: int, timeout: float = 3.0
 def _marks(consumer: Consumer, topic: Any, timeout: float) -> list[tuple[int, tuple[int, int]]]:
     """Each partition of ``topic`` (its metadata) with its (low, high) watermarks, in order."""
     return [
-        (p, consumer.get_watermark_offsets(TopicPartition(topic.topic, p), timeout=timeout))
+        (p, watermarks(consumer, TopicPartition(topic.topic, p), timeout))
         for p in sorted(topic.partitions)
     ]
 

@@ -30,7 +30,7 @@ from typing import Any
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from pipeline.core.batch.kafka_clients import range_reader, read_range
+from pipeline.core.batch.kafka_clients import range_reader, read_range, watermarks
 from pipeline.core.ledger.frontier import SourcePartition
 from pipeline.core.progress.safepoints import Safepoint, SafepointRegistry, retention_warnings
 from pipeline.core.sources import BadRecord, adapter, record_time
@@ -180,7 +180,7 @@ class GarbageCollector:
                 source_format = self.topics[topic]
                 for p in partitions:
                     sp = SourcePartition(topic, p)
-                    low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), 30)
+                    low, high = watermarks(consumer, TopicPartition(topic, p), 30)
                     wire = self.registries.get(topic)
                     records = _times(consumer, sp, low, high, source_format, registry=wire)
                     end = trim_offset(records, low, high, gc, protect.get(sp))

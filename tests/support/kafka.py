@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from pipeline.core.batch.kafka_clients import watermarks
+
 
 @dataclass(frozen=True)
 class Message:
@@ -48,8 +50,8 @@ def consume_all(
         assert metadata.error is None, metadata.error
         partitions = sorted(metadata.partitions)
         ends = {}
-        for p in partitions:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout)
+        for p in partitions:  # a topic just created: its leader may not serve it yet
+            low, high = watermarks(consumer, TopicPartition(topic, p), timeout)
             if high > low:
                 ends[p] = high
         consumer.assign([TopicPartition(topic, p, 0) for p in ends])

@@ -45,6 +45,7 @@ from .kafka_clients import (
     range_reader,
     read_range,
     source_reader,
+    watermarks,
 )
 from .loop import Task, source_columns
 from .output import (
@@ -105,5 +106,6 @@ __all__ = [
     "source_columns",
     "source_reader",
     "too_large",
+    "watermarks",
     "with_rows",
 ]

@@ -8,10 +8,11 @@ of them.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from pipeline.config import KafkaOptions
 from schemas.errors import SourceError
@@ -148,6 +149,38 @@ def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Ite
         yield message
 
 
+# What a broker answers for a partition it lists but does not serve yet: a topic just created
+# (Debezium's transaction topic, by Connect's producer) is in the metadata before its leader has
+# taken the partition on, and a ListOffsets in that gap, seconds on a busy machine, answers
+# NOT_LEADER_FOR_PARTITION (seen in CI, 2026-12-07). Asked again, it answers.
+NOT_SERVING_YET = frozenset(
+    {
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+    }
+)
+
+
+def watermarks(consumer: Any, tp: TopicPartition, timeout: float = 30.0) -> tuple[int, int]:
+    """``tp``'s low and high offsets, asked again while its leader does not serve it yet.
+
+    ``timeout`` bounds the whole wait; past it the broker's last error is raised.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                tp, timeout=max(0.1, deadline - time.monotonic())
+            )
+        except KafkaException as exc:
+            if exc.args[0].code() not in NOT_SERVING_YET or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.1)
+            continue
+        return low, high
+
+
 def low_offsets(
     client: Mapping[str, Any], partitions: Iterable[SourcePartition]
 ) -> dict[SourcePartition, int]:
@@ -155,10 +188,7 @@ def low_offsets(
     consumer = range_reader(client, "highwater-low-offsets")
     try:
         return {
-            sp: consumer.get_watermark_offsets(TopicPartition(sp.topic, sp.partition), timeout=30)[
-                0
-            ]
-            for sp in partitions
+            sp: watermarks(consumer, TopicPartition(sp.topic, sp.partition))[0] for sp in partitions
         }
     finally:
         consumer.close()

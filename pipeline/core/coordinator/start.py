@@ -23,6 +23,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.errors import ConfigError, SourceError
 from schemas.hlc import ZERO, Hlc
 
+from ..batch import watermarks
 from ..ledger import Backfill, Frontier, Progress, SourcePartition
 from ..operators import check_update
 from ..progress import Position
@@ -241,9 +242,7 @@ def check_sources_hold(opened: Opened, position: Position) -> None:
     gone = []
     try:
         for sp, progress in sorted(position.frontier.progress().items()):
-            low, _high = consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=30
-            )
+            low, _high = watermarks(consumer, TopicPartition(sp.topic, sp.partition), 30)
             if sp in needed:
                 offset, what = needed[sp]
                 if low > offset:

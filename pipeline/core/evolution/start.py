@@ -21,7 +21,7 @@ from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 from sinks.admin import partition_counts
 
-from ..batch import range_reader, read_range
+from ..batch import range_reader, read_range, watermarks
 from ..ledger import SourcePartition
 from ..sources import Adapter, BadRecord, Change, SourceShape, adapter
 
@@ -99,9 +99,7 @@ def newest_shape(
         count = partition_counts(client, [source.topic])[source.topic]
         for partition in range(count):
             sp = SourcePartition(source.topic, partition)
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=30
-            )
+            low, high = watermarks(consumer, TopicPartition(sp.topic, sp.partition), 30)
             for message in read_range(consumer, sp, max(low, high - TAIL), high):
                 found = _timed_shape(read, message.key(), message.value())
                 if found is None:

@@ -19,7 +19,7 @@ from confluent_kafka import TopicPartition
 from schemas.errors import SourceError
 from schemas.hlc import Hlc
 
-from ..batch import PartitionSeen, count_transaction, range_reader, read_range
+from ..batch import PartitionSeen, count_transaction, range_reader, read_range, watermarks
 from ..ledger import SourcePartition
 from ..sources import Adapter, BadRecord, Change, WireReader, commit_time_of, transaction_event
 from .transactions import TransactionLog
@@ -40,7 +40,7 @@ class TransactionReader:
         if not self._there(topic):
             return
         sp = SourcePartition(topic, 0)
-        low, high = self.consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        low, high = watermarks(self.consumer, TopicPartition(topic, 0), 10)
         if tx_log.offset is not None and low > tx_log.offset:
             raise SourceError(
                 f"transaction topic {topic!r} was trimmed to offset {low}, past offset "
@@ -81,9 +81,7 @@ class TransactionReader:
         """The partitions' end offsets now."""
         ends = {}
         for sp in partitions:
-            ends[sp] = self.consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=10
-            )[1]
+            ends[sp] = watermarks(self.consumer, TopicPartition(sp.topic, sp.partition), 10)[1]
         return ends
 
     def counted(
@@ -96,9 +94,7 @@ class TransactionReader:
         commits: Mapping[str, Mapping[str, Hlc]],
     ) -> PartitionSeen:
         """The transaction places of ``sp`` from ``start`` (None: its first) up to ``stop``."""
-        low = self.consumer.get_watermark_offsets(
-            TopicPartition(sp.topic, sp.partition), timeout=10
-        )[0]
+        low = watermarks(self.consumer, TopicPartition(sp.topic, sp.partition), 10)[0]
         if start is not None and low > start:
             raise SourceError(
                 f"{sp} was trimmed to offset {low}, past offset {start} where the changes the run "

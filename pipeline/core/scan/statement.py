@@ -21,7 +21,7 @@ from confluent_kafka import TopicPartition
 from schemas.errors import SourceError
 from schemas.hlc import ZERO, Hlc
 
-from ..batch import range_reader, read_range
+from ..batch import range_reader, read_range, watermarks
 from ..ledger import SourcePartition
 from ..resolved import just_below
 from ..sources import BadRecord, Marker, WireReader, adapter, transaction_event
@@ -98,7 +98,7 @@ def last_commit(consumer: Any, topic: str, wire: WireReader | None = None) -> Hl
     found = consumer.list_topics(topic, timeout=10).topics.get(topic)
     if found is None or found.error is not None:
         return ZERO  # not created yet: the connector has not committed a transaction
-    low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+    low, high = watermarks(consumer, TopicPartition(topic, 0), 30)
 
     def last_end(messages: Iterable[Any]) -> Hlc | None:
         ends = []
@@ -139,9 +139,7 @@ def statement_time(
         ends: dict[SourcePartition, int] = {}
         times: dict[SourcePartition, Hlc | None] = {}
         for sp in partitions:
-            low, high = consumer.get_watermark_offsets(
-                TopicPartition(sp.topic, sp.partition), timeout=30
-            )
+            low, high = watermarks(consumer, TopicPartition(sp.topic, sp.partition), 30)
             starts[sp], ends[sp] = low, high
             if adapter(formats[sp.topic]).in_band_markers:
                 times[sp] = latest_marker(consumer, sp, low, high, formats[sp.topic])
