@@ -31,8 +31,22 @@ settings.load_profile(os.environ.get("HIGHWATER_HYPOTHESIS", "suite"))
 # the brokers, nor a cluster's executors) compile with C1 alone: a test's JVM lives seconds to
 # a minute, and C2's compiler threads were a third of its CPU on two cores (measured: two
 # single-run tests 68 -> 46 s of CPU; tests/spark 182 -> 146 s). Semantics are the JVM's either
-# way; benchmarks and users keep Spark's defaults. A value already set is kept.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# way; benchmarks and users keep Spark's defaults. A value already set is kept. They also
+# share a class-data archive of Spark's classes (tests/support/spark_cds.py), made by
+# pytest_configure before the first JVM starts.
+SPARK_JVM = "-XX:TieredStopAtLevel=1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The Spark JVMs' options: the first process of a run makes the CDS archive if missing."""
+    from tests.support import spark_cds  # noqa: PLC0415
+
+    if "SPARK_SUBMIT_OPTS" in os.environ:
+        return  # set by the caller (or by the controller, which xdist's workers inherit)
+    controller = not hasattr(config, "workerinput")
+    shared = spark_cds.options(build=controller)
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{SPARK_JVM} {shared}".strip()
+
 
 _TIER_BY_FOLDER = {"unit": "unit", "integration": "integration", "spark": "spark"}
 
