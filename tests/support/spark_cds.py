@@ -54,6 +54,8 @@ def _spark_submit() -> str:
 
 def make(path: Path) -> bool:
     """Make the archive at ``path`` by running a small Spark job; False if that failed."""
+    import pyspark  # noqa: PLC0415 - only when asked
+
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="highwater-cds-") as scratch:
         job = Path(scratch) / "job.py"
@@ -61,6 +63,7 @@ def make(path: Path) -> bool:
         partial = Path(scratch) / path.name
         env = {
             **os.environ,
+            "SPARK_HOME": str(Path(pyspark.__file__).parent),  # whichever python3 is on PATH
             "PYSPARK_PYTHON": sys.executable,
             "SPARK_SUBMIT_OPTS": f"-XX:TieredStopAtLevel=1 -XX:ArchiveClassesAtExit={partial}",
         }
