@@ -52,8 +52,10 @@ class JsonEncoder:
         self._mvcc = options.mvcc_timestamp
         self._has_meta = any((self._diff, self._key, self._topic, self._updated, self._mvcc))
         self._key_column = options.key_column  # the records' key: this column's value
-        # the Python loop's alone: what the JVM walks do not write (another key, headers)
-        own = self._key_column is not None or options.headers_json_column_name is not None
+        # the Python loop's alone: what the JVM walks do not write (a column's headers; the
+        # initial scan's walk: a column's key either)
+        headers = options.headers_json_column_name is not None
+        own = self._key_column is not None or headers
         # A wrapped value made of the source's own members only: a source value with exactly
         # these members (``SourceText``) already is the output.
         self.verbatim: tuple[str, ...] | None = None
@@ -63,8 +65,11 @@ class JsonEncoder:
             self.verbatim = ("after", *("before",) * self._diff, *("updated",) * self._updated)
         # The walk passes such values on when they carry their time (it keeps the floor).
         self.walk: Mapping[str, Any] | None = None
-        if self.verbatim is not None and self._updated and not own:
-            self.walk = {"kind": "verbatim", "members": list(self.verbatim)}
+        if self.verbatim is not None and self._updated and not headers:
+            walk: dict[str, Any] = {"kind": "verbatim", "members": list(self.verbatim)}
+            if self._key_column is not None:  # each change keyed by it (KeyColumn.java)
+                walk["key_column"] = self._key_column
+            self.walk = walk
         # An initial scan's rows are written again whole (``updated`` is the scan's time): the
         # JVM writes such a wrapped envelope when it holds nothing but the images and times.
         self.scan_walk: Mapping[str, Any] | None = None

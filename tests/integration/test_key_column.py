@@ -2,9 +2,11 @@
 
 The generated orders (updates and deletes, with their before images) keyed by their
 ``customer_id``: every record's key is ``[customer_id]`` of its new version (a delete: of its
-old one), on the partition Kafka's default partitioner picks for that key, each change once,
-``key_in_value`` still the primary key; markers on every partition; the consumer library
-reads the windows, and an applier refuses the output (it upserts by the records' keys).
+old one), on the partition Kafka's default partitioner picks for that key, each change once
+(``key_in_value`` still the primary key); markers on every partition; the consumer library
+reads the windows, and an applier refuses the output (it upserts by the records' keys). Both
+ways a batch is written: the JVM walk (the envelope of the source's own members) and the
+Python loop (``key_in_value`` is the loop's alone).
 """
 
 from __future__ import annotations
@@ -21,10 +23,12 @@ from schemas.hlc import Hlc
 from sinks.partitioning import default_partition
 from tests.support.changefeed import changefeed_config, run_to_end
 from tests.support.kafka import consume_all
+from tests.support.walk import counted_walks
 
 
+@pytest.mark.parametrize("key_in_value", [False, True], ids=["walk", "python_loop"])
 def test_records_are_keyed_and_partitioned_by_the_key_column(
-    kafka_bootstrap: str, unique_name: Any, spark: Any
+    kafka_bootstrap: str, unique_name: Any, spark: Any, monkeypatch: Any, key_in_value: bool
 ) -> None:
     source = unique_name("src")
     write(
@@ -32,7 +36,7 @@ def test_records_are_keyed_and_partitioned_by_the_key_column(
         {"bootstrap.servers": kafka_bootstrap},
     )
     changes = {
-        (m.key, json.loads(m.value)["updated"])
+        (json.dumps(json.loads(m.key)), json.loads(m.value)["updated"])
         for m in consume_all(kafka_bootstrap, source)
         if m.key is not None
     }
@@ -40,12 +44,14 @@ def test_records_are_keyed_and_partitioned_by_the_key_column(
     encoder = {
         "updated": True,
         "diff": True,
-        "key_in_value": True,
+        "key_in_value": key_in_value,
         "key_column": "customer_id",
         "unordered": True,
     }
     config = changefeed_config(kafka_bootstrap, name, [(source, "orders")], encoder=encoder)
+    walks = counted_walks(monkeypatch)
     run_to_end(config, spark)
+    assert bool(walks) is not key_in_value, walks
 
     records = consume_all(kafka_bootstrap, config.output_topic(config.sources[0]))
     rows = [m for m in records if m.key is not None]
@@ -58,9 +64,10 @@ def test_records_are_keyed_and_partitioned_by_the_key_column(
         deletes += value["after"] is None
         assert json.loads(m.key or b"") == [image["customer_id"]]
         assert m.partition == default_partition(m.key or b"", 3)
-        assert (json.dumps(value["key"], separators=(",", ":")).encode(), value["updated"]) in (
-            {(json.dumps(json.loads(k), separators=(",", ":")).encode(), u) for k, u in changes}
-        )
+        primary = [image["region"], image["order_id"]]
+        assert (json.dumps(primary), value["updated"]) in changes
+        if key_in_value:
+            assert value["key"] == primary
     assert deletes, "deletes keyed by their before image"
 
     output = Output.of_changefeed(kafka_bootstrap, name)

@@ -143,13 +143,15 @@ def source_records(partitions: list[list[Any]]) -> list[tuple[Any, ...]]:
     return records
 
 
-def plan(dlq: str | None, floor: int, diff: bool) -> BatchPlan:
+def plan(dlq: str | None, floor: int, diff: bool, key_column: str | None = None) -> BatchPlan:
+    # key_column "id": each row keyed by [id] (KeyColumn.java), which names its partition too
+    options = EncoderConfig(updated=True, diff=diff, key_column=key_column, unordered=True)
     return BatchPlan(
         thresholds={(SRC, 0): Hlc((MS + floor) * 1_000_000)},
         tables={SRC: "orders"},
         formats={SRC: "canal-json"},
         routes={SRC: "out.orders"},
-        encoders={SRC: JsonEncoder(EncoderConfig(updated=True, diff=diff))},
+        encoders={SRC: JsonEncoder(options)},
         dlq_topic=dlq,
         new_partition_floor=Hlc((MS + 3) * 1_000_000),
     )
@@ -167,11 +169,17 @@ def key_partition(key: bytes) -> int:
     floor=st.integers(0, 10),
     dlq=st.sampled_from(["dlq", None]),
     diff=st.booleans(),
+    key_column=st.sampled_from([None, "id"]),
 )
-def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events(
-    spark, dlq: str | None, partitions: list[list[Any]], floor: int, diff: bool
+def test_the_walk_writes_what_the_python_loop_writes_of_canal_json_events(  # noqa: PLR0917
+    spark,
+    dlq: str | None,
+    partitions: list[list[Any]],
+    floor: int,
+    diff: bool,
+    key_column: str | None,
 ) -> None:
-    the_plan = plan(dlq, floor, diff)
+    the_plan = plan(dlq, floor, diff, key_column)
     assert walk_plan(the_plan) is not None
     records = source_records(partitions)
     same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, key_partition)

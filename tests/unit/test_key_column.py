@@ -48,9 +48,17 @@ def test_json_keys_by_the_column_from_the_new_version_or_the_deleted_one() -> No
     with pytest.raises(EncodingError, match="a delete without its before image"):
         encoder.key(bare_delete, CTX)
     assert json.loads(encoder.value(update, CTX) or b"")["key"] == ["eu", 7]  # the row's own
-    assert encoder.walk is None
+    assert encoder.walk is None  # key_in_value: the Python loop's alone
     assert encoder.scan_walk is None
     assert JsonEncoder(EncoderConfig(updated=True)).walk is not None  # the control
+    # the source's own members: the walk keys them by the column (KeyColumn.java)
+    walked = JsonEncoder(EncoderConfig(updated=True, key_column="status", unordered=True))
+    assert walked.walk == {
+        "kind": "verbatim",
+        "members": ["after", "updated"],
+        "key_column": "status",
+    }
+    assert walked.scan_walk is None  # an initial scan under key_column: the Python scan's
 
 
 def test_avro_keys_by_a_record_of_the_column_and_keeps_the_primary_key_in_the_value() -> None:

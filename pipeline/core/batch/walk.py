@@ -28,7 +28,10 @@ back or through the Kafka writer's rows: each costs more than the speed target l
   transactions' places and times);
 * ``canal-json`` sources (to the same envelope, or Avro from it): each row of an event a
   record, at its commit time (``_tidb.commitTs``), numeric ``mysqlType`` columns as the
-  numbers their text spells; watermarks are markers, DDL events carry nothing.
+  numbers their text spells; watermarks are markers, DDL events carry nothing;
+* ``key_column`` on any of those JSON routes: each change keyed by ``[value]`` of the
+  column in its envelope's new version (a delete: its old one), where that value is one a
+  compact key holds as it came (``KeyColumn.java``).
 
 One code path still decides everything else. The walk takes a partition's records in offset
 order, as the loop does (markers raise the floor; changes at or below it are dropped), until

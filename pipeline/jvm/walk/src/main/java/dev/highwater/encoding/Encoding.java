@@ -39,6 +39,17 @@ public interface Encoding extends Serializable {
       String format,
       java.util.Map<String, long[]> commits,
       JsonNode registry) {
+    Encoding encoding = unkeyed(spec, topic, format, commits, registry);
+    JsonNode column = spec.get("key_column"); // a JSON route keyed by a column (KeyColumn)
+    return column == null ? encoding : new KeyColumn(encoding, column.asText());
+  }
+
+  private static Encoding unkeyed(
+      JsonNode spec,
+      String topic,
+      String format,
+      java.util.Map<String, long[]> commits,
+      JsonNode registry) {
     if (format.equals("canal-json") || format.equals("debezium")) {
       String kind = spec.get("kind").asText();
       if (kind.equals("avro")) { // the reader's JSON envelope, written again in Avro

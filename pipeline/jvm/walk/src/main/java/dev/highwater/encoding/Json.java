@@ -313,6 +313,56 @@ public final class Json {
     return end - i > 18 ? -1 : end;
   }
 
+  /**
+   * Where the member {@code name} of the object at {@code i} (nested {@code depth} deep) holds
+   * its value: {start, end}. Null when the object has no such member or names it twice (which
+   * one counts is the reader's choice), spells a member name with an escape (it could be
+   * {@code name} spelled so), or is not a valid object.
+   */
+  static int[] member(byte[] b, int i, byte[] name, int depth) {
+    i = ws(b, i);
+    if (i >= b.length || b[i] != '{' || depth > MAX_DEPTH) {
+      return null;
+    }
+    int[] found = null;
+    i = ws(b, i + 1);
+    if (i < b.length && b[i] == '}') {
+      return null;
+    }
+    while (i < b.length && b[i] == '"') {
+      int from = i;
+      i = string(b, i, false);
+      if (i < 0) {
+        return null;
+      }
+      int to = i;
+      i = ws(b, i);
+      if (i >= b.length || b[i] != ':') {
+        return null;
+      }
+      int start = ws(b, i + 1);
+      i = value(b, start, depth);
+      if (i < 0) {
+        return null;
+      }
+      if (named(b, from, to, name)) {
+        if (found != null) {
+          return null;
+        }
+        found = new int[] {start, i};
+      }
+      i = ws(b, i);
+      if (i < b.length && b[i] == '}') {
+        return found;
+      }
+      if (i >= b.length || b[i] != ',') {
+        return null;
+      }
+      i = ws(b, i + 1);
+    }
+    return null;
+  }
+
   /** Whether the string {@code [from, to)} (quotes included) is {@code "name"}. */
   public static boolean named(byte[] b, int from, int to, byte[] name) {
     if (to - from != name.length + 2) {
