@@ -15,6 +15,7 @@ that cannot use it (another JDK, another class path) starts without it, silently
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -39,6 +40,7 @@ spark.stop()
 """
 
 
+@functools.cache
 def archive() -> Path:
     """Where this machine's archive is: named by the JDK and pyspark that make and use it."""
     import pyspark  # noqa: PLC0415 - only when asked

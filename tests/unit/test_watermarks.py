@@ -7,6 +7,7 @@ Debezium's transaction topic the same way (list it, then its watermarks) as it a
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -63,4 +64,16 @@ def test_a_leader_that_never_comes_is_an_error_after_the_timeout() -> None:
     with pytest.raises(KafkaException) as raised:
         watermarks(broker, TP, timeout=0.3)
     assert raised.value.args[0].code() == KafkaError.NOT_LEADER_FOR_PARTITION
+    assert 2 <= broker.asked < 10
+
+
+def test_a_topic_unknown_past_the_grace_is_named_before_the_timeout(monkeypatch: Any) -> None:
+    """A topic deleted for good: its error after a few seconds, not the caller's 30."""
+    monkeypatch.setattr("pipeline.core.batch.kafka_clients.UNKNOWN_GRACE", 0.3)
+    broker = _Broker(*[KafkaError.UNKNOWN_TOPIC_OR_PART] * 1000)
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as raised:
+        watermarks(broker, TP, timeout=30)
+    assert raised.value.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    assert time.monotonic() - started < 5
     assert 2 <= broker.asked < 10

@@ -153,28 +153,30 @@ def read_range(consumer: Any, sp: SourcePartition, start: int, stop: int) -> Ite
 # (Debezium's transaction topic, by Connect's producer) is in the metadata before its leader has
 # taken the partition on, and a ListOffsets in that gap, seconds on a busy machine, answers
 # NOT_LEADER_FOR_PARTITION (seen in CI, 2026-12-07). Asked again, it answers.
-NOT_SERVING_YET = frozenset(
-    {
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-    }
-)
+# A broker whose metadata lags may not know a topic just created (UNKNOWN_TOPIC_OR_PART) for
+# a moment; a topic deleted for good answers so too, and is named after UNKNOWN_GRACE seconds,
+# not the caller's whole timeout.
+NOT_SERVING_YET = frozenset({KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE})
+UNKNOWN_GRACE = 3.0
 
 
 def watermarks(consumer: Any, tp: TopicPartition, timeout: float = 30.0) -> tuple[int, int]:
     """``tp``'s low and high offsets, asked again while its leader does not serve it yet.
 
-    ``timeout`` bounds the whole wait; past it the broker's last error is raised.
+    ``timeout`` bounds the whole wait; past it the broker's last error is raised (an unknown
+    topic or partition's after :data:`UNKNOWN_GRACE`).
     """
-    deadline = time.monotonic() + timeout
+    started = time.monotonic()
+    deadline = started + timeout
     while True:
         try:
             low, high = consumer.get_watermark_offsets(
                 tp, timeout=max(0.1, deadline - time.monotonic())
             )
         except KafkaException as exc:
-            if exc.args[0].code() not in NOT_SERVING_YET or time.monotonic() >= deadline:
+            code, now = exc.args[0].code(), time.monotonic()
+            unknown = code == KafkaError.UNKNOWN_TOPIC_OR_PART and now < started + UNKNOWN_GRACE
+            if (code not in NOT_SERVING_YET and not unknown) or now >= deadline:
                 raise
             time.sleep(0.1)
             continue
