@@ -52,29 +52,28 @@ class JsonEncoder:
         self._mvcc = options.mvcc_timestamp
         self._has_meta = any((self._diff, self._key, self._topic, self._updated, self._mvcc))
         self._key_column = options.key_column  # the records' key: this column's value
-        # the Python loop's alone: what the JVM walks do not write (a column's headers; the
-        # initial scan's walk: a column's key either)
-        headers = options.headers_json_column_name is not None
-        own = self._key_column is not None or headers
+        headers = options.headers_json_column_name  # the records' headers: this column's
+        members = ("after", *("before",) * self._diff, *("updated",) * self._updated)
+        plain = self._envelope == "wrapped" and not (self._key or self._topic or self._mvcc)
         # A wrapped value made of the source's own members only: a source value with exactly
-        # these members (``SourceText``) already is the output.
-        self.verbatim: tuple[str, ...] | None = None
-        if self._envelope == "wrapped" and not (
-            self._key or self._topic or self._mvcc or options.headers_json_column_name
-        ):
-            self.verbatim = ("after", *("before",) * self._diff, *("updated",) * self._updated)
-        # The walk passes such values on when they carry their time (it keeps the floor).
+        # these members (``SourceText``) already is the output (not so when a column of it
+        # leaves it for the headers).
+        self.verbatim: tuple[str, ...] | None = members if plain and headers is None else None
+        # The walk passes such values on when they carry their time (it keeps the floor); a
+        # column's headers taken out of them (HeadersColumn.java), a column's key (KeyColumn)
         self.walk: Mapping[str, Any] | None = None
-        if self.verbatim is not None and self._updated and not headers:
-            walk: dict[str, Any] = {"kind": "verbatim", "members": list(self.verbatim)}
-            if self._key_column is not None:  # each change keyed by it (KeyColumn.java)
+        if plain and self._updated:
+            walk: dict[str, Any] = {"kind": "verbatim", "members": list(members)}
+            if headers is not None:
+                walk["headers_column"] = headers
+            if self._key_column is not None:
                 walk["key_column"] = self._key_column
             self.walk = walk
+        own = self._key_column is not None or headers is not None  # the scan's walk writes neither
         # An initial scan's rows are written again whole (``updated`` is the scan's time): the
         # JVM writes such a wrapped envelope when it holds nothing but the images and times.
         self.scan_walk: Mapping[str, Any] | None = None
         if self._envelope == "wrapped" and not (self._key or self._topic or own):
-            members = ("after", *("before",) * self._diff, *("updated",) * self._updated)
             self.scan_walk = {
                 "kind": "envelope",
                 "members": [*members, *("mvcc_timestamp",) * self._mvcc],

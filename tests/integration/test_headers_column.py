@@ -4,7 +4,8 @@ Rows whose ``meta`` column holds a JSON object (any characters, numbers of every
 values, nulls), its text, or nothing; a delete with its old version. Read back by a
 confluent-kafka consumer: each record's headers are its object's members (then the fixed
 ``extra_headers``), its value has no ``meta``; a row whose ``meta`` is no object went to the
-dead-letter topic; markers on every partition.
+dead-letter topic; markers on every partition. Sources written compact are the JVM walk's
+(up to the first row whose ``meta`` is no object), spaced ones the Python loop's.
 """
 
 from __future__ import annotations
@@ -12,34 +13,47 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from sinks.admin import ensure_topics
 from tests.integration.test_exactly_once import produce
 from tests.support.changefeed import changefeed_config, run_to_end
 from tests.support.kafka import consume_all
+from tests.support.walk import walked_rests
 
 T0 = 1_700_000_000_000_000_000
 EXTRA = {"zone": "eu"}
 
 
-def change(order_id: int, t: int, meta: Any, *, delete: bool = False) -> tuple[bytes, bytes]:
+def change(
+    order_id: int, t: int, meta: Any, *, delete: bool = False, compact: bool = True
+) -> tuple[bytes, bytes]:
     image = {"order_id": order_id, "meta": meta}
     value = {"after": None if delete else image, "before": image if delete else None}
     value["updated"] = f"{T0 + t}.0000000000"
-    return json.dumps([order_id]).encode(), json.dumps(value, ensure_ascii=False).encode()
+    spacing = (",", ":") if compact else (", ", ": ")
+    text = json.dumps(value, ensure_ascii=False, separators=spacing)
+    return json.dumps([order_id]).encode(), text.encode()
 
 
+@pytest.mark.parametrize("compact", [True, False], ids=["walk", "python_loop"])
 def test_a_json_columns_members_are_each_records_headers(
-    kafka_bootstrap: str, unique_name: Any, spark: Any
+    kafka_bootstrap: str, unique_name: Any, spark: Any, monkeypatch: Any, compact: bool
 ) -> None:
     source = unique_name("src")
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 2})
+    rests = walked_rests(monkeypatch)
+    metas = [
+        (1, {"trace": "ü ✓ \u2028", "n": -0.0, "big": 12345678901234567890, "x": None}),
+        (3, None),
+        (4, {"deep": {"a": [1, {"b": None}]}}),
+        (1, {"trace": "gone"}),  # deleted: from its old version
+        (2, '{"trace": "as text"}'),  # the object's JSON text: the walk leaves the rest here
+        (5, [1, 2]),  # no object: a dead letter
+    ]
     rows = [
-        change(1, 1, {"trace": "ü ✓ \u2028", "n": -0.0, "big": 12345678901234567890, "x": None}),
-        change(2, 2, '{"trace": "as text"}'),
-        change(3, 3, None),
-        change(4, 4, {"deep": {"a": [1, {"b": None}]}}),
-        change(5, 5, [1, 2]),  # no object: a dead letter
-        change(1, 6, {"trace": "gone"}, delete=True),
+        change(order_id, t, meta, delete=t == 4, compact=compact)
+        for t, (order_id, meta) in enumerate(metas, start=1)
     ]
     marker = json.dumps({"resolved": f"{T0 + 7}.0000000000"}).encode()
     produce(
@@ -57,6 +71,8 @@ def test_a_json_columns_members_are_each_records_headers(
         on_error="dlq",
     )
     run_to_end(config, spark)
+    first = 4 if compact else 0  # where the Python loop took over partition 0
+    assert [(r.partition.partition, r.start) for r in rests] == [(0, first)]
     records = consume_all(kafka_bootstrap, config.output_topic(config.sources[0]))
     fixed = (("zone", b"eu"),)
     by_key = {m.key: m for m in records if m.key is not None and m.key != b"[1]"}

@@ -165,3 +165,19 @@ def counted_walks(monkeypatch: Any) -> list[int]:
 
     monkeypatch.setattr(Walked, "write", counted)
     return walks
+
+
+def walked_rests(monkeypatch: Any) -> list[Any]:
+    """The rests the JVM walk leaves to the Python loop from now on (``Walked.result`` seen)."""
+    from pipeline.core.batch.walk import Walked  # noqa: PLC0415
+
+    rests: list[Any] = []
+    result = Walked.result
+
+    def seen(self: Walked) -> Any:
+        merged, left = result(self)
+        rests.extend(left)
+        return merged, left
+
+    monkeypatch.setattr(Walked, "result", seen)
+    return rests

@@ -61,7 +61,13 @@ def test_the_members_become_headers_and_the_column_leaves_both_images() -> None:
 def test_the_loop_writes_them_on_the_record_before_a_claim_checks(tmp_path: Path) -> None:
     options = EncoderConfig(updated=True, headers_json_column_name="meta")
     encoder = JsonEncoder(options)
-    assert encoder.walk is None
+    # the walk takes the column out of the source's own members (HeadersColumn.java); the
+    # initial scan's walk does not
+    assert encoder.walk == {
+        "kind": "verbatim",
+        "members": ["after", "updated"],
+        "headers_column": "meta",
+    }
     assert encoder.scan_walk is None
     p = replace(plan(), encoders={"src.orders": encoder}, headers_column="meta")
     small = rec([1], {"after": {"order_id": 1, "meta": {"a": "x"}}, "updated": T[1]})

@@ -40,7 +40,12 @@ public interface Encoding extends Serializable {
       java.util.Map<String, long[]> commits,
       JsonNode registry) {
     Encoding encoding = unkeyed(spec, topic, format, commits, registry);
-    JsonNode column = spec.get("key_column"); // a JSON route keyed by a column (KeyColumn)
+    // a JSON route's headers from a column (HeadersColumn), then its key from one (KeyColumn)
+    JsonNode headers = spec.get("headers_column");
+    if (headers != null) {
+      encoding = new HeadersColumn(encoding, headers.asText());
+    }
+    JsonNode column = spec.get("key_column");
     return column == null ? encoding : new KeyColumn(encoding, column.asText());
   }
 
@@ -116,6 +121,10 @@ public interface Encoding extends Serializable {
     // a record of several rows (Canal-JSON): each row's key and value, in order
     public final java.util.List<byte[]> rowKeys = new java.util.ArrayList<>();
     public final java.util.List<byte[]> rowValues = new java.util.ArrayList<>();
+    // its headers from a column (HeadersColumn), or null; of a record of several rows: each
+    // row's, in rowHeaders (empty: none)
+    public Headers headers;
+    public final java.util.List<Headers> rowHeaders = new java.util.ArrayList<>();
     final Buffer buffer = new Buffer();
     final Buffer text = new Buffer();
     // per slot (a field an encoding reads): where its JSON value starts and ends, its bits
@@ -131,6 +140,33 @@ public interface Encoding extends Serializable {
         bits = new long[n];
       }
       java.util.Arrays.fill(from, 0, n, -2);
+    }
+  }
+
+  /** A record's headers, in order: each a name and a value. */
+  final class Headers {
+    // what a header adds to a record's size beside its name and value, at most (its varints;
+    // HEADER_FRAMING in pipeline/core/batch/contract.py)
+    static final int FRAMING = 10;
+    public final java.util.List<String> names = new java.util.ArrayList<>();
+    public final java.util.List<byte[]> values = new java.util.ArrayList<>();
+
+    void add(String name, byte[] value) {
+      names.add(name);
+      values.add(value);
+    }
+
+    /** What they add to a record's size, as Kafka counts it (contract.header_bytes). */
+    public static int bytes(Headers headers) {
+      if (headers == null) {
+        return 0;
+      }
+      int bytes = 0;
+      for (int k = 0; k < headers.names.size(); k++) {
+        bytes += headers.names.get(k).getBytes(StandardCharsets.UTF_8).length;
+        bytes += headers.values.get(k).length + FRAMING;
+      }
+      return bytes;
     }
   }
 

@@ -6,6 +6,8 @@ import java.util.NoSuchElementException;
 import java.util.function.Supplier;
 import org.apache.spark.sql.catalyst.InternalRow;
 import org.apache.spark.sql.catalyst.expressions.GenericInternalRow;
+import org.apache.spark.sql.catalyst.util.ArrayData;
+import org.apache.spark.sql.catalyst.util.GenericArrayData;
 import org.apache.spark.unsafe.types.UTF8String;
 
 /**
@@ -28,9 +30,21 @@ final class Rows implements Iterator<InternalRow> {
     return new Rows(next, ended);
   }
 
-  /** The row of a record to {@code topic}: the encoding's key and value. */
+  /** The row of a record to {@code topic}: the encoding's key, value and headers. */
   static InternalRow row(UTF8String topic, Encoding.Encoded out) {
-    return new GenericInternalRow(new Object[] {topic, out.key, out.value, null});
+    return new GenericInternalRow(new Object[] {topic, out.key, out.value, headers(out.headers)});
+  }
+
+  private static ArrayData headers(Encoding.Headers headers) {
+    if (headers == null) {
+      return null;
+    }
+    Object[] pairs = new Object[headers.names.size()];
+    for (int k = 0; k < pairs.length; k++) {
+      UTF8String name = UTF8String.fromString(headers.names.get(k));
+      pairs[k] = new GenericInternalRow(new Object[] {name, headers.values.get(k)});
+    }
+    return new GenericArrayData(pairs);
   }
 
   @Override

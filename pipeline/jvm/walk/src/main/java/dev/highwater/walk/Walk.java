@@ -13,12 +13,16 @@ import dev.highwater.sink.Sink;
 import java.io.IOException;
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HashMap;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
+import java.util.List;
 import java.util.Map;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.spark.api.java.JavaRDD;
 import org.apache.spark.api.java.function.FlatMapFunction;
 import org.apache.spark.api.java.function.VoidFunction;
@@ -238,7 +242,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
             producer,
             (kafka, acks) -> {
               for (Route route = walker.next(); route != null; route = walker.next()) {
-                acks.send(kafka, new ProducerRecord<>(route.topic, walker.out.key, walker.out.value));
+                acks.send(kafka, record(route, walker.out));
               }
             });
       } else {
@@ -259,7 +263,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
             piece = walker.last;
             pieces.begin(piece.topic, piece.partition, piece.first);
           }
-          pieces.send(new ProducerRecord<>(route.topic, walker.out.key, walker.out.value));
+          pieces.send(record(route, walker.out));
         }
         if (piece != null) {
           end(pieces, piece);
@@ -295,8 +299,21 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
   }
 
   /** A record's size as the Python loop counts it (a tombstone's value: none). */
-  private static int size(byte[] key, byte[] value) {
-    return key.length + (value == null ? 0 : value.length);
+  private static int size(byte[] key, byte[] value, Encoding.Headers headers) {
+    return key.length + (value == null ? 0 : value.length) + Encoding.Headers.bytes(headers);
+  }
+
+  /** The Kafka record of the change in {@code out}, to {@code route}'s topic. */
+  static ProducerRecord<byte[], byte[]> record(Route route, Encoding.Encoded out) {
+    Encoding.Headers headers = out.headers;
+    if (headers == null) {
+      return new ProducerRecord<>(route.topic, out.key, out.value);
+    }
+    List<Header> list = new ArrayList<>(headers.names.size());
+    for (int k = 0; k < headers.names.size(); k++) {
+      list.add(new RecordHeader(headers.names.get(k), headers.values.get(k)));
+    }
+    return new ProducerRecord<>(route.topic, null, out.key, out.value, list);
   }
 
   /**
@@ -322,9 +339,10 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       if (pending != null) { // the next row of a record of several
         if (row < out.rowKeys.size()) {
           out.key = out.rowKeys.get(row);
+          out.headers = row < out.rowHeaders.size() ? out.rowHeaders.get(row) : null;
           out.value = out.rowValues.get(row++);
           last.emitted++;
-          last.bytes += size(out.key, out.value);
+          last.bytes += size(out.key, out.value, out.headers);
           return pending;
         }
         pending = null;
@@ -392,7 +410,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       if (value == null || !s.route.encoding.encode(key, value, out)) {
         return defer(s, offset);
       }
-      int size = size(out.key, out.value);
+      int size = size(out.key, out.value, out.headers);
       if (size > room) {
         return defer(s, offset);
       }
@@ -420,7 +438,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       long[] position = out.position;
       boolean resent = position != null && s.latest != null && compare(position, s.latest) <= 0;
       // a binlog change whose END was not read yet waits for it (the Python loop's rest does)
-      if (!resent && (out.ts == null || size(out.key, out.value) > room)) {
+      if (!resent && (out.ts == null || size(out.key, out.value, out.headers) > room)) {
         return defer(s, offset);
       }
       if (out.tx != null && s.route.counted) {
@@ -438,7 +456,7 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
         return null;
       }
       s.emitted++;
-      s.bytes += size(out.key, out.value);
+      s.bytes += size(out.key, out.value, out.headers);
       return s.route;
     }
 
@@ -457,7 +475,8 @@ public final class Walk implements FlatMapFunction<Iterator<InternalRow>, Intern
       }
       int rows = out.rowKeys.size();
       for (int k = 0; k < rows; k++) {
-        if (size(out.rowKeys.get(k), out.rowValues.get(k)) > room) {
+        Encoding.Headers headers = k < out.rowHeaders.size() ? out.rowHeaders.get(k) : null;
+        if (size(out.rowKeys.get(k), out.rowValues.get(k), headers) > room) {
           return defer(s, offset);
         }
       }
