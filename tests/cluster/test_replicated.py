@@ -49,14 +49,6 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
-    kafka = KafkaCluster(tmp_path_factory.mktemp("cluster"))
-    kafka.start()
-    yield kafka
-    kafka.stop()
-
-
 def replicas(bootstrap: str, topics: list[str]) -> dict[str, list[tuple[int, int]]]:
     """Per topic, each partition's (replicas, in-sync replicas), as Kafka reports them."""
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=30)
@@ -387,14 +379,6 @@ def test_leaders_killed_mid_stream_lose_nothing(
         f"cleared {', '.join(f'{t} {s:.1f} s' for t, s in cleared.items())} after the node "
         f"was in sync; run exits {run.exits}; {report.summary()}"
     )
-
-
-@pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    spark_cluster = SparkCluster(tmp_path_factory.mktemp("spark"), workers=2)
-    spark_cluster.start()
-    yield spark_cluster
-    spark_cluster.stop()
 
 
 def test_a_spark_worker_killed_mid_stream_loses_nothing(

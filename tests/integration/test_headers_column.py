@@ -11,6 +11,7 @@ dead-letter topic; markers on every partition. Sources written compact are the J
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pytest
@@ -37,8 +38,13 @@ def change(
 
 
 @pytest.mark.parametrize("compact", [True, False], ids=["walk", "python_loop"])
-def test_a_json_columns_members_are_each_records_headers(
-    kafka_bootstrap: str, unique_name: Any, spark: Any, monkeypatch: Any, compact: bool
+def test_a_json_columns_members_are_each_records_headers(  # noqa: PLR0917
+    kafka_bootstrap: str,
+    unique_name: Any,
+    spark: Any,
+    monkeypatch: Any,
+    caplog: Any,
+    compact: bool,
 ) -> None:
     source = unique_name("src")
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 2})
@@ -70,9 +76,12 @@ def test_a_json_columns_members_are_each_records_headers(
         sink={"extra_headers": EXTRA},
         on_error="dlq",
     )
+    caplog.set_level(logging.INFO, logger="pipeline.core.batch.writer")
     run_to_end(config, spark)
     first = 4 if compact else 0  # where the Python loop took over partition 0
     assert [(r.partition.partition, r.start) for r in rests] == [(0, first)]
+    left = 7 - first  # partition 0 holds the six rows and a marker
+    assert f"the JVM walk left {left} record(s) to the Python loop, from " in caplog.text
     records = consume_all(kafka_bootstrap, config.output_topic(config.sources[0]))
     fixed = (("zone", b"eu"),)
     by_key = {m.key: m for m in records if m.key is not None and m.key != b"[1]"}

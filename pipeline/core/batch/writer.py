@@ -31,6 +31,7 @@ committed only whole pieces, which the next run starts after (``progress.Claim.o
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING
 
 from pipeline.config import ChangefeedConfig
@@ -44,6 +45,8 @@ from .loop import kafka_records
 from .queries import apply_query
 from .sink import RowSink
 from .walk import Walked, rest_plan, walk_plan, walkable
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, Observation, SparkSession
@@ -133,6 +136,12 @@ class WalkWriter(BatchWriter):
         result, rests = walked.result()
         if not rests:
             return result.counted(walked.transactions)
+        log.info(  # where the walk stopped: a record it could not be sure to write as the loop
+            "batch %d: the JVM walk left %d record(s) to the Python loop, from %s",
+            batch_id,
+            sum(rest.stop - rest.start for rest in rests),
+            ", ".join(f"{rest.partition} offset {rest.start}" for rest in rests),
+        )
         more = Observation(f"batch-{batch_id}-rest")
         transactions = self._rest(batch.sparkSession, rests, plan, more)
         return BatchResult.of([*result.partitions, *read_result(more).partitions]).counted(

@@ -1,0 +1,110 @@
+"""``key_column`` and ``headers_json_column_name`` through the JVM walk on a Spark cluster.
+
+``make cluster-test`` runs it. A source written compact (so every change is the walk's), read
+by ``highwater run`` on the standalone master with an executor on each worker, exactly once:
+read back by a read_committed confluent-kafka consumer, every change once, keyed by its
+``customer``, its ``meta`` object's members its headers (then the fixed ``extra_headers``) and
+gone from its value; markers on every partition; the runs' log shows no record left to the
+Python loop, no aborted transaction and no lost task.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from pipeline.dev.cluster import KafkaCluster
+from pipeline.dev.spark_cluster import SparkCluster
+from sinks.admin import ensure_topics
+from tests.cluster.test_replicated import pytestmark  # noqa: F401 - make cluster-test's
+from tests.integration.test_exactly_once import produce
+from tests.support.kafka import consume_all
+from tests.support.process import run as run_to_exit
+from tests.support.process import write_config
+
+T0 = 1_700_000_000_000_000_000
+PARTITIONS = 6
+ORDERS = 3_000
+
+
+def changes() -> list[tuple[int, bytes, bytes, dict[str, object]]]:
+    """(partition, key, value, image) of each change: an order, then every tenth deleted."""
+    out = []
+    for n in range(ORDERS):
+        order = n if n % 10 else n - 1  # every tenth change deletes the order before it
+        image = {"order_id": order, "customer": order % 40, "meta": {"trace": f"t{order}"}}
+        delete = n % 10 == 0 and n > 0
+        value = {"after": None if delete else image, "before": image if delete else None}
+        value["updated"] = f"{T0 + n + 1}.0000000000"
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+        out.append((order % PARTITIONS, json.dumps([order]).encode(), text, image))
+    return out
+
+
+def test_key_column_and_headers_through_the_walk_on_the_cluster_exactly_once(
+    cluster: KafkaCluster, workers: SparkCluster, tmp_path: Path
+) -> None:
+    workers.start()
+    bootstrap = cluster.start().bootstrap_servers
+    source = "cols.src"
+    ensure_topics({"bootstrap.servers": bootstrap}, {source: PARTITIONS})
+    written = changes()
+    marker = json.dumps({"resolved": f"{T0 + ORDERS + 1}.0000000000"}).encode()
+    produce(
+        bootstrap,
+        source,
+        [(p, key, value) for p, key, value, _ in written]
+        + [(p, None, marker) for p in range(PARTITIONS)],
+    )
+    raw = {
+        "changefeed_id": "cols",
+        "kafka": {"bootstrap_servers": bootstrap},
+        "sources": [{"topic": source, "table": "orders"}],
+        "cursor": "0.0000000000",
+        "sink": {"topic_prefix": "cols.", "extra_headers": {"zone": "eu"}},
+        "encoder": {
+            "updated": True,
+            "diff": True,
+            "key_column": "customer",
+            "unordered": True,
+            "headers_json_column_name": "meta",
+        },
+        "spark": {
+            "master": workers.master_url,
+            "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
+            "trigger": {"available_now": True},
+            "max_offsets_per_trigger": 600,
+        },
+    }
+
+    def apps(worker: int) -> set[Path]:
+        return set((workers.directory / f"spark-worker-{worker}" / "work").glob("app-*"))
+
+    before = {i: apps(i) for i in (1, 2)}
+    log = tmp_path / "run.log"
+    assert run_to_exit(write_config(tmp_path / "cf.yaml", raw), log, timeout=600) == 0
+    assert [i for i in (1, 2) if apps(i) - before[i]] == [1, 2], "an executor on each worker"
+
+    records = consume_all(bootstrap, "cols.orders")  # read_committed
+    rows = [m for m in records if m.key is not None]
+    assert {m.partition for m in records if m.key is None} >= {0, 1, 2}, "markers everywhere"
+    assert len(rows) == ORDERS, "every change once"
+    expected = {(value, image["customer"]) for _, _, value, image in written}
+    seen = set()
+    for m in rows:
+        value = json.loads(m.value or b"")
+        image = value["after"] or value["before"]
+        assert "meta" not in image
+        assert m.headers == (("trace", f"t{image['order_id']}".encode()), ("zone", b"eu"))
+        assert json.loads(m.key or b"") == [image["customer"]]
+        seen.add((value["updated"], image["order_id"], value["after"] is None))
+    assert len(seen) == ORDERS
+    assert len(expected) == ORDERS
+
+    text = log.read_text(errors="replace")
+    assert "the JVM walk left" not in text  # every change the walk's (WalkWriter's log line)
+    assert text.count("Lost task") == 0
+    batches = re.findall(r"batch \d+: .* (\d+) transactions committed, (\d+) aborted", text)
+    assert len(batches) >= 5, text[-2000:]
+    assert sum(int(aborted) for _, aborted in batches) == 0
