@@ -16,7 +16,6 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -41,14 +40,6 @@ pytestmark = [
         not os.environ.get("HIGHWATER_CLUSTER_TESTS"), reason="make cluster-test runs it"
     ),
 ]
-
-
-@pytest.fixture(scope="module")
-def workers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SparkCluster]:
-    spark_cluster = SparkCluster(tmp_path_factory.mktemp("spark"), workers=2)
-    spark_cluster.start()
-    yield spark_cluster
-    spark_cluster.stop()
 
 
 def test_the_spark_engine_applies_on_two_workers_exactly_once_across_a_driver_kill(
