@@ -136,11 +136,13 @@ class WalkWriter(BatchWriter):
         result, rests = walked.result()
         if not rests:
             return result.counted(walked.transactions)
+        places = [f"{rest.partition} offset {rest.start}" for rest in rests]
         log.info(  # where the walk stopped: a record it could not be sure to write as the loop
-            "batch %d: the JVM walk left %d record(s) to the Python loop, from %s",
+            "batch %d: the JVM walk left %d record(s) to the Python loop, from %s%s",
             batch_id,
             sum(rest.stop - rest.start for rest in rests),
-            ", ".join(f"{rest.partition} offset {rest.start}" for rest in rests),
+            ", ".join(places[:5]),
+            f" and {len(places) - 5} more partition(s)" if len(places) > 5 else "",
         )
         more = Observation(f"batch-{batch_id}-rest")
         transactions = self._rest(batch.sparkSession, rests, plan, more)
