@@ -161,3 +161,36 @@ def test_key_column_routes_say_so_in_the_walks_plan() -> None:
     for fmt in ("debezium", "canal-json"):  # their readers' envelopes, keyed the same way
         walked = json.loads(walk_plan(replace(the_plan, formats={SRC: fmt})) or "")
         assert walked["routes"][SRC]["encoding"]["key_column"] == "c"
+
+
+def test_debezium_changes_are_keyed_by_the_column_of_the_readers_envelope(spark) -> None:
+    """Debezium's reader writes the envelope; the key comes from its column as for a native one.
+
+    PostgreSQL's events (created, updated, deleted with the old version), keyed by ``s``;
+    the one whose ``s`` is no plain key value, and the rest after it, is the loop's.
+    """
+    from tests.spark import test_walk_debezium_on_spark as dbz  # noqa: PLC0415 - its events
+
+    def changed(op: str, s: str, lsn: int) -> dict[str, Any]:
+        row = {**dbz.PLAIN["after"], "s": s}
+        after, before = (None, row) if op == "d" else (row, None)
+        return {**dbz.PLAIN, "op": op, "after": after or {}, "before": before, "lsn": lsn}
+
+    values = ['"east"', '"west"', '"é"', '"east"', '"a\\"b"', '"north"']
+    events = [changed("d" if n == 3 else "c", s, n + 1) for n, s in enumerate(values)]
+    records = dbz.source_records([events])
+    batch = spark.createDataFrame(records, SCHEMA).coalesce(1)
+    the_plan = replace(
+        dbz.plan(None, 0, diff=True, position=None),
+        encoders={
+            dbz.SRC: JsonEncoder(
+                EncoderConfig(updated=True, diff=True, key_column="s", unordered=True)
+            )
+        },
+    )
+    rows, run = Walked.rows(batch, walk_plan(the_plan) or "", 0)
+    walked = rows.collect()
+    assert [(r.start, r.stop) for r in run.result()[1]] == [(4, 6)]  # from the escaped one
+    assert [bytes(r["key"]) for r in walked] == [f"[{s}]".encode() for s in values[:4]]
+    loop, _ = same_as_the_python_loop(batch, the_plan, lambda key: 0)
+    assert [bytes(r["key"]) for r in loop[4:]] == [b'["a\\"b"]', b'["north"]']
