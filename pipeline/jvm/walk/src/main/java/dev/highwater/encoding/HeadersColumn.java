@@ -63,16 +63,21 @@ final class HeadersColumn implements Encoding {
     }
     int[] after = Json.member(envelope, 0, AFTER, 1);
     int[] before = Json.member(envelope, 0, BEFORE, 1);
-    int[] image = after == null || envelope[after[0]] == 'n' ? before : after;
-    int[] found = object(envelope, image) ? Json.member(envelope, image[0], column, 2) : null;
+    int[] newer = column(envelope, after); // the column's member in each version, or null
+    int[] older = column(envelope, before);
+    int[] found = after == null || envelope[after[0]] == 'n' ? older : newer;
     if (found != null && envelope[found[0]] != 'n') {
       if (envelope[found[0]] != '{') {
         return null; // its JSON text in a string, or no object at all: the Python loop's
       }
       out.headers = headers(envelope, found[0]);
     }
-    int[] newer = object(envelope, after) ? after : null;
-    return without(envelope, newer, object(envelope, before) ? before : null);
+    return without(envelope, newer, older);
+  }
+
+  /** Where the column's value is in the version at {@code image} (an object), or null. */
+  private int[] column(byte[] b, int[] image) {
+    return object(b, image) ? Json.member(b, image[0], column, 2) : null;
   }
 
   private static boolean object(byte[] b, int[] value) {
@@ -98,30 +103,26 @@ final class HeadersColumn implements Encoding {
     return headers.names.isEmpty() ? null : headers;
   }
 
-  /** {@code b} without the column's member in the images at {@code after} and {@code before}. */
-  private byte[] without(byte[] b, int[] after, int[] before) {
-    int[][] cuts = {cut(b, after), cut(b, before)};
+  /** {@code b} without the column's members whose values are at {@code newer} and {@code older}. */
+  private byte[] without(byte[] b, int[] newer, int[] older) {
+    if (newer == null && older == null) {
+      return b;
+    }
     Buffer o = new Buffer();
     int from = 0;
-    for (int[] cut : cuts) {
-      if (cut != null) {
+    for (int[] found : new int[][] {newer, older}) {
+      if (found != null) {
+        int[] cut = cut(b, found);
         o.put(b, from, cut[0]);
         from = cut[1];
       }
-    }
-    if (from == 0) {
-      return b;
     }
     o.put(b, from, b.length);
     return o.copy(0);
   }
 
-  /** The bytes the column's member and one comma beside it take in the image, or null. */
-  private int[] cut(byte[] b, int[] image) {
-    int[] found = image == null ? null : Json.member(b, image[0], column, 2);
-    if (found == null) {
-      return null;
-    }
+  /** The bytes the column's member (its value at {@code found}) and one comma beside it take. */
+  private int[] cut(byte[] b, int[] found) {
     int name = found[0] - 1 - (column.length + 2); // compact: "name":value
     if (b[name - 1] == ',') {
       return new int[] {name - 1, found[1]};
