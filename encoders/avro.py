@@ -153,12 +153,18 @@ def _walk_field(field: Mapping[str, Any]) -> list[Any] | None:
 def _walk(
     schemas: OutputSchemas, row: Mapping[str, Any], framing: Framing, options: EnvelopeOptions
 ) -> dict[str, Any] | None:
-    """What the JVM walk needs to write these schemas (``row``: the row record), or None."""
+    """What the JVM walk needs to write these schemas (``row``: the row record), or None.
+
+    ``key`` is the primary key's fields (the source's key, the value's ``key``); under
+    ``key_column`` the key record is that column's (``key_column``: its place in the row
+    record and its field); under ``headers_json_column_name`` the column the headers come from
+    (``headers_column``, not in the row record).
+    """
     columns = [_walk_field(f) for f in row["fields"]]
-    key = [_walk_field(f) for f in schemas.key["fields"]]
+    key = [_walk_field(f) for f in (schemas.primary or schemas.key)["fields"]]
     if None in columns or None in key or options.envelope not in {"wrapped", "key_only"}:
         return None
-    return {
+    walk: dict[str, Any] = {
         "kind": "avro",
         "columns": columns,
         "key": key,
@@ -170,6 +176,15 @@ def _walk(
         "updated": options.updated,
         "mvcc_timestamp": options.mvcc_timestamp,
     }
+    if options.key_column is not None:
+        field = _walk_field(schemas.key["fields"][0])
+        if field is None:
+            return None
+        names = [f["name"] for f in row["fields"]]
+        walk["key_column"] = {"column": names.index(options.key_column), "field": field}
+    if options.headers_json_column_name is not None:
+        walk["headers_column"] = options.headers_json_column_name
+    return walk
 
 
 class AvroEncoder:
@@ -187,17 +202,14 @@ class AvroEncoder:
         self._topic, self._updated = options.topic_in_value, options.updated
         self._mvcc = options.mvcc_timestamp
         self._key_column = options.key_column  # the records' key: this column's value
-        self._key_names = list(schemas.primary_key) or [f["name"] for f in schemas.key["fields"]]
+        self._key_names = [f["name"] for f in (schemas.primary or schemas.key)["fields"]]
         self.key_columns = tuple(self._key_names)  # the primary key's, in key order
         after = schemas.value["fields"][0]["type"][1]
         self.row_schema: Mapping[str, Any] = after  # the row record: each column optional
         self._columns = frozenset(f["name"] for f in after["fields"])  # each optional
         self._convert = _converters(after)
         self._row_name, self._key_name = after["name"], schemas.key["name"]
-        own = self._key_column is not None or options.headers_json_column_name is not None
-        self.walk: Mapping[str, Any] | None = (
-            None if own else _walk(schemas, after, framing, options)  # own: the loop's alone
-        )
+        self.walk: Mapping[str, Any] | None = _walk(schemas, after, framing, options)
         self.scan_walk: Mapping[str, Any] | None = None
         self._writers: tuple[Write, Write, Write] | None = None
         # With fastavro, tuple notation names a union's branch: without it, fastavro validates

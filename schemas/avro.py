@@ -127,8 +127,9 @@ class OutputSchemas:
     key: Schema
     value: Schema
     resolved: Schema
-    # the table's primary key, where the records are keyed by another column (``key_column``)
-    primary_key: tuple[str, ...] = ()
+    # the primary key's record, where the records are keyed by another column (``key_column``):
+    # the value's ``key`` (``key_in_value``) is still this one
+    primary: Schema | None = None
 
     @classmethod
     def of(cls, table: TableSchema, options: Any) -> OutputSchemas:
@@ -146,5 +147,5 @@ class OutputSchemas:
             in_namespace(key_schema(table, key_column), namespace),
             in_namespace(envelope_schema(table, options), namespace),
             in_namespace(resolved_schema(table), namespace),
-            () if key_column is None else tuple(table.primary_key),
+            None if key_column is None else in_namespace(key_schema(table), namespace),
         )

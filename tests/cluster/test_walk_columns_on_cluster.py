@@ -5,7 +5,8 @@ by ``highwater run`` on the standalone master with an executor on each worker, e
 read back by a read_committed confluent-kafka consumer, every change once, keyed by its
 ``customer``, its ``meta`` object's members its headers (then the fixed ``extra_headers``) and
 gone from its value; markers on every partition; the runs' log shows no record left to the
-Python loop, no aborted transaction and no lost task.
+Python loop, no aborted transaction and no lost task. In JSON, and in Avro through the
+registry (read back by confluent-kafka's ``AvroDeserializer``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,12 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka.schema_registry import SchemaRegistryClient
+from confluent_kafka.schema_registry.avro import AvroDeserializer
+from confluent_kafka.serialization import MessageField, SerializationContext
 
 from pipeline.dev.cluster import KafkaCluster
 from pipeline.dev.spark_cluster import SparkCluster
@@ -26,6 +33,15 @@ from tests.support.process import write_config
 T0 = 1_700_000_000_000_000_000
 PARTITIONS = 6
 ORDERS = 3_000
+SCHEMA = {  # Avro out: the declared table (meta's type is moot: it leaves the row record)
+    "type": "record",
+    "name": "orders",
+    "fields": [
+        {"name": "order_id", "type": "long"},
+        {"name": "customer", "type": ["null", "long"], "default": None},
+        {"name": "meta", "type": ["null", "string"], "default": None},
+    ],
+}
 
 
 def changes() -> list[tuple[int, bytes, bytes, dict[str, object]]]:
@@ -42,12 +58,17 @@ def changes() -> list[tuple[int, bytes, bytes, dict[str, object]]]:
     return out
 
 
+@pytest.mark.parametrize("output", ["json", "avro"])
 def test_key_column_and_headers_through_the_walk_on_the_cluster_exactly_once(
-    cluster: KafkaCluster, workers: SparkCluster, tmp_path: Path
+    cluster: KafkaCluster,
+    workers: SparkCluster,
+    tmp_path: Path,
+    schema_registry_url: str,
+    output: str,
 ) -> None:
     workers.start()
     bootstrap = cluster.start().bootstrap_servers
-    source = "cols.src"
+    source = f"cols.{output}.src"
     ensure_topics({"bootstrap.servers": bootstrap}, {source: PARTITIONS})
     written = changes()
     marker = json.dumps({"resolved": f"{T0 + ORDERS + 1}.0000000000"}).encode()
@@ -57,18 +78,24 @@ def test_key_column_and_headers_through_the_walk_on_the_cluster_exactly_once(
         [(p, key, value) for p, key, value, _ in written]
         + [(p, None, marker) for p in range(PARTITIONS)],
     )
+    table: dict[str, Any] = {"topic": source, "table": "orders"}
+    encoding: dict[str, Any] = {}
+    if output == "avro":
+        table |= {"table_schema": SCHEMA, "primary_key": ["order_id"]}
+        encoding = {"format": "avro", "schema_registry": {"url": schema_registry_url}}
     raw = {
-        "changefeed_id": "cols",
+        "changefeed_id": f"cols-{output}",
         "kafka": {"bootstrap_servers": bootstrap},
-        "sources": [{"topic": source, "table": "orders"}],
+        "sources": [table],
         "cursor": "0.0000000000",
-        "sink": {"topic_prefix": "cols.", "extra_headers": {"zone": "eu"}},
+        "sink": {"topic_prefix": f"cols-{output}.", "extra_headers": {"zone": "eu"}},
         "encoder": {
             "updated": True,
             "diff": True,
             "key_column": "customer",
             "unordered": True,
             "headers_json_column_name": "meta",
+            **encoding,
         },
         "spark": {
             "master": workers.master_url,
@@ -86,18 +113,20 @@ def test_key_column_and_headers_through_the_walk_on_the_cluster_exactly_once(
     assert run_to_exit(write_config(tmp_path / "cf.yaml", raw), log, timeout=600) == 0
     assert [i for i in (1, 2) if apps(i) - before[i]] == [1, 2], "an executor on each worker"
 
-    records = consume_all(bootstrap, "cols.orders")  # read_committed
+    topic = f"cols-{output}.orders"
+    records = consume_all(bootstrap, topic)  # read_committed
     rows = [m for m in records if m.key is not None]
     assert {m.partition for m in records if m.key is None} >= {0, 1, 2}, "markers everywhere"
     assert len(rows) == ORDERS, "every change once"
     expected = {(value, image["customer"]) for _, _, value, image in written}
+    read = reader(topic, schema_registry_url if output == "avro" else None)
     seen = set()
     for m in rows:
-        value = json.loads(m.value or b"")
+        key, value = read(m.key, MessageField.KEY), read(m.value, MessageField.VALUE)
         image = value["after"] or value["before"]
         assert "meta" not in image
         assert m.headers == (("trace", f"t{image['order_id']}".encode()), ("zone", b"eu"))
-        assert json.loads(m.key or b"") == [image["customer"]]
+        assert key == ([image["customer"]] if output == "json" else {"customer": image["customer"]})
         seen.add((value["updated"], image["order_id"], value["after"] is None))
     assert len(seen) == ORDERS
     assert len(expected) == ORDERS
@@ -108,3 +137,11 @@ def test_key_column_and_headers_through_the_walk_on_the_cluster_exactly_once(
     batches = re.findall(r"batch \d+: .* (\d+) transactions committed, (\d+) aborted", text)
     assert len(batches) >= 5, text[-2000:]
     assert sum(int(aborted) for _, aborted in batches) == 0
+
+
+def reader(topic: str, registry: str | None) -> Any:
+    """How a user reads a record's key or value: JSON, or Avro through the registry."""
+    if registry is None:
+        return lambda data, _field: json.loads(data or b"")
+    deserializer = AvroDeserializer(SchemaRegistryClient({"url": registry}))
+    return lambda data, field: deserializer(data, SerializationContext(topic, field))

@@ -10,6 +10,7 @@ loop alone writes, per source partition in order, with the same summaries.
 """
 
 import io
+import itertools
 import json
 import math
 import struct
@@ -27,6 +28,7 @@ from pipeline.config import EncoderConfig
 from pipeline.core.batch.contract import BatchPlan
 from pipeline.core.batch.walk import Walked, walk_plan
 from pipeline.core.sources.wire import without_logical_types
+from schemas.avro import OutputSchemas
 from schemas.hlc import Hlc
 from tests.support.debezium_avro import avro_column, avro_envelope
 from tests.support.tables import primitive_table
@@ -35,12 +37,15 @@ from tests.support.walk import (
     avro_encoder,
     avro_key_partition,
     frame,
+    keyed,
+    python_loop,
     same_as_the_python_loop,
 )
 
 SRC = "pg.public.avro_orders"
 WALL_US = 1_700_000_000_000_000
 LSN = 24_000_000
+PER = 1000  # an image's id: partition * PER + offset
 
 
 def optional(name: str, kind: Any, semantic: str | None = None, **extra: Any) -> Any:
@@ -168,7 +173,8 @@ def event(c: dict[str, Any], p: int, offset: int, ids: dict[str, int]) -> bytes:
     def image(values: dict[str, Any] | None) -> dict[str, Any] | None:
         if values is None:
             return None
-        return {"id": offset, **{n: values[n] for n in names if n != "id"}}
+        # the id names the partition too: keyed by it (key_column), the output groups by it
+        return {"id": p * PER + offset, **{n: values[n] for n in names if n != "id"}}
 
     lsn = LSN + c["lsn"]
     datum = {
@@ -369,3 +375,75 @@ def test_clean_events_are_all_the_walks_in_avro(
             _, rests = walked.result()
             assert rests == []
             same_as_the_python_loop(batch, the_plan, avro_partition)
+
+
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    partitions=st.lists(partition_records, min_size=1, max_size=3),
+    floor=st.integers(0, 10),
+    dlq=st.sampled_from(["dlq", None]),
+    options=st.sampled_from(AVRO_OPTIONS[:2]),  # (key_only refuses key_column)
+    confluent=st.booleans(),
+)
+def test_the_walk_keys_debezium_avro_events_by_a_column_in_avro(  # noqa: PLR0917
+    spark: Any,
+    schema_registry_url: str,
+    schema_ids: dict[str, int],
+    dlq: str | None,
+    partitions: list[list[Any]],
+    floor: int,
+    options: EncoderConfig,
+    confluent: bool,
+) -> None:
+    """key_column ``id`` (an image's, not the key's), as the Python loop keys the events.
+
+    Each event's rows written straight (``AvroRow``) keyed by it, a delete by its old version
+    (read even without diff), a delete without one the loop's; the envelope's way (a JSON
+    key) keyed as the loop keys it.
+    """
+    options = keyed(options, "id")
+    the_plan = avro_plan(schema_registry_url, dlq, floor, options, confluent)
+    assert walk_plan(the_plan) is not None
+    records = source_records(partitions, schema_ids)
+    by_id = avro_key_partition(TABLE, "id", PER, options)
+    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, by_id)
+
+
+def test_debezium_avro_deletes_are_keyed_by_their_old_version_in_the_walk(
+    spark: Any, schema_registry_url: str, schema_ids: dict[str, int]
+) -> None:
+    """Creates and deletes, with and without diff: the walk keys each itself, no rest.
+
+    By the id, by a long after doubles, a float and a boolean, by a string after strings: the
+    column found in the written row record past every kind of column before it.
+    """
+    items = []
+    for n, op in enumerate(["c", "u", "d", "c", "d"]):
+        after = {c["name"]: None for c in COLUMNS if c["name"] != "id"}
+        after |= {"note": f"n{n} é", "big": 7 * n, "d": 0.5, "f": 0.25, "flag": True}
+        after |= {"day": 19675, "at": 5, "clock": 7, "zoned": "2024-01-01T00:00:00Z"}
+        items.append({"op": op, "after": after, "before": after, "schema": "v1", "key": "avro"})
+        items[-1] |= {"n": 10 + n, "lsn": 10 + n, "tx": None}
+    batch = frame(spark, source_records([items], schema_ids), 1)
+    expected = {
+        "id": range(5),
+        "big": [7 * n for n in range(5)],
+        "note": [f"n{n} é" for n in range(5)],
+    }
+    for (column, values), base in itertools.product(expected.items(), AVRO_OPTIONS[:2]):
+        options = keyed(base, column)  # with before (diff) and without
+        the_plan = avro_plan(schema_registry_url, None, 0, options, True)
+        records, walked = Walked.rows(batch, walk_plan(the_plan) or "", 0)
+        rows = records.collect()
+        assert walked.result()[1] == [], column  # no rest
+        key = fastavro.parse_schema(OutputSchemas.of(TABLE, options).key)
+        keys = [
+            fastavro.schemaless_reader(io.BytesIO(bytes(r["key"])[5:]), key, None) for r in rows
+        ]
+        assert keys == [{column: v} for v in values]
+        expected_rows, _ = python_loop(batch, the_plan)
+        assert [(r["key"], r["value"]) for r in rows] == [
+            (r["key"], r["value"]) for r in expected_rows
+        ]

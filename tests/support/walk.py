@@ -47,9 +47,19 @@ def avro_encoder(table: TableSchema, options: EncoderConfig, *, confluent: bool)
     return AvroEncoder(schemas, framing, options, table.name)
 
 
-def avro_key_partition(table: TableSchema, field: str, per: int = 1) -> Callable[[bytes], int]:
+def keyed(options: EncoderConfig, column: str, headers: str | None = None) -> EncoderConfig:
+    """``options`` with the records keyed by ``column`` (and their headers from ``headers``)."""
+    given = options.model_dump(exclude_unset=True)
+    return EncoderConfig(
+        **given, key_column=column, unordered=True, headers_json_column_name=headers
+    )
+
+
+def avro_key_partition(
+    table: TableSchema, field: str, per: int = 1, options: EncoderConfig = AVRO_OPTIONS[1]
+) -> Callable[[bytes], int]:
     """The source partition an Avro key of ``table`` names (its ``field`` // ``per``)."""
-    key = parse_schema(OutputSchemas.of(table, AVRO_OPTIONS[1]).key)
+    key = parse_schema(OutputSchemas.of(table, options).key)
 
     def partition(data: bytes) -> int:
         header = 5 if data[0] == 0 else 10  # Confluent's framing, or a single object's

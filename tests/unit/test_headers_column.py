@@ -3,8 +3,8 @@
 The column's object (or its text) comes from the new version, a delete's old one; strings
 are their UTF-8, other values their JSON text (numbers as the source wrote them), nulls left
 out; the column leaves the value (and the Avro row record); what is no JSON object is a bad
-record. The loop puts the headers on the record, before a claim check's; the JVM walks leave
-such outputs to the Python loop.
+record. The loop puts the headers on the record, before a claim check's; the JVM walk takes
+them from a compact object (JSON output: ``HeadersColumn.java``; Avro: ``Avro.java``).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from encoders.avro import AvroEncoder, Framing
 from encoders.base import ChangeRow
 from encoders.headers import split_headers
 from encoders.json import JsonEncoder
@@ -96,6 +97,10 @@ def test_avro_leaves_the_column_out_of_the_row_record_and_the_config_checks_it()
     schemas = OutputSchemas.of(ORDERS, options)
     row = schemas.value["fields"][0]["type"][1]
     assert "note" not in [f["name"] for f in row["fields"]]
+    # the walk takes the column out of the versions itself (Avro.java), not in its columns
+    walk = AvroEncoder(schemas, Framing.confluent(1, 2, 3), options, "orders").walk or {}
+    assert walk["headers_column"] == "note"
+    assert "note" not in [f[0] for f in walk["columns"]]
     assert "note" in [
         f["name"]
         for f in OutputSchemas.of(ORDERS, EncoderConfig(format="avro")).value["fields"][0]["type"][

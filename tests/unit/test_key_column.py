@@ -3,8 +3,9 @@
 The key is that column's value (JSON: a one-element array; Avro: a record of that column),
 from the row's new version or a delete's old one; a delete that carries neither is a bad
 record, never keyed by a guess. ``key_in_value`` keeps the primary key, so a consumer still
-knows the row. The JVM walk leaves such outputs to the Python loop. Appliers, which upsert by
-the records' keys, refuse such an output.
+knows the row. The JVM walk keys them too (JSON: ``KeyColumn.java``; Avro: ``Avro.java``, by
+the walk spec's ``key_column``); appliers, which upsert by the records' keys, refuse such an
+output.
 """
 
 from __future__ import annotations
@@ -73,7 +74,12 @@ def test_avro_keys_by_a_record_of_the_column_and_keeps_the_primary_key_in_the_va
     value = decode(encoder.value(update, CTX) or b"", 5, schemas.value)
     assert value["key"] == {"region": "eu", "order_id": 7}
     assert encoder.key_columns == ("region", "order_id")  # the primary key, for schema changes
-    assert encoder.walk is None
+    # the walk reads the primary key from the source's key (the value's key), and keys the
+    # record by the row record's column at that place, written as the key record's field
+    walk = encoder.walk or {}
+    assert [f[0] for f in walk["key"]] == ["region", "order_id"]
+    place = [f[0] for f in walk["columns"]].index("status")
+    assert walk["key_column"] == {"column": place, "field": ["status", "string", True]}
     with pytest.raises(SchemaError, match="not a column"):
         OutputSchemas.of(ORDERS, EncoderConfig(format="avro", key_column="x", unordered=True))
 

@@ -33,7 +33,9 @@ back or through the Kafka writer's rows: each costs more than the speed target l
   column in its envelope's new version (a delete: its old one), where that value is one a
   compact key holds as it came (``KeyColumn.java``); ``headers_json_column_name``: the
   column's object the record's headers and out of both versions, where the envelope is
-  already what the Python loop writes again (``HeadersColumn.java``, ``Compact.java``).
+  already what the Python loop writes again (``HeadersColumn.java``, ``Compact.java``);
+  on an ``avro`` route both read by ``Avro.java`` itself: the key record the column's value,
+  the headers from the column's compact object, which is not in the row record;
 
 One code path still decides everything else. The walk takes a partition's records in offset
 order, as the loop does (markers raise the floor; changes at or below it are dropped), until

@@ -17,6 +17,14 @@ import java.nio.charset.StandardCharsets;
  * and writes it ({@link AvroField}). Anything it is not sure of is not taken and the Python
  * loop decides: a duplicate member, a name with escapes, a value its field does not read, a
  * time not written as the changefeed writes times.
+ *
+ * <p>Under {@code key_column} the key record is one column's value, from the change's new
+ * version or, a delete, its old one ({@code encoders.base.key_column_value}): a change whose
+ * version lacks the column, or holds null where the key's field is not nullable, is the Python
+ * loop's (it names the bad record). Under {@code headers_json_column_name} the column (not in
+ * the row record) is taken out of both versions and its object, in the new version (a delete:
+ * the old one), becomes the record's headers ({@link HeadersColumn#headers}): taken when that
+ * object is compact ({@link Compact}: its members' text is then the loop's), null or absent.
  */
 final class Avro implements Encoding {
   private static final long serialVersionUID = 1L;
@@ -31,7 +39,10 @@ final class Avro implements Encoding {
   private static final byte[] NULL_TEXT = ascii("null");
 
   private final AvroField[] columns; // the row record's
-  private final AvroField[] key; // the key record's, in primary-key order
+  private final AvroField[] key; // the primary key's, in order: the source's key, the value's
+  private final int keyColumn; // key_column's place in the row record, or -1: the primary key's
+  private final AvroField keyField; // and its field in the key record
+  private final byte[] headersColumn; // headers_json_column_name, or null
   private final byte[] keyHeader;
   private final byte[] valueHeader; // null: key_only, the value is a tombstone
   private final boolean diff;
@@ -45,6 +56,11 @@ final class Avro implements Encoding {
   Avro(JsonNode spec, String outputTopic) {
     columns = fields(spec.get("columns"));
     key = fields(spec.get("key"));
+    JsonNode keyed = spec.get("key_column");
+    keyColumn = keyed == null ? -1 : keyed.get("column").asInt();
+    keyField = keyed == null ? null : new AvroField(keyed.get("field"));
+    JsonNode headers = spec.get("headers_column");
+    headersColumn = headers == null ? null : headers.asText().getBytes(StandardCharsets.UTF_8);
     keyHeader = hex(spec.get("key_header").asText());
     valueHeader = spec.get("value_header").isNull() ? null : hex(spec.get("value_header").asText());
     diff = spec.get("diff").asBoolean();
@@ -59,8 +75,9 @@ final class Avro implements Encoding {
   public boolean encode(byte[] k, byte[] b, Encoded out) {
     int nk = key.length;
     int nc = columns.length;
-    int time = nk + 2 * nc; // the last slot: the time's text, as the changefeed writes times
-    out.slots(time + 1);
+    int time = nk + 2 * nc; // the time's text, as the changefeed writes times
+    out.slots(time + 3); // then the headers column's value in after, in before
+    out.headers = null;
     if (!key(k, out)) {
       return false;
     }
@@ -107,7 +124,7 @@ final class Avro implements Encoding {
           return false;
         }
         before = b[start] == '{' ? start : NULL;
-        end = side(b, start, nk + nc, diff, out);
+        end = side(b, start, nk + nc, diff || keyColumn >= 0 || headersColumn != null, out);
       } else {
         end = Json.value(b, start, 1);
       }
@@ -129,7 +146,23 @@ final class Avro implements Encoding {
     if (ts == null || Json.ws(b, i + 1) != b.length) {
       return false;
     }
-    write(k, b, after >= 0, before >= 0, ts, out);
+    int image = after >= 0 ? nk : before >= 0 ? nk + nc : -1; // the version keying the record
+    if (headersColumn != null && !headers(b, image < 0 ? -1 : time + (image == nk ? 1 : 2), out)) {
+      return false;
+    }
+    return write(k, b, after >= 0, before >= 0, image, ts, out);
+  }
+
+  /** The record's headers from the column's value in slot {@code slot} (-1: no version). */
+  private static boolean headers(byte[] b, int slot, Encoded out) {
+    int from = slot < 0 ? ABSENT : out.from[slot];
+    if (from == ABSENT || b[from] == 'n') {
+      return true; // no column, or null: no headers
+    }
+    if (b[from] != '{' || Compact.value(b, from, 2) != out.to[slot]) {
+      return false; // its text in a string, another value, or spaced or escaped: the loop's
+    }
+    out.headers = HeadersColumn.headers(b, from);
     return true;
   }
 
@@ -184,7 +217,15 @@ final class Avro implements Encoding {
       int value = Json.ws(b, i + 1);
       int c = column(b, name, nameEnd, position < order.length ? order[position] : 0);
       int end;
-      if (c < 0) {
+      if (c < 0 && headersColumn != null && Json.named(b, name, nameEnd, headersColumn)) {
+        int slot = key.length + 2 * columns.length + (base == key.length ? 1 : 2);
+        if (out.from[slot] != ABSENT) {
+          return -1; // named twice
+        }
+        end = Json.value(b, value, 2);
+        out.from[slot] = value;
+        out.to[slot] = end;
+      } else if (c < 0) {
         return -1; // a column the schema lacks: a schema change, the Python loop stops there
       } else if (out.from[base + c] != ABSENT) {
         return -1; // a duplicate member
@@ -238,11 +279,27 @@ final class Avro implements Encoding {
     return -1;
   }
 
-  /** The key and value records, from the slots the reading filled. */
-  private void write(byte[] k, byte[] b, boolean after, boolean before, long[] ts, Encoded out) {
-    Encoding.Buffer buf = keyRecord(k, ts, out);
+  /**
+   * The key and value records, from the slots the reading filled ({@code image}: the first slot
+   * of the version that keys the record, -1: neither). False: not taken.
+   */
+  private boolean write(
+      byte[] k, byte[] b, boolean after, boolean before, int image, long[] ts, Encoded out) {
+    Encoding.Buffer buf = out.buffer;
+    buf.reset();
+    buf.put(keyHeader, 0, keyHeader.length);
+    if (keyColumn < 0) {
+      primary(buf, k, out);
+    } else {
+      int slot = image + keyColumn;
+      if (image < 0 || out.from[slot] == ABSENT || (out.from[slot] == NULL && !keyField.nullable)) {
+        return false; // no value of the column to key it by: the Python loop names the record
+      }
+      keyField.write(buf, b, slot, out);
+    }
+    keyed(buf, ts, out);
     if (valueHeader == null) {
-      return;
+      return true;
     }
     int start = buf.size;
     buf.put(valueHeader, 0, valueHeader.length);
@@ -251,7 +308,8 @@ final class Avro implements Encoding {
       row(buf, b, before, key.length + columns.length, out);
     }
     int time = key.length + 2 * columns.length; // its text's slot
-    rest(buf, start, b, out.from[time], out.to[time], out);
+    rest(buf, start, k, b, out.from[time], out.to[time], out);
+    return true;
   }
 
   /** This route's row record, whose rows {@link AvroRow} writes. */
@@ -259,17 +317,32 @@ final class Avro implements Encoding {
     return columns;
   }
 
+  /** {@code key_column}'s place in the row record, or -1 (keyed by the primary key). */
+  int keyColumn() {
+    return keyColumn;
+  }
+
   /**
    * The key and value records of a change whose rows are written already ({@link AvroRow}):
-   * {@code after} and {@code before} each the {@code [null, row]}'s bytes, or empty for null;
+   * {@code after} and {@code before} each the {@code [null, row]}'s bytes, or empty for null
+   * (under {@code key_column}, before is given even without diff: a delete is keyed by it);
    * the key the JSON array of its values, read as {@link #encode} reads it. False: not taken.
    */
   boolean rows(byte[] k, Encoding.Buffer after, Encoding.Buffer before, long[] ts, Encoded out) {
     out.slots(key.length);
+    out.headers = null;
     if (!key(k, out)) {
       return false;
     }
-    Encoding.Buffer buf = keyRecord(k, ts, out);
+    Encoding.Buffer buf = out.buffer;
+    buf.reset();
+    buf.put(keyHeader, 0, keyHeader.length);
+    if (keyColumn < 0) {
+      primary(buf, k, out);
+    } else if (!column(buf, after.size > 0 ? after : before)) {
+      return false;
+    }
+    keyed(buf, ts, out);
     if (valueHeader == null) {
       return true;
     }
@@ -280,7 +353,32 @@ final class Avro implements Encoding {
       written(buf, before);
     }
     byte[] time = Envelope.text(ts);
-    rest(buf, start, time, 0, time.length, out);
+    rest(buf, start, k, time, 0, time.length, out);
+    return true;
+  }
+
+  /**
+   * {@code key_column}'s value in the written {@code [null, row]} of {@code image} as the key
+   * record's field, to {@code buf}. False: no version, or null where the field is not nullable.
+   */
+  private boolean column(Encoding.Buffer buf, Encoding.Buffer image) {
+    if (image.size == 0) {
+      return false;
+    }
+    byte[] b = image.bytes;
+    int i = 1; // past the union's branch: the row
+    for (int c = 0; c < keyColumn; c++) {
+      i = columns[c].skip(b, i);
+    }
+    int end = columns[keyColumn].skip(b, i);
+    if (b[i] == 0) { // null
+      if (!keyField.nullable) {
+        return false;
+      }
+      buf.put(0);
+    } else {
+      buf.put(b, keyField.nullable ? i : i + 1, end);
+    }
     return true;
   }
 
@@ -292,29 +390,34 @@ final class Avro implements Encoding {
     }
   }
 
-  /** The key record (its header first) to {@code out.key}, read from the slots; the buffer. */
-  private Encoding.Buffer keyRecord(byte[] k, long[] ts, Encoded out) {
-    Encoding.Buffer buf = out.buffer;
-    buf.reset();
-    buf.put(keyHeader, 0, keyHeader.length);
+  /** The primary key's record (without a header), read from the first slots. */
+  private void primary(Encoding.Buffer buf, byte[] k, Encoded out) {
     for (int f = 0; f < key.length; f++) {
       key[f].write(buf, k, f, out);
     }
+  }
+
+  /** The key record written in {@code buf} (its header first) to {@code out.key}. */
+  private static void keyed(Encoding.Buffer buf, long[] ts, Encoded out) {
     out.key = buf.copy(0);
     out.ts = ts;
     out.value = null; // key_only: a tombstone
-    return buf;
   }
 
   /**
-   * The value record's members after its rows: the key, the topic, the time's text ({@code
-   * [from, to)} of {@code text}) for updated and mvcc_timestamp; the record from {@code start}
-   * to {@code out.value}.
+   * The value record's members after its rows: the key (the primary key's, {@code k} read into
+   * the first slots), the topic, the time's text ({@code [from, to)} of {@code text}) for
+   * updated and mvcc_timestamp; the record from {@code start} to {@code out.value}.
    */
-  private void rest(Encoding.Buffer buf, int start, byte[] text, int from, int to, Encoded out) {
+  private void rest(
+      Encoding.Buffer buf, int start, byte[] k, byte[] text, int from, int to, Encoded out) {
     if (keyInValue) {
       buf.put(2);
-      buf.put(out.key, keyHeader.length, out.key.length);
+      if (keyColumn < 0) {
+        buf.put(out.key, keyHeader.length, out.key.length);
+      } else {
+        primary(buf, k, out);
+      }
     }
     if (topic != null) {
       buf.put(2);

@@ -180,6 +180,39 @@ final class AvroField implements Serializable {
     }
   }
 
+  /**
+   * The end of this field's datum at {@code i} as a row record holds it, {@code [null, T]} (the
+   * branch's byte first), written by this walk: its bytes are known good.
+   */
+  int skip(byte[] b, int i) {
+    if (b[i++] == 0) {
+      return i; // null
+    }
+    switch (type) {
+      case STRING:
+        long length = 0;
+        for (int shift = 0; ; shift += 7) {
+          byte next = b[i++];
+          length |= (long) (next & 0x7f) << shift;
+          if (next >= 0) {
+            break;
+          }
+        }
+        return i + (int) (length >>> 1); // zig-zag: a length is never negative
+      case DOUBLE:
+        return i + 8;
+      case FLOAT:
+        return i + 4;
+      case BOOLEAN:
+        return i + 1;
+      default: // LONG, INT: a varint
+        while (b[i] < 0) {
+          i++;
+        }
+        return i + 1;
+    }
+  }
+
   /** A JSON string's content {@code [from, to)}, checked, as an Avro string (UTF-8). */
   private static void string(Encoding.Buffer buf, byte[] b, int from, int to, Encoding.Buffer text) {
     int slash = from;

@@ -39,14 +39,17 @@ final class AvroOut implements Encoding {
       return true;
     }
     long[] ts = out.ts;
+    out.rowHeaders.clear();
     for (int k = 0; k < out.rowKeys.size(); k++) {
       if (!avro.encode(out.rowKeys.get(k), out.rowValues.get(k), out)) {
         return false;
       }
       out.rowKeys.set(k, out.key);
       out.rowValues.set(k, out.value); // null under key_only: a tombstone
+      out.rowHeaders.add(out.headers); // a column's headers (headers_json_column_name), or null
     }
     out.ts = ts;
+    out.headers = null;
     return true;
   }
 }

@@ -56,6 +56,16 @@ final class AvroRow {
     return new AvroRow(image, columns, target);
   }
 
+  /** Whether the image holds the row record's column {@code c} (else it writes it null). */
+  boolean has(int c) {
+    for (int t : target) {
+      if (t == c) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   /** A task's buffers for writing rows. */
   static final class Scratch {
     final Encoding.Buffer cells = new Encoding.Buffer(); // the columns, in the image's order

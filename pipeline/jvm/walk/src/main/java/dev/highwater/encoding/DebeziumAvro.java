@@ -135,10 +135,20 @@ final class DebeziumAvro implements Encoding {
       return schema;
     }
 
-    /** The plan of the schema's events (it has an {@link AvroEvent}) into {@code avro}'s rows. */
+    /**
+     * The plan of the schema's events (it has an {@link AvroEvent}) into {@code avro}'s rows;
+     * under {@code key_column} before too (a delete is keyed by it), and only when the images
+     * hold that column (else the envelope's way, where a change lacking it is not taken).
+     */
     AvroRow[] rows(Avro avro, boolean diff) {
       if (rows == null) {
-        AvroRow[] planned = schema.event.rows(avro.columns(), diff);
+        int column = avro.keyColumn();
+        AvroRow[] planned = schema.event.rows(avro.columns(), diff || column >= 0);
+        for (int k = 0; planned != null && column >= 0 && k < planned.length; k++) {
+          if (planned[k] != null && !planned[k].has(column)) {
+            planned = null;
+          }
+        }
         rows = planned == null ? NONE : planned;
       }
       return rows == NONE ? null : rows;

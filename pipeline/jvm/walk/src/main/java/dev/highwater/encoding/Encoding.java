@@ -40,6 +40,9 @@ public interface Encoding extends Serializable {
       java.util.Map<String, long[]> commits,
       JsonNode registry) {
     Encoding encoding = unkeyed(spec, topic, format, commits, registry);
+    if (spec.get("kind").asText().equals("avro")) {
+      return encoding; // Avro reads its key and headers columns itself
+    }
     // a JSON route's headers from a column (HeadersColumn), then its key from one (KeyColumn)
     JsonNode headers = spec.get("headers_column");
     if (headers != null) {

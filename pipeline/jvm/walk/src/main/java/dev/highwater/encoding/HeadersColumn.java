@@ -85,7 +85,7 @@ final class HeadersColumn implements Encoding {
   }
 
   /** The members of the compact object at {@code i} as headers (null members left out). */
-  private static Headers headers(byte[] b, int i) {
+  static Headers headers(byte[] b, int i) {
     Headers headers = new Headers();
     i++;
     while (b[i] == '"') {
