@@ -4,11 +4,10 @@ import com.fasterxml.jackson.databind.JsonNode;
 import java.nio.charset.StandardCharsets;
 
 /**
- * A route whose changes are written again in Avro (encoders/avro.py, Python side): the
- * Confluent or single-object header, then the key record, and the envelope record {after,
- * [before], [key], [topic], [updated], [mvcc_timestamp]} whose row record has every column
- * [null, T]. It takes the schemas the Python side marks walkable: columns and key fields of
- * the primitive types string, long, int, double, float, boolean (no logical types).
+ * A route whose changes are written again in Avro (encoders/avro.py, Python side): each change
+ * read into slots here, its records written from them by {@link AvroRecords}. It takes the
+ * schemas the Python side marks walkable: columns and key fields of the primitive types
+ * string, long, int, double, float, boolean (no logical types).
  *
  * <p>It reads a change as the Python loop does: the value an object whose after and before
  * are objects or null and whose updated is a time (other members ignored), the key an array
@@ -40,35 +39,19 @@ final class Avro implements Encoding {
 
   private final AvroField[] columns; // the row record's
   private final AvroField[] key; // the primary key's, in order: the source's key, the value's
-  private final int keyColumn; // key_column's place in the row record, or -1: the primary key's
-  private final AvroField keyField; // and its field in the key record
   private final byte[] headersColumn; // headers_json_column_name, or null
-  private final byte[] keyHeader;
-  private final byte[] valueHeader; // null: key_only, the value is a tombstone
-  private final boolean diff;
-  private final boolean keyInValue;
-  private final byte[] topic; // the output topic's name under topic_in_value, else null
-  private final boolean updated;
-  private final boolean mvcc;
+  private final boolean readsBefore; // before into its slots: diff, or it may key or head it
+  private final AvroRecords records;
   private transient int[] order; // see order()
 
   /** The encoding a plan's route describes (the Python encoder's {@code walk}). */
   Avro(JsonNode spec, String outputTopic) {
     columns = fields(spec.get("columns"));
     key = fields(spec.get("key"));
-    JsonNode keyed = spec.get("key_column");
-    keyColumn = keyed == null ? -1 : keyed.get("column").asInt();
-    keyField = keyed == null ? null : new AvroField(keyed.get("field"));
     JsonNode headers = spec.get("headers_column");
     headersColumn = headers == null ? null : headers.asText().getBytes(StandardCharsets.UTF_8);
-    keyHeader = hex(spec.get("key_header").asText());
-    valueHeader = spec.get("value_header").isNull() ? null : hex(spec.get("value_header").asText());
-    diff = spec.get("diff").asBoolean();
-    keyInValue = spec.get("key_in_value").asBoolean();
-    topic =
-        spec.get("topic_in_value").asBoolean() ? outputTopic.getBytes(StandardCharsets.UTF_8) : null;
-    updated = spec.get("updated").asBoolean();
-    mvcc = spec.get("mvcc_timestamp").asBoolean();
+    records = new AvroRecords(spec, columns, key, outputTopic);
+    readsBefore = spec.get("diff").asBoolean() || records.keyColumn >= 0 || headersColumn != null;
   }
 
   @Override
@@ -124,7 +107,7 @@ final class Avro implements Encoding {
           return false;
         }
         before = b[start] == '{' ? start : NULL;
-        end = side(b, start, nk + nc, diff || keyColumn >= 0 || headersColumn != null, out);
+        end = side(b, start, nk + nc, readsBefore, out);
       } else {
         end = Json.value(b, start, 1);
       }
@@ -150,7 +133,7 @@ final class Avro implements Encoding {
     if (headersColumn != null && !headers(b, image < 0 ? -1 : time + (image == nk ? 1 : 2), out)) {
       return false;
     }
-    return write(k, b, after >= 0, before >= 0, image, ts, out);
+    return records.write(k, b, after >= 0, before >= 0, image, ts, out);
   }
 
   /** The record's headers from the column's value in slot {@code slot} (-1: no version). */
@@ -279,39 +262,6 @@ final class Avro implements Encoding {
     return -1;
   }
 
-  /**
-   * The key and value records, from the slots the reading filled ({@code image}: the first slot
-   * of the version that keys the record, -1: neither). False: not taken.
-   */
-  private boolean write(
-      byte[] k, byte[] b, boolean after, boolean before, int image, long[] ts, Encoded out) {
-    Encoding.Buffer buf = out.buffer;
-    buf.reset();
-    buf.put(keyHeader, 0, keyHeader.length);
-    if (keyColumn < 0) {
-      primary(buf, k, out);
-    } else {
-      int slot = image + keyColumn;
-      if (image < 0 || out.from[slot] == ABSENT || (out.from[slot] == NULL && !keyField.nullable)) {
-        return false; // no value of the column to key it by: the Python loop names the record
-      }
-      keyField.write(buf, b, slot, out);
-    }
-    keyed(buf, ts, out);
-    if (valueHeader == null) {
-      return true;
-    }
-    int start = buf.size;
-    buf.put(valueHeader, 0, valueHeader.length);
-    row(buf, b, after, key.length, out);
-    if (diff) {
-      row(buf, b, before, key.length + columns.length, out);
-    }
-    int time = key.length + 2 * columns.length; // its text's slot
-    rest(buf, start, k, b, out.from[time], out.to[time], out);
-    return true;
-  }
-
   /** This route's row record, whose rows {@link AvroRow} writes. */
   AvroField[] columns() {
     return columns;
@@ -319,7 +269,7 @@ final class Avro implements Encoding {
 
   /** {@code key_column}'s place in the row record, or -1 (keyed by the primary key). */
   int keyColumn() {
-    return keyColumn;
+    return records.keyColumn;
   }
 
   /**
@@ -331,130 +281,13 @@ final class Avro implements Encoding {
   boolean rows(byte[] k, Encoding.Buffer after, Encoding.Buffer before, long[] ts, Encoded out) {
     out.slots(key.length);
     out.headers = null;
-    if (!key(k, out)) {
-      return false;
-    }
-    Encoding.Buffer buf = out.buffer;
-    buf.reset();
-    buf.put(keyHeader, 0, keyHeader.length);
-    if (keyColumn < 0) {
-      primary(buf, k, out);
-    } else if (!column(buf, after.size > 0 ? after : before)) {
-      return false;
-    }
-    keyed(buf, ts, out);
-    if (valueHeader == null) {
-      return true;
-    }
-    int start = buf.size;
-    buf.put(valueHeader, 0, valueHeader.length);
-    written(buf, after);
-    if (diff) {
-      written(buf, before);
-    }
-    byte[] time = Envelope.text(ts);
-    rest(buf, start, k, time, 0, time.length, out);
-    return true;
-  }
-
-  /**
-   * {@code key_column}'s value in the written {@code [null, row]} of {@code image} as the key
-   * record's field, to {@code buf}. False: no version, or null where the field is not nullable.
-   */
-  private boolean column(Encoding.Buffer buf, Encoding.Buffer image) {
-    if (image.size == 0) {
-      return false;
-    }
-    byte[] b = image.bytes;
-    int i = 1; // past the union's branch: the row
-    for (int c = 0; c < keyColumn; c++) {
-      i = columns[c].skip(b, i);
-    }
-    int end = columns[keyColumn].skip(b, i);
-    if (b[i] == 0) { // null
-      if (!keyField.nullable) {
-        return false;
-      }
-      buf.put(0);
-    } else {
-      buf.put(b, keyField.nullable ? i : i + 1, end);
-    }
-    return true;
-  }
-
-  private static void written(Encoding.Buffer buf, Encoding.Buffer row) {
-    if (row.size == 0) {
-      buf.put(0);
-    } else {
-      buf.put(row.bytes, 0, row.size);
-    }
-  }
-
-  /** The primary key's record (without a header), read from the first slots. */
-  private void primary(Encoding.Buffer buf, byte[] k, Encoded out) {
-    for (int f = 0; f < key.length; f++) {
-      key[f].write(buf, k, f, out);
-    }
-  }
-
-  /** The key record written in {@code buf} (its header first) to {@code out.key}. */
-  private static void keyed(Encoding.Buffer buf, long[] ts, Encoded out) {
-    out.key = buf.copy(0);
-    out.ts = ts;
-    out.value = null; // key_only: a tombstone
-  }
-
-  /**
-   * The value record's members after its rows: the key (the primary key's, {@code k} read into
-   * the first slots), the topic, the time's text ({@code [from, to)} of {@code text}) for
-   * updated and mvcc_timestamp; the record from {@code start} to {@code out.value}.
-   */
-  private void rest(
-      Encoding.Buffer buf, int start, byte[] k, byte[] text, int from, int to, Encoded out) {
-    if (keyInValue) {
-      buf.put(2);
-      if (keyColumn < 0) {
-        buf.put(out.key, keyHeader.length, out.key.length);
-      } else {
-        primary(buf, k, out);
-      }
-    }
-    if (topic != null) {
-      buf.put(2);
-      buf.varint(topic.length);
-      buf.put(topic, 0, topic.length);
-    }
-    for (int twice = (updated ? 1 : 0) + (mvcc ? 1 : 0); twice > 0; twice--) {
-      buf.put(2);
-      buf.varint(to - from);
-      buf.put(text, from, to);
-    }
-    out.value = java.util.Arrays.copyOfRange(buf.bytes, start, buf.size);
-  }
-
-  private void row(Encoding.Buffer buf, byte[] b, boolean present, int base, Encoded out) {
-    if (!present) {
-      buf.put(0);
-      return;
-    }
-    buf.put(2);
-    for (int c = 0; c < columns.length; c++) {
-      columns[c].write(buf, b, base + c, out);
-    }
+    return key(k, out) && records.rows(k, after, before, ts, out);
   }
 
   private static AvroField[] fields(JsonNode specs) {
     AvroField[] out = new AvroField[specs.size()];
     for (int k = 0; k < out.length; k++) {
       out[k] = new AvroField(specs.get(k));
-    }
-    return out;
-  }
-
-  private static byte[] hex(String text) {
-    byte[] out = new byte[text.length() / 2];
-    for (int k = 0; k < out.length; k++) {
-      out[k] = (byte) Integer.parseInt(text.substring(2 * k, 2 * k + 2), 16);
     }
     return out;
   }
