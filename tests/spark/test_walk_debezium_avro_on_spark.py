@@ -343,10 +343,21 @@ def test_the_walk_writes_what_the_python_loop_writes_of_debezium_avro_events_in_
     options: EncoderConfig,
     confluent: bool,
 ) -> None:
-    the_plan = avro_plan(schema_registry_url, dlq, floor, options, confluent)
-    assert walk_plan(the_plan) is not None
-    records = source_records(partitions, schema_ids)
-    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, avro_partition)
+    """Keyed by the primary key, then (but key_only) by key_column ``id``, an image's column.
+
+    Keyed by it, each event's rows written straight (``AvroRow``), a delete by its old
+    version (read even without diff), a delete without one the loop's; the envelope's way (a
+    JSON key) keyed as the loop keys it.
+    """
+    batch = frame(spark, source_records(partitions, schema_ids), len(partitions))
+    ways = [(options, avro_partition)]
+    if options.envelope != "key_only":  # (key_only refuses key_column)
+        by_id = keyed(options, "id")
+        ways.append((by_id, avro_key_partition(TABLE, "id", PER, by_id)))
+    for way, partition_of in ways:
+        the_plan = avro_plan(schema_registry_url, dlq, floor, way, confluent)
+        assert walk_plan(the_plan) is not None
+        same_as_the_python_loop(batch, the_plan, partition_of)
 
 
 def test_clean_events_are_all_the_walks_in_avro(
@@ -375,40 +386,6 @@ def test_clean_events_are_all_the_walks_in_avro(
             _, rests = walked.result()
             assert rests == []
             same_as_the_python_loop(batch, the_plan, avro_partition)
-
-
-@settings(
-    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
-@given(
-    partitions=st.lists(partition_records, min_size=1, max_size=3),
-    floor=st.integers(0, 10),
-    dlq=st.sampled_from(["dlq", None]),
-    options=st.sampled_from(AVRO_OPTIONS[:2]),  # (key_only refuses key_column)
-    confluent=st.booleans(),
-)
-def test_the_walk_keys_debezium_avro_events_by_a_column_in_avro(  # noqa: PLR0917
-    spark: Any,
-    schema_registry_url: str,
-    schema_ids: dict[str, int],
-    dlq: str | None,
-    partitions: list[list[Any]],
-    floor: int,
-    options: EncoderConfig,
-    confluent: bool,
-) -> None:
-    """key_column ``id`` (an image's, not the key's), as the Python loop keys the events.
-
-    Each event's rows written straight (``AvroRow``) keyed by it, a delete by its old version
-    (read even without diff), a delete without one the loop's; the envelope's way (a JSON
-    key) keyed as the loop keys it.
-    """
-    options = keyed(options, "id")
-    the_plan = avro_plan(schema_registry_url, dlq, floor, options, confluent)
-    assert walk_plan(the_plan) is not None
-    records = source_records(partitions, schema_ids)
-    by_id = avro_key_partition(TABLE, "id", PER, options)
-    same_as_the_python_loop(frame(spark, records, len(partitions)), the_plan, by_id)
 
 
 def test_debezium_avro_deletes_are_keyed_by_their_old_version_in_the_walk(
