@@ -9,14 +9,14 @@ written for speed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, Protocol
 
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 
-Envelope = Literal["wrapped", "bare", "key_only", "row"]
+Envelope = Literal["wrapped", "bare", "key_only", "row", "enriched"]
 
 
 class EnvelopeOptions(Protocol):
@@ -24,7 +24,11 @@ class EnvelopeOptions(Protocol):
 
     @property
     def envelope(self) -> Envelope:
-        """``wrapped``, ``bare``, ``key_only`` or ``row``."""
+        """``wrapped``, ``bare``, ``key_only``, ``row`` or ``enriched``."""
+
+    @property
+    def enriched_properties(self) -> Sequence[str]:
+        """Under ``enriched``: the blocks it adds (``source``)."""
 
     @property
     def updated(self) -> bool:
@@ -71,12 +75,31 @@ class SourceText(NamedTuple):
     members: tuple[str, ...]
 
 
+class Origin(NamedTuple):
+    """Where a change came from, as the ``enriched`` envelope's ``source`` block says it.
+
+    The source record (topic, partition, offset: None for an initial scan's row), the
+    database's own position of the change where the source gives one (Debezium's LSNs or
+    binlog file, position and row, as the changefeed orders them), its transaction's id, and
+    the names of the key's columns (None: not known).
+    """
+
+    topic: str | None
+    partition: int | None
+    offset: int | None
+    position: tuple[int, ...] | None = None
+    transaction: str | None = None
+    key_names: tuple[str, ...] | None = None
+
+
 class ChangeRow(NamedTuple):
     """One version of one row, as the pipeline hands it to an encoder.
 
     ``updated`` is the time the changefeed reports (the statement time during an initial
     scan); ``mvcc_timestamp`` is the row's own commit time. ``source``: the source's text of
     this very change (a stream's row whose values the pipeline did not change), or None.
+    ``op`` (insert, update, delete, upsert) and ``origin``: what the source said of it, given
+    to an encoder that writes them (``envelope: enriched``), else None.
     """
 
     table: str
@@ -86,6 +109,8 @@ class ChangeRow(NamedTuple):
     updated: Hlc
     mvcc_timestamp: Hlc
     source: SourceText | None = None
+    op: str | None = None
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from .base import ChangeRow, Context, EnvelopeOptions, key_column_value
 META_FIELD = "__hw__"
 
 
-def _dumps(obj: Any, side: str = "value") -> bytes:
+def dumps(obj: Any, side: str = "value") -> bytes:
     """Compact UTF-8 JSON, numbers as the source wrote them (``schemas/jsontext.py``)."""
     try:
         return orjson.dumps(obj, default=fragment)
@@ -91,11 +91,11 @@ class JsonEncoder:
         read again exactly when its text is not already what is written here.
         """
         if self._key_column is not None:
-            return _dumps([key_column_value(row, self._key_column)], "key")
-        key = _dumps(row.key, "key")
+            return dumps([key_column_value(row, self._key_column)], "key")
+        key = dumps(row.key, "key")
         source = row.source
         if source is not None and key != source.key:
-            key = _dumps(loads_exact(source.key), "key")
+            key = dumps(loads_exact(source.key), "key")
         return key
 
     def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
@@ -105,12 +105,12 @@ class JsonEncoder:
             source = row.source
             if source is not None and source.members == self.verbatim:
                 return source.value
-            return _dumps(self._metadata(row, ctx, {"after": row.after}))
+            return dumps(self._metadata(row, ctx, {"after": row.after}))
         if envelope == "key_only" or row.after is None:
             return None  # bare and row: a delete is a tombstone
         if envelope == "row" or not self._has_meta:
-            return _dumps(row.after)
-        return _dumps({**row.after, META_FIELD: self._metadata(row, ctx, {})})
+            return dumps(row.after)
+        return dumps({**row.after, META_FIELD: self._metadata(row, ctx, {})})
 
     def _metadata(self, row: ChangeRow, ctx: Context, into: dict[str, Any]) -> dict[str, Any]:
         if self._diff:
@@ -133,4 +133,4 @@ class JsonEncoder:
 
     def resolved(self, ts: Hlc, ctx: Context) -> bytes:
         """``{"resolved": "<hlc>"}``."""
-        return _dumps({"resolved": str(ts)})
+        return dumps({"resolved": str(ts)})

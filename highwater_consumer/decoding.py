@@ -75,7 +75,7 @@ class Change(NamedTuple):
     """A row change: its time, the key's values, the row after (None: deleted) and before."""
 
     updated: Hlc
-    key: Any  # JSON: the array of key values; Avro: the key record
+    key: Any  # JSON: the array of key values (enriched: an object); Avro: the key record
     after: dict[str, Any] | None
     before: dict[str, Any] | None
 
@@ -94,10 +94,7 @@ def _envelope(key: Any, value: Any) -> Read:
     if updated is None:
         if len(value) == 1 and "resolved" in value:
             return Marker(Hlc.parse(_hlc_text(value["resolved"], "resolved")))
-        raise ValueError(
-            "no 'updated' in the envelope: consuming windows needs the changefeed's "
-            "envelope: wrapped with updated: true"
-        )
+        updated = _enriched_time(value)
     after = value.get("after", _ABSENT)
     if after is _ABSENT:
         raise ValueError("no 'after' in the envelope: not Highwater's wrapped envelope")
@@ -109,6 +106,24 @@ def _envelope(key: Any, value: Any) -> Read:
     if key is None:
         raise ValueError("a row change without a key")
     return parse_packed(_hlc_text(updated, "updated"))
+
+
+def _enriched_time(value: dict[str, Any]) -> Any:
+    """The commit time of an ``enriched`` envelope: its source block's ``ts_hlc``."""
+    source = value.get("source")
+    if "op" in value and type(source) is dict and source.get("ts_hlc") is not None:
+        return source["ts_hlc"]
+    raise ValueError(
+        "no 'updated' in the envelope: consuming windows needs the changefeed's envelope: "
+        "wrapped with updated: true, or enriched with updated: true and "
+        "enriched_properties: [source]"
+    )
+
+
+def _time(envelope: dict[str, Any]) -> Hlc:
+    """A row change's commit time (a record ``_envelope`` took)."""
+    updated = envelope.get("updated")
+    return Hlc.parse(updated if updated is not None else envelope["source"]["ts_hlc"])
 
 
 def _hlc_text(value: Any, what: str) -> str:
@@ -150,16 +165,15 @@ class JsonDecoder:
                 key_values = orjson.loads(key)  # type: ignore[arg-type]
             except orjson.JSONDecodeError:
                 key_values = loads_exact(key)  # type: ignore[arg-type]
-            if type(key_values) is not list:
-                raise ValueError("the key is not a JSON array")
+            enriched = type(parsed) is dict and "op" in parsed  # its key is an object
+            if type(key_values) is not (dict if enriched else list):
+                raise ValueError(f"the key is not a JSON {'object' if enriched else 'array'}")
         return read
 
     def change(self, key: bytes, value: bytes) -> Change:
         """A row change read whole, numbers exact (a record :meth:`read` took)."""
         envelope = _exact(value)
-        return Change(
-            Hlc.parse(envelope["updated"]), _exact(key), envelope["after"], envelope.get("before")
-        )
+        return Change(_time(envelope), _exact(key), envelope["after"], envelope.get("before"))
 
 
 def avro_header(data: bytes) -> bytes | None:
@@ -213,7 +227,7 @@ class AvroDecoder:
         """A row change read whole (a record :meth:`read` took)."""
         envelope = self._read(value)
         return Change(
-            Hlc.parse(envelope["updated"]),
+            _time(envelope),
             self._read(key),
             envelope["after"],
             envelope.get("before"),

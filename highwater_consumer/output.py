@@ -82,11 +82,15 @@ class Output:
                 f"the job status of changefeed {changefeed_id!r} does not name its output "
                 f"(written by an older Highwater): give the topics instead"
             )
-        if output["envelope"] != "wrapped" or not output["updated"]:
+        timed = output["envelope"] == "wrapped" or (
+            output["envelope"] == "enriched" and "source" in output.get("enriched_properties", [])
+        )
+        if not (timed and output["updated"]):
             raise ConsumerError(
                 f"changefeed {changefeed_id!r} writes envelope: {output['envelope']}, updated: "
                 f"{str(output['updated']).lower()}; windows need envelope: wrapped with "
-                f"updated: true"
+                f"updated: true (or enriched with updated: true and enriched_properties: "
+                f"[source])"
             )
         url = output.get("registry")
         return cls(

@@ -270,9 +270,7 @@ class ChangefeedConfig(Section):
             tables = {s.table: d for s in self.sources if (d := s.declared_schema) is not None}
         avro = encoder.format == "avro"
         registry = encoder.schema_registry
-        # the column the records are keyed by, named only where it is not the primary key
-        keyed = {} if encoder.key_column is None else {"key_column": encoder.key_column}
-        return keyed | {
+        return _keys_and_times(encoder) | {
             "topics": {self.output_topic(s): s.table for s in self.sources},
             "format": encoder.format,
             "envelope": encoder.envelope,
@@ -289,3 +287,15 @@ class ChangefeedConfig(Section):
             if encoder.select is None
             else {},
         }
+
+
+def _keys_and_times(encoder: EncoderConfig) -> dict[str, Any]:
+    """What the job status's output says of its keys and times beyond the envelope's name.
+
+    The column the records are keyed by, named only where it is not the primary key; under
+    ``enriched`` its properties (a consumer finds the commit times in its ``source``).
+    """
+    said: dict[str, Any] = {} if encoder.key_column is None else {"key_column": encoder.key_column}
+    if encoder.envelope == "enriched":
+        said["enriched_properties"] = list(encoder.enriched_properties)
+    return said

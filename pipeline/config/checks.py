@@ -139,6 +139,17 @@ def _formats(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> None:
                 problems.append(
                     (f"sources[{i}].table_schema", f"has no column {column!r} ({option})")
                 )
+        # enriched's key (and the value's, key_in_value) is an object of the key's columns
+        named = key_column is not None and not config.encoder.key_in_value
+        enriched = config.encoder.envelope == "enriched"
+        if enriched and source.format == "native" and declared is None and not named:
+            problems.append(
+                (
+                    f"sources[{i}].primary_key",
+                    "is needed with envelope: enriched (with table_schema): its key is an "
+                    "object of the key's columns, and a native source's key names none",
+                )
+            )
         if source.schema_registry is not None and source.format != "debezium":
             problems.append((f"sources[{i}].schema_registry", "is only used with format: debezium"))
         if source.format == "debezium" and config.scan_mode != "no" and not source.transactions:

@@ -123,8 +123,16 @@ class EncoderConfig(Section):
     envelope: Envelope = Field(
         "wrapped",
         description="The value's shape: `wrapped` (`after`, `before`, metadata), `bare` "
-        "(columns at the top, metadata under `__hw__`), `key_only`, `row` (the columns only).",
+        "(columns at the top, metadata under `__hw__`), `key_only`, `row` (the columns only), "
+        "`enriched` (CockroachDB's: `after`, `before`, `op`, `ts_ns`, the key an object).",
         json_schema_extra=cockroachdb("envelope"),
+    )
+    enriched_properties: list[Literal["source", "schema"]] = Field(
+        [],
+        description="Under `envelope: enriched`: `source` adds the block saying where each "
+        "change came from (changefeed, table, source topic, partition and offset, the "
+        "database's position, the transaction; with `updated` its commit time).",
+        json_schema_extra=cockroachdb("enriched_properties"),
     )
     updated: bool = Field(
         False,
@@ -206,6 +214,25 @@ class EncoderConfig(Section):
         "keyed by fingerprint.",
     )
 
+    def _enriched(self) -> None:
+        """What ``envelope: enriched`` and ``enriched_properties`` cannot go with."""
+        if self.enriched_properties and self.envelope != "enriched":
+            raise combination("enriched_properties", "is only used with envelope: enriched")
+        if "schema" in self.enriched_properties:
+            raise combination(
+                "enriched_properties",
+                "'schema' (the Kafka Connect schema beside each value) is not supported yet: "
+                "use [source]",
+            )
+        if self.envelope == "enriched":
+            for option in ("topic_in_value", "select", "where"):
+                if getattr(self, option) not in (False, None):
+                    raise combination(
+                        option,
+                        "cannot be used with envelope 'enriched' (as in CockroachDB: its "
+                        "envelope has no place for it)",
+                    )
+
     @model_validator(mode="after")
     def _combinations(self) -> EncoderConfig:
         if self.envelope == "key_only":
@@ -229,13 +256,15 @@ class EncoderConfig(Section):
                 "key_column",
                 "cannot be used with envelope 'key_only' (the record would not name its row)",
             )
+        self._enriched()
         if self.envelope == "row" and self.diff:
             raise combination("diff", "cannot be used with envelope 'row' (no place for 'before')")
         for avro_only in ("schema_registry", "avro_schema_prefix"):
             if getattr(self, avro_only) is not None and self.format != "avro":
                 raise combination(avro_only, "is only used with format: avro")
         if self.format == "avro" and self.envelope not in ("wrapped", "key_only"):
+            yet = " yet" if self.envelope == "enriched" else ""
             raise combination(
-                "envelope", f"'{self.envelope}' has no Avro form (use wrapped or key_only)"
+                "envelope", f"'{self.envelope}' has no Avro form{yet} (use wrapped or key_only)"
             )
         return self

@@ -82,6 +82,9 @@ class BatchPlan:
     headers_column: str | None = None
     # the bytes sink.extra_headers add to every record (the producers' interceptor adds them)
     header_room: int = 0
+    # envelope: enriched: each source topic's declared primary-key columns (its key's names
+    # where the source's records do not name them)
+    key_names: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def room(self) -> int:
@@ -157,6 +160,9 @@ class BatchPlan:
             header_room=header_bytes(
                 (k, v.encode()) for k, v in (config.sink.extra_headers or {}).items()
             ),
+            key_names={
+                s.topic: tuple(s.primary_key) for s in config.sources if s.primary_key is not None
+            },
         )
 
 

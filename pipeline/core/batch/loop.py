@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterator
 from functools import partial
 from typing import TYPE_CHECKING
 
-from encoders.base import ChangeRow, Context
+from encoders.base import ChangeRow, Context, Origin
 from encoders.headers import split_headers
 from schemas.errors import EncodingError, SchemaChange
 from schemas.hlc import ZERO, Hlc
@@ -288,6 +288,10 @@ class Task(Frames):
         reread = -1  # the last snapshot read of the stretch (the summary says where it lies)
         room = self.plan.room  # a sink-side dead letter beyond
         headers_column = self.plan.headers_column
+        # envelope: enriched: each row's op and where it came from (the key's names declared,
+        # else as the record names them)
+        origin = getattr(encoder, "wants_origin", False)
+        declared_names = self.plan.key_names.get(topic)
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             held = latest  # where a walk stopped at this record resumes
             ts: Hlc | None = None
@@ -337,6 +341,12 @@ class Task(Frames):
                     row = ChangeRow(
                         table, change.key, change.after, change.before, ts, ts, change.text
                     )
+                    if origin:
+                        names = declared_names or source.key_names(key, value)
+                        place = Origin(
+                            topic, sp[1], offsets[i].as_py(), position, tx[0] if tx else None, names
+                        )
+                        row = row._replace(op=change.op, origin=place)
                     headers = None
                     try:
                         if headers_column is not None:  # headers_json_column_name

@@ -42,6 +42,7 @@ from typing import Any
 
 from encoders.avro import AvroEncoder, AvroPending
 from encoders.base import Encoder
+from encoders.enriched import EnrichedJsonEncoder
 from encoders.json import JsonEncoder
 from pipeline.config import ChangefeedConfig
 from schemas.avro import OutputSchemas, marker_schema
@@ -92,6 +93,13 @@ def _before(time: str, version: TableVersion) -> bool:
     return version.changed_at is not None and Hlc.parse(time) < Hlc.parse(version.changed_at)
 
 
+def json_encoder(config: ChangefeedConfig) -> Encoder:
+    """JSON output's encoder: CockroachDB's enriched envelope, or any other."""
+    if config.encoder.envelope == "enriched":
+        return EnrichedJsonEncoder(config.encoder, config.changefeed_id)
+    return JsonEncoder(config.encoder)
+
+
 class SchemaEvolution:
     """The run's output encoders, and their schemas as the policy lets them follow the tables."""
 
@@ -119,7 +127,7 @@ class SchemaEvolution:
         self._encoders: dict[str, Encoder] = {}  # source topic -> its output topic's encoder
         self.tables: dict[str, TableVersion] = {}  # source topic -> its output schema
         if publisher is None:
-            self._encoders = dict.fromkeys(config.routes, JsonEncoder(config.encoder))
+            self._encoders = dict.fromkeys(config.routes, json_encoder(config))
         for topic, table in tables.items():
             self._use(topic, table)
         self.refused: dict[RecordRef, str] = {}  # why a change could not evolve

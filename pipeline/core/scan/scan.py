@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from encoders.base import ChangeRow
+from encoders.base import ChangeRow, Origin
 from encoders.headers import split_headers
 from schemas.errors import SchemaChange
 from schemas.hlc import Hlc
@@ -118,6 +118,11 @@ class ScanTask(Task):
         self.defaults = (plan.defaults or {}).get(chunk.topic)
         self.encode_key = plan.batch.encoders[chunk.topic].key
         self.encode_value = plan.batch.encoders[chunk.topic].value
+        # envelope: enriched: each row's op and origin, its key's names declared, else read
+        enriched = getattr(plan.batch.encoders[chunk.topic], "wants_origin", False)
+        self.names = (
+            (plan.batch.key_names.get(chunk.topic) or self.source.key_names) if enriched else None
+        )
         self.pending = 0  # rows appended to the output since its topic run was recorded
         self.walking = KeyVersions(
             plan.statement_time, plan.batch.end_time, changes=plan.changes, again=plan.again
@@ -306,13 +311,9 @@ class ScanTask(Task):
         self, out: OutputColumns, state: PartitionSeen, version: Version, updated: Hlc
     ) -> None:
         """Encode one row (``updated`` as given, ``mvcc_timestamp`` its own) into ``out``."""
-        change, ctx = version.change, self.ctx
-        assert change is not None  # noqa: S101 - only decoded versions are kept to emit
-        before = None if updated != change.ts else change.before  # a snapshot row has none
-        after, defaults = change.after, self.defaults
-        if defaults and after is not None:  # a column the record predates: its default
-            after = {**defaults, **after}
-        row = ChangeRow(self.table, change.key, after, before, updated, change.ts)
+        ctx, row = self.ctx, version_row(self.table, version, updated, self.defaults)
+        if self.names is not None:  # envelope: enriched
+            row = originated(row, version, updated != row.mvcc_timestamp, self.chunk, self.names)
         headers = None
         try:
             if self.plan.headers_column is not None:  # headers_json_column_name
@@ -420,3 +421,43 @@ def chunk_records(frame: DataFrame, plan: ScanPlan, observation: Observation) ->
         observation,
         framed=plan.batch.exactly_once,
     )
+
+
+def version_row(
+    table: str, version: Version, updated: Hlc, defaults: Mapping[str, Any] | None
+) -> ChangeRow:
+    """A version's row at ``updated`` (a snapshot's row: without its version before).
+
+    A column the record predates takes its default (``defaults``, of an evolved table).
+    """
+    change = version.change
+    assert change is not None  # noqa: S101 - only decoded versions are kept to emit
+    before = None if updated != change.ts else change.before  # a snapshot row has none
+    after = change.after
+    if defaults and after is not None:
+        after = {**defaults, **after}
+    return ChangeRow(table, change.key, after, before, updated, change.ts)
+
+
+def originated(
+    row: ChangeRow,
+    version: Version,
+    snapshot: bool,
+    chunk: SourcePartition,
+    names: tuple[str, ...] | Callable[[bytes | None, bytes | None], tuple[str, ...] | None],
+) -> ChangeRow:
+    """``row`` with its op (a snapshot's row: an insert) and where it came from.
+
+    ``names``: the key's declared names, or how the source's records name them.
+    """
+    change = version.change
+    assert change is not None  # noqa: S101 - only decoded versions are emitted
+    if callable(names):
+        key, value = (version.run.column(c)[version.position].as_py() for c in ("key", "value"))
+        named = names(key, value)
+    else:
+        named = names
+    tx = None if snapshot or change.tx is None else change.tx[0]
+    position = None if snapshot else change.position
+    origin = Origin(chunk.topic, chunk.partition, version.offset, position, tx, named)
+    return row._replace(op="insert" if snapshot else change.op, origin=origin)

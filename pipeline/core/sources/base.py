@@ -214,6 +214,11 @@ def no_shape(key: bytes | None, value: bytes | None) -> SourceShape | None:
     return None
 
 
+def no_key_names(key: bytes | None, value: bytes | None) -> tuple[str, ...] | None:
+    """``key_names`` of a format whose keys name no columns (a JSON array of values)."""
+    return None
+
+
 class Adapter(Protocol):
     """What every source format provides (see the module's description)."""
 
@@ -250,6 +255,10 @@ class Adapter(Protocol):
 
     def marker(self, value: bytes | None) -> Marker | None:
         """A record with a null key: a marker, or None (nothing)."""
+        ...
+
+    def key_names(self, key: bytes | None, value: bytes | None) -> tuple[str, ...] | None:
+        """The names of a change record's key columns, in key order (None: it names none)."""
         ...
 
     def shape(self, key: bytes | None, value: bytes | None) -> SourceShape | None:

@@ -135,6 +135,11 @@ class CanalJsonAdapter:
         item = self.decode(None, value)
         return item if isinstance(item, Marker) else None
 
+    def key_names(self, key: bytes | None, value: bytes | None) -> tuple[str, ...] | None:
+        """An event's ``pkNames``."""
+        pk = json_object(value).get("pkNames")
+        return tuple(pk) if type(pk) is list and pk and all(type(n) is str for n in pk) else None
+
     def shape(self, key: bytes | None, value: bytes | None) -> SourceShape | None:
         """A row event's columns, ``mysqlType`` as Connect types, keyed by ``pkNames``.
 

@@ -363,6 +363,13 @@ class DebeziumAdapter:
         """Debezium writes no markers on its data topics."""
         return None
 
+    def key_names(self, key: bytes | None, value: bytes | None) -> tuple[str, ...] | None:
+        """The key's fields, in order."""
+        if key is None:
+            return None
+        payload = _body(key, None, self.wire, "key is not a JSON object")[0]
+        return tuple(payload) if type(payload) is dict and payload else None
+
     def shape(self, key: bytes | None, value: bytes | None) -> SourceShape | None:
         """The Connect schemas of a change's columns (``after``'s, else ``before``'s), its key.
 

@@ -13,6 +13,7 @@ from .base import (
     Op,
     exact_flags,
     json_object,
+    no_key_names,
     no_shape,
     parse_hlc,
     parse_json,
@@ -67,6 +68,7 @@ class NativeAdapter:
 
     exact = staticmethod(exact_flags)
     shape = staticmethod(no_shape)  # its records carry no column types
+    key_names = staticmethod(no_key_names)  # its keys are arrays of values
 
     def decode(
         self, key: bytes | None, value: bytes | None, exact: bool | None = None

@@ -1,0 +1,132 @@
+"""CockroachDB's ``enriched`` envelope, in JSON (issue 55; contract §4).
+
+The value, its members in CockroachDB's (alphabetical) order::
+
+    {"after": {…}|null, "before": {…}|null, "key": {…}, "op": "c"|"u"|"d",
+     "source": {…}, "ts_ns": <int>}
+
+with ``before`` only under ``diff``, ``key`` under ``key_in_value``, ``source`` under
+``enriched_properties: [source]``. ``op`` is ``c`` for a new row, ``u`` for a new version of
+one, ``d`` for a delete: as the source said (Debezium's ``op``, Canal-JSON's ``type``; an
+initial scan's rows are ``c``); a source that says only "this row now" (a native changefeed's
+upsert) gives ``u`` when it carries the version before, else ``c``. ``ts_ns`` is when the
+changefeed wrote the record (CockroachDB's meaning: not an order; the commit time is the
+source block's ``ts_hlc``). The key is an object of the key's columns (``key_column``: that
+column alone); a resolved marker is ``{"resolved": "<hlc>"}``, as under ``wrapped``.
+
+The source block (members in order)::
+
+    {"changefeed_sink": "kafka", "db_position": [...]|null, "job_id": "<changefeed_id>",
+     "mvcc_timestamp": "<hlc>", "origin": "highwater", "primary_keys": [...],
+     "source_offset": <int>|null, "source_partition": <int>|null, "source_topic": "…"|null,
+     "table_name": "…", "transaction_id": "…"|null, "ts_hlc": "<hlc>", "ts_ns": <int>}
+
+CockroachDB's names where the meaning is the same (``mvcc_timestamp`` under that option,
+``ts_hlc`` and ``ts_ns``, the commit time, under ``updated``); Highwater's own for where the
+change was read: the source record (null for an initial scan's row), the database's position
+as the changefeed orders a source partition's changes (Debezium: PostgreSQL's commit LSN and
+LSN, a binlog's file, position and row), the transaction's id where the source names it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from schemas.errors import EncodingError
+from schemas.hlc import Hlc
+
+from .base import ChangeRow, Context, EnvelopeOptions, Origin, key_column_value
+from .json import dumps
+
+SINK = "kafka"
+ORIGIN = "highwater"
+_NOWHERE = Origin(None, None, None)
+_OPS = {"insert": "c", "update": "u", "delete": "d"}
+
+
+def op_of(row: ChangeRow) -> str:
+    """``c``, ``u`` or ``d``: what the source said, or (an upsert) whether a version preceded."""
+    if row.after is None:
+        return "d"
+    told = _OPS.get(row.op or "")
+    if told is not None and told != "d":
+        return told
+    return "c" if row.before is None else "u"
+
+
+class EnrichedJsonEncoder:
+    """The ``enriched`` envelope in JSON, one row at a time."""
+
+    verbatim: tuple[str, ...] | None = None  # every value is written anew
+    walk: Mapping[str, Any] | None = None  # the Python loop's alone
+    scan_walk: Mapping[str, Any] | None = None
+
+    def __init__(self, options: EnvelopeOptions, changefeed: str) -> None:
+        self.options = options
+        self.changefeed = changefeed
+        self._diff, self._key = options.diff, options.key_in_value
+        self._updated, self._mvcc = options.updated, options.mvcc_timestamp
+        self._source = "source" in options.enriched_properties
+        self._key_column = options.key_column
+        self.wants_origin = True  # the loop gives each row its Origin (key names at least)
+
+    def _key_object(self, row: ChangeRow) -> dict[str, Any]:
+        names = (row.origin or _NOWHERE).key_names
+        if names is None or len(names) != len(row.key):
+            raise EncodingError(
+                "key",
+                f"envelope enriched writes the key as an object of its columns, and the names "
+                f"of {len(row.key)} key value(s) of table {row.table!r} are not known (declare "
+                f"its primary_key with table_schema)",
+            )
+        return dict(zip(names, row.key, strict=True))
+
+    def key(self, row: ChangeRow, ctx: Context) -> bytes:
+        """The key's columns as an object (``key_column``: that column's value alone)."""
+        column = self._key_column
+        if column is not None:
+            return dumps({column: key_column_value(row, column)}, "key")
+        return dumps(self._key_object(row), "key")
+
+    def value(self, row: ChangeRow, ctx: Context) -> bytes:
+        """The enriched envelope (module doc)."""
+        value: dict[str, Any] = {"after": row.after}
+        if self._diff:
+            value["before"] = row.before
+        if self._key:
+            value["key"] = self._key_object(row)
+        value["op"] = op_of(row)
+        if self._source:
+            value["source"] = self._block(row)
+        value["ts_ns"] = time.time_ns()
+        return dumps(value)
+
+    def _block(self, row: ChangeRow) -> dict[str, Any]:
+        origin = row.origin or _NOWHERE
+        names, position = origin.key_names, origin.position
+        block: dict[str, Any] = {
+            "changefeed_sink": SINK,
+            "db_position": None if position is None else list(position),
+            "job_id": self.changefeed,
+        }
+        if self._mvcc:
+            block["mvcc_timestamp"] = str(row.mvcc_timestamp)
+        block |= {
+            "origin": ORIGIN,
+            "primary_keys": None if names is None else list(names),
+            "source_offset": origin.offset,
+            "source_partition": origin.partition,
+            "source_topic": origin.topic,
+            "table_name": row.table,
+            "transaction_id": origin.transaction,
+        }
+        if self._updated:
+            block["ts_hlc"] = str(row.updated)
+            block["ts_ns"] = row.updated.wall
+        return block
+
+    def resolved(self, ts: Hlc, ctx: Context) -> bytes:
+        """``{"resolved": "<hlc>"}``, as under ``wrapped``."""
+        return dumps({"resolved": str(ts)})

@@ -1,0 +1,100 @@
+"""`envelope: enriched` on the real broker and Spark, exactly once, read back by real clients.
+
+A native source's creates, updates and deletes (its table declared, so the key's columns have
+names): confluent-kafka reads each record's key as an object of the key's columns and its
+value as CockroachDB's enriched envelope (``after``, ``before``, ``key``, ``op``, ``source``,
+``ts_ns``), the source block naming the changefeed, the table and the very source record it
+came from, its commit time ``ts_hlc``; markers on every partition; the consumer library hands
+the rows over in windows at those commit times.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from highwater_consumer import ChangefeedConsumer, Output
+from schemas.hlc import Hlc
+from sinks.admin import ensure_topics
+from tests.integration.test_exactly_once import produce
+from tests.support.changefeed import changefeed_config, run_to_end
+from tests.support.kafka import consume_all
+
+T0 = 1_700_000_000_000_000_000
+SCHEMA = {
+    "type": "record",
+    "name": "orders",
+    "fields": [
+        {"name": "region", "type": "string"},
+        {"name": "order_id", "type": "long"},
+        {"name": "amount", "type": ["null", "double"], "default": None},
+    ],
+}
+
+
+def change(t: int, order: int, after: Any, before: Any) -> tuple[bytes, bytes]:
+    value = {"after": after, "before": before, "updated": f"{T0 + t}.0000000000"}
+    return json.dumps(["eu", order]).encode(), json.dumps(value).encode()
+
+
+def test_enriched_records_carry_op_source_and_their_commit_time(
+    kafka_bootstrap: str, unique_name: Any, spark: Any
+) -> None:
+    source = unique_name("src")
+    ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: 2})
+    row = {"region": "eu", "order_id": 1, "amount": 1.50}
+    changes = [
+        (0, *change(1, 1, row, None)),  # a create
+        (0, *change(2, 1, {**row, "amount": 2.25}, row)),  # an update, its version before
+        (1, *change(3, 2, {**row, "order_id": 2}, None)),
+        (0, *change(4, 1, None, {**row, "amount": 2.25})),  # a delete
+    ]
+    marker = json.dumps({"resolved": f"{T0 + 5}.0000000000"}).encode()
+    produce(kafka_bootstrap, source, [*changes, *((p, None, marker) for p in (0, 1))])
+    name = unique_name("enriched")
+    declared = {"topic": source, "table": "orders", "table_schema": SCHEMA}
+    config = changefeed_config(
+        kafka_bootstrap,
+        name,
+        [declared | {"primary_key": ["region", "order_id"]}],
+        encoder={
+            "envelope": "enriched",
+            "enriched_properties": ["source"],
+            "updated": True,
+            "diff": True,
+            "key_in_value": True,
+        },
+    )
+    run_to_end(config, spark)
+
+    records = consume_all(kafka_bootstrap, config.output_topic(config.sources[0]))
+    assert {m.partition for m in records if m.key is None} == {0, 1, 2}, "markers everywhere"
+    rows = sorted(
+        (json.loads(m.value or b"") for m in records if m.key is not None),
+        key=lambda v: v["source"]["ts_hlc"],
+    )
+    assert [r["op"] for r in rows] == ["c", "u", "c", "d"]
+    for value, (partition, key, written) in zip(rows, changes, strict=True):
+        assert list(value) == ["after", "before", "key", "op", "source", "ts_ns"]
+        sent = json.loads(written)
+        assert (value["after"], value["before"]) == (sent["after"], sent["before"])
+        assert value["key"] == dict(zip(["region", "order_id"], json.loads(key), strict=True))
+        block = value["source"]
+        assert (block["job_id"], block["table_name"], block["origin"]) == (
+            name,
+            "orders",
+            "highwater",
+        )
+        assert (block["source_topic"], block["source_partition"]) == (source, partition)
+        assert block["ts_hlc"] == sent["updated"]
+        assert block["primary_keys"] == ["region", "order_id"]
+    offsets = [v["source"]["source_offset"] for v in rows if v["source"]["source_partition"] == 0]
+    assert offsets == [0, 1, 2]
+    keys = {m.key for m in records if m.key is not None}
+    assert b'{"region":"eu","order_id":1}' in keys
+
+    output = Output.of_changefeed(kafka_bootstrap, name)
+    with ChangefeedConsumer(output, unique_name("reader")) as consumer:
+        windows = list(consumer.windows(until=Hlc(T0 + 5), idle=30))
+    read = [r for w in windows for r in w.rows]
+    assert sorted(str(r.updated) for r in read) == [json.loads(v)["updated"] for _, _, v in changes]
