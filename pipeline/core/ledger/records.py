@@ -363,6 +363,9 @@ class OutputFields(_Part):
     # the column the records are keyed by, where not the primary key (``key_column``; written
     # only then, so a record of any other output reads as before)
     key_column: str | None = None
+    # envelope enriched: its properties (a consumer finds the commit times in ``source``;
+    # written only then)
+    enriched_properties: list[str] | None = None
     # table -> its declared schema ({record: Avro record, primary_key: [...]}), for appliers
     # that make their tables (written by newer runs only)
     tables: dict[str, DeclaredTable] | None = None
