@@ -190,6 +190,8 @@ def _walk(
 class AvroEncoder:
     """Avro envelopes for one output topic's table."""
 
+    wants_origin = False  # the enriched envelope has no Avro form yet
+
     def __init__(
         self, schemas: OutputSchemas, framing: Framing, options: EnvelopeOptions, table: str
     ) -> None:
@@ -336,6 +338,7 @@ class AvroPending:
     verbatim: tuple[str, ...] | None = None
     walk: Mapping[str, Any] | None = None
     scan_walk: Mapping[str, Any] | None = None
+    wants_origin = False
 
     def __init__(self, table: str, resolved_schema: dict[str, Any], header: bytes) -> None:
         self.table = table

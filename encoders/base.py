@@ -135,6 +135,10 @@ class Encoder(Protocol):
     #: (``pipeline/core/scan/scan_walk.py``); None: only the Python scan does.
     scan_walk: Mapping[str, Any] | None
 
+    #: Whether it writes what the source said of a change (``ChangeRow.op`` and ``origin``:
+    #: ``envelope: enriched``); the loop and the scan give them only then.
+    wants_origin: bool
+
     def key(self, row: ChangeRow, ctx: Context) -> bytes:
         """The record key."""
         ...

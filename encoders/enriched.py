@@ -62,6 +62,7 @@ class EnrichedJsonEncoder:
     verbatim: tuple[str, ...] | None = None  # every value is written anew
     walk: Mapping[str, Any] | None = None  # the Python loop's alone
     scan_walk: Mapping[str, Any] | None = None
+    wants_origin = True  # the loop and the scan give each row its op and Origin
 
     def __init__(self, options: EnvelopeOptions, changefeed: str) -> None:
         self.options = options
@@ -70,7 +71,6 @@ class EnrichedJsonEncoder:
         self._updated, self._mvcc = options.updated, options.mvcc_timestamp
         self._source = "source" in options.enriched_properties
         self._key_column = options.key_column
-        self.wants_origin = True  # the loop gives each row its Origin (key names at least)
 
     def _key_object(self, row: ChangeRow) -> dict[str, Any]:
         names = (row.origin or _NOWHERE).key_names

@@ -41,6 +41,8 @@ def dumps(obj: Any, side: str = "value") -> bytes:
 class JsonEncoder:
     """The JSON encoder, one row at a time."""
 
+    wants_origin = False  # what the source said of a change: enriched's (encoders/enriched.py)
+
     def __init__(self, options: EnvelopeOptions) -> None:
         self.options = options
         # Read once: value() runs for every row.

@@ -290,7 +290,7 @@ class Task(Frames):
         headers_column = self.plan.headers_column
         # envelope: enriched: each row's op and where it came from (the key's names declared,
         # else as the record names them)
-        origin = getattr(encoder, "wants_origin", False)
+        origin = encoder.wants_origin
         declared_names = self.plan.key_names.get(topic)
         for i, (key, value) in enumerate(zip(keys.to_pylist(), values.to_pylist(), strict=True)):
             held = latest  # where a walk stopped at this record resumes

@@ -119,7 +119,7 @@ class ScanTask(Task):
         self.encode_key = plan.batch.encoders[chunk.topic].key
         self.encode_value = plan.batch.encoders[chunk.topic].value
         # envelope: enriched: each row's op and origin, its key's names declared, else read
-        enriched = getattr(plan.batch.encoders[chunk.topic], "wants_origin", False)
+        enriched = plan.batch.encoders[chunk.topic].wants_origin
         self.names = (
             (plan.batch.key_names.get(chunk.topic) or self.source.key_names) if enriched else None
         )
