@@ -187,6 +187,11 @@ def _walk(
     return walk
 
 
+def _full_name(name: str, namespace: str | None) -> str:
+    """A record's full name: ``name`` in the enclosing ``namespace`` (Avro's rule)."""
+    return name if namespace is None or "." in name else f"{namespace}.{name}"
+
+
 class AvroEncoder:
     """Avro envelopes for one output topic's table."""
 
@@ -210,7 +215,10 @@ class AvroEncoder:
         self.row_schema: Mapping[str, Any] = after  # the row record: each column optional
         self._columns = frozenset(f["name"] for f in after["fields"])  # each optional
         self._convert = _converters(after)
-        self._row_name, self._key_name = after["name"], schemas.key["name"]
+        # the records' full names (fastavro's tuple notation names a branch by its full name)
+        namespace = schemas.value.get("namespace")
+        self._row_name = _full_name(after["name"], namespace)
+        self._key_name = _full_name(schemas.key["name"], namespace)
         self.walk: Mapping[str, Any] | None = _walk(schemas, after, framing, options)
         self.scan_walk: Mapping[str, Any] | None = None
         self._writers: tuple[Write, Write, Write] | None = None

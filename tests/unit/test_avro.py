@@ -134,19 +134,28 @@ COLUMN_TYPES = {
     "string": st.text(),
     "bytes": st.binary(),
 }
+ARRAYS = {  # arrays of any length (a count past one varint byte too), of nullable items
+    "longs": st.lists(st.integers(-(2**63), 2**63 - 1), max_size=70),
+    "names": st.lists(st.none() | st.text(), max_size=5),
+}
 WIDE = {
     "type": "record",
     "name": "wide",
     "fields": [{"name": f"c_{t}", "type": ["null", t], "default": None} for t in COLUMN_TYPES]
-    + [{"name": "req", "type": "long"}],
+    + [
+        {"name": "c_longs", "type": ["null", {"type": "array", "items": "long"}], "default": None},
+        {"name": "c_names", "type": {"type": "array", "items": ["null", "string"]}},
+        {"name": "req", "type": "long"},
+    ],
 }
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     row=st.fixed_dictionaries(
-        {"req": st.integers(-(2**63), 2**63 - 1)},
-        optional={f"c_{t}": st.none() | s for t, s in COLUMN_TYPES.items()},
+        {"req": st.integers(-(2**63), 2**63 - 1), "c_names": ARRAYS["names"]},
+        optional={f"c_{t}": st.none() | s for t, s in COLUMN_TYPES.items()}
+        | {"c_longs": st.none() | ARRAYS["longs"]},
     )
 )
 def test_compiled_writer_writes_what_fastavro_reads(row: dict) -> None:
@@ -167,17 +176,19 @@ def test_compiled_writer_writes_what_fastavro_reads(row: dict) -> None:
         ("c_string", 5),
         ("c_double", "x"),
         ("req", None),
+        ("c_longs", "12"),
     ],
 )
 def test_compiled_writer_refuses_values_of_the_wrong_type(field: str, value: object) -> None:
     """A refusal says what it refused (an accident such as AttributeError does not count)."""
     with pytest.raises((TypeError, ValueError)) as refused:
-        compile_writer(WIDE)(bytearray(), {"req": 1, field: value})
+        compile_writer(WIDE)(bytearray(), {"req": 1, "c_names": [], field: value})
     assert type(refused.value) in {TypeError, ValueError}
     assert repr(value) in str(refused.value) or str(value) in str(refused.value)
 
 
-def test_logical_types_are_written_by_fastavro() -> None:
+def _decimal_price() -> TableSchema:
+    """ORDERS with a decimal ``price``: a logical type, so fastavro writes its records."""
     record = copy.deepcopy(ORDERS.record)
     record["fields"].append(
         {
@@ -189,7 +200,11 @@ def test_logical_types_are_written_by_fastavro() -> None:
             "default": None,
         }
     )
-    table = TableSchema.of(record, ["region", "order_id"])
+    return TableSchema.of(record, ["region", "order_id"])
+
+
+def test_logical_types_are_written_by_fastavro() -> None:
+    table = _decimal_price()
     with pytest.raises(NotCompiled):
         compile_writer(envelope_schema(table, OPTIONS))
     schemas = OutputSchemas.of(table, OPTIONS)
@@ -197,6 +212,22 @@ def test_logical_types_are_written_by_fastavro() -> None:
     value = encoder.value(ROW._replace(after={**AFTER, "price": "12.50"}), CTX)
     assert value is not None
     assert str(decode(value, 0, schemas.value)["after"]["price"]) == "12.50"
+
+
+def test_fastavro_names_the_records_in_the_prefixs_namespace() -> None:
+    """avro_schema_prefix with a logical type: each branch by its full name.
+
+    (Before: every row a bad record, "provided union type name orders not found".)
+    """
+    options = EncoderConfig(**{**OPTIONS.model_dump(), "avro_schema_prefix": "acme.cdc"})
+    options = options.model_copy(update={"key_in_value": True})
+    schemas = OutputSchemas.of(_decimal_price(), options)
+    encoder = AvroEncoder(schemas, Framing(b"", b"", b""), options, "orders")
+    row = ROW._replace(after={**AFTER, "price": "12.50"}, before=AFTER)
+    read = decode(encoder.value(row, CTX) or b"", 0, schemas.value)
+    assert str(read["after"]["price"]) == "12.50"
+    assert read["before"] == {**dict.fromkeys(read["before"]), **AFTER}
+    assert read["key"] == {"region": "eu", "order_id": 7}
 
 
 def test_an_encoder_travels_pickled_after_use() -> None:
