@@ -7,7 +7,8 @@
   fingerprint, the body. The schemas are published to a compacted topic keyed by
   fingerprint, so any consumer can find them.
 
-Only the ``wrapped`` and ``key_only`` envelopes exist in Avro. The encoder is built on the
+The ``wrapped`` and ``key_only`` envelopes are written here, ``enriched`` by its subclass in
+``encoders/enriched.py``. The encoder is built on the
 driver (with ids or fingerprints) and pickled to the executors, where it runs once per row.
 A value that does not fit the declared types raises :class:`EncodingError` naming the table;
 a row with a column the schema lacks (the table changed shape upstream) raises
@@ -187,7 +188,7 @@ def _walk(
     return walk
 
 
-def _full_name(name: str, namespace: str | None) -> str:
+def full_name(name: str, namespace: str | None) -> str:
     """A record's full name: ``name`` in the enclosing ``namespace`` (Avro's rule)."""
     return name if namespace is None or "." in name else f"{namespace}.{name}"
 
@@ -195,7 +196,7 @@ def _full_name(name: str, namespace: str | None) -> str:
 class AvroEncoder:
     """Avro envelopes for one output topic's table."""
 
-    wants_origin = False  # the enriched envelope has no Avro form yet
+    wants_origin = False  # what the source said of a change: enriched's (encoders/enriched.py)
 
     def __init__(
         self, schemas: OutputSchemas, framing: Framing, options: EnvelopeOptions, table: str
@@ -211,14 +212,14 @@ class AvroEncoder:
         self._key_column = options.key_column  # the records' key: this column's value
         self._key_names = [f["name"] for f in (schemas.primary or schemas.key)["fields"]]
         self.key_columns = tuple(self._key_names)  # the primary key's, in key order
-        after = schemas.value["fields"][0]["type"][1]
+        after = next(f for f in schemas.value["fields"] if f["name"] == "after")["type"][1]
         self.row_schema: Mapping[str, Any] = after  # the row record: each column optional
         self._columns = frozenset(f["name"] for f in after["fields"])  # each optional
         self._convert = _converters(after)
         # the records' full names (fastavro's tuple notation names a branch by its full name)
         namespace = schemas.value.get("namespace")
-        self._row_name = _full_name(after["name"], namespace)
-        self._key_name = _full_name(schemas.key["name"], namespace)
+        self._row_name = full_name(after["name"], namespace)
+        self._key_name = full_name(schemas.key["name"], namespace)
         self.walk: Mapping[str, Any] | None = _walk(schemas, after, framing, options)
         self.scan_walk: Mapping[str, Any] | None = None
         self._writers: tuple[Write, Write, Write] | None = None
@@ -280,14 +281,15 @@ class AvroEncoder:
         except (ValueError, TypeError, ArithmeticError) as exc:
             raise self._misfit(side, exc) from None
 
-    def _image(self, values: dict[str, Any] | None) -> Any:
+    def _image(self, values: dict[str, Any] | None, name: str | None = None) -> Any:
         """A row image (after, before) in its branch: a column the schema lacks is a change.
 
         (One it has and the row lacks is null: every column of the row record is optional.)
+        ``name``: the record's full name where it is not the row record's (enriched's before).
         """
         if values is not None and not values.keys() <= self._columns:
             raise SchemaChange(self.table, values.keys() - self._columns)
-        return self._branch(self._row_name, values)
+        return self._branch(name or self._row_name, values)
 
     def _branch(self, name: str, values: dict[str, Any] | None) -> Any:
         row = self._row("value", values)

@@ -1,6 +1,6 @@
-"""CockroachDB's ``enriched`` envelope, in JSON (issue 55; contract §4).
+"""CockroachDB's ``enriched`` envelope, in JSON and Avro (issue 55; contract §4).
 
-The value, its members in CockroachDB's (alphabetical) order::
+The JSON value, its members in CockroachDB's (alphabetical) order::
 
     {"after": {…}|null, "before": {…}|null, "key": {…}, "op": "c"|"u"|"d",
      "source": {…}, "ts_ns": <int>}
@@ -34,9 +34,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from schemas.avro import OutputSchemas
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 
+from .avro import AvroEncoder, Framing, full_name
 from .base import ChangeRow, Context, EnvelopeOptions, Origin, key_column_value
 from .json import dumps
 
@@ -54,6 +56,38 @@ def op_of(row: ChangeRow) -> str:
     if told is not None and told != "d":
         return told
     return "c" if row.before is None else "u"
+
+
+def source_block(
+    row: ChangeRow, changefeed: str, mvcc: bool, updated: bool, key_names: Any = None
+) -> dict[str, Any]:
+    """The source block of ``row`` (module doc).
+
+    ``mvcc_timestamp`` and the commit time only under their options; ``key_names``: the
+    primary key's, where the row's origin lacks them.
+    """
+    origin = row.origin or _NOWHERE
+    names, position = origin.key_names or key_names, origin.position
+    block: dict[str, Any] = {
+        "changefeed_sink": SINK,
+        "db_position": None if position is None else list(position),
+        "job_id": changefeed,
+    }
+    if mvcc:
+        block["mvcc_timestamp"] = str(row.mvcc_timestamp)
+    block |= {
+        "origin": ORIGIN,
+        "primary_keys": None if names is None else list(names),
+        "source_offset": origin.offset,
+        "source_partition": origin.partition,
+        "source_topic": origin.topic,
+        "table_name": row.table,
+        "transaction_id": origin.transaction,
+    }
+    if updated:
+        block["ts_hlc"] = str(row.updated)
+        block["ts_ns"] = row.updated.wall
+    return block
 
 
 class EnrichedJsonEncoder:
@@ -99,34 +133,55 @@ class EnrichedJsonEncoder:
             value["key"] = self._key_object(row)
         value["op"] = op_of(row)
         if self._source:
-            value["source"] = self._block(row)
+            value["source"] = source_block(row, self.changefeed, self._mvcc, self._updated)
         value["ts_ns"] = time.time_ns()
         return dumps(value)
-
-    def _block(self, row: ChangeRow) -> dict[str, Any]:
-        origin = row.origin or _NOWHERE
-        names, position = origin.key_names, origin.position
-        block: dict[str, Any] = {
-            "changefeed_sink": SINK,
-            "db_position": None if position is None else list(position),
-            "job_id": self.changefeed,
-        }
-        if self._mvcc:
-            block["mvcc_timestamp"] = str(row.mvcc_timestamp)
-        block |= {
-            "origin": ORIGIN,
-            "primary_keys": None if names is None else list(names),
-            "source_offset": origin.offset,
-            "source_partition": origin.partition,
-            "source_topic": origin.topic,
-            "table_name": row.table,
-            "transaction_id": origin.transaction,
-        }
-        if self._updated:
-            block["ts_hlc"] = str(row.updated)
-            block["ts_ns"] = row.updated.wall
-        return block
 
     def resolved(self, ts: Hlc, ctx: Context) -> bytes:
         """``{"resolved": "<hlc>"}``, as under ``wrapped``."""
         return dumps({"resolved": str(ts)})
+
+
+class EnrichedAvroEncoder(AvroEncoder):
+    """The ``enriched`` envelope in Avro (``schemas.avro.enriched_schema``).
+
+    As CockroachDB's: the value record holds ``before`` (``diff``), ``after``, ``source``,
+    ``key`` (``key_in_value``), ``ts_ns`` and ``op``, each nullable; the source record has
+    every field, null where the options or the source give none; the key and the resolved
+    marker are the wrapped envelope's. ``enriched_properties: [schema]`` adds nothing: the
+    registry holds the schema.
+    """
+
+    wants_origin = True
+
+    def __init__(
+        self,
+        schemas: OutputSchemas,
+        framing: Framing,
+        options: EnvelopeOptions,
+        table: str,
+        changefeed: str,
+    ) -> None:
+        super().__init__(schemas, framing, options, table)
+        self.changefeed = changefeed
+        self._source = "source" in options.enriched_properties
+        namespace = schemas.value.get("namespace")
+        self._before_name = full_name(f"{self.row_schema['name']}_before", namespace)
+        self._source_name = full_name("source", namespace)
+
+    def value(self, row: ChangeRow, ctx: Context) -> bytes | None:
+        """The enriched value record after its header."""
+        write = self._schemas()[1]  # first: it decides whether branches are named
+        datum: dict[str, Any] = {}
+        if self._diff:
+            datum["before"] = self._image(row.before, self._before_name)
+        datum["after"] = self._image(row.after)
+        if self._source:
+            block = source_block(row, self.changefeed, self._mvcc, self._updated, self.key_columns)
+            datum["source"] = (self._source_name, block) if self._tuples else block
+        if self._key:
+            key = dict(zip(self.key_columns, row.key, strict=True))
+            datum["key"] = self._branch(self._key_name, key)
+        datum["ts_ns"] = time.time_ns()
+        datum["op"] = op_of(row)
+        return self._write("value", self.framing.value, write, datum)

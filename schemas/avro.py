@@ -7,6 +7,9 @@ For a table ``orders`` with primary key ``(region, order_id)``:
   record ``orders`` (every column a nullable union with a null default), then ``key``
   (``key_in_value``), ``topic`` (``topic_in_value``), ``updated`` and ``mvcc_timestamp`` as
   nullable strings, all with null defaults;
+* **enriched value** (``envelope: enriched``, CockroachDB's): ``orders_envelope`` with
+  ``before`` (``diff``: record ``orders_before``), ``after``, ``source`` (record ``source``),
+  ``key``, ``ts_ns`` and ``op``, each nullable with a null default (:func:`enriched_schema`);
 * **resolved marker**: a record of the *same name* ``orders_envelope`` with one field,
   ``resolved`` (a nullable string, null default), as CockroachDB does.
 
@@ -87,6 +90,85 @@ def envelope_schema(table: TableSchema, options: Any) -> Schema:
     return {"type": "record", "name": f"{table.name}_envelope", "fields": fields}
 
 
+# The enriched envelope's source block (encoders/enriched.py), as CockroachDB's Avro has it:
+# every field a nullable union, null where the options or the source do not give it.
+SOURCE_FIELDS: tuple[tuple[str, Any], ...] = (
+    ("changefeed_sink", "string"),
+    ("db_position", {"type": "array", "items": "long"}),
+    ("job_id", "string"),
+    ("mvcc_timestamp", "string"),
+    ("origin", "string"),
+    ("primary_keys", {"type": "array", "items": "string"}),
+    ("source_offset", "long"),
+    ("source_partition", "int"),
+    ("source_topic", "string"),
+    ("table_name", "string"),
+    ("transaction_id", "string"),
+    ("ts_hlc", "string"),
+    ("ts_ns", "long"),
+)
+
+
+def _optional(name: str, avro_type: Any) -> dict[str, Any]:
+    return {"name": name, "type": ["null", avro_type], "default": None}
+
+
+def _referred(avro_type: Any, defined: set[str]) -> Any:
+    """``avro_type`` with each named type defined earlier (``defined``) referred to by name.
+
+    Avro allows a name one definition: the second copy of a row record (enriched's
+    ``before`` and ``after``) names the enums, fixed and records of its columns instead.
+    """
+    if isinstance(avro_type, list):
+        return [_referred(t, defined) for t in avro_type]
+    if not isinstance(avro_type, dict):
+        return avro_type
+    kind = avro_type.get("type")
+    if kind in {"record", "enum", "fixed"}:
+        name = avro_type["name"]
+        if "namespace" in avro_type and "." not in name:
+            name = f"{avro_type['namespace']}.{name}"
+        if name in defined:
+            return name
+        defined.add(name)
+    if kind == "record":
+        fields = [{**f, "type": _referred(f["type"], defined)} for f in avro_type["fields"]]
+        return {**avro_type, "fields": fields}
+    if kind in {"array", "map"}:
+        member = "items" if kind == "array" else "values"
+        return {**avro_type, member: _referred(avro_type[member], defined)}
+    return avro_type
+
+
+def enriched_schema(table: TableSchema, options: Any) -> Schema:
+    """CockroachDB's ``enriched`` value record ``<table>_envelope``, in its field order.
+
+    ``before`` (``diff``: record ``<table>_before``), ``after`` (record ``<table>``),
+    ``source`` (``enriched_properties: [source]``: record ``source``), ``key``
+    (``key_in_value``), ``ts_ns`` (long) and ``op`` (string): each nullable, null default.
+    """
+    row, defined = row_schema(table), set[str]()
+    fields: list[dict[str, Any]] = []
+    if options.diff:
+        before = _referred({**row, "name": f"{table.name}_before"}, defined)
+        fields.append(_optional("before", before))
+    fields.append(_optional("after", _referred(row, defined)))
+    if "source" in options.enriched_properties:
+        source = [_optional(name, kind) for name, kind in SOURCE_FIELDS]
+        fields.append(_optional("source", {"type": "record", "name": "source", "fields": source}))
+    if options.key_in_value:
+        fields.append(_optional("key", _referred(key_schema(table), defined)))
+    fields += [_optional("ts_ns", "long"), _optional("op", "string")]
+    return {"type": "record", "name": f"{table.name}_envelope", "fields": fields}
+
+
+def value_schema(table: TableSchema, options: Any) -> Schema:
+    """The value record of the options' envelope (``enriched``, or Highwater's wrapped)."""
+    if getattr(options, "envelope", "wrapped") == "enriched":
+        return enriched_schema(table, options)
+    return envelope_schema(table, options)
+
+
 def resolved_schema(table: TableSchema) -> Schema:
     """The resolved marker: ``<table>_envelope`` with one field, ``resolved``."""
     return marker_schema(table.name)
@@ -145,7 +227,7 @@ class OutputSchemas:
             table = table.without(headers)
         return cls(
             in_namespace(key_schema(table, key_column), namespace),
-            in_namespace(envelope_schema(table, options), namespace),
+            in_namespace(value_schema(table, options), namespace),
             in_namespace(resolved_schema(table), namespace),
             None if key_column is None else in_namespace(key_schema(table), namespace),
         )

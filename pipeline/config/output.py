@@ -218,11 +218,11 @@ class EncoderConfig(Section):
         """What ``envelope: enriched`` and ``enriched_properties`` cannot go with."""
         if self.enriched_properties and self.envelope != "enriched":
             raise combination("enriched_properties", "is only used with envelope: enriched")
-        if "schema" in self.enriched_properties:
+        if "schema" in self.enriched_properties and self.format != "avro":
             raise combination(
                 "enriched_properties",
-                "'schema' (the Kafka Connect schema beside each value) is not supported yet: "
-                "use [source]",
+                "'schema' (the Kafka Connect schema beside each JSON value) is not supported "
+                "yet: use [source] (in Avro the registry holds the schema)",
             )
         if self.envelope == "enriched":
             for option in ("topic_in_value", "select", "where"):
@@ -262,9 +262,9 @@ class EncoderConfig(Section):
         for avro_only in ("schema_registry", "avro_schema_prefix"):
             if getattr(self, avro_only) is not None and self.format != "avro":
                 raise combination(avro_only, "is only used with format: avro")
-        if self.format == "avro" and self.envelope not in ("wrapped", "key_only"):
-            yet = " yet" if self.envelope == "enriched" else ""
+        if self.format == "avro" and self.envelope not in ("wrapped", "key_only", "enriched"):
             raise combination(
-                "envelope", f"'{self.envelope}' has no Avro form{yet} (use wrapped or key_only)"
+                "envelope",
+                f"'{self.envelope}' has no Avro form (use wrapped, key_only or enriched)",
             )
         return self

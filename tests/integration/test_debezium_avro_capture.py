@@ -168,6 +168,7 @@ class Capture:
     outputs: dict[str, list[Message]]  # table -> the changefeed's output topic
     avro_topic: str  # the Avro changefeed's output topic of accounts
     avro_output: list[Message]  # its records
+    enriched_output: list[Message]  # the enriched (Avro) changefeed's, of the same topic
     final: dict[str, str]  # table -> the final SELECT's psql output
     last_commit: int  # the last transaction's commit time, ns
 
@@ -248,6 +249,20 @@ def capture_and_run(
             },
         )
         run_to_end(parse_config(avro, env={}), spark)
+        enriched = over_capture(
+            kafka_bootstrap,
+            f"{changefeed_id}-enriched",
+            accounts,
+            encoder={
+                "format": "avro",
+                "envelope": "enriched",
+                "enriched_properties": ["source"],
+                "updated": True,
+                "diff": True,
+                "schema_registry": {"url": schema_registry_url},
+            },
+        )
+        run_to_end(parse_config(enriched, env={}), spark)
         final = {table: postgres.sql(select) for table, (select, _) in SELECTS.items()}
         written = {t: read(t) for t in [*topics.values(), info.transaction_topic]}
     except BaseException:
@@ -268,6 +283,7 @@ def capture_and_run(
         {t: read(f"{changefeed_id}.{t}") for t in topics},
         f"{changefeed_id}-avro.accounts",
         read(f"{changefeed_id}-avro.accounts"),
+        read(f"{changefeed_id}-enriched.accounts"),
         final,
         max(commits()) * 1_000_000,
     )
@@ -362,21 +378,36 @@ def check_table(run: Capture, table: str, decoder: Decoder) -> None:
     assert top[0] >= run.last_commit, f"{table}: the last marker {top} is below the last commit"
 
 
-def check_avro_output(run: Capture, registry: SchemaRegistryClient, decoder: Decoder) -> None:
-    """The Avro changefeed's accounts: Debezium's versions per key; the derived schema's types."""
-    columns = SELECTS["accounts"][1]
-    topic = run.avro_topic
+def avro_rows(
+    registry: SchemaRegistryClient, topic: str, output: list[Message]
+) -> list[tuple[Any, Any]]:
+    """Each row record of an Avro output: key and value read by confluent-kafka."""
     read_key, read_value = AvroDeserializer(registry), AvroDeserializer(registry)
+    return [
+        (
+            read_key(m.key, SerializationContext(topic, MessageField.KEY)),
+            read_value(m.value, SerializationContext(topic, MessageField.VALUE)),
+        )
+        for m in output
+        if m.key is not None  # not a marker
+    ]
+
+
+def versions(rows: list[tuple[Any, Any]], time_of: Callable[[Any], str]) -> dict[str, list[Any]]:
+    """Per key, the rows' after images as psql prints them, in commit-time order."""
+    columns = SELECTS["accounts"][1]
     got: dict[str, list[tuple[tuple[int, int], dict[str, str] | None]]] = {}
-    for m in run.avro_output:
-        if m.key is None:
-            continue  # a marker
-        key = read_key(m.key, SerializationContext(topic, MessageField.KEY))
-        body = read_value(m.value, SerializationContext(topic, MessageField.VALUE))
+    for key, body in rows:
         after = body["after"]
         image = None if after is None else {c: avro_output_text(after[c]) for c in columns}
-        got.setdefault(f"[{key['id']}]", []).append((hlc_order(body["updated"]), image))
-    emitted = {k: [image for _, image in sorted(vs, key=lambda v: v[0])] for k, vs in got.items()}
+        got.setdefault(f"[{key['id']}]", []).append((hlc_order(time_of(body)), image))
+    return {k: [image for _, image in sorted(vs, key=lambda v: v[0])] for k, vs in got.items()}
+
+
+def check_avro_output(run: Capture, registry: SchemaRegistryClient, decoder: Decoder) -> None:
+    """The Avro changefeed's accounts: Debezium's versions per key; the derived schema's types."""
+    rows = avro_rows(registry, run.avro_topic, run.avro_output)
+    emitted = versions(rows, lambda body: body["updated"])
     assert emitted == debezium_versions(run, "accounts", decoder)
     changes = [m.value for m in run.avro_output if m.key is not None and m.value is not None]
     schema_ids = {int.from_bytes(value[1:5], "big") for value in changes}
@@ -395,6 +426,45 @@ def check_avro_output(run: Capture, registry: SchemaRegistryClient, decoder: Dec
         "opened": {"type": "long", "logicalType": "timestamp-micros"},
         "profile": "string",
     }, types
+
+
+def check_enriched_output(run: Capture, registry: SchemaRegistryClient, decoder: Decoder) -> None:
+    """The enriched changefeed's accounts: each row names the Debezium event it came from.
+
+    Its op is that event's (a snapshot read's ``c``), its ``before`` the event's, its source
+    block the event's LSN and transaction; each source record once (exactly once, counted);
+    per key Debezium's versions at ``source.ts_hlc``; markers on every partition.
+    """
+    columns = SELECTS["accounts"][1]
+    topic = run.topics["accounts"]
+    rows = avro_rows(registry, run.avro_topic.replace("-avro.", "-enriched."), run.enriched_output)
+    assert versions(rows, lambda body: body["source"]["ts_hlc"]) == debezium_versions(
+        run, "accounts", decoder
+    )
+    events = {(m.partition, m.offset): decoder.value(topic, m) for m in run.written[topic]}
+    places = [(b["source"]["source_partition"], b["source"]["source_offset"]) for _, b in rows]
+    assert len(places) == len(set(places)), "a Debezium event written twice"
+    assert len(places) == sum(e is not None for e in events.values())  # every event once
+    for _, body in rows:
+        assert list(body) == ["before", "after", "source", "ts_ns", "op"]
+        block = body["source"]
+        event = events[block["source_partition"], block["source_offset"]]
+        assert body["op"] == {"r": "c"}.get(event["op"], event["op"])
+        assert (block["source_topic"], block["table_name"]) == (topic, "accounts")
+        assert (block["origin"], block["primary_keys"]) == ("highwater", ["id"])
+        before = body["before"]
+        assert (None if before is None else {c: avro_output_text(before[c]) for c in columns}) == (
+            None
+            if event["before"] is None
+            else {c: avro_text(event["before"][c], c) for c in columns}
+        )
+        if event["op"] != "r":  # a streamed change: PostgreSQL's LSN and transaction
+            assert block["db_position"][-1] == event["source"]["lsn"], (block, event["source"])
+            # PostgreSQL's xid: Debezium's id ("<xid>:<lsn>") names each event's own LSN
+            xid, _, lsn = event["transaction"]["id"].partition(":")
+            assert (block["transaction_id"], lsn) == (xid, str(event["source"]["lsn"])), block
+    markers = [m for m in run.enriched_output if m.key is None]
+    assert {m.partition for m in markers} == {0, 1, 2}
 
 
 def avro_output_text(value: Any) -> str:
@@ -422,6 +492,7 @@ def test_a_real_debezium_capture_in_avro_through_the_registry_becomes_exact_json
     for table in SELECTS:
         check_table(run, table, decoder)
     check_avro_output(run, registry, decoder)
+    check_enriched_output(run, registry, decoder)
     # the values as psql prints them, exactly: 2^53 + 1, NUMERIC's digits, bigint's range
     accounts = run.final["accounts"].splitlines()
     assert accounts[0] == "1|tx2 nulls||9007199254740994|||", accounts

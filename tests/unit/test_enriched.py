@@ -180,6 +180,11 @@ def test_the_config_names_what_enriched_cannot_take() -> None:
             "encoder.enriched_properties"
         ]
     )
+    avro = {"envelope": "enriched", "format": "avro", "enriched_properties": ["schema"]}
+    assert (
+        not {"encoder.envelope", "encoder.enriched_properties"}
+        & problems(minimal(encoder=avro)).keys()
+    )  # in Avro, the registry holds the schema
     assert (
         "cannot be used with envelope 'enriched'"
         in problems(minimal(encoder={"envelope": "enriched", "topic_in_value": True}))[
@@ -187,8 +192,8 @@ def test_the_config_names_what_enriched_cannot_take() -> None:
         ]
     )
     assert (
-        "no Avro form yet"
-        in problems(minimal(encoder={"envelope": "enriched", "format": "avro"}))["encoder.envelope"]
+        "'row' has no Avro form"
+        in problems(minimal(encoder={"envelope": "row", "format": "avro"}))["encoder.envelope"]
     )
     # a native source's key names no columns: its primary key must be declared
     found = problems(minimal(encoder={"envelope": "enriched"}))
@@ -216,3 +221,32 @@ def test_an_initial_scans_snapshot_row_is_a_create_and_its_later_changes_keep_th
     assert [v["source"]["source_offset"] for v in values] == [0, 1]
     assert [v["source"]["ts_hlc"] for v in values] == [T[STATEMENT], T[5]]
     assert values[0]["source"]["primary_keys"] == ["order_id"]
+
+
+@pytest.mark.parametrize(
+    ("properties", "updated", "refused"),
+    [
+        (["source"], True, False),
+        ([], True, True),  # no source block: no commit time to window by
+        (["source"], False, True),  # a source block without ts_hlc
+    ],
+)
+def test_the_consumer_library_windows_an_enriched_output_only_with_its_commit_time(
+    monkeypatch: pytest.MonkeyPatch, properties: list[str], updated: bool, refused: bool
+) -> None:
+    from highwater_consumer import output as module  # noqa: PLC0415
+
+    said = {
+        "envelope": "enriched",
+        "enriched_properties": properties,
+        "updated": updated,
+        "format": "json",
+        "topics": {"orders": "out.orders"},
+    }
+    status = {b"cf": json.dumps({"output": said}).encode()}
+    monkeypatch.setattr(module, "read_compacted", lambda *_: status)
+    if refused:
+        with pytest.raises(module.ConsumerError, match="enriched with updated: true"):
+            module.Output.of_changefeed("broker:9092", "cf")
+    else:
+        assert module.Output.of_changefeed("broker:9092", "cf").topics == {"orders": "out.orders"}

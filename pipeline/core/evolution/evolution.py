@@ -40,9 +40,9 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Any
 
-from encoders.avro import AvroEncoder, AvroPending
+from encoders.avro import AvroEncoder, AvroPending, Framing
 from encoders.base import Encoder
-from encoders.enriched import EnrichedJsonEncoder
+from encoders.enriched import EnrichedAvroEncoder, EnrichedJsonEncoder
 from encoders.json import JsonEncoder
 from pipeline.config import ChangefeedConfig
 from schemas.avro import OutputSchemas, marker_schema
@@ -98,6 +98,15 @@ def json_encoder(config: ChangefeedConfig) -> Encoder:
     if config.encoder.envelope == "enriched":
         return EnrichedJsonEncoder(config.encoder, config.changefeed_id)
     return JsonEncoder(config.encoder)
+
+
+def avro_encoder(
+    config: ChangefeedConfig, schemas: OutputSchemas, framing: Framing, table: str
+) -> AvroEncoder:
+    """Avro output's encoder of ``table``: CockroachDB's enriched envelope, or any other."""
+    if config.encoder.envelope == "enriched":
+        return EnrichedAvroEncoder(schemas, framing, config.encoder, table, config.changefeed_id)
+    return AvroEncoder(schemas, framing, config.encoder, table)
 
 
 class SchemaEvolution:
@@ -276,7 +285,7 @@ class SchemaEvolution:
         schemas = OutputSchemas.of(table, config.encoder)
         before = self.tables.get(topic)
         framing = publisher.framing(output, schemas, evolved=before is not None)
-        self._encoders[topic] = AvroEncoder(schemas, framing, config.encoder, name)
+        self._encoders[topic] = avro_encoder(config, schemas, framing, name)
         added = () if before is None else _added(before, table)
         self.tables[topic] = TableVersion(table, publisher.version(output, framing), time, added)
 
