@@ -32,11 +32,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from schemas.avro import OutputSchemas
-from schemas.errors import EncodingError
+from schemas.connect_schema import enriched_schema, key_schema
+from schemas.errors import EncodingError, SchemaChange
 from schemas.hlc import Hlc
+from schemas.tables import TableSchema
 
 from .avro import AvroEncoder, Framing, full_name
 from .base import ChangeRow, Context, EnvelopeOptions, Origin, key_column_value
@@ -90,6 +92,41 @@ def source_block(
     return block
 
 
+class ConnectSchemas(NamedTuple):
+    """``enriched_properties: [schema]`` in JSON: each key and value beside its schema.
+
+    ``key`` and ``value`` are the bytes that follow a payload (``,"schema":{…}}``), written
+    once per table; ``columns`` the declared table's, which a row's images must stay within
+    (a column the schema lacks is a schema change, as in Avro: never a column undescribed).
+    """
+
+    key: bytes
+    value: bytes
+    columns: frozenset[str]
+
+    @classmethod
+    def of(cls, table: TableSchema, options: EnvelopeOptions) -> ConnectSchemas:
+        """The declared ``table``'s (``headers_json_column_name``'s column not in the value)."""
+        headers = options.headers_json_column_name
+        if headers is not None:
+            table = table.without(headers)
+        column = options.key_column
+        key = key_schema(table, table.primary_key if column is None else (column,))
+
+        def tail(schema: dict[str, Any]) -> bytes:
+            return b',"schema":' + dumps(schema) + b"}"
+
+        names = frozenset(f["name"] for f in table.record["fields"])
+        return cls(tail(key), tail(enriched_schema(table, options)), names)
+
+    def wrap(self, payload: bytes, row: ChangeRow) -> bytes:
+        """The value's payload beside its schema; a column the schema lacks: SchemaChange."""
+        for image in (row.after, row.before):
+            if image is not None and not image.keys() <= self.columns:
+                raise SchemaChange(row.table, image.keys() - self.columns)
+        return b'{"payload":' + payload + self.value
+
+
 class EnrichedJsonEncoder:
     """The ``enriched`` envelope in JSON, one row at a time."""
 
@@ -98,16 +135,27 @@ class EnrichedJsonEncoder:
     scan_walk: Mapping[str, Any] | None = None
     wants_origin = True  # the loop and the scan give each row its op and Origin
 
-    def __init__(self, options: EnvelopeOptions, changefeed: str) -> None:
+    def __init__(
+        self, options: EnvelopeOptions, changefeed: str, table: TableSchema | None = None
+    ) -> None:
+        """``table``: the declared table, whose schema ``enriched_properties: [schema]`` adds."""
         self.options = options
         self.changefeed = changefeed
         self._diff, self._key = options.diff, options.key_in_value
         self._updated, self._mvcc = options.updated, options.mvcc_timestamp
         self._source = "source" in options.enriched_properties
         self._key_column = options.key_column
+        self._schemas: ConnectSchemas | None = None
+        if "schema" in options.enriched_properties:
+            if table is None:
+                raise ValueError("enriched_properties [schema] in JSON needs the declared table")
+            self._schemas = ConnectSchemas.of(table, options)
+            self._primary: tuple[str, ...] | None = table.primary_key
+        else:
+            self._primary = None
 
     def _key_object(self, row: ChangeRow) -> dict[str, Any]:
-        names = (row.origin or _NOWHERE).key_names
+        names = (row.origin or _NOWHERE).key_names or self._primary
         if names is None or len(names) != len(row.key):
             raise EncodingError(
                 "key",
@@ -121,8 +169,11 @@ class EnrichedJsonEncoder:
         """The key's columns as an object (``key_column``: that column's value alone)."""
         column = self._key_column
         if column is not None:
-            return dumps({column: key_column_value(row, column)}, "key")
-        return dumps(self._key_object(row), "key")
+            key = dumps({column: key_column_value(row, column)}, "key")
+        else:
+            key = dumps(self._key_object(row), "key")
+        schemas = self._schemas
+        return key if schemas is None else b'{"payload":' + key + schemas.key
 
     def value(self, row: ChangeRow, ctx: Context) -> bytes:
         """The enriched envelope (module doc)."""
@@ -133,9 +184,11 @@ class EnrichedJsonEncoder:
             value["key"] = self._key_object(row)
         value["op"] = op_of(row)
         if self._source:
-            value["source"] = source_block(row, self.changefeed, self._mvcc, self._updated)
+            block = source_block(row, self.changefeed, self._mvcc, self._updated, self._primary)
+            value["source"] = block
         value["ts_ns"] = time.time_ns()
-        return dumps(value)
+        schemas = self._schemas
+        return dumps(value) if schemas is None else schemas.wrap(dumps(value), row)
 
     def resolved(self, ts: Hlc, ctx: Context) -> bytes:
         """``{"resolved": "<hlc>"}``, as under ``wrapped``."""

@@ -150,6 +150,15 @@ def _formats(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> None:
                     "object of the key's columns, and a native source's key names none",
                 )
             )
+        schema = "schema" in config.encoder.enriched_properties
+        if schema and config.encoder.format == "json" and declared is None:
+            problems.append(
+                (
+                    f"sources[{i}].table_schema",
+                    "is needed with enriched_properties: [schema] in JSON: the Kafka Connect "
+                    "schema beside each value is the declared table's",
+                )
+            )
         if source.schema_registry is not None and source.format != "debezium":
             problems.append((f"sources[{i}].schema_registry", "is only used with format: debezium"))
         if source.format == "debezium" and config.scan_mode != "no" and not source.transactions:

@@ -218,12 +218,6 @@ class EncoderConfig(Section):
         """What ``envelope: enriched`` and ``enriched_properties`` cannot go with."""
         if self.enriched_properties and self.envelope != "enriched":
             raise combination("enriched_properties", "is only used with envelope: enriched")
-        if "schema" in self.enriched_properties and self.format != "avro":
-            raise combination(
-                "enriched_properties",
-                "'schema' (the Kafka Connect schema beside each JSON value) is not supported "
-                "yet: use [source] (in Avro the registry holds the schema)",
-            )
         if self.envelope == "enriched":
             for option in ("topic_in_value", "select", "where"):
                 if getattr(self, option) not in (False, None):

@@ -174,12 +174,6 @@ def test_the_config_names_what_enriched_cannot_take() -> None:
             "encoder.enriched_properties"
         ]
     )
-    assert (
-        "not supported yet"
-        in problems(minimal(encoder={"envelope": "enriched", "enriched_properties": ["schema"]}))[
-            "encoder.enriched_properties"
-        ]
-    )
     avro = {"envelope": "enriched", "format": "avro", "enriched_properties": ["schema"]}
     assert (
         not {"encoder.envelope", "encoder.enriched_properties"}

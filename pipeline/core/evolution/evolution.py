@@ -93,11 +93,18 @@ def _before(time: str, version: TableVersion) -> bool:
     return version.changed_at is not None and Hlc.parse(time) < Hlc.parse(version.changed_at)
 
 
-def json_encoder(config: ChangefeedConfig) -> Encoder:
-    """JSON output's encoder: CockroachDB's enriched envelope, or any other."""
-    if config.encoder.envelope == "enriched":
-        return EnrichedJsonEncoder(config.encoder, config.changefeed_id)
-    return JsonEncoder(config.encoder)
+def json_encoders(config: ChangefeedConfig) -> dict[str, Encoder]:
+    """JSON output's encoders, by source topic.
+
+    CockroachDB's enriched envelope (each of its declared table, whose schema
+    ``enriched_properties: [schema]`` writes), or one encoder for every topic.
+    """
+    if config.encoder.envelope != "enriched":
+        return dict.fromkeys(config.routes, JsonEncoder(config.encoder))
+    return {
+        s.topic: EnrichedJsonEncoder(config.encoder, config.changefeed_id, s.declared_schema)
+        for s in config.sources
+    }
 
 
 def avro_encoder(
@@ -136,7 +143,7 @@ class SchemaEvolution:
         self._encoders: dict[str, Encoder] = {}  # source topic -> its output topic's encoder
         self.tables: dict[str, TableVersion] = {}  # source topic -> its output schema
         if publisher is None:
-            self._encoders = dict.fromkeys(config.routes, json_encoder(config))
+            self._encoders = json_encoders(config)
         for topic, table in tables.items():
             self._use(topic, table)
         self.refused: dict[RecordRef, str] = {}  # why a change could not evolve
@@ -316,10 +323,10 @@ class SchemaEvolution:
     def _evolve(self, sp: SourcePartition, offset: int, time: str | None) -> SourceShape:
         """Evolve ``sp``'s table to hold the row at ``offset``, if it does not; its shape."""
         topic, config = sp.topic, self.config
-        if self._publisher is None:  # a CDC query's select *: its columns are declared
+        if self._publisher is None:  # JSON output whose columns are declared
             raise HighwaterError(
-                "the CDC query's select * is the declared table_schema's columns: add the "
-                "new column(s) there and resume"
+                "JSON output writes the declared table_schema's columns (a CDC query's select "
+                "*, enriched's schema): add the new column(s) there and resume"
             )
         shape = _shape(
             source_adapter(config, topic), *self._read(sp, offset), config.formats[topic]
