@@ -26,7 +26,7 @@ from schemas.claims import ClaimError
 from schemas.hlc import LOGICAL_SCALE
 from schemas.jsontext import loads_exact
 
-from .decoding import JsonDecoder, Marker, claimed_read
+from .decoding import JsonDecoder, Marker, claimed_read, payload
 
 ROW, MARKER, CHECK, SKIP = 0, 1, 2, 3  # a record's kind (SKIP: bad, reported)
 _U64 = 1 << 64
@@ -210,8 +210,8 @@ def _json(data: bytes) -> Any:
 
 def _json_shape(key: bytes, value: bytes) -> tuple[bytes | None, int]:
     """A JSON row's after's names joined by NUL (None: deleted), and its key's width."""
-    after = _json(value)["after"]
-    width = len(_json(key))
+    after = payload(_json(value))["after"]
+    width = len(payload(_json(key)))
     return (None if after is None else "\0".join(after).encode()), width
 
 

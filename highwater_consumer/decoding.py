@@ -108,6 +108,13 @@ def _envelope(key: Any, value: Any) -> Read:
     return parse_packed(_hlc_text(updated, "updated"))
 
 
+def payload(data: Any) -> Any:
+    """A key or value inside its Kafka Connect schema (enriched's ``schema`` property), bare."""
+    if type(data) is dict and len(data) == 2 and "payload" in data and "schema" in data:
+        return data["payload"]
+    return data
+
+
 def _enriched_time(value: dict[str, Any]) -> Any:
     """The commit time of an ``enriched`` envelope: its source block's ``ts_hlc``."""
     source = value.get("source")
@@ -159,12 +166,14 @@ class JsonDecoder:
             parsed = orjson.loads(value)
         except orjson.JSONDecodeError:
             parsed = loads_exact(value)
+        parsed = payload(parsed)
         read = _envelope(key, parsed)
         if type(read) is int:
             try:
                 key_values = orjson.loads(key)  # type: ignore[arg-type]
             except orjson.JSONDecodeError:
                 key_values = loads_exact(key)  # type: ignore[arg-type]
+            key_values = payload(key_values)
             enriched = type(parsed) is dict and "op" in parsed  # its key is an object
             if type(key_values) is not (dict if enriched else list):
                 raise ValueError(f"the key is not a JSON {'object' if enriched else 'array'}")
@@ -172,8 +181,9 @@ class JsonDecoder:
 
     def change(self, key: bytes, value: bytes) -> Change:
         """A row change read whole, numbers exact (a record :meth:`read` took)."""
-        envelope = _exact(value)
-        return Change(_time(envelope), _exact(key), envelope["after"], envelope.get("before"))
+        envelope = payload(_exact(value))
+        key_values = payload(_exact(key))
+        return Change(_time(envelope), key_values, envelope["after"], envelope.get("before"))
 
 
 def avro_header(data: bytes) -> bytes | None:

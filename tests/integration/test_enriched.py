@@ -18,6 +18,7 @@ from typing import Any
 from highwater_consumer import ChangefeedConsumer, Output
 from pipeline.runtime.jars import broker_classpath
 from schemas.hlc import Hlc
+from schemas.jsontext import loads_exact
 from sinks.admin import ensure_topics
 from tests.integration.test_exactly_once import produce
 from tests.support.changefeed import changefeed_config, run_to_end
@@ -159,6 +160,14 @@ def test_enriched_json_with_its_schema_is_what_kafka_connects_json_converter_rea
     assert "after=" not in deleted  # null: Connect's Struct leaves it out
     assert ",op=d" in deleted
     assert "source=Struct{changefeed_sink=kafka," in created
+    # the consumer library reads the payloads: windows at their commit times
+    output = Output.of_changefeed(kafka_bootstrap, name)
+    with ChangefeedConsumer(output, unique_name("reader")) as consumer:
+        windows = list(consumer.windows(until=Hlc(T0 + 5), idle=30))
+    handed = [r for w in windows for r in w.rows]
+    assert [str(r.updated) for r in handed] == [json.loads(v)["updated"] for _, _, v in changes]
+    assert {json.dumps(r.key_values) for r in handed} == {'{"region": "eu", "order_id": 1}'}
+    assert [r.after for r in handed] == [loads_exact(v)["after"] for _, _, v in changes]
     # the negative control: CockroachDB's `after` (not optional) under a delete is refused
     key, value = rows[2]
     strict = value.replace(

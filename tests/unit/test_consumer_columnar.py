@@ -136,8 +136,28 @@ def test_the_scan_agrees_with_the_decoder_on_any_record(  # noqa: PLR0917 - hypo
 Record = tuple[int, int, bytes | None, bytes | None]  # slot, offset, key, value
 
 
+def enriched(key: list[Any], after: Any, updated: str, *, schema: bool) -> tuple[bytes, bytes]:
+    """A row as ``envelope: enriched`` writes it (its time ``source.ts_hlc``).
+
+    ``schema``: each side inside its Kafka Connect schema (``enriched_properties: [schema]``).
+    """
+    names = [f"k{i}" for i in range(len(key))]
+    key_object: Any = dict(zip(names, key, strict=True))
+    value: Any = {"after": after, "op": "c" if after else "d", "source": {"ts_hlc": updated}}
+    if schema:
+        key_object = {"payload": key_object, "schema": {"type": "struct"}}
+        value = {"payload": value | {"ts_ns": 1}, "schema": {"type": "struct"}}
+    return orjson.dumps(key_object), orjson.dumps(value)
+
+
 def records(
-    rng: random.Random, slots: Any, offsets: dict[Any, int], time: int, *, marked: bool
+    rng: random.Random,
+    slots: Any,
+    offsets: dict[Any, int],
+    time: int,
+    *,
+    marked: bool,
+    form: str = "wrapped",
 ) -> tuple[list[Record], int]:
     """A random batch: rows (replays, repeats), markers, bad records; the time reached."""
     batch: list[Record] = []
@@ -159,16 +179,21 @@ def records(
         else:  # a row, now or replayed from before
             at = time if roll < 0.8 else rng.randrange(50, time + 1)
             time += rng.randrange(0, 3)
-            key = orjson.dumps(["k", rng.randrange(8)])
+            key_values = ["k", rng.randrange(8)]
             after_: Any = None if rng.random() < 0.1 else {"n": rng.randrange(5)}
             if after_ is not None and rng.random() < 0.3:  # a second shape, text to escape
                 after_["m"] = rng.choice(["a\tb", "back\\slash", "new\nline\r", "é"])
-            value = orjson.dumps({"after": after_, "updated": f"{at}.{rng.randrange(3):010d}"})
+            updated = f"{at}.{rng.randrange(3):010d}"
+            if form == "wrapped":
+                key = orjson.dumps(key_values)
+                value = orjson.dumps({"after": after_, "updated": updated})
+            else:
+                key, value = enriched(key_values, after_, updated, schema=form == "schema")
             batch.append((slot, offset, key, value))
     return batch, time
 
 
-def feed(seed: int, piece: int, after: Hlc | None) -> tuple[int, list[Any]]:
+def feed(seed: int, piece: int, after: Hlc | None, form: str = "wrapped") -> tuple[int, list[Any]]:
     """Random batches (replays, duplicates, markers, bad records) into both; windows compared."""
     rng = random.Random(seed)
     partitions = {("b", 0): "beta", ("a", 1): "alpha", ("a", 0): "alpha", ("b", 1): "beta"}
@@ -180,7 +205,7 @@ def feed(seed: int, piece: int, after: Hlc | None) -> tuple[int, list[Any]]:
     handed = 0
     pairs = []
     for step in range(12):
-        batch, time = records(rng, slots, offsets, time, marked=step in {5, 11})
+        batch, time = records(rng, slots, offsets, time, marked=step in {5, 11}, form=form)
         found = (
             columns_of(*map(list, zip(*batch, strict=True)))
             if batch
@@ -220,6 +245,16 @@ def test_arrow_windows_equal_the_per_row_windows_batch_by_batch(seed: int) -> No
     after = None if seed % 4 else Hlc(120)
     handed, _ = feed(seed, piece=[1, 3, 100_000][seed % 3], after=after)
     assert handed > 20 or after is not None
+
+
+@pytest.mark.parametrize("form", ["enriched", "schema"])
+@pytest.mark.parametrize("seed", range(8))
+def test_arrow_windows_of_an_enriched_output_equal_the_per_row_windows(
+    seed: int, form: str
+) -> None:
+    """The scan leaves enriched records to the decoder; the windows are the same rows."""
+    handed, _ = feed(seed, piece=[1, 3, 100_000][seed % 3], after=None, form=form)
+    assert handed > 20
 
 
 def table(name: str, number: int) -> Table:
