@@ -11,17 +11,21 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
+from encoders.json import dumps
 from pipeline.config import parse_config
 from pipeline.core.ledger.frontier import SourcePartition
 from pipeline.core.ledger.records import GenerationRecord
 from pipeline.core.progress.claim import GENERATION_KEY, Claim, progress_key, transactional_id
 from schemas.errors import FencedError
+from schemas.jsontext import loads_exact
 from sinks.admin import ensure_topics
 from sinks.compacted import CompactedTopic
 from sinks.producer import AcknowledgedProducer
@@ -42,13 +46,35 @@ def produce(bootstrap: str, topic: str, records: list[tuple[int, Any, bytes]]) -
     assert producer.flush(30) == 0
 
 
+# The workload's table as declared for envelope: enriched (its key's names; in JSON the
+# declared types constrain nothing, so its numbers of every form pass through as written).
+WORKLOAD_TABLE = {
+    "type": "record",
+    "name": "t",
+    "fields": [
+        {"name": "region", "type": "string"},
+        {"name": "id", "type": "long"},
+        {"name": "amount", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
 def exactly_once_config(
-    bootstrap: str, changefeed_id: str, source: str, *, walk: bool, delivery: str
+    bootstrap: str,
+    changefeed_id: str,
+    source: str,
+    *,
+    walk: bool,
+    delivery: str,
+    enriched: bool = False,
 ) -> dict[str, Any]:
     raw = config_for(bootstrap, changefeed_id, source)
     raw["delivery"] = delivery
     if not walk:  # an envelope the walk does not write: every record through the Python loop
         raw["encoder"]["key_in_value"] = True
+    if enriched:  # CockroachDB's envelope (the loop's), its source block naming each record
+        raw["encoder"] |= {"envelope": "enriched", "enriched_properties": ["source"]}
+        raw["sources"][0] |= {"table_schema": WORKLOAD_TABLE, "primary_key": ["region", "id"]}
     # a failed task runs again (local mode retries nothing unless told to)
     raw["spark"]["master"] = "local[2,3]"
     # a transaction held back (the slow_commit fault point) is aborted by its coordinator
@@ -77,6 +103,10 @@ FAULTS = "after_commit,slow_commit"
         # retried after its commit skips its piece; the one whose commit was aborted commits
         # on its retry)
         pytest.param((False, "exactly_once", (("piece_committed:4", FAULTS),)), id="loop"),
+        # the same with envelope: enriched (the loop's too): read back as the wrapped envelope
+        # its source block says it is (key names dropped, source.ts_hlc the time), so the
+        # same checks count its duplicates and rows left uncommitted
+        pytest.param((False, "enriched", (("piece_committed:4", FAULTS),)), id="enriched"),
         # the negative control: the walk's kills at least once, which the same check must find
         # duplicates after. after_write's whole batch is written again by the next run, for
         # sure. Without transactions in_transaction is never reached: its counterpart is the
@@ -111,13 +141,17 @@ def test_a_kill_inside_a_transaction_or_before_the_checkpoint_writes_nothing_twi
     twice: the kills hurt, so the check could fail. At least once, the same check fails.
     """
     walk, delivery, kills = case
+    enriched = delivery == "enriched"
+    delivery = "exactly_once" if enriched else delivery
     source, changefeed_id = unique_name("src"), unique_name("cf")
     output_topic = f"{changefeed_id}.t"
     workload = Workload(partitions=PARTITIONS, seed=33)
     ensure_topics({"bootstrap.servers": kafka_bootstrap}, {source: PARTITIONS})
     produce(kafka_bootstrap, source, workload.records(900))
     produce(kafka_bootstrap, source, workload.final_markers())
-    raw = exactly_once_config(kafka_bootstrap, changefeed_id, source, walk=walk, delivery=delivery)
+    raw = exactly_once_config(
+        kafka_bootstrap, changefeed_id, source, walk=walk, delivery=delivery, enriched=enriched
+    )
     config = write_config(tmp_path / "cf.yaml", raw)
     log = tmp_path / "run.log"
     ends: list[dict[int, int]] = []  # where each killed run left the output topic
@@ -135,6 +169,8 @@ def test_a_kill_inside_a_transaction_or_before_the_checkpoint_writes_nothing_twi
     drain = run_to_end(parse_config(raw, env={}), spark)  # in-process: the rest, from Kafka
 
     output = consume_all(kafka_bootstrap, output_topic)  # read_committed
+    if enriched:
+        output = as_wrapped(output, changefeed_id, source)
     dead = consume_all(kafka_bootstrap, f"_highwater_dlq_{changefeed_id}")
     report = validate(workload, output, dead, exactly_once=True)
     assert report.distinct == len(workload.changes), report.summary()
@@ -153,7 +189,13 @@ def test_a_kill_inside_a_transaction_or_before_the_checkpoint_writes_nothing_twi
     markers = [m for m in output if m.key is None]
     assert {m.partition for m in markers} == set(range(3)), "a marker on every output partition"
     uncommitted_rows_were_written_again(
-        kafka_bootstrap, output_topic, output, workload=workload, kills=kills, ends=ends
+        kafka_bootstrap,
+        output_topic,
+        output,
+        workload=workload,
+        kills=kills,
+        ends=ends,
+        read=(lambda found: as_wrapped(found, changefeed_id, source)) if enriched else None,
     )
     transactions = {
         outcome: drain.metrics.registry.get_sample_value(
@@ -190,6 +232,7 @@ def uncommitted_rows_were_written_again(
     workload: Workload,
     kills: tuple[tuple[str, str], ...],
     ends: list[dict[int, int]],
+    read: Callable[[list[Message]], list[Message]] | None = None,
 ) -> None:
     """The rows the kills and aborted commits left on the broker: never seen, written again.
 
@@ -202,6 +245,8 @@ def uncommitted_rows_were_written_again(
     """
     committed = {(m.partition, m.offset) for m in output}
     uncommitted = consume_all(bootstrap, topic, isolation="read_uncommitted")
+    if read is not None:
+        uncommitted = read(uncommitted)
     unseen = [m for m in uncommitted if (m.partition, m.offset) not in committed]
     assert all(m.key is not None for m in unseen), "a marker not seen by read_committed"
     again = validate(workload, uncommitted, [], exactly_once=True)
@@ -214,6 +259,29 @@ def uncommitted_rows_were_written_again(
         if crash.startswith("in_transaction"):
             assert rows, f"{crash}: no uncommitted row among the offsets its run wrote"
     print(f"rows uncommitted, not seen, written again: {len(unseen)}; by killed run {by_run}")
+
+
+def as_wrapped(output: list[Message], changefeed_id: str, source: str) -> list[Message]:
+    """An enriched output's records as the wrapped envelope (``validate`` reads that).
+
+    Each row's key object becomes the array of its values, its value ``after``, ``before``
+    and ``source.ts_hlc`` as ``updated``, written by the changefeed's own JSON writer from
+    the exact reading (numbers keep their text); its source block names this changefeed, the
+    source topic and the declared key. Markers are as they were.
+    """
+    wrapped = []
+    for m in output:
+        if m.key is None or m.value is None:
+            wrapped.append(m)
+            continue
+        key, value = loads_exact(m.key), loads_exact(m.value)
+        block = value["source"]
+        assert (block["job_id"], block["source_topic"]) == (changefeed_id, source), block
+        assert block["primary_keys"] == ["region", "id"] == list(key), (block, key)
+        assert value["op"] in {"c", "u", "d"}, value
+        envelope = {"after": value["after"], "before": value["before"], "updated": block["ts_hlc"]}
+        wrapped.append(replace(m, key=dumps(list(key.values())), value=dumps(envelope)))
+    return wrapped
 
 
 def topic_ends(bootstrap: str, topic: str) -> dict[int, int]:
