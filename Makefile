@@ -9,7 +9,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: demo test durations check docs jvm-test jars system clean bench bench-iceberg bench-scan cluster-bench soak cluster-test explore
+.PHONY: demo test durations check docs jvm-test jars proto system clean bench bench-iceberg bench-scan cluster-bench soak cluster-test explore
 
 demo: jars
 	$(BIN)/highwater dev demo
@@ -43,6 +43,11 @@ docs: $(INSTALLED)
 
 jars: $(INSTALLED)
 	$(BIN)/highwater dev fetch-jars
+
+# The protobuf messages' Python module and stubs, from schemas/highwater_changefeed.proto
+# (committed; tests/unit/test_protobuf.py fails while they differ from what this makes).
+proto: $(INSTALLED)
+	$(BIN)/python -m grpc_tools.protoc -I schemas --python_out=schemas --pyi_out=schemas schemas/highwater_changefeed.proto
 
 # Two distributions, both editable: highwater-consumer (consumer/pyproject.toml: the consumer
 # library and schemas, no Spark) and highwater, which requires it. Named in one pip command, the local

@@ -18,7 +18,7 @@ import io
 import json
 import struct
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import fastavro
 import orjson
@@ -248,10 +248,22 @@ class AvroDecoder:
         return self._read(key), self._read(value)["after"]
 
 
+class Reader(Protocol):
+    """One format's reader (:class:`JsonDecoder`, :class:`AvroDecoder`, protobuf's)."""
+
+    def read(self, key: bytes | None, value: bytes | None) -> Read:
+        """A record's marker or row change time (packed); ``ValueError`` if neither."""
+        ...
+
+    def change(self, key: bytes, value: bytes) -> Change:
+        """A row change read whole."""
+        ...
+
+
 class Decoder:
     """One output's decoder: names every bad record by topic, partition and offset."""
 
-    def __init__(self, reader: JsonDecoder | AvroDecoder) -> None:
+    def __init__(self, reader: Reader) -> None:
         self.reader = reader
         self.change = reader.change
 

@@ -25,6 +25,7 @@ from .decoding import (
     fingerprint_lookup,
     registry_lookup,
 )
+from .protobuf import ProtobufDecoder
 
 JOBS_TOPIC = "_highwater_jobs"  # the default of the changefeed's ``jobs.topic``
 SCHEMA_TOPIC = "_highwater_schemas"  # the default of ``encoder.schema_topic``
@@ -53,8 +54,8 @@ class Output:
     def __post_init__(self) -> None:
         if not self.topics:
             raise ConsumerError("an output has at least one topic")
-        if self.format not in ("json", "avro"):
-            raise ConsumerError(f"format: {self.format!r} is neither json nor avro")
+        if self.format not in ("json", "avro", "protobuf"):
+            raise ConsumerError(f"format: {self.format!r} is none of json, avro, protobuf")
         if self.format == "avro" and self.registry is None and self.schema_topic is None:
             raise ConsumerError("format: avro needs a schema registry or a schema topic")
 
@@ -123,6 +124,8 @@ class Output:
         """The decoder of this output's records."""
         if self.format == "json":
             return Decoder(JsonDecoder())
+        if self.format == "protobuf":
+            return Decoder(ProtobufDecoder())
         if self.registry is not None:
             return Decoder(AvroDecoder(registry_lookup(self.registry)))
         topic = self.schema_topic or SCHEMA_TOPIC

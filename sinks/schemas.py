@@ -28,6 +28,7 @@ from schemas.avro import (
     single_object_fingerprint,
 )
 from schemas.errors import SchemaError
+from schemas.protobuf import KEY_INDEX, MESSAGE_INDEX, PROTO, header
 
 from .compacted import CompactedTopic
 
@@ -125,19 +126,35 @@ def register(registry: Mapping[str, Any], topic: str, schemas: OutputSchemas) ->
     return Framing.confluent(*ids)
 
 
+def register_protobuf(registry: Mapping[str, Any], topic: str) -> tuple[bytes, bytes]:
+    """Register the protobuf messages under ``<topic>-key`` and ``<topic>-value``.
+
+    One file for both (``schemas/highwater_changefeed.proto``, its import a well-known type
+    the registry knows); the headers of keys (``Key``) and values (``Message``) returned.
+    """
+    text = PROTO.read_text()
+    key_id, value_id = _register(
+        registry, [(f"{topic}-key", text), (f"{topic}-value", text)], "PROTOBUF"
+    )
+    return header(key_id, KEY_INDEX), header(value_id, MESSAGE_INDEX)
+
+
 def _register(
-    registry: Mapping[str, Any], schemas: list[tuple[str, Mapping[str, Any]]]
+    registry: Mapping[str, Any],
+    schemas: list[tuple[str, Mapping[str, Any] | str]],
+    kind: str = "AVRO",
 ) -> list[int]:
-    """Each ``(subject, schema)`` registered, in order: their ids."""
-    # the registry client (and its HTTP stack) only for Avro with a registry
+    """Each ``(subject, schema)`` registered, in order: their ids (``kind``: its type)."""
+    # the registry client (and its HTTP stack) only for outputs with a registry
     from confluent_kafka.schema_registry import Schema, SchemaRegistryClient  # noqa: PLC0415
     from confluent_kafka.schema_registry.error import SchemaRegistryError  # noqa: PLC0415
 
     client = SchemaRegistryClient(dict(registry))
     ids = []
     for subject, schema in schemas:
+        text = schema if isinstance(schema, str) else json.dumps(schema)
         try:
-            ids.append(client.register_schema(subject, Schema(json.dumps(schema), "AVRO")))
+            ids.append(client.register_schema(subject, Schema(text, kind)))
         except SchemaRegistryError as exc:
             raise SchemaError(
                 f"the schema registry refused the schema for subject {subject!r}: "

@@ -275,7 +275,7 @@ class ChangefeedConfig(Section):
             "format": encoder.format,
             "envelope": encoder.envelope,
             "updated": encoder.updated,
-            "registry": registry.url if avro and registry is not None else None,
+            "registry": None if registry is None else registry.url,
             "schema_topic": encoder.schema_topic if avro and registry is None else None,
             "dead_letters": self.effective_dlq_topic,
             # the tables' schemas, whose rows the output carries as they say (a CDC query's

@@ -21,6 +21,7 @@ def cross_section_problems(config: ChangefeedConfig) -> list[tuple[str, str]]:
     problems: list[tuple[str, str]] = []
     _sources(config, problems)
     _formats(config, problems)
+    _named_keys(config, problems)
     if config.end_time is not None and config.initial_scan.mode == "only":
         problems.append(("end_time", "cannot be used with initial_scan.mode: only"))
     if (
@@ -126,6 +127,35 @@ def _avro_tables(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> N
             )
 
 
+def _named_keys(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> None:
+    """Outputs whose keys name their columns: a native source must declare them."""
+    encoder = config.encoder
+    # enriched's key (and the value's, key_in_value) is an object of the key's columns; a
+    # protobuf key is a map of them
+    named = encoder.key_column is not None and not encoder.key_in_value
+    needs = encoder.envelope == "enriched" or encoder.format == "protobuf"
+    what = "enriched" if encoder.envelope == "enriched" else "format: protobuf"
+    for i, source in enumerate(config.sources):
+        declared = source.declared_schema
+        if needs and source.format == "native" and declared is None and not named:
+            problems.append(
+                (
+                    f"sources[{i}].primary_key",
+                    f"is needed with {what} (with table_schema): its key names the key's "
+                    "columns, and a native source's key names none",
+                )
+            )
+        schema = "schema" in encoder.enriched_properties
+        if schema and encoder.format == "json" and declared is None:
+            problems.append(
+                (
+                    f"sources[{i}].table_schema",
+                    "is needed with enriched_properties: [schema] in JSON: the Kafka Connect "
+                    "schema beside each value is the declared table's",
+                )
+            )
+
+
 def _formats(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> None:
     key_column = config.encoder.key_column
     for i, source in enumerate(config.sources):
@@ -139,26 +169,6 @@ def _formats(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> None:
                 problems.append(
                     (f"sources[{i}].table_schema", f"has no column {column!r} ({option})")
                 )
-        # enriched's key (and the value's, key_in_value) is an object of the key's columns
-        named = key_column is not None and not config.encoder.key_in_value
-        enriched = config.encoder.envelope == "enriched"
-        if enriched and source.format == "native" and declared is None and not named:
-            problems.append(
-                (
-                    f"sources[{i}].primary_key",
-                    "is needed with envelope: enriched (with table_schema): its key is an "
-                    "object of the key's columns, and a native source's key names none",
-                )
-            )
-        schema = "schema" in config.encoder.enriched_properties
-        if schema and config.encoder.format == "json" and declared is None:
-            problems.append(
-                (
-                    f"sources[{i}].table_schema",
-                    "is needed with enriched_properties: [schema] in JSON: the Kafka Connect "
-                    "schema beside each value is the declared table's",
-                )
-            )
         if source.schema_registry is not None and source.format != "debezium":
             problems.append((f"sources[{i}].schema_registry", "is only used with format: debezium"))
         if source.format == "debezium" and config.scan_mode != "no" and not source.transactions:

@@ -117,8 +117,11 @@ class SinkConfig(Section):
 class EncoderConfig(Section):
     """The envelope and its options (contract §4)."""
 
-    format: Literal["json", "avro"] = Field(
-        "json", description="The output records' format.", json_schema_extra=cockroachdb("format")
+    format: Literal["json", "avro", "protobuf"] = Field(
+        "json",
+        description="The output records' format (`protobuf`: the table-independent messages "
+        "of `schemas/highwater_changefeed.proto`, wire-compatible with CockroachDB's).",
+        json_schema_extra=cockroachdb("format"),
     )
     envelope: Envelope = Field(
         "wrapped",
@@ -174,9 +177,9 @@ class EncoderConfig(Section):
     )
     schema_registry: SchemaRegistryConfig | None = Field(
         None,
-        description="Avro: a Confluent-compatible registry (subjects `<topic>-key`, "
-        "`<topic>-value`, the Confluent wire format); unset: single-object encoding with "
-        "the schemas in `schema_topic`.",
+        description="Avro and protobuf: a Confluent-compatible registry (subjects "
+        "`<topic>-key`, `<topic>-value`, the Confluent wire format); unset: Avro's "
+        "single-object encoding with the schemas in `schema_topic`, protobuf's bare messages.",
         json_schema_extra=cockroachdb("confluent_schema_registry"),
     )
     key_column: Annotated[str, Field(min_length=1)] | None = Field(
@@ -253,12 +256,28 @@ class EncoderConfig(Section):
         self._enriched()
         if self.envelope == "row" and self.diff:
             raise combination("diff", "cannot be used with envelope 'row' (no place for 'before')")
-        for avro_only in ("schema_registry", "avro_schema_prefix"):
-            if getattr(self, avro_only) is not None and self.format != "avro":
-                raise combination(avro_only, "is only used with format: avro")
+        self._formats()
+        return self
+
+    def _formats(self) -> None:
+        """What each output format holds."""
+        if self.schema_registry is not None and self.format == "json":
+            raise combination("schema_registry", "is only used with format: avro or protobuf")
+        if self.avro_schema_prefix is not None and self.format != "avro":
+            raise combination("avro_schema_prefix", "is only used with format: avro")
         if self.format == "avro" and self.envelope not in ("wrapped", "key_only", "enriched"):
             raise combination(
                 "envelope",
                 f"'{self.envelope}' has no Avro form (use wrapped, key_only or enriched)",
             )
-        return self
+        if self.format == "protobuf" and self.envelope not in ("wrapped", "bare", "enriched"):
+            raise combination(
+                "envelope",
+                f"'{self.envelope}' has no protobuf message (as in CockroachDB: use wrapped, "
+                "bare or enriched)",
+            )
+        if self.format == "protobuf" and self.headers_json_column_name is not None:
+            raise combination(
+                "headers_json_column_name",
+                "cannot be used with format: protobuf (as in CockroachDB)",
+            )

@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from highwater_consumer.decoding import ApplyError, AvroDecoder, JsonDecoder, Marker
+from highwater_consumer.decoding import ApplyError, Marker, Reader
 from highwater_consumer.iceberg import UnwritableRecord
 from highwater_consumer.iceberg.columns import Convert, Unwritable, converters
 from highwater_consumer.output import Output
@@ -87,12 +87,12 @@ class _Reading:
 
     def __init__(self, output: Output) -> None:
         self.output = output
-        self._reader: JsonDecoder | AvroDecoder | None = None
+        self._reader: Reader | None = None
 
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "_reader": None}
 
-    def reader(self) -> JsonDecoder | AvroDecoder:
+    def reader(self) -> Reader:
         if self._reader is None:
             self._reader = self.output.decoder().reader
         return self._reader
@@ -184,7 +184,7 @@ class Converter(_Reading):
 
     def _row(
         self,
-        reader: JsonDecoder | AvroDecoder,
+        reader: Reader,
         key: bytes | None,
         value: bytes | None,
         where: RecordRef,

@@ -191,7 +191,7 @@ def test_the_config_names_what_enriched_cannot_take() -> None:
     )
     # a native source's key names no columns: its primary key must be declared
     found = problems(minimal(encoder={"envelope": "enriched"}))
-    assert "is needed with envelope: enriched" in found["sources[0].primary_key"]
+    assert "is needed with enriched (with table_schema)" in found["sources[0].primary_key"]
 
 
 def test_an_initial_scans_snapshot_row_is_a_create_and_its_later_changes_keep_their_op() -> None:

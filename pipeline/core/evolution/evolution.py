@@ -44,7 +44,8 @@ from encoders.avro import AvroEncoder, AvroPending, Framing
 from encoders.base import Encoder
 from encoders.enriched import EnrichedAvroEncoder, EnrichedJsonEncoder
 from encoders.json import JsonEncoder
-from pipeline.config import ChangefeedConfig
+from encoders.protobuf import ProtobufEncoder
+from pipeline.config import ChangefeedConfig, SourceConfig
 from schemas.avro import OutputSchemas, marker_schema
 from schemas.connect import (
     NoAvroType,
@@ -57,7 +58,7 @@ from schemas.errors import HighwaterError, RecordRef, SchemaChangeError
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 from sinks.compacted import CompactedTopic
-from sinks.schemas import SchemaPublisher
+from sinks.schemas import SchemaPublisher, register_protobuf
 
 from ..batch import BatchPlan, Deferred, Settled, range_reader, read_range
 from ..ledger import SourcePartition
@@ -94,17 +95,36 @@ def _before(time: str, version: TableVersion) -> bool:
 
 
 def json_encoders(config: ChangefeedConfig) -> dict[str, Encoder]:
-    """JSON output's encoders, by source topic.
+    """JSON and protobuf output's encoders, by source topic.
 
     CockroachDB's enriched envelope (each of its declared table, whose schema
-    ``enriched_properties: [schema]`` writes), or one encoder for every topic.
+    ``enriched_properties: [schema]`` writes), or one encoder for every topic; protobuf's
+    (each its table's key names and column types, its topic's registry ids if any).
     """
+    if config.encoder.format == "protobuf":
+        return {s.topic: protobuf_encoder(config, s) for s in config.sources}
     if config.encoder.envelope != "enriched":
         return dict.fromkeys(config.routes, JsonEncoder(config.encoder))
     return {
         s.topic: EnrichedJsonEncoder(config.encoder, config.changefeed_id, s.declared_schema)
         for s in config.sources
     }
+
+
+def protobuf_encoder(config: ChangefeedConfig, source: SourceConfig) -> ProtobufEncoder:
+    """A source table's protobuf encoder: its messages registered first where a registry is."""
+    registry = config.encoder.schema_registry
+    key_header = value_header = b""
+    if registry is not None:
+        topic = config.output_topic(source)
+        key_header, value_header = register_protobuf(registry.client_config(), topic)
+    return ProtobufEncoder(
+        config.encoder,
+        config.changefeed_id,
+        source.declared_schema,
+        key_header=key_header,
+        value_header=value_header,
+    )
 
 
 def avro_encoder(
@@ -163,7 +183,7 @@ class SchemaEvolution:
         resources: ExitStack,
     ) -> SchemaEvolution:
         """The run's encoders: Avro schemas registered or published first, derived where due."""
-        if config.encoder.format == "json":
+        if config.encoder.format != "avro":  # JSON, protobuf: table-independent records
             evolution = cls(config, None, {}, source)
             evolution.described = described_tables(config, source)
             return evolution

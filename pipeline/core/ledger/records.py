@@ -354,7 +354,7 @@ class OutputFields(_Part):
     """Where and how a changefeed writes, for its consumers (``highwater_consumer``)."""
 
     topics: dict[str, str]  # output topic -> the table it carries
-    format: Literal["json", "avro"]
+    format: Literal["json", "avro", "protobuf"]
     envelope: str
     updated: bool
     registry: str | None = None  # Avro: the registry's URL (its credentials are not written)
