@@ -153,7 +153,9 @@ def _output_args(parser: argparse.ArgumentParser) -> None:
         metavar="TOPIC[=TABLE]",
         help="read these output topics instead of the job status's",
     )
-    parser.add_argument("--format", choices=["json", "avro"], default="json", help="with --topic")
+    parser.add_argument(
+        "--format", choices=["json", "avro", "protobuf"], default="json", help="with --topic"
+    )
     parser.add_argument("--registry", help="the schema registry's URL (Avro, with --topic)")
     parser.add_argument("--registry-auth", help="USER:PASSWORD for the registry")
     parser.add_argument("--schema-topic", help="registry-free Avro's schema topic (with --topic)")

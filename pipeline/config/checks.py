@@ -102,7 +102,7 @@ def _avro_tables(config: ChangefeedConfig, problems: list[tuple[str, str]]) -> N
                 (
                     "schema_change_policy",
                     "backfill re-emits a table whose Avro schema evolved: it needs "
-                    "encoder.format: avro (JSON output passes new columns through)",
+                    "encoder.format: avro (JSON and protobuf outputs pass new columns through)",
                 )
             )
         return

@@ -107,6 +107,8 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
         tops = {n.split("/")[0] for n in archive.namelist() if "dist-info" not in n}
         wheel_metadata = HeaderParser().parsestr(archive.read(name).decode())
     assert tops == {"highwater_consumer", "schemas"}
+    with zipfile.ZipFile(wheel) as archive:  # the protobuf messages' source, as registered
+        assert "schemas/highwater_changefeed.proto" in archive.namelist()
     # the columnar reader's C extension, built with the wheel (a C compiler is a system need)
     with zipfile.ZipFile(wheel) as archive:
         assert [n for n in archive.namelist() if n.startswith("highwater_consumer/_rdbatch.")]
@@ -114,7 +116,7 @@ def alone(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # what an application that reads windows installs: nothing of Spark, the server or psycopg
     declared = [Requirement(r) for r in wheel_metadata.get_all("Requires-Dist") or []]
     plain = {r.name.lower() for r in declared if r.marker is None}
-    assert plain == {"confluent-kafka", "fastavro", "orjson"}
+    assert plain == {"confluent-kafka", "fastavro", "orjson", "protobuf"}
     assert not plain & {"pyspark", "fastapi", "uvicorn", "psycopg", "highwater"}
     extras = sorted((r.name, str(r.marker)) for r in declared if r.marker is not None)
     assert extras == [
