@@ -39,6 +39,7 @@ import datetime as dt
 import re
 import struct
 from collections.abc import Callable, Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,13 @@ from . import highwater_changefeed_pb2 as pb
 from .jsontext import Number, fragment
 
 PROTO = Path(__file__).with_name("highwater_changefeed.proto")
+
+
+def proto_text() -> str:
+    """The .proto's text, as registered: a resource, so read from a zip too (``--py-files``)."""
+    return resources.files(__package__ or "schemas").joinpath(PROTO.name).read_text("utf-8")
+
+
 CONFLUENT_MAGIC = b"\x00"
 KEY_INDEX = b"\x02\x02"  # [1]: Key, the file's second message (zig-zag count, then index)
 MESSAGE_INDEX = b"\x00"  # [0]: Message, the file's first (Confluent's one-byte form)

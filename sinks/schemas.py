@@ -28,7 +28,7 @@ from schemas.avro import (
     single_object_fingerprint,
 )
 from schemas.errors import SchemaError
-from schemas.protobuf import KEY_INDEX, MESSAGE_INDEX, PROTO, header
+from schemas.protobuf import KEY_INDEX, MESSAGE_INDEX, header, proto_text
 
 from .compacted import CompactedTopic
 
@@ -132,7 +132,7 @@ def register_protobuf(registry: Mapping[str, Any], topic: str) -> tuple[bytes, b
     One file for both (``schemas/highwater_changefeed.proto``, its import a well-known type
     the registry knows); the headers of keys (``Key``) and values (``Message``) returned.
     """
-    text = PROTO.read_text()
+    text = proto_text()
     key_id, value_id = _register(
         registry, [(f"{topic}-key", text), (f"{topic}-value", text)], "PROTOBUF"
     )

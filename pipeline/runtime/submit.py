@@ -132,7 +132,8 @@ def package_zip(work_dir: Path, *, consumer: bool = False) -> Path:
         for package in packages:
             root = _package_folder(package).parent
             paths = sorted((root / package).rglob("*.py"))
-            for path in paths:
+            data = sorted((root / package).rglob("*.proto"))  # read as resources (schemas/)
+            for path in [*paths, *data]:
                 archive.write(path, path.relative_to(root))
             # zipimport finds no namespace packages: each folder gets its __init__.py
             for folder in sorted({p.parent for p in paths}):

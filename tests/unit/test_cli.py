@@ -1,5 +1,6 @@
 import argparse
 import shlex
+import subprocess
 import sys
 import zipfile
 from pathlib import Path
@@ -62,6 +63,20 @@ def test_the_executors_zip_holds_our_packages_schemas_from_the_consumer(tmp_path
     here = Path(schemas.__file__).parent
     assert {f"schemas/{p.name}" for p in here.glob("*.py")} <= names
     assert "pipeline/job.py" in names
+    # the protobuf messages' source, registered by the driver: read from the zip
+    assert "schemas/highwater_changefeed.proto" in names
+    code = "import schemas.protobuf as p; print(p.__file__); print(p.proto_text()[:30])"
+    found = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(tmp_path / "highwater-py.zip")},
+        cwd=tmp_path,  # not the checkout: -c puts the working folder first
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    module, text = found.stdout.splitlines()
+    assert "highwater-py.zip" in module  # imported from the zip, not the checkout
+    assert text.startswith("// Highwater's protobuf output")
 
 
 def test_kafka_cli_without_a_broker_says_how_to_start_one(
