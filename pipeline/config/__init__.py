@@ -15,6 +15,7 @@ before it; the rest of the code imports this package's names, not its modules:
 ``kafka_sink``     CockroachDB's ``kafka_sink_config``, mapped to Kafka producer settings
 ``sections``       one model per section, with the combinations of its own options it refuses
 ``output``         the output's sections, ``sink`` and ``encoder``
+``databases``      whole-database sources: a Debezium capture's table topics, found by name
 ``checks``         the combinations across sections it refuses
 ``changefeed``     :class:`ChangefeedConfig`: the sections together, and the views derived
                    from them (routes, tables, formats, CDC query, fingerprint)
@@ -23,8 +24,9 @@ before it; the rest of the code imports this package's names, not its modules:
 """
 
 from .changefeed import ChangefeedConfig
+from .databases import DatabaseConfig
 from .fields import MASK, Duration, Name, Replication, Time, looks_secret, parse_duration
-from .loading import load_config, parse_config
+from .loading import load_config, parse_config, with_tables
 from .output import EncoderConfig, SinkConfig
 from .sections import (
     CheckpointConfig,
@@ -44,6 +46,7 @@ __all__ = [
     "MASK",
     "ChangefeedConfig",
     "CheckpointConfig",
+    "DatabaseConfig",
     "Duration",
     "EncoderConfig",
     "InitialScanConfig",
@@ -64,4 +67,5 @@ __all__ = [
     "looks_secret",
     "parse_config",
     "parse_duration",
+    "with_tables",
 ]

@@ -22,6 +22,7 @@ from pydantic_core import PydanticCustomError
 from schemas.tables import TableSchema
 
 from .checks import cross_section_problems
+from .databases import DatabaseConfig
 from .fields import Duration, Name, Section, Time, cockroachdb
 from .output import EncoderConfig, SinkConfig
 from .sections import (
@@ -51,8 +52,9 @@ class ChangefeedConfig(Section):
     kafka: KafkaOptions = Field(
         description="The source cluster (and the output's, unless `sink.kafka` names another)."
     )
-    sources: Annotated[list[SourceConfig], Field(min_length=1)] = Field(
-        description="The source change topics, one per table."
+    sources: list[SourceConfig] = Field([], description="The source change topics, one per table.")
+    databases: list[DatabaseConfig] = Field(
+        [], description="Whole Debezium databases: their table topics, new tables too."
     )
     sink: SinkConfig = Field(SinkConfig(), description="The output topics.")
     encoder: EncoderConfig = Field(
@@ -197,7 +199,7 @@ class ChangefeedConfig(Section):
     @property
     def transaction_topics(self) -> dict[str, dict[str, str]]:
         """Debezium: each transaction topic -> its tables' names there -> their data topics."""
-        out: dict[str, dict[str, str]] = {}
+        out: dict[str, dict[str, str]] = {d.transactions: {} for d in self.databases}
         for s in self.sources:
             if s.transactions is not None and s.data_collection is not None:
                 out.setdefault(s.transactions, {})[s.data_collection] = s.topic

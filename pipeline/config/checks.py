@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 def cross_section_problems(config: ChangefeedConfig) -> list[tuple[str, str]]:
     """``(key path, reason)`` of every impossible combination across ``config``'s sections."""
     problems: list[tuple[str, str]] = []
+    if not config.sources and not config.databases:
+        problems.append(("sources", "a source topic or a databases entry is needed"))
     _sources(config, problems)
     _formats(config, problems)
     _named_keys(config, problems)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,7 @@ def parse_config(
     try:
         return ChangefeedConfig.model_validate(expanded, context={"base_dir": base_dir})
     except ValidationError as exc:
-        raise ConfigError(_problems(exc)) from exc
+        raise ConfigError(problems_of(exc)) from exc
 
 
 def _expand(
@@ -91,7 +91,8 @@ def _expand(
     return _ENV_REF.sub(substitute, node)
 
 
-def _problems(exc: ValidationError) -> list[tuple[str, str]]:
+def problems_of(exc: ValidationError) -> list[tuple[str, str]]:
+    """``(key path, reason)`` of each of pydantic's errors."""
     problems: list[tuple[str, str]] = []
     for error in exc.errors(include_url=False):
         loc = [str(p) if isinstance(p, str) else f"[{p}]" for p in error["loc"]]
@@ -143,3 +144,29 @@ def _model_in(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
+
+
+def with_tables(config: ChangefeedConfig, topics: Iterable[str]) -> ChangefeedConfig:
+    """``config`` with a source for each of ``topics`` its ``databases`` take, validated.
+
+    The sources listed by hand stay as they are (a topic both name is theirs); a table name
+    two databases' topics share is refused (their output topics would be one).
+    """
+    listed = {s.topic for s in config.sources}
+    found = [s for d in config.databases for s in d.sources(topics) if s.topic not in listed]
+    if not found:
+        return config
+    tables: dict[str, str] = {s.table: s.topic for s in config.sources}
+    for source in found:
+        other = tables.setdefault(source.table, source.topic)
+        if other != source.topic:
+            reason = (
+                f"topics {other!r} and {source.topic!r} both carry table {source.table!r}: "
+                "exclude one (their output topics would be one)"
+            )
+            raise ConfigError([("databases", reason)])
+    raw = config.model_dump() | {"sources": [*config.sources, *found]}
+    try:
+        return ChangefeedConfig.model_validate(raw)
+    except ValidationError as exc:  # what the tables found cannot go with
+        raise ConfigError(problems_of(exc)) from exc

@@ -239,13 +239,16 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
         timeout: float = 180.0,
         flush_interval_ms: int = 1000,
         schema_registry: str | None = None,
+        publication: str = "filtered",
     ) -> ConnectInfo:
         """Start the worker capturing ``tables`` (``schema.table``) once its task runs.
 
         Started again in the same directory (after :meth:`kill`), it resumes from the offsets
         it flushed last (every ``flush_interval_ms``): what it sent after them, it sends again.
         In JSON, unless ``schema_registry`` (a registry's Confluent-compatible URL) is given:
-        then in Avro, the schemas in that registry (:func:`avro_converters`).
+        then in Avro, the schemas in that registry (:func:`avro_converters`). ``tables`` are
+        Debezium's patterns; ``publication`` PostgreSQL's ``all_tables`` captures the tables
+        they match created later too (``filtered``: those there at the start).
         """
         running = self.status()
         if running is not None:
@@ -271,6 +274,8 @@ class EmbeddedConnect(LocalService[ConnectInfo]):
             "topic.creation.enable": "true",
         }
         connector = connector_config(database, tables, topic_prefix, partitions, bootstrap)
+        if isinstance(database, PostgresInfo):
+            connector["publication.autocreate.mode"] = publication
         if schema_registry:
             # Avro names are letters, digits and underscores: a topic prefix's "-" in a schema's
             # namespace (``<prefix>.public.orders.Value``) or a column's name would make the

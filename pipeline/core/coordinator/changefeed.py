@@ -41,7 +41,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack, closing
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Generic, TypeVar, cast
 
 from pipeline.config import ChangefeedConfig
 from schemas.errors import (
@@ -61,6 +61,7 @@ from ..batch import (
 )
 from ..operators import Admission, Observers, StopRequest
 from ..progress import TAKEN, Cadence, Claim, Decision, Policy, Position
+from .databases import met_tables, with_tables
 from .durable import Durable
 from .rounds import Rounds
 from .scan_driver import Scans
@@ -76,6 +77,20 @@ __all__ = ["Changefeed", "StopRequest", "run"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class Prepared(Generic[T]):
+    """What :meth:`Changefeed.prepare` sets (``_<name>``): asked for before it, an error."""
+
+    def __init__(self, doc: str) -> None:
+        self.__doc__ = doc
+        self._name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._name = f"_{name}"
+
+    def __get__(self, changefeed: object, owner: type | None = None) -> T:
+        return _prepared(cast("T | None", getattr(changefeed, self._name)))
 
 
 class Changefeed:
@@ -107,6 +122,7 @@ class Changefeed:
         self._finished = False  # end_time reached, or an ``only`` scan done: release all
         self._error: BaseException | None = None  # a batch's error, raised by the loop
         self.query: StreamingQuery | None = None  # the run's streaming query (its progress)
+        self.appeared: set[str] = set()  # a whole database's new tables: the next run's
 
     # -- what tests, tools and the status read while it runs -------------------------------
 
@@ -116,20 +132,9 @@ class Changefeed:
     statement_time = property(lambda self: self._position and self._position.statement_time)
     backfill = property(lambda self: self._position and self._position.backfill)
 
-    @property
-    def opened(self) -> Opened:
-        """What the run writes through (after :meth:`prepare`)."""
-        return _prepared(self._opened)
-
-    @property
-    def durable(self) -> Durable:
-        """The checkpoints and the safepoint (after :meth:`prepare`)."""
-        return _prepared(self._durable)
-
-    @property
-    def position(self) -> Position:
-        """Where the changefeed stands (after :meth:`prepare`)."""
-        return _prepared(self._position)
+    opened = Prepared[Opened]("What the run writes through (after :meth:`prepare`).")
+    durable = Prepared[Durable]("The checkpoints and the safepoint (after :meth:`prepare`).")
+    position = Prepared[Position]("Where the changefeed stands (after :meth:`prepare`).")
 
     # -- a run ------------------------------------------------------------------------------
 
@@ -146,6 +151,9 @@ class Changefeed:
             if scanned and not self._finished:
                 self.opened.status.state = "running"
                 self._stream()
+                self.appeared = self.appeared or met_tables(self.config, self.position.resolver)
+            if self.appeared and not self.stop_request.is_set():
+                return  # the next run goes on with them: no state to publish in between
             reason = self.stop_request.reason
             if self._finished or reason == "removed":  # the source data is not needed
                 self.durable.release()
@@ -209,7 +217,8 @@ class Changefeed:
         while query.isActive:
             self.check_replicas()
             self._tick()
-            if self._finished or self.stop_request.is_set() or self._error is not None:
+            self.appeared = met_tables(self.config, self.position.resolver)
+            if self._finished or self.stop_request.is_set() or self._error or self.appeared:
                 self._close(query)
                 break
             try:
@@ -337,8 +346,18 @@ def _prepared(value: T | None) -> T:
 
 
 def run(config: ChangefeedConfig, spark: SparkSession, stop: StopRequest | None = None) -> None:
-    """Run the changefeed described by ``config``."""
-    Changefeed(config, spark, stop=stop).run()
+    """Run the changefeed described by ``config``.
+
+    With ``databases``, each run reads the tables listed when it starts, and a run that meets
+    a table created since ends so that the next one reads it too (``databases.py``).
+    """
+    appeared: set[str] = set()
+    while True:
+        changefeed = Changefeed(with_tables(config, appeared), spark, stop=stop)
+        changefeed.run()
+        appeared = changefeed.appeared
+        if not appeared or changefeed.stop_request.is_set():
+            return
 
 
 def _failed(

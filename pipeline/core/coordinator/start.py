@@ -4,7 +4,8 @@
 
 * **resume**: from its checkpoint record alone, refusing when records it still needs were
   deleted from the sources, and a config that changed what the output depends on
-  (``update.py``); tables the config added start with a scan of their own;
+  (``update.py``); tables the config added start with a scan of their own, but a whole
+  database's tables created while it ran, which are read from their start;
 * **create**: its statement time and start (contract §7), refusing a snapshot over a trimmed
   change log.
 
@@ -24,7 +25,7 @@ from schemas.errors import ConfigError, SourceError
 from schemas.hlc import ZERO, Hlc
 
 from ..batch import watermarks
-from ..ledger import Backfill, Frontier, Progress, SourcePartition
+from ..ledger import Backfill, Checkpoint, Frontier, Progress, SourcePartition
 from ..operators import check_update
 from ..progress import Position
 from ..resolved import transaction_wires
@@ -56,7 +57,7 @@ def find_start(config: ChangefeedConfig, opened: Opened) -> Position:
     position = Position.restored(restored, opened.partitions)
     added = tuple(t for t in config.routes if restored.topics and t not in restored.topics)
     if added:  # known from the record itself: a crash before its scan was recorded adds again
-        position = add_tables(config, opened, position, added)
+        position = add_tables(config, opened, position, added, _appeared(config, restored))
     _committed(opened, position)
     log.info(
         "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
@@ -153,8 +154,21 @@ def _snapshot_transactions(config: ChangefeedConfig) -> dict[str, str]:
     }
 
 
+def _appeared(config: ChangefeedConfig, restored: Checkpoint) -> set[str]:
+    """The source topics of tables created while the changefeed ran (their logs' records)."""
+    out: set[str] = set()
+    for tx, record in restored.transactions.items():
+        tables = config.transaction_topics.get(tx, {})
+        out.update(tables[c] for c in record.get("appeared", ()) if c in tables)
+    return out
+
+
 def add_tables(
-    config: ChangefeedConfig, opened: Opened, position: Position, topics: tuple[str, ...]
+    config: ChangefeedConfig,
+    opened: Opened,
+    position: Position,
+    topics: tuple[str, ...],
+    appeared: set[str] | frozenset[str] = frozenset(),
 ) -> Position:
     """Source topics an update added: they start at their own high-water mark, now.
 
@@ -163,7 +177,16 @@ def add_tables(
     change after T), checkpointed like any scan; the other tables go on where they were,
     without one. Their output topics never had a marker, so T may lie below the last one;
     the next marker waits until they are resolved past it.
+
+    ``appeared``: the topics of a whole database's tables created while it ran: read from
+    their start, every change at its own commit time, no scan (:func:`_from_their_start`).
     """
+    streamed = [sp for sp in opened.partitions if sp.topic in topics and sp.topic in appeared]
+    if streamed:
+        position = _from_their_start(config, position, streamed)
+        topics = tuple(t for t in topics if t not in appeared)
+        if not topics:
+            return position
     if position.backfill is not None:
         raise ConfigError(
             [
@@ -200,6 +223,25 @@ def add_tables(
         "no" if backfill is None else "yes",
     )
     return Position(Frontier.restore(progress), position.statement_time, backfill)
+
+
+def _from_their_start(
+    config: ChangefeedConfig, position: Position, streamed: list[SourcePartition]
+) -> Position:
+    """Tables created while the changefeed ran: read from their start, above the high-water.
+
+    Their transactions held the resolved time below their first change, so none is at or
+    below the high-water mark: a floor there drops nothing of theirs.
+    """
+    progress = position.frontier.progress()
+    floor = position.frontier.high_water()
+    progress.update({sp: Progress(None, floor) for sp in streamed})
+    log.info(
+        "changefeed %s: added %s, created since it started: read from the start",
+        config.changefeed_id,
+        ", ".join(sorted({sp.topic for sp in streamed})),
+    )
+    return Position(Frontier.restore(progress), position.statement_time, position.backfill)
 
 
 def check_history_complete(

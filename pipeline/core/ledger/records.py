@@ -194,6 +194,9 @@ class TransactionLogRecord(_Part):
     # BEGINs without their END: id -> [times read, commit time, first offset, last offset]
     open: dict[str, tuple[int, HlcText, int, int]] = Field(default_factory=dict)
     passed: dict[str, HlcText] = Field(default_factory=dict)  # id -> END time, in order passed
+    # a whole database's tables an END named before the changefeed read them (created since
+    # it started): their topics are read from their start when added (``start.py``)
+    appeared: list[str] = Field(default_factory=list)
 
 
 class CheckpointRecord(Record):

@@ -56,6 +56,9 @@ class Resolver(Protocol):
     def waiting_for(self) -> Mapping[str, str]:
         """Per source topic, what its markers wait for now (the job status's partitions)."""
 
+    def appeared(self) -> dict[str, set[str]]:
+        """Per transaction topic, the whole database's tables it named that are not read."""
+
     def close(self) -> None:
         """Release what it reads with."""
 
@@ -103,6 +106,10 @@ class InStream(Resolver):
 
     @override
     def waiting_for(self) -> Mapping[str, str]:
+        return {}
+
+    @override
+    def appeared(self) -> dict[str, set[str]]:
         return {}
 
     @override

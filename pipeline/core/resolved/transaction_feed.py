@@ -32,6 +32,7 @@ from schemas.hlc import ZERO, Hlc
 from ..batch import BatchAbandoned, BatchPlan, BatchResult, Deferred
 from ..ledger import Frontier, SourcePartition
 from ..sources import Adapter, WireReader, adapter
+from .new_tables import NewTables
 from .resnapshots import look
 from .transaction_reader import TransactionReader
 from .transactions import TransactionLog
@@ -45,7 +46,12 @@ AWAIT_POLL = 0.2  # seconds between reads of the transaction topics while a batc
 def transaction_wires(config: ChangefeedConfig) -> dict[str, WireReader]:
     """Each transaction topic whose sources name a registry -> the reader of its Avro."""
     registries = config.registries
-    return {
+    wires = {
+        d.transactions: WireReader.of(d.schema_registry.client_config())
+        for d in config.databases
+        if d.schema_registry is not None
+    }
+    return wires | {
         s.transactions: WireReader.of(registries[s.topic])
         for s in config.sources
         if s.transactions is not None and s.topic in registries
@@ -64,8 +70,12 @@ class TransactionFeed:
         wires: Mapping[str, WireReader] | None = None,
         clock: Callable[[], float] = time.monotonic,
         adapters: Mapping[str, Adapter] | None = None,
+        new: Mapping[str, NewTables] | None = None,
     ) -> None:
         self.logs = dict(logs)
+        self.new = dict(new or {})  # a whole database's tables met before the run reads them
+        for tx, tables in self.new.items():
+            tables.restore(self.logs[tx])
         self._adapters = dict(adapters or {})  # each data topic's, for :meth:`recount`
         self._clock = clock
         self.waits = Waits(clock)  # what each log's head waits for, and what is stuck
@@ -73,7 +83,7 @@ class TransactionFeed:
         self._partitions = {
             tx: [sp for sp in partitions if sp.topic in log.topics] for tx, log in self.logs.items()
         }
-        self.reader = TransactionReader(client, wires or {})
+        self.reader = TransactionReader(client, wires or {}, self.new)
 
     @property
     def stuck(self) -> dict[str, str]:
@@ -105,12 +115,21 @@ class TransactionFeed:
             else TransactionLog(collections)
             for tx, collections in topics.items()
         }
+        new = {
+            d.transactions: NewTables.of(config, d.transactions, records.get(d.transactions, {}))
+            for d in config.databases
+        }
         adapters = {
             s.topic: adapter(s.format, config.registries.get(s.topic))
             for s in config.sources
             if s.transactions is not None
         }
-        return cls(client, logs, partitions, wires=transaction_wires(config), adapters=adapters)
+        wires = transaction_wires(config)
+        return cls(client, logs, partitions, wires=wires, adapters=adapters, new=new)
+
+    def appeared(self) -> dict[str, set[str]]:
+        """Transaction topic -> the whole database's tables it named that the run does not read."""
+        return {tx: set(tables.names) for tx, tables in self.new.items() if tables.names}
 
     def saw(self, result: BatchResult) -> None:
         """The transaction places a batch read."""
@@ -274,7 +293,10 @@ class TransactionFeed:
 
     def records(self) -> dict[str, dict[str, Any]]:
         """Each log's state, for the checkpoint record."""
-        return {tx: tx_log.record() for tx, tx_log in self.logs.items()}
+        records = {tx: tx_log.record() for tx, tx_log in self.logs.items()}
+        for tx, tables in self.new.items():  # read by ``NewTables.of`` and ``start.py``
+            records[tx]["appeared"] = sorted(tables.names)
+        return records
 
     def close(self) -> None:
         """Release the reader."""

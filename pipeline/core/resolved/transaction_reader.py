@@ -22,6 +22,7 @@ from schemas.hlc import Hlc
 from ..batch import PartitionSeen, count_transaction, range_reader, read_range, watermarks
 from ..ledger import SourcePartition
 from ..sources import Adapter, BadRecord, Change, WireReader, commit_time_of, transaction_event
+from .new_tables import NewTables
 from .transactions import TransactionLog
 
 log = logging.getLogger(__name__)
@@ -30,9 +31,15 @@ log = logging.getLogger(__name__)
 class TransactionReader:
     """The reader of a feed's transaction topics and data partitions (see the module)."""
 
-    def __init__(self, client: Mapping[str, Any], wires: Mapping[str, WireReader]) -> None:
+    def __init__(
+        self,
+        client: Mapping[str, Any],
+        wires: Mapping[str, WireReader],
+        new: Mapping[str, NewTables] | None = None,
+    ) -> None:
         self.consumer = range_reader(client, "highwater-transactions")
         self._wires = dict(wires)  # a transaction topic in Avro -> its reader
+        self._new = new or {}  # a whole database's tables the ENDs may name first
         self._checked: set[str] = set()
 
     def read(self, topic: str, tx_log: TransactionLog) -> None:
@@ -57,6 +64,8 @@ class TransactionReader:
                 tx_log.skipped(message.offset())
                 continue
             if event.status == "END":
+                if topic in self._new:
+                    self._new[topic].meet(event.counts, tx_log)
                 tx_log.ended(event.id, event.counts, event.time, message.offset())
             else:
                 tx_log.began(event.id, event.time, message.offset())
