@@ -20,7 +20,7 @@ def cross_section_problems(config: ChangefeedConfig) -> list[tuple[str, str]]:
     """``(key path, reason)`` of every impossible combination across ``config``'s sections."""
     problems: list[tuple[str, str]] = []
     if not config.sources and not config.databases:
-        problems.append(("sources", "a source topic or a databases entry is needed"))
+        problems.append(("sources", "a source topic or a databases entry is needed"))  # loading
     _sources(config, problems)
     _formats(config, problems)
     _named_keys(config, problems)

@@ -59,7 +59,13 @@ def parse_config(
     try:
         return ChangefeedConfig.model_validate(expanded, context={"base_dir": base_dir})
     except ValidationError as exc:
-        raise ConfigError(problems_of(exc)) from exc
+        found = problems_of(exc)
+        if not (raw.get("sources") or raw.get("databases")) and "sources" not in dict(found):
+            found.insert(0, ("sources", NO_SOURCE))  # beside the others, as a required key
+        raise ConfigError(found) from exc
+
+
+NO_SOURCE = "a source topic or a databases entry is needed"
 
 
 def _expand(

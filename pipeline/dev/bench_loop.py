@@ -66,9 +66,28 @@ def source_batches(rows: int) -> list[Any]:
     return batches
 
 
-def plan() -> BatchPlan:
-    """The bench's changefeed plan: wrapped JSON, ``updated`` and ``diff``, every floor at 0."""
+# The outputs it can time: the options each adds to wrapped's ``updated`` and ``diff``
+OUTPUTS: dict[str, dict[str, Any]] = {
+    "json": {},
+    "enriched": {"envelope": "enriched", "enriched_properties": ["source"]},
+    "enriched-schema": {"envelope": "enriched", "enriched_properties": ["source", "schema"]},
+    "protobuf": {"format": "protobuf"},
+    "protobuf-enriched": {
+        "format": "protobuf",
+        "envelope": "enriched",
+        "enriched_properties": ["source"],
+    },
+}
+
+
+def plan(output: str = "json") -> BatchPlan:
+    """The bench's changefeed plan: ``updated`` and ``diff``, every floor at 0.
+
+    ``output``: wrapped JSON (the bench's), or another of :data:`OUTPUTS`.
+    """
+    from encoders.enriched import EnrichedJsonEncoder  # noqa: PLC0415
     from encoders.json import JsonEncoder  # noqa: PLC0415
+    from encoders.protobuf import ProtobufEncoder  # noqa: PLC0415
 
     config = parse_config(
         {
@@ -82,10 +101,16 @@ def plan() -> BatchPlan:
                     "primary_key": ["region", "order_id"],
                 }
             ],
-            "encoder": {"updated": True, "diff": True},
+            "encoder": {"updated": True, "diff": True} | OUTPUTS[output],
         }
     )
-    return BatchPlan.of(config, {TOPIC: JsonEncoder(config.encoder)}, {})
+    options, table = config.encoder, config.sources[0].declared_schema
+    encoder: Any = JsonEncoder(options)
+    if options.format == "protobuf":
+        encoder = ProtobufEncoder(options, config.changefeed_id, table)
+    elif options.envelope == "enriched":
+        encoder = EnrichedJsonEncoder(options, config.changefeed_id, table)
+    return BatchPlan.of(config, {TOPIC: encoder}, {})
 
 
 def main() -> None:
@@ -93,11 +118,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--output", choices=sorted(OUTPUTS), default="json")
     args = parser.parse_args()
     batches = source_batches(args.rows)
     changes = sum(b.column("key").null_count for b in batches)
     changes = sum(b.num_rows for b in batches) - changes
-    the_plan = plan()
+    the_plan = plan(args.output)
     times, out_bytes = [], 0
     for _ in range(args.rounds):
         started = time.process_time()
@@ -106,7 +132,7 @@ def main() -> None:
         out_bytes = sum(b.column("value").nbytes for b in out)
     per = [t / changes * 1e6 for t in times]
     print(
-        f"LOOP {changes:,} changes: best {min(per):.2f} µs/change "
+        f"LOOP {args.output} {changes:,} changes: best {min(per):.2f} µs/change "
         f"(rounds {', '.join(f'{p:.2f}' for p in per)}); output values {out_bytes:,} bytes",
         flush=True,
     )

@@ -93,7 +93,9 @@ def test_one_table_name_in_two_schemas_is_refused_naming_both() -> None:
 
 def test_config_errors_name_their_key() -> None:
     bare = {"changefeed_id": "cf", "kafka": {"bootstrap_servers": "b:9092"}}
-    assert "a source topic or a databases entry" in str(problems(bare))
+    assert "a source topic or a databases entry" in problems(bare)["sources"]
+    # named beside the other problems of the same document, as a required key is
+    assert {"sources", "kafka"} <= problems({"changefeed_id": "cf", "sources": []}).keys()
     found = problems(bare | {"databases": [{"prefix": "dbz"}]})
     assert "databases[0].transactions" in found
     found = problems(
