@@ -54,7 +54,7 @@ class ChangefeedConfig(Section):
     )
     sources: list[SourceConfig] = Field([], description="The source change topics, one per table.")
     databases: list[DatabaseConfig] = Field(
-        [], description="Whole Debezium databases: their table topics, new tables too."
+        [], description="Whole Debezium databases.", json_schema_extra=cockroachdb("FOR DATABASE")
     )
     sink: SinkConfig = Field(SinkConfig(), description="The output topics.")
     encoder: EncoderConfig = Field(

@@ -21,7 +21,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from .fields import Name, Section
+from .fields import Name, Section, cockroachdb
 from .sections import SchemaRegistryConfig, SourceConfig
 
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -44,11 +44,13 @@ class DatabaseConfig(Section):
     include: list[Annotated[str, Field(min_length=1)]] = Field(
         ["*"],
         description="Patterns (`*`, `?`, `[...]`) of the data collections (`<schema>.<table>`) "
-        "to follow (CockroachDB's `INCLUDE TABLES`).",
+        "to follow.",
+        json_schema_extra=cockroachdb("INCLUDE TABLES"),
     )
     exclude: list[Annotated[str, Field(min_length=1)]] = Field(
         [],
-        description="Patterns of the data collections to leave out (`EXCLUDE TABLES`).",
+        description="Patterns of the data collections to leave out.",
+        json_schema_extra=cockroachdb("EXCLUDE TABLES"),
     )
     schema_registry: SchemaRegistryConfig | None = Field(
         None, description="The registry of its Avro records; unset: JSON records."
