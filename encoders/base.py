@@ -167,3 +167,20 @@ def key_column_value(row: ChangeRow, column: str) -> Any:
             "the source's before image)",
         )
     return image[column]
+
+
+def key_names(row: ChangeRow, primary: Sequence[str] | None, form: str) -> tuple[str, ...]:
+    """The names of ``row``'s key columns: the source's (its origin), else ``primary``'s.
+
+    ``form`` names the output that needs them; unknown names are an :class:`EncodingError`.
+    """
+    names: Sequence[str] | None = None if row.origin is None else row.origin.key_names
+    names = names or primary
+    if names is None or len(names) != len(row.key):
+        raise EncodingError(
+            "key",
+            f"{form} writes the key as its columns by name, and the names of {len(row.key)} "
+            f"key value(s) of table {row.table!r} are not known (declare its primary_key with "
+            "table_schema)",
+        )
+    return tuple(names)

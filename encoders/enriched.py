@@ -36,12 +36,12 @@ from typing import Any, NamedTuple
 
 from schemas.avro import OutputSchemas
 from schemas.connect_schema import enriched_schema, key_schema
-from schemas.errors import EncodingError, SchemaChange
+from schemas.errors import SchemaChange
 from schemas.hlc import Hlc
 from schemas.tables import TableSchema
 
 from .avro import AvroEncoder, Framing, full_name
-from .base import ChangeRow, Context, EnvelopeOptions, Origin, key_column_value
+from .base import ChangeRow, Context, EnvelopeOptions, Origin, key_column_value, key_names
 from .json import dumps
 
 SINK = "kafka"
@@ -155,14 +155,7 @@ class EnrichedJsonEncoder:
             self._primary = None
 
     def _key_object(self, row: ChangeRow) -> dict[str, Any]:
-        names = (row.origin or _NOWHERE).key_names or self._primary
-        if names is None or len(names) != len(row.key):
-            raise EncodingError(
-                "key",
-                f"envelope enriched writes the key as an object of its columns, and the names "
-                f"of {len(row.key)} key value(s) of table {row.table!r} are not known (declare "
-                f"its primary_key with table_schema)",
-            )
+        names = key_names(row, self._primary, "envelope enriched")
         return dict(zip(names, row.key, strict=True))
 
     def key(self, row: ChangeRow, ctx: Context) -> bytes:

@@ -24,11 +24,10 @@ from schemas.hlc import Hlc
 from schemas.protobuf import fill, kinds, serialized
 from schemas.tables import TableSchema
 
-from .base import ChangeRow, Context, EnvelopeOptions, Origin, key_column_value
+from .base import ChangeRow, Context, EnvelopeOptions, key_column_value, key_names
 from .enriched import op_of, source_block
 
 _OPS = {"c": pb.OP_CREATE, "u": pb.OP_UPDATE, "d": pb.OP_DELETE}
-_NOWHERE = Origin(None, None, None)
 
 
 class ProtobufEncoder:
@@ -59,20 +58,9 @@ class ProtobufEncoder:
         self._primary = None if table is None else table.primary_key
         self._kinds = {} if table is None else kinds(table.record)
 
-    def _names(self, row: ChangeRow) -> tuple[str, ...]:
-        names = (row.origin or _NOWHERE).key_names or self._primary
-        if names is None or len(names) != len(row.key):
-            raise EncodingError(
-                "key",
-                f"a protobuf key is a map of its columns, and the names of {len(row.key)} "
-                f"key value(s) of table {row.table!r} are not known (declare its primary_key "
-                f"with table_schema)",
-            )
-        return names
-
     def _key_message(self, row: ChangeRow) -> pb.Key:
         key = pb.Key()
-        names = self._names(row)
+        names = key_names(row, self._primary, "format protobuf")
         fill(key.key, dict(zip(names, row.key, strict=True)), self._kinds)
         return key
 

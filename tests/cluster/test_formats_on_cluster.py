@@ -27,21 +27,18 @@ from schemas import highwater_changefeed_pb2 as pb
 from schemas.protobuf import columns
 from sinks.admin import ensure_topics
 from tests.cluster.test_replicated import pytestmark  # noqa: F401 - make cluster-test's
-from tests.cluster.test_walk_columns_on_cluster import KILLED, ORDERS, PARTITIONS, T0, changes
+from tests.cluster.test_walk_columns_on_cluster import (
+    KILLED,
+    ORDERS,
+    PARTITIONS,
+    SCHEMA,
+    T0,
+    changes,
+)
 from tests.integration.test_exactly_once import produce
 from tests.support.kafka import Message, consume_all
 from tests.support.process import run as run_to_exit
 from tests.support.process import run_killed_at, write_config
-
-SCHEMA = {
-    "type": "record",
-    "name": "orders",
-    "fields": [
-        {"name": "order_id", "type": "long"},
-        {"name": "customer", "type": ["null", "long"], "default": None},
-        {"name": "meta", "type": ["null", "string"], "default": None},
-    ],
-}
 
 
 def read_protobuf(topic: str, rows: list[Message]) -> set[tuple[str, int, bool]]:
