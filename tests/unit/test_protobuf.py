@@ -387,3 +387,26 @@ def test_the_config_names_what_protobuf_cannot_take() -> None:
     assert "is needed with format: protobuf" in found["sources[0].primary_key"]
     found = problems(minimal(encoder={"schema_registry": {"url": "http://r"}}))
     assert "avro or protobuf" in found["encoder.schema_registry"]
+
+
+def test_an_initial_scans_rows_are_protobuf_too() -> None:
+    """The scan's snapshot row and the change after it, through the same encoder."""
+    from dataclasses import replace  # noqa: PLC0415
+
+    from tests.unit.test_batch import SRC, T, row  # noqa: PLC0415
+    from tests.unit.test_scan import STATEMENT, scan_plan, sorted_arrow, walk  # noqa: PLC0415
+
+    options = EncoderConfig(
+        format="protobuf", envelope="enriched", enriched_properties=["source"], updated=True
+    )
+    plan = scan_plan()
+    encoder = ProtobufEncoder(options, "cf", None)
+    plan = replace(
+        plan,
+        batch=replace(plan.batch, encoders={SRC: encoder}, key_names={SRC: ("order_id",)}),
+    )
+    records, _ = walk(plan, sorted_arrow([(0, row(1, 2, True)), (1, row(1, 5, True))]))
+    values = [parse(r["value"]).enriched for r in records]
+    assert [v.op for v in values] == [pb.OP_CREATE, pb.OP_UPDATE]  # the snapshot's row: c
+    assert [v.source.ts_hlc for v in values] == [str(T[STATEMENT]), str(T[5])]
+    assert [columns(parse(r["key"], pb.Key).key) for r in records] == [{"order_id": 1}] * 2
