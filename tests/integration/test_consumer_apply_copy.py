@@ -570,3 +570,66 @@ def test_avro_rows_stage_their_values_exactly(postgres: PostgresInfo) -> None:
         ("r\t1", "1"): (HARD_TEXT, "12345678901234567890.12345678901234567890"),
         ("r\t1", "2"): (None, "-0.00000000000000000001"),
     }
+
+
+def test_protobuf_rows_stage_their_values_exactly(postgres: PostgresInfo) -> None:
+    """Protobuf rows (format: protobuf) take the values path: decimals by their digits."""
+    from encoders.base import ChangeRow, Context  # noqa: PLC0415
+    from encoders.protobuf import ProtobufEncoder  # noqa: PLC0415
+    from highwater_consumer.protobuf import ProtobufDecoder  # noqa: PLC0415
+    from pipeline.config import EncoderConfig  # noqa: PLC0415
+    from schemas.jsontext import Number  # noqa: PLC0415
+    from schemas.tables import TableSchema  # noqa: PLC0415
+
+    table = TableSchema.of(
+        {
+            "type": "record",
+            "name": "t",
+            "fields": [
+                {"name": "region", "type": "string"},
+                {"name": "id", "type": "long"},
+                {"name": "note", "type": ["null", "string"]},
+                {
+                    "name": "amount",
+                    "type": {
+                        "type": "bytes",
+                        "logicalType": "decimal",
+                        "precision": 40,
+                        "scale": 20,
+                    },
+                },
+            ],
+        },
+        ["region", "id"],
+    )
+    encoder = ProtobufEncoder(EncoderConfig(format="protobuf", updated=True), "cf", table)
+    decoder = Decoder(ProtobufDecoder())
+
+    def change(time: int, number: int, values: dict[str, Any] | None) -> Row:
+        row = ChangeRow("t", ["r\t1", number], values, None, Hlc(time), Hlc(time))
+        key, value = encoder.key(row, Context("out")), encoder.value(row, Context("out"))
+        assert value is not None
+        return Row.of(Hlc(time), "t", key, value, ("out", 0), time, decoder.change)
+
+    name = "protobuf_values"
+    make_table(postgres.dsn, name)
+    applier = applier_for(postgres.dsn, name, name)
+    try:
+        rows = (
+            change(
+                1,
+                1,
+                {"note": HARD_TEXT, "amount": Number("12345678901234567890.12345678901234567890")},
+            ),
+            change(1, 2, {"note": None, "amount": Number("-0.00000000000000000001")}),
+            change(1, 3, {"note": "\\N", "amount": 0}),
+            change(2, 3, None),
+        )
+        assert applier.apply(Window(Hlc(2), rows))
+    finally:
+        applier.close()
+    applied = read(postgres.dsn, name, name)[1]
+    assert {k: (v[0], v[1]) for k, v in applied.items()} == {
+        ("r\t1", "1"): (HARD_TEXT, "12345678901234567890.12345678901234567890"),
+        ("r\t1", "2"): (None, "-0.00000000000000000001"),
+    }
