@@ -26,6 +26,11 @@ CockroachDB's names where the meaning is the same (``mvcc_timestamp`` under that
 change was read: the source record (null for an initial scan's row), the database's position
 as the changefeed orders a source partition's changes (Debezium: PostgreSQL's commit LSN and
 LSN, a binlog's file, position and row), the transaction's id where the source names it.
+
+``enriched_properties: [schema]`` in JSON puts each value and key beside its Kafka Connect
+schema (:class:`ConnectSchemas`, from the declared table); in Avro
+(:class:`EnrichedAvroEncoder`) the registry holds the schema, and the value is CockroachDB's
+record of the same fields.
 """
 
 from __future__ import annotations
