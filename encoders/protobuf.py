@@ -36,7 +36,9 @@ class ProtobufEncoder:
     verbatim: tuple[str, ...] | None = None
     walk: Mapping[str, Any] | None = None  # the JVM walk writes no protobuf
     scan_walk: Mapping[str, Any] | None = None
-    wants_origin = True  # a key is a map by column name: the names come with the row
+    # a key is a map by column name: the row's origin names them, unless the table is
+    # declared (its primary key), and enriched's source block is made of it
+    wants_origin = True
 
     def __init__(
         self,
@@ -57,6 +59,7 @@ class ProtobufEncoder:
         self._source = "source" in options.enriched_properties
         self._primary = None if table is None else table.primary_key
         self._kinds = {} if table is None else kinds(table.record)
+        self.wants_origin = table is None or options.envelope == "enriched"
 
     def _key_message(self, row: ChangeRow) -> pb.Key:
         key = pb.Key()

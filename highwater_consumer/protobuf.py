@@ -19,22 +19,22 @@ from schemas.protobuf import columns, unframed
 from .decoding import TOMBSTONE, Change, Marker, Read
 
 
-def _message(value: bytes) -> pb.Message:
-    message = pb.Message()
+def _parsed(kind: Any, data: bytes, what: str) -> Any:
+    """``data`` (bare or framed) parsed as a ``kind`` message; ``ValueError`` if it is not."""
+    message = kind()
     try:
-        message.ParseFromString(unframed(value))
+        message.ParseFromString(unframed(data))
     except DecodeError as exc:
-        raise ValueError(f"not a protobuf Message: {exc}") from None
+        raise ValueError(f"{what} is not a protobuf {kind.__name__}: {exc}") from None
     return message
 
 
+def _message(value: bytes) -> Any:
+    return _parsed(pb.Message, value, "the value")
+
+
 def _key(key: bytes) -> dict[str, Any]:
-    message = pb.Key()
-    try:
-        message.ParseFromString(unframed(key))
-    except DecodeError as exc:
-        raise ValueError(f"the key is not a protobuf Key: {exc}") from None
-    return columns(message.key)
+    return columns(_parsed(pb.Key, key, "the key").key)
 
 
 def _change(message: pb.Message) -> tuple[str, Any]:
