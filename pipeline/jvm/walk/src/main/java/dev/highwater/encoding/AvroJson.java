@@ -447,8 +447,9 @@ final class AvroJson {
         Canonical.character(c, out); // escaped as orjson escapes it
         i++;
       } else if (c < 0x80) {
-        out.put(c);
-        i++;
+        int plain = Json.plain(b, i + 1, end); // a run of bytes as they are, copied at once
+        out.put(b, i, plain);
+        i = plain;
       } else {
         int next = Json.utf8(b, i, c);
         if (next < 0 || next > end) {

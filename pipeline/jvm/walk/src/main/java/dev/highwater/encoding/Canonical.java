@@ -167,8 +167,9 @@ final class Canonical {
     while (i < b.length) {
       int c = b[i] & 0xff;
       if (Json.PLAIN[c]) {
-        out.put(c);
-        i++;
+        int plain = Json.plain(b, i + 1, b.length); // a run of bytes as they are, copied at once
+        out.put(b, i, plain);
+        i = plain;
       } else if (c == '"') {
         if (quoted) {
           out.put('"');

@@ -26,6 +26,14 @@ public final class Json {
 
   private Json() {}
 
+  /** The first index from {@code i} (below {@code end}) of a byte that is not {@link #PLAIN}. */
+  static int plain(byte[] b, int i, int end) {
+    while (i < end && PLAIN[b[i] & 0xff]) {
+      i++;
+    }
+    return i;
+  }
+
   public static int ws(byte[] b, int i) {
     while (i < b.length) {
       byte c = b[i];
