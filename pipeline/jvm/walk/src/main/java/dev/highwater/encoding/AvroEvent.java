@@ -6,9 +6,9 @@ import java.util.HashSet;
 /**
  * A Debezium event's Avro (its value's writer schema, compiled once) read straight into the
  * walk's envelope: its images by {@link AvroImage} (columns from their binary values by their
- * Connect kinds), its op, source and transaction as {@link AvroJson} writes them (the source
- * and transaction then read by {@link EventPlace}), with no JSON of the whole event written and
- * read again. It writes what reading the event through JSON writes ({@link AvroJson}, then
+ * Connect kinds), its op, its source and transaction straight into the values {@link
+ * EventPlace} places it by ({@link AvroSource}; of a shape that does not know, as {@link
+ * AvroJson} writes them), with no JSON of the whole event written and read again. It writes what reading the event through JSON writes ({@link AvroJson}, then
  * {@link Debezium}), byte for byte, and takes what that takes. A schema it cannot say so of has
  * no plan ({@link #of}: null), and its events are read through JSON as before: images that are
  * not one record or null, columns other than the Connect schema's, a semantic column whose Avro
@@ -28,6 +28,7 @@ final class AvroEvent {
   private final int[] roles; // each field's: BEFORE, AFTER, ...
   private final AvroImage[] images; // each field's image (BEFORE, AFTER), else null
   private final Kept[] kept; // each field's members EventPlace reads (SOURCE, TRANSACTION)
+  private final AvroSource[] direct; // the same read straight, where every such field can be
 
   /** A task's buffers (a plan is shared by the executor's tasks). */
   static final class Scratch {
@@ -40,11 +41,13 @@ final class AvroEvent {
     final int[] at = new int[1];
   }
 
-  private AvroEvent(AvroJson.Node[] fields, int[] roles, AvroImage[] images, Kept[] kept) {
+  private AvroEvent(
+      AvroJson.Node[] fields, int[] roles, AvroImage[] images, Kept[] kept, AvroSource[] direct) {
     this.fields = fields;
     this.roles = roles;
     this.images = images;
     this.kept = kept;
+    this.direct = direct;
   }
 
   /**
@@ -59,6 +62,8 @@ final class AvroEvent {
     int[] roles = new int[n];
     AvroImage[] images = new AvroImage[n];
     Kept[] kept = new Kept[n];
+    AvroSource[] direct = new AvroSource[n];
+    boolean straight = true;
     for (int k = 0; k < n; k++) {
       roles[k] = role(value.names[k]);
       if (roles[k] == AFTER || roles[k] == BEFORE) {
@@ -69,9 +74,11 @@ final class AvroEvent {
       } else if (roles[k] == SOURCE || roles[k] == TRANSACTION) {
         byte[][] read = roles[k] == SOURCE ? EventPlace.SOURCE : EventPlace.TRANSACTION;
         kept[k] = Kept.of(value.children[k], read);
+        direct[k] = AvroSource.of(value.children[k], read, roles[k] == SOURCE ? 0 : EventPlace.TX_ID);
+        straight &= direct[k] != null;
       }
     }
-    return new AvroEvent(value.children, roles, images, kept);
+    return new AvroEvent(value.children, roles, images, kept, straight ? direct : null);
   }
 
   /**
@@ -265,6 +272,9 @@ final class AvroEvent {
     int transaction = -1;
     boolean afterNull = true;
     boolean whole = false; // a source or transaction written whole: EventPlace finds its members
+    boolean sourced = false; // read straight: the source was a record
+    SourceValues values = place.values;
+    values.reset(b, false);
     for (int k = 0; k < fields.length; k++) {
       int role = roles[k];
       if (role == AFTER || role == BEFORE) {
@@ -278,6 +288,15 @@ final class AvroEvent {
         if (role == AFTER) { // an image read as JSON writes null as such
           afterNull = image.size == 0 || (row == null && image.bytes[0] == 'n');
         }
+        continue;
+      }
+      if ((role == SOURCE || role == TRANSACTION) && direct != null) {
+        int read = direct[k].read(b, at, values, FIELD);
+        if (read < 0) {
+          return false;
+        }
+        sourced |= role == SOURCE && read == 1;
+        values.transaction |= role == TRANSACTION && read == 1;
         continue;
       }
       if (role == SOURCE || role == TRANSACTION) {
@@ -308,11 +327,16 @@ final class AvroEvent {
     if (at[0] != b.length || (op != 'c' && op != 'r' && op != 'u' && op != 'd')) {
       return false;
     }
-    byte[] meta = Arrays.copyOf(s.meta.bytes, s.meta.size);
-    boolean placed =
-        whole || source < 0 || meta[source] != '{'
-            ? place.read(meta, source, transaction, op == 'r', out)
-            : place.readFound(meta, transaction, op == 'r', out);
+    boolean placed;
+    if (direct != null) {
+      placed = sourced && place.place(op == 'r', out);
+    } else {
+      byte[] meta = Arrays.copyOf(s.meta.bytes, s.meta.size);
+      placed =
+          whole || source < 0 || meta[source] != '{'
+              ? place.read(meta, source, transaction, op == 'r', out)
+              : place.readFound(meta, transaction, op == 'r', out);
+    }
     return placed && afterNull == (op == 'd');
   }
 

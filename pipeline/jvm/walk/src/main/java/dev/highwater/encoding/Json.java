@@ -34,8 +34,9 @@ public final class Json {
     return i;
   }
 
-  public static int ws(byte[] b, int i) {
-    while (i < b.length) {
+  /** As {@link #ws(byte[], int)}, in {@code b[i, end)}: the first index not white space. */
+  static int ws(byte[] b, int i, int end) {
+    while (i < end) {
       byte c = b[i];
       if (c != ' ' && c != '\n' && c != '\r' && c != '\t') {
         break;
@@ -43,6 +44,10 @@ public final class Json {
       i++;
     }
     return i;
+  }
+
+  public static int ws(byte[] b, int i) {
+    return ws(b, i, b.length);
   }
 
   /** Any JSON value starting at {@code i}. */

@@ -181,6 +181,97 @@ class AvroEventTest {
     assertTrue(taken > n, "taken: " + taken + " of " + 2 * n);
   }
 
+  // a source block with every member EventPlace reads, of every connector it places
+  private static String anySource(String snapshot, String ts) {
+    return "{'name':'source','type':{'type':'record','name':'Source','namespace':'io.debezium.any','fields':["
+        + "{'name':'version','type':'string'},{'name':'connector','type':'string'},"
+        + "{'name':'ts_ms','type':" + ts + "},"
+        + "{'name':'snapshot','type':" + snapshot + "},"
+        + "{'name':'sequence','type':['null','string'],'default':null},"
+        + "{'name':'ts_us','type':['null','long'],'default':null},"
+        + "{'name':'ts_ns','type':['long','null']},"
+        + "{'name':'file','type':['null','string'],'default':null},"
+        + "{'name':'pos','type':['null','long'],'default':null},"
+        + "{'name':'row','type':['null','int'],'default':null},"
+        + "{'name':'gtid','type':['null','string'],'default':null},"
+        + "{'name':'name','type':'string'},{'name':'db','type':'string'},"
+        + "{'name':'schema','type':'string'},{'name':'table','type':'string'},"
+        + "{'name':'txId','type':['null','long'],'default':null},"
+        + "{'name':'lsn','type':['null','long'],'default':null},"
+        + "{'name':'xmin','type':['null','long'],'default':null}]}},";
+  }
+
+  private static final String[] CONNECTORS = {
+    "postgresql", "mysql", "mariadb", "oracle", "post\"gresql", "mysql\\", "", "PostgreSQL"
+  };
+  private static final String[] SNAPSHOTS = {
+    "true", "last", "false", "incremental", "fal\"se", "fa\\lse", "false\n", "", "é"
+  };
+  private static final String[] SEQUENCES = {
+    "[\"1\",\"2\"]", "[null,\"5\"]", " [ \"10\" , \"20\" ]\t", "[\"1\",2]", "[1,2]", "[\"x\",\"2\"]",
+    "[\"1\",\"2\"", "[\"1\",\"2\"]x", "[\"1\",\"-2\"]", "[\"123456789012345678\",\"1\"]",
+    "[\"1234567890123456789\",\"1\"]", "[\"1\"\n,\"2\"]", "[\"1\",\"2\"]\"", "", "[]", "[null,null]"
+  };
+  private static final String[] FILES = {
+    "mysql-bin.000003", "bin.12a", "", ".", "a.0000000000000000001", "000007", "b\".3", "c\\.4", "x.\u00e9"
+  };
+  private static final String[] IDS = {"123:456", "abc", "\u00e9:1", "a\"b", ":5", "5:", "1:2:3", "7", "1\\2"};
+
+  @Test
+  void sourcesOfEveryConnectorAndShapeArePlacedStraightAsThroughJson() throws IOException {
+    String[][] shapes = { // snapshot, ts_ms: as Debezium 2 writes them, as older ones did
+      {"['null','string']", "'long'"}, {"['null','boolean']", "['null','long']"}
+    };
+    Random random = new Random(20261207);
+    Map<String, long[]> commits = Map.of("7", new long[] {1_700_000_000_123_000_000L, 0});
+    int taken = 0;
+    int n = 0;
+    for (int shape = 0; shape < shapes.length; shape++) {
+      String text = VALUE.replaceFirst(
+          "\\{'name':'source'.*?\\]\\}\\},", java.util.regex.Matcher.quoteReplacement(
+              anySource(shapes[shape][0], shapes[shape][1])));
+      Schema value = avro(text);
+      int valueId = register(201 + shape, value);
+      assertNotNull(registry.schema(valueId).event, "the value schema has a plan");
+      for (int k = 0; k < 3000; k++) {
+        GenericData.Record e = event(value, random);
+        Schema sourceSchema = value.getField("source").schema();
+        GenericData.Record source = new GenericData.Record(sourceSchema);
+        source.put("version", "2.7.0.Final");
+        source.put("connector", CONNECTORS[random.nextInt(CONNECTORS.length)]);
+        long ms = pick(random, 1_700_000_000_000L + random.nextInt(1_000_000), -1L, Long.MAX_VALUE / 1000, 0L);
+        source.put("ts_ms", shape == 1 && random.nextInt(5) == 0 ? null : ms);
+        source.put(
+            "snapshot",
+            random.nextInt(6) == 0
+                ? null
+                : shape == 1 ? (Object) random.nextBoolean() : SNAPSHOTS[random.nextInt(SNAPSHOTS.length)]);
+        source.put("sequence", random.nextInt(8) == 0 ? null : SEQUENCES[random.nextInt(SEQUENCES.length)]);
+        source.put("ts_us", random.nextInt(3) == 0 ? null : ms * 1000 + random.nextInt(1000));
+        source.put("ts_ns", random.nextInt(3) == 0 ? null : pick(random, ms * 1_000_000L, -5L, Long.MIN_VALUE));
+        source.put("file", random.nextInt(6) == 0 ? null : FILES[random.nextInt(FILES.length)]);
+        source.put("pos", random.nextInt(6) == 0 ? null : pick(random, (long) random.nextInt(1 << 20), -1L, Long.MAX_VALUE));
+        source.put("row", random.nextInt(6) == 0 ? null : pick(random, random.nextInt(4), -1, 100_000, 99_999));
+        source.put("gtid", random.nextBoolean() ? null : text(random));
+        for (String name : new String[] {"name", "db", "schema", "table"}) {
+          source.put(name, "x");
+        }
+        e.put("source", source);
+        if (e.get("transaction") != null && random.nextBoolean()) {
+          ((GenericData.Record) e.get("transaction")).put("id", IDS[random.nextInt(IDS.length)]);
+        }
+        byte[] valueBytes = wire(valueId, value, e);
+        GenericData.Record kk = new GenericData.Record(KEY_SCHEMA);
+        kk.put("id", random.nextLong());
+        kk.put("region", null);
+        taken += same(wire(KEY_ID, KEY_SCHEMA, kk), valueBytes, random.nextBoolean(), commits) ? 1 : 0;
+        n++;
+      }
+    }
+    // every connector's events are placed by one or the other way, and some are not taken
+    assertTrue(taken > n / 5 && taken < n, "taken: " + taken + " of " + n);
+  }
+
   @Test
   void schemasItCannotSayAsJsonWouldAreReadThroughJson() {
     // a map in the key (JSON refuses a name twice), an image that is not the Connect schema's
