@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _validate(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     said = [f"{s.topic}->{config.output_topic(s)}" for s in config.sources]
-    said += [f"every table of {d.prefix}.* (databases)" for d in config.databases]
+    said += [f"every table of {d.describe()} (databases)" for d in config.databases]
     print(f"{args.config}: ok (changefeed {config.changefeed_id}: {', '.join(said)})")
     return 0
 

@@ -54,7 +54,7 @@ class ChangefeedConfig(Section):
     )
     sources: list[SourceConfig] = Field([], description="The source change topics, one per table.")
     databases: list[DatabaseConfig] = Field(
-        [], description="Whole Debezium databases.", json_schema_extra=cockroachdb("FOR DATABASE")
+        [], description="Whole databases.", json_schema_extra=cockroachdb("FOR DATABASE")
     )
     sink: SinkConfig = Field(SinkConfig(), description="The output topics.")
     encoder: EncoderConfig = Field(
@@ -199,7 +199,9 @@ class ChangefeedConfig(Section):
     @property
     def transaction_topics(self) -> dict[str, dict[str, str]]:
         """Debezium: each transaction topic -> its tables' names there -> their data topics."""
-        out: dict[str, dict[str, str]] = {d.transactions: {} for d in self.databases}
+        out: dict[str, dict[str, str]] = {
+            d.transactions: {} for d in self.databases if d.transactions is not None
+        }
         for s in self.sources:
             if s.transactions is not None and s.data_collection is not None:
                 out.setdefault(s.transactions, {})[s.data_collection] = s.topic

@@ -1,15 +1,21 @@
-"""Whole-database sources: every table topic of a Debezium capture, found by name.
+"""Whole-database sources: every table topic of a Debezium capture or a TiCDC changefeed.
 
 CockroachDB's ``CREATE CHANGEFEED FOR DATABASE … INCLUDE/EXCLUDE TABLES`` for the sources
-Highwater reads: a ``databases`` entry names a Debezium connector's ``topic.prefix`` and its
-transaction topic, and each topic ``<prefix>.<schema>.<table>`` whose data collection
-(``<schema>.<table>``, as the transaction topic names it) the ``include`` patterns match and
-the ``exclude`` patterns do not is one source, its table the name after the last dot
-(:meth:`DatabaseConfig.sources`). The run takes the topics there are when it starts
-(``with_tables`` in ``loading.py``); a table created later is found in the transaction topic,
-whose END events count its changes: they hold the resolved time back until the run has
-started again with the table's topic (``pipeline/core/coordinator/changefeed.py``), so no
-marker passes a change of it.
+Highwater reads. A ``databases`` entry takes each table topic whose data collection
+(``<schema>.<table>``) the ``include`` patterns match and the ``exclude`` patterns do not as
+one source (:meth:`DatabaseConfig.sources`):
+
+* **Debezium**: the connector's ``topic.prefix`` and its transaction topic; its table topics
+  are ``<prefix>.<schema>.<table>``.
+* **canal-json** (TiCDC): one TiDB schema (``database``) and the topic expression of TiCDC's
+  dispatcher rule (``topics``, ``[prefix]{schema}[middle]{table}[suffix]``).
+
+The run takes the topics there are when it starts (``with_tables`` in ``loading.py``). A table
+created later: Debezium names it in its transaction topic, whose END events count its
+changes, so they hold the resolved time back (``pipeline/core/resolved/new_tables.py``);
+TiCDC creates its topic before it sends a watermark past its first change, so the run lists
+the topics before a resolved time it read can rise (``pipeline/core/resolved/listed.py``).
+Either way the run ends, and the next one reads the table's topic from its start.
 """
 
 from __future__ import annotations
@@ -19,27 +25,38 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
-from .fields import Name, Section, cockroachdb
+from .fields import Name, Section, cockroachdb, combination
 from .sections import SchemaRegistryConfig, SourceConfig
 
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_TABLE_TEXT = "[A-Za-z_][A-Za-z0-9_]*"
+# TiCDC's topic expression: literal parts of a Kafka topic name around {schema} and {table}
+_EXPRESSION = re.compile(r"^[A-Za-z0-9._-]*(\{schema\}[A-Za-z0-9._-]*)?\{table\}[A-Za-z0-9._-]*$")
 
 
 class DatabaseConfig(Section):
-    """Every table of one Debezium capture whose name the patterns take."""
+    """Every table of one Debezium capture or TiCDC schema whose name the patterns take."""
 
-    prefix: Name = Field(
-        description="The connector's `topic.prefix`: its table topics are "
-        "`<prefix>.<schema>.<table>`."
+    format: Literal["debezium", "canal-json"] = Field(
+        "debezium",
+        description="The topics' format: Debezium's events (JSON or Avro), or TiCDC's Canal-JSON.",
     )
-    format: Literal["debezium"] = Field(
-        "debezium", description="The topics' format (Debezium's events, JSON or Avro)."
+    prefix: Name | None = Field(
+        None,
+        description="Debezium: the connector's `topic.prefix`: its table topics are "
+        "`<prefix>.<schema>.<table>`.",
     )
-    transactions: Name = Field(
-        description="The connector's transaction metadata topic: it resolves every table, "
-        "and its END events name a table created later before any marker can pass it."
+    transactions: Name | None = Field(
+        None,
+        description="Debezium: the connector's transaction metadata topic: it resolves every "
+        "table, and its END events name a table created later before any marker can pass it.",
+    )
+    topics: str | None = Field(
+        None,
+        description="canal-json: the topic expression of TiCDC's dispatcher rule, "
+        "`[prefix]{schema}[middle]{table}[suffix]` (`{schema}` is `database`).",
     )
     include: list[Annotated[str, Field(min_length=1)]] = Field(
         ["*"],
@@ -56,8 +73,58 @@ class DatabaseConfig(Section):
         None, description="The registry of its Avro records; unset: JSON records."
     )
     database: Annotated[str, Field(min_length=1)] = Field(
-        "defaultdb", description="The database's name in `full_table_name` output topics."
+        "defaultdb",
+        description="The database's name in `full_table_name` output topics; canal-json: the "
+        "TiDB schema whose tables are followed (needed).",
     )
+
+    @model_validator(mode="after")
+    def _format_keys(self) -> DatabaseConfig:
+        needed = ("prefix", "transactions") if self.format == "debezium" else ("topics",)
+        for key in needed:
+            if getattr(self, key) is None:
+                raise combination(key, f"is needed with format: {self.format}")
+        others = {"prefix", "transactions", "topics"} - set(needed)
+        for key in sorted(others):
+            if getattr(self, key) is not None:
+                raise combination(key, f"is not used with format: {self.format}")
+        if self.format == "canal-json":
+            if self.schema_registry is not None:
+                raise combination("schema_registry", "is not used with format: canal-json")
+            if "database" not in self.model_fields_set:
+                raise combination("database", "is needed with format: canal-json (the schema)")
+            if self.topics is None or not _EXPRESSION.match(self.topics):
+                raise combination(
+                    "topics",
+                    "is not a TiCDC topic expression: `{table}` once, `{schema}` at most once "
+                    "before it, the rest letters, digits, '.', '_' or '-'",
+                )
+        return self
+
+    def describe(self) -> str:
+        """Its topics, as the CLI names them."""
+        if self.format == "debezium":
+            return f"{self.prefix}.*"
+        return self.topic_of(f"{self.database}.*")
+
+    def topic_of(self, collection: str) -> str:
+        """The topic of a data collection (``<schema>.<table>``) of this database."""
+        if self.format == "debezium":
+            return f"{self.prefix}.{collection}"
+        schema, _, table = collection.partition(".")
+        return (self.topics or "").replace("{schema}", schema).replace("{table}", table)
+
+    def _collection(self, topic: str) -> str:
+        """The data collection a topic of this database's names, or "" if it names none."""
+        if self.format == "debezium":
+            head = f"{self.prefix}."
+            return topic[len(head) :] if topic.startswith(head) else ""
+        before, _, after = (
+            (self.topics or "").replace("{schema}", self.database).partition("{table}")
+        )
+        pattern = f"{re.escape(before)}({_TABLE_TEXT}){re.escape(after)}"
+        found = re.fullmatch(pattern, topic)
+        return f"{self.database}.{found.group(1)}" if found else ""
 
     def follows(self, collection: str) -> bool:
         """Whether ``collection`` (``<schema>.<table>``) is one of this database's tables."""
@@ -69,25 +136,28 @@ class DatabaseConfig(Section):
 
     def sources(self, topics: Iterable[str]) -> list[SourceConfig]:
         """A source for each of ``topics`` that is a followed table's, in name order."""
-        head = f"{self.prefix}."
         found = []
         for topic in sorted(topics):
-            collection = topic[len(head) :] if topic.startswith(head) else ""
+            collection = self._collection(topic)
             if topic == self.transactions or not self.follows(collection):
                 continue
             schema, _, table = collection.partition(".")
-            found.append(
-                SourceConfig(
+            if self.format == "canal-json":
+                source = SourceConfig(
+                    topic=topic, table=table, format="canal-json", database=self.database
+                )
+            else:
+                source = SourceConfig(
                     topic=topic,
                     table=table,
-                    format=self.format,
+                    format="debezium",
                     transactions=self.transactions,
                     collection=collection,
                     schema_registry=self.schema_registry,
                     database=self.database,
                     schema_name=schema,
                 )
-            )
+            found.append(source)
         return found
 
 

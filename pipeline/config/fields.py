@@ -47,6 +47,8 @@ def parse_duration(value: object) -> object:
 def _parse_hlc(value: object) -> object:
     if isinstance(value, Hlc) or value is None:
         return value
+    if isinstance(value, tuple) and len(value) == 2 and all(type(v) is int for v in value):
+        return Hlc(*value)  # a config's own dump (model_dump), validated again
     try:
         return parse_time(str(value))
     except ValueError as exc:

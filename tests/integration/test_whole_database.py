@@ -18,11 +18,9 @@ together. Checked on what users read:
 
 from __future__ import annotations
 
-import json
 import shutil
 import tempfile
 import threading
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -30,14 +28,13 @@ from typing import Any
 import pytest
 
 from pipeline.config import parse_config
-from pipeline.core.coordinator import changefeed as coordinator
 from pipeline.core.coordinator.changefeed import run
 from pipeline.core.operators import StopRequest
 from pipeline.dev.connect import EmbeddedConnect
 from pipeline.dev.postgres import EmbeddedPostgres
 from sinks.admin import cluster_metadata
-from tests.support.kafka import Message, consume_all
-from tests.support.validator import hlc_order
+from tests.support.kafka import consume_all
+from tests.support.whole_database import markers_never_passed_a_row, rows, slow_restart, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -60,58 +57,6 @@ INSERT INTO customers VALUES (2, 'later');
 COMMIT;
 DELETE FROM later_items WHERE id = 2;
 """
-
-
-def wait_for(what: str, done: Any, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"waited {timeout:.0f} s for {what}"
-        time.sleep(1.0)
-
-
-def rows(messages: list[Message]) -> list[tuple[str, dict[str, Any] | None]]:
-    out = []
-    for m in messages:
-        if m.key is not None and m.value is not None:
-            value = json.loads(m.value)
-            out.append((value["updated"], value["after"]))
-    return sorted(out, key=lambda r: hlc_order(r[0]))
-
-
-def markers_never_passed_a_row(outputs: dict[str, list[Message]]) -> None:
-    """No row at or below a marker the brokers took before it, on any output topic."""
-    markers = [
-        (m.timestamp_ms, hlc_order(json.loads(m.value or b"")["resolved"]))
-        for messages in outputs.values()
-        for m in messages
-        if m.key is None
-    ]
-    for topic, messages in outputs.items():
-        for m in messages:
-            if m.key is None:
-                continue
-            time_ = hlc_order(json.loads(m.value or b"")["updated"])
-            passed = [r for at, r in markers if at < m.timestamp_ms and r >= time_]
-            assert not passed, f"{topic}@{m.offset}: a marker at {passed[0]} came first"
-
-
-def slow_restart(monkeypatch: Any, seconds: float) -> None:
-    """The run ends ``seconds`` after it first meets the new table, not at once.
-
-    Meanwhile its batches and markers go on: the window in which a marker could pass the new
-    table's changes, were its transactions not held (the mutation that leaves the new table
-    uncounted fails this test: its markers pass them, or its floor drops them).
-    """
-    first: list[float] = []
-    real = coordinator.met_tables
-
-    def later(config: Any, resolver: Any) -> set[str]:
-        if not resolver.appeared():
-            return set()
-        first.append(first[0] if first else time.monotonic())
-        return real(config, resolver) if time.monotonic() - first[0] >= seconds else set()
-
-    monkeypatch.setattr(coordinator, "met_tables", later)
 
 
 def test_a_table_created_while_the_changefeed_runs_is_followed(
@@ -193,7 +138,7 @@ def test_a_table_created_while_the_changefeed_runs_is_followed(
         {"id": 9223372036854775807, "amount": 1.5, "label": "changed ☃"},
         None,
     ]
-    assert "table(s) public.later_items appeared in the database" in caplog.text
+    assert f"table(s) of {name}.public.later_items appeared in the database" in caplog.text
     assert "created since it started: read from the start" in caplog.text
     outputs = {t: consume_all(kafka_bootstrap, t) for t in [*old.values(), new]}
     assert [a for _, a in rows(outputs[old["orders"]])][-1] == {"id": 1, "note": "with an item"}

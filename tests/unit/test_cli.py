@@ -36,6 +36,8 @@ def test_validate_accepts_the_example(capsys: pytest.CaptureFixture[str]) -> Non
 def test_validate_says_a_whole_database_is_followed(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["validate", "--config", str(EXAMPLES / "whole-database.yaml")]) == 0
     assert "every table of pg.* (databases)" in capsys.readouterr().out
+    assert main(["validate", "--config", str(EXAMPLES / "whole-database-canal.yaml")]) == 0
+    assert "every table of tidb_shop_* (databases)" in capsys.readouterr().out
 
 
 def test_run_dry_run_builds_the_spark_submit_command(

@@ -173,7 +173,7 @@ class Changefeed:
         self.observers.attach(opened.status, opened.replicas)
         position = self._position = find_start(self.config, opened)
         position.resolver = self._resources.enter_context(
-            closing(resolver_of(self.config, opened, position.skipped))
+            closing(resolver_of(self.config, opened, position))
         )
         self._rounds = Rounds.of(opened, position, self.observers, self.scans, self.stop_request)
         durable = self._durable = Durable.of(

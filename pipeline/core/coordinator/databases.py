@@ -2,9 +2,10 @@
 
 ``databases`` entries (``pipeline/config/databases.py``) become sources here, from the topics
 the source cluster lists when a run starts. A table created while the changefeed runs is
-named by an END of its capture's transaction topic (``TransactionLog.appeared``): the run
-ends after its batch, and the next one starts here with that table's topic, which Debezium
-wrote before that END; a topic the cluster does not list yet is waited for.
+named by an END of its capture's transaction topic (Debezium: ``resolved/new_tables.py``) or
+found listed (TiCDC: ``resolved/listed.py``): the run ends after its batch, and the next one
+starts here with that table's topic; a topic the cluster does not list yet is waited for
+(Debezium writes it before that END).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ def with_tables(
 ) -> ChangefeedConfig:
     """``config`` with a source for each table topic its ``databases`` take, as listed now.
 
-    ``appeared``: data collections (``schema.table``) the last run met and must now follow.
+    ``appeared``: the topics of tables the last run met and must now follow.
     """
     if not config.databases:
         return config
@@ -40,23 +41,23 @@ def with_tables(
     while True:
         topics = cluster_metadata(client_config(config.kafka)).topics
         found = expanded(config, topics)
-        missing = wanted - {s.collection for s in found.sources}
+        missing = wanted - {s.topic for s in found.sources}
         if not missing:
             return found
         if time.monotonic() > deadline:
             raise SourceError(
-                f"table(s) {', '.join(sorted(missing))} appeared in the transaction topic, "
-                f"and their topics were not listed within {wait:.0f} s"
+                f"topic(s) {', '.join(sorted(missing))} of tables that appeared in the "
+                f"database were not listed within {wait:.0f} s"
             )
         time.sleep(1.0)
 
 
 def met_tables(config: ChangefeedConfig, resolver: Resolver) -> set[str]:
-    """The tables the transaction topics named that the run does not read (logged)."""
-    appeared = set().union(*resolver.appeared().values())
+    """The topics of tables created since the run started that it does not read (logged)."""
+    appeared = resolver.appeared()
     if appeared:
         log.info(
-            "changefeed %s: table(s) %s appeared in the database; running again with them",
+            "changefeed %s: table(s) of %s appeared in the database; running again with them",
             config.changefeed_id,
             ", ".join(sorted(appeared)),
         )

@@ -13,11 +13,14 @@ the run's claim. Where the changefeed starts is ``start.py``'s.
 
 from __future__ import annotations
 
+import functools
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
+
+from confluent_kafka.admin import AdminClient
 
 from encoders.base import Context, Encoder
 from pipeline.config import ChangefeedConfig
@@ -44,8 +47,14 @@ from ..batch import (
 from ..evolution import SchemaEvolution, written
 from ..ledger import Checkpoint, CheckpointStore, SourcePartition
 from ..operators import JobStatus, SpecStore, StatusPublisher, identified
-from ..progress import ChangefeedSafepoint, Claim, SafepointRegistry, retention_warnings
-from ..resolved import InStream, Resolver, TransactionFeed
+from ..progress import (
+    ChangefeedSafepoint,
+    Claim,
+    Position,
+    SafepointRegistry,
+    retention_warnings,
+)
+from ..resolved import InStream, Listed, Resolver, TransactionFeed
 
 log = logging.getLogger(__name__)
 
@@ -305,19 +314,22 @@ def _safepoint(
     return safepoint, retention_warnings(source_configs)
 
 
-def resolver_of(
-    config: ChangefeedConfig,
-    opened: Opened,
-    skipped: Iterable[tuple[SourcePartition, int | None, int]] = (),
-) -> Resolver:
+def resolver_of(config: ChangefeedConfig, opened: Opened, position: Position) -> Resolver:
     """Debezium's transaction feed where ``config`` names transaction topics, else in-stream.
 
+    Wrapped in a listing of the topics where it follows a TiCDC schema (``resolved/listed.py``).
+
     A resumed changefeed's transaction logs start as its checkpoint kept them, and count
-    what the run before committed after it (``skipped``: ``Position.skipped``).
+    what the run before committed after it (``Position.skipped``).
     """
     records = {} if opened.restored is None else opened.restored.transactions
     feed = TransactionFeed.of(config, opened.source, opened.partitions, records)
-    if feed is None:
-        return InStream()
-    feed.recount(skipped)
-    return feed
+    if feed is not None:
+        feed.recount(position.skipped)
+    admin = functools.cache(lambda: AdminClient(dict(opened.source)))  # one for the run
+    return Listed.around(
+        feed or InStream(),
+        config,
+        lambda: admin().list_topics(timeout=10).topics,
+        position.frontier,
+    )

@@ -57,7 +57,7 @@ def find_start(config: ChangefeedConfig, opened: Opened) -> Position:
     position = Position.restored(restored, opened.partitions)
     added = tuple(t for t in config.routes if restored.topics and t not in restored.topics)
     if added:  # known from the record itself: a crash before its scan was recorded adds again
-        position = add_tables(config, opened, position, added, _appeared(config, restored))
+        position = _with_added(config, opened, position, restored, added)
     _committed(opened, position)
     log.info(
         "changefeed %s: resuming at high-water %s (checkpoint level %s%s)",
@@ -155,20 +155,39 @@ def _snapshot_transactions(config: ChangefeedConfig) -> dict[str, str]:
 
 
 def _appeared(config: ChangefeedConfig, restored: Checkpoint) -> set[str]:
-    """The source topics of tables created while the changefeed ran (their logs' records)."""
-    out: set[str] = set()
+    """The source topics of tables created while the changefeed ran.
+
+    Named by the record; an older record named Debezium's in its logs' records alone.
+    """
+    out = set(restored.appeared)
     for tx, record in restored.transactions.items():
         tables = config.transaction_topics.get(tx, {})
         out.update(tables[c] for c in record.get("appeared", ()) if c in tables)
     return out
 
 
-def add_tables(
+def _with_added(
     config: ChangefeedConfig,
     opened: Opened,
     position: Position,
-    topics: tuple[str, ...],
-    appeared: set[str] | frozenset[str] = frozenset(),
+    restored: Checkpoint,
+    added: tuple[str, ...],
+) -> Position:
+    """Topics the record does not cover, each from where it starts.
+
+    A whole database's tables created while the run before ran: from their start, above the
+    record's high-water mark; the others are added tables (:func:`add_tables`).
+    """
+    appeared = _appeared(config, restored)
+    streamed = [sp for sp in opened.partitions if sp.topic in added and sp.topic in appeared]
+    if streamed:
+        position = _from_their_start(config, position, streamed, restored.high_water)
+    topics = tuple(t for t in added if t not in appeared)
+    return add_tables(config, opened, position, topics) if topics else position
+
+
+def add_tables(
+    config: ChangefeedConfig, opened: Opened, position: Position, topics: tuple[str, ...]
 ) -> Position:
     """Source topics an update added: they start at their own high-water mark, now.
 
@@ -177,16 +196,7 @@ def add_tables(
     change after T), checkpointed like any scan; the other tables go on where they were,
     without one. Their output topics never had a marker, so T may lie below the last one;
     the next marker waits until they are resolved past it.
-
-    ``appeared``: the topics of a whole database's tables created while it ran: read from
-    their start, every change at its own commit time, no scan (:func:`_from_their_start`).
     """
-    streamed = [sp for sp in opened.partitions if sp.topic in topics and sp.topic in appeared]
-    if streamed:
-        position = _from_their_start(config, position, streamed)
-        topics = tuple(t for t in topics if t not in appeared)
-        if not topics:
-            return position
     if position.backfill is not None:
         raise ConfigError(
             [
@@ -226,15 +236,16 @@ def add_tables(
 
 
 def _from_their_start(
-    config: ChangefeedConfig, position: Position, streamed: list[SourcePartition]
+    config: ChangefeedConfig, position: Position, streamed: list[SourcePartition], floor: Hlc
 ) -> Position:
-    """Tables created while the changefeed ran: read from their start, above the high-water.
+    """Tables created while the changefeed ran: read from their start, above ``floor``.
 
-    Their transactions held the resolved time below their first change, so none is at or
-    below the high-water mark: a floor there drops nothing of theirs.
+    ``floor`` is the high-water mark of the record that named them, which their changes held
+    below their first (Debezium: their transactions; TiCDC: the frontier held where the
+    topics were last listed without them, ``resolved/listed.py``): a floor there drops
+    nothing of theirs, and the high-water mark goes on from it as they are resolved.
     """
     progress = position.frontier.progress()
-    floor = position.frontier.high_water()
     progress.update({sp: Progress(None, floor) for sp in streamed})
     log.info(
         "changefeed %s: added %s, created since it started: read from the start",

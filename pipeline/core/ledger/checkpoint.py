@@ -19,7 +19,9 @@ as one (it gets its own scan) at every level. Beside the record, under the key
 (``ChangefeedConfig.shape``: clusters, sources, encoder, topic naming), written when it
 changes: a resume checks the config it runs with against it (``update.py``).
 ``config_fingerprint`` is its hash, for logs. A Debezium changefeed adds ``transactions``:
-per transaction topic, what its log needs to resume (``transactions.py``).
+per transaction topic, what its log needs to resume (``transactions.py``). A whole
+database's tables created while it ran are named by their topics in ``appeared`` until a run
+reads them (from their start, at the record's high-water mark: ``coordinator/start.py``).
 ``last_marker`` is the marker the record covers: it is broadcast only once the record is
 durable, and ``marker_sent`` is the last one known to have reached every output partition,
 so a resume re-sends a marker the last run checkpointed but may not have sent.
@@ -81,6 +83,9 @@ class Checkpoint:
     transactions: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # the highest source position read before each partition's offset, where known
     positions: Mapping[SourcePartition, tuple[int, ...]] = field(default_factory=dict)
+    # the topics of a whole database's tables created while it ran, not read yet: the next
+    # run reads them from their start (``coordinator/start.py``)
+    appeared: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -95,6 +100,7 @@ class Checkpoint:
         marker_sent: Hlc | None = None,
         topics: tuple[str, ...] | None = None,
         transactions: Mapping[str, Mapping[str, Any]] | None = None,
+        appeared: Iterable[str] = (),
     ) -> Checkpoint:
         """The checkpoint of a frontier as it stands."""
         progress = frontier.progress()
@@ -111,6 +117,7 @@ class Checkpoint:
             topics=topics,
             transactions=transactions or {},
             positions={sp: p.position for sp, p in progress.items() if p.position is not None},
+            appeared=tuple(sorted(appeared)),
         )
 
     def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
@@ -250,6 +257,7 @@ def from_record(record: CheckpointRecord) -> Checkpoint:
             for t, log in (record.transactions or {}).items()
         },
         positions=positions,
+        appeared=record.appeared,
     )
 
 
@@ -292,6 +300,7 @@ def to_record(cp: Checkpoint, level: str) -> CheckpointRecord:
         config_fingerprint=cp.config_fingerprint,
         topics=cp.topics,
         transactions=logs or None,
+        appeared=cp.appeared,
         fallback=None if level == "full" else level,
         written_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
     )

@@ -53,6 +53,7 @@ class Frontier:
         }
         if not self._progress:
             raise ValueError("a frontier needs at least one source partition")
+        self._held: Hlc | None = None  # the high-water mark goes no higher (hold())
 
     @classmethod
     def restore(cls, progress: Mapping[SourcePartition, Progress]) -> Frontier:
@@ -106,7 +107,16 @@ class Frontier:
 
     def high_water(self) -> Hlc:
         """The lowest resolved time over every partition: all changes at or below it are done."""
-        return min(p.resolved for p in self._progress.values())
+        low = min(p.resolved for p in self._progress.values())
+        return low if self._held is None else min(low, self._held)
+
+    def hold(self, at: Hlc | None) -> None:
+        """The high-water mark goes no higher than ``at`` (None: as high as the partitions go).
+
+        Their own times go on: a source not read yet may hold changes above ``at``
+        (``resolved/listed.py``).
+        """
+        self._held = at
 
     def leading(self) -> dict[SourcePartition, Hlc]:
         """Partitions resolved above the high-water mark, with their resolved times."""

@@ -217,6 +217,8 @@ class CheckpointRecord(Record):
     config_fingerprint: str = ""
     topics: tuple[str, ...] | None = None  # None: written before tables could be added
     transactions: dict[str, TransactionLogRecord] | None = Field(None, exclude_if=_none)
+    # the topics of a whole database's tables created while it ran, not read yet
+    appeared: tuple[str, ...] = Field((), exclude_if=lambda v: not v)
     fallback: Literal["leading", "offsets", "high_water"] | None = None  # None: full
     written_at: str | None = None  # RFC 3339
 

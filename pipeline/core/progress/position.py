@@ -89,4 +89,5 @@ class Position:
             config_fingerprint=config.fingerprint,
             topics=tuple(config.routes),
             transactions=self.resolver.records(),
+            appeared=self.resolver.appeared(),
         )

@@ -11,8 +11,9 @@ read beside them).
 
 from __future__ import annotations
 
+from .listed import Listed
 from .resolvers import InStream, Resolver
 from .transaction_feed import TransactionFeed, transaction_wires
 from .transactions import just_below
 
-__all__ = ["InStream", "Resolver", "TransactionFeed", "just_below", "transaction_wires"]
+__all__ = ["InStream", "Listed", "Resolver", "TransactionFeed", "just_below", "transaction_wires"]

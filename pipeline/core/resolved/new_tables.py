@@ -40,7 +40,11 @@ class NewTables:
     def topic(self, name: str) -> str | None:
         """The topic of table ``name`` (``schema.table``), if a database here takes it."""
         taken = [d for d in self._databases if d.follows(name)]
-        return f"{taken[0].prefix}.{name}" if taken else None
+        return taken[0].topic_of(name) if taken else None
+
+    def topics(self) -> set[str]:
+        """The topics of the tables met that the run does not read."""
+        return {t for t in map(self.topic, self.names) if t is not None}
 
     def meet(self, counts: Mapping[str, int], tx_log: TransactionLog) -> None:
         """An END's counts: a table to follow that the log does not, followed from now on."""

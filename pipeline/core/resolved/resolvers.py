@@ -56,8 +56,8 @@ class Resolver(Protocol):
     def waiting_for(self) -> Mapping[str, str]:
         """Per source topic, what its markers wait for now (the job status's partitions)."""
 
-    def appeared(self) -> dict[str, set[str]]:
-        """Per transaction topic, the whole database's tables it named that are not read."""
+    def appeared(self) -> set[str]:
+        """The topics of a whole database's tables created since the run started, not read."""
 
     def close(self) -> None:
         """Release what it reads with."""
@@ -109,8 +109,8 @@ class InStream(Resolver):
         return {}
 
     @override
-    def appeared(self) -> dict[str, set[str]]:
-        return {}
+    def appeared(self) -> set[str]:
+        return set()
 
     @override
     def close(self) -> None:

@@ -49,7 +49,7 @@ def transaction_wires(config: ChangefeedConfig) -> dict[str, WireReader]:
     wires = {
         d.transactions: WireReader.of(d.schema_registry.client_config())
         for d in config.databases
-        if d.schema_registry is not None
+        if d.schema_registry is not None and d.transactions is not None
     }
     return wires | {
         s.transactions: WireReader.of(registries[s.topic])
@@ -118,6 +118,7 @@ class TransactionFeed:
         new = {
             d.transactions: NewTables.of(config, d.transactions, records.get(d.transactions, {}))
             for d in config.databases
+            if d.transactions is not None
         }
         adapters = {
             s.topic: adapter(s.format, config.registries.get(s.topic))
@@ -127,9 +128,9 @@ class TransactionFeed:
         wires = transaction_wires(config)
         return cls(client, logs, partitions, wires=wires, adapters=adapters, new=new)
 
-    def appeared(self) -> dict[str, set[str]]:
-        """Transaction topic -> the whole database's tables it named that the run does not read."""
-        return {tx: set(tables.names) for tx, tables in self.new.items() if tables.names}
+    def appeared(self) -> set[str]:
+        """The topics of a whole database's tables an END named that the run does not read."""
+        return {t for tables in self.new.values() for t in tables.topics()}
 
     def saw(self, result: BatchResult) -> None:
         """The transaction places a batch read."""

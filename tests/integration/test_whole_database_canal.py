@@ -1,0 +1,158 @@
+"""A whole TiCDC schema (`databases:` of format canal-json): a table created mid-run.
+
+TiCDC and TiDB do not run here; a writer stands in for TiCDC's Kafka sink, in its order:
+Canal-JSON events of schema ``shop`` (``tests/support/canal.py``), one topic a table by the
+dispatcher expression ``<name>_{schema}_{table}``, a watermark to every partition of every
+table topic every 0.2 s, and a new table's topic created (its ``CREATE TABLE`` written to
+each partition) before any watermark passes its first change. The changefeed's only source is
+the ``databases`` entry; while it runs, ``later`` is created and written with ``orders``.
+Checked on what users read:
+
+* the new table's output topic holds each of its rows once, at its own commit time (its
+  topic's whole history, read from its start);
+* no marker passes a row: on every output topic, a row whose commit time is at or below a
+  marker written before the row (by the broker's clock) would be one;
+* the run starts again with the table, 8 s after it met it: the window in which markers went
+  on and would have passed the new rows were the frontier not held where the topics were
+  last listed (a mutation that does not hold it fails here; its unit negative control:
+  tests/unit/test_databases_canal.py).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+
+from pipeline.config import parse_config
+from pipeline.core.coordinator.changefeed import run
+from pipeline.core.operators import StopRequest
+from pipeline.core.sources.canal import tso_time
+from sinks.admin import ensure_topics
+from tests.support.canal import canal, tso, watermark
+from tests.support.kafka import consume_all
+from tests.support.validator import hlc_order
+from tests.support.whole_database import markers_never_passed_a_row, rows, slow_restart, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+class TiCDC:
+    """What TiCDC's Kafka sink writes for schema ``shop``, one topic a table, in its order."""
+
+    def __init__(self, bootstrap: str, name: str) -> None:
+        self.bootstrap, self.name = bootstrap, name
+        self.producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 0})
+        self.topics: dict[str, int] = {}  # table topic -> partitions
+        self.ms = int(time.time() * 1000)
+        self.lock = threading.Lock()
+
+    def topic(self, table: str) -> str:
+        return f"{self.name}_shop_{table}"
+
+    def next_ts(self) -> int:
+        self.ms = max(self.ms + 1, int(time.time() * 1000))
+        return tso(self.ms)
+
+    def create(self, table: str) -> None:
+        """The topic first, its ``CREATE TABLE`` on every partition; watermarks after it."""
+        with self.lock:
+            topic = self.topic(table)
+            ensure_topics({"bootstrap.servers": self.bootstrap}, {topic: 2})
+            ts = self.next_ts()
+            for p in range(2):
+                ddl = canal("CREATE", ts, None, isDdl=True, table=table, sql="create table …")
+                self.producer.produce(topic, ddl, partition=p)
+            self.producer.flush(30)
+            self.topics[topic] = 2
+
+    def insert(self, table: str, row_id: int) -> int:
+        """One row, committed now: its TSO."""
+        with self.lock:
+            ts = self.next_ts()
+            row = {"id": str(row_id), "amount": f"{row_id}.5000000000", "note": f"n{row_id} ☃"}
+            event = canal("INSERT", ts, [row], table=table)
+            self.producer.produce(self.topic(table), event, key=str(row_id), partition=row_id % 2)
+            self.producer.flush(30)
+            return ts
+
+    def watermark(self) -> None:
+        """A watermark past every change written, to every partition of every table topic."""
+        with self.lock:
+            ts = self.next_ts()
+            for topic, partitions in self.topics.items():
+                for p in range(partitions):
+                    self.producer.produce(topic, watermark(ts), partition=p)
+            self.producer.flush(30)
+
+
+def test_a_table_created_while_the_changefeed_runs_is_followed(
+    kafka_bootstrap: str, spark: Any, caplog: Any, monkeypatch: Any
+) -> None:
+    name = f"ticdc{uuid.uuid4().hex[:8]}"
+    ticdc = TiCDC(kafka_bootstrap, name)
+    ticdc.create("orders")
+    committed: dict[tuple[str, int], int] = {}  # (table, id) -> TSO
+    for k in range(1, 4):
+        committed["orders", k] = ticdc.insert("orders", k)
+    ticdc.watermark()
+    raw = {
+        "changefeed_id": f"{name}-cf",
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "databases": [
+            {"format": "canal-json", "topics": f"{name}_{{schema}}_{{table}}", "database": "shop"}
+        ],
+        "cursor": "0.0000000000",
+        "sink": {"topic_prefix": f"{name}-cf.", "partitions": 2},
+        "encoder": {"updated": True},
+        "resolved": {"interval": "0s"},
+        "checkpoint": {"min_checkpoint_frequency": "0s"},
+        "safepoints": {"enabled": False},
+        "spark": {"trigger": {"processing_time": "300ms"}},
+    }
+    config = parse_config(raw, env={})
+    slow_restart(monkeypatch, 8.0)
+    caplog.set_level("INFO", logger="pipeline.core")
+    stop, writing = StopRequest(), threading.Event()
+    runner = threading.Thread(target=run, args=(config, spark, stop))
+
+    def upstream() -> None:  # orders go on, watermarks every 0.2 s
+        row_id = 100
+        while not writing.is_set():
+            row_id += 1
+            committed["orders", row_id] = ticdc.insert("orders", row_id)
+            ticdc.watermark()
+            time.sleep(0.2)
+
+    writer = threading.Thread(target=upstream)
+    old, new = f"{name}-cf.orders", f"{name}-cf.later"
+    try:
+        runner.start()
+        writer.start()
+        wait_for("a marker", lambda: any(m.key is None for m in consume_all(kafka_bootstrap, old)))
+        ticdc.create("later")
+        for k in range(1, 4):
+            committed["later", k] = ticdc.insert("later", k)
+        wait_for("the new table's rows", lambda: len(rows(consume_all(kafka_bootstrap, new))) >= 3)
+        wait_for("a marker past them", lambda: consume_all(kafka_bootstrap, new)[-1].key is None)
+        assert runner.is_alive(), "the changefeed stopped"
+    finally:
+        writing.set()
+        writer.join(30)
+        stop.set()
+        runner.join(180)
+
+    later = rows(consume_all(kafka_bootstrap, new))
+    assert [(hlc_order(u), (a or {})["id"]) for u, a in later] == [
+        (hlc_order(str(tso_time(committed["later", k], "ts"))), k) for k in range(1, 4)
+    ]
+    assert "created since it started: read from the start" in caplog.text
+    outputs = {t: consume_all(kafka_bootstrap, t) for t in (old, new)}
+    ids = [(a or {})["id"] for _, a in rows(outputs[old])]
+    assert len(ids) == len(set(ids))  # each row once
+    assert {1, 2, 3, 101} <= set(ids)
+    markers_never_passed_a_row(outputs)
