@@ -186,22 +186,28 @@ final class AvroRow {
         {
           int length =
               type.type == AvroJson.Type.FIXED ? type.size : (int) AvroJson.varint(b, at);
-          if (at[0] < 0 || length <= 0 || length > 8 || at[0] + length > b.length) {
-            at[0] = start; // none, no bytes (not taken), or more than a long: through JSON
+          long scale = cell.column.per;
+          if (at[0] < 0
+              || length <= 0
+              || length > 16
+              || at[0] + length > b.length
+              || scale < 0
+              || scale > Nearest.MAX_SCALE) {
+            at[0] = start; // none, no bytes (not taken), more than two longs: through JSON
             return throughJson(cell, f, b, at, s, mark, out);
           }
           long unscaled = b[at[0]]; // sign-extended, as BigInteger's two's complement
-          for (int k = 1; k < length; k++) {
+          for (int k = 1; k < length && length <= 8; k++) {
             unscaled = (unscaled << 8) | (b[at[0] + k] & 0xff);
           }
-          long scale = cell.column.per;
-          if (unscaled < -EXACT || unscaled > EXACT || scale < 0 || scale >= POWERS.length) {
-            at[0] = start; // its double is not one division of two exact doubles
-            return throughJson(cell, f, b, at, s, mark, out);
-          }
+          // the nearest double to the digits' number, as float(text) of its JSON text: one
+          // division of two exact doubles where it can be, else in integers (Nearest)
+          boolean exact =
+              length <= 8 && unscaled >= -EXACT && unscaled <= EXACT && scale < POWERS.length;
+          double d =
+              exact ? unscaled / POWERS[(int) scale] : Nearest.of(b, at[0], length, (int) scale);
           at[0] += length;
-          // the nearest double to the digits' number, as float(text) of its JSON text
-          return real(unscaled / POWERS[(int) scale], f.type, o);
+          return real(d, f.type, o);
         }
     }
   }
