@@ -12,7 +12,7 @@ Checked on what users read:
   topic's whole history, read from its start);
 * no marker passes a row: on every output topic, a row whose commit time is at or below a
   marker written before the row (by the broker's clock) would be one;
-* the run starts again with the table, 8 s after it met it: the window in which markers went
+* the run starts again with the table, 5 s after it met it: the window in which markers went
   on and would have passed the new rows were the frontier not held where the topics were
   last listed (a mutation that does not hold it fails here; its unit negative control:
   tests/unit/test_databases_canal.py).
@@ -115,7 +115,7 @@ def test_a_table_created_while_the_changefeed_runs_is_followed(
         "spark": {"trigger": {"processing_time": "300ms"}},
     }
     config = parse_config(raw, env={})
-    slow_restart(monkeypatch, 8.0)
+    slow_restart(monkeypatch, 5.0)
     caplog.set_level("INFO", logger="pipeline.core")
     stop, writing = StopRequest(), threading.Event()
     runner = threading.Thread(target=run, args=(config, spark, stop))
