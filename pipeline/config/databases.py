@@ -134,13 +134,15 @@ class DatabaseConfig(Section):
         taken = any(fnmatch.fnmatchcase(collection, p) for p in self.include)
         return taken and not any(fnmatch.fnmatchcase(collection, p) for p in self.exclude)
 
+    def takes(self, topic: str) -> bool:
+        """Whether ``topic`` is the topic of one of this database's followed tables."""
+        return topic != self.transactions and self.follows(self._collection(topic))
+
     def sources(self, topics: Iterable[str]) -> list[SourceConfig]:
         """A source for each of ``topics`` that is a followed table's, in name order."""
         found = []
-        for topic in sorted(topics):
+        for topic in sorted(filter(self.takes, topics)):
             collection = self._collection(topic)
-            if topic == self.transactions or not self.follows(collection):
-                continue
             schema, _, table = collection.partition(".")
             if self.format == "canal-json":
                 source = SourceConfig(

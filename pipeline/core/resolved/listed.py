@@ -62,8 +62,8 @@ class Listed(Resolver):
 
     def new_topics(self) -> set[str]:
         """The followed tables' topics listed now that the run does not read."""
-        topics = list(self._lister())
-        return {s.topic for d in self._databases for s in d.sources(topics)} - self._read
+        listed = set(self._lister()) - self._read
+        return {t for t in listed if any(d.takes(t) for d in self._databases)}
 
     @override
     def advance(self, frontier: Frontier) -> bool:

@@ -274,7 +274,9 @@ final class AvroEvent {
     boolean whole = false; // a source or transaction written whole: EventPlace finds its members
     boolean sourced = false; // read straight: the source was a record
     SourceValues values = place.values;
-    values.reset(b, false);
+    if (direct != null) {
+      values.reset(b, false);
+    }
     for (int k = 0; k < fields.length; k++) {
       int role = roles[k];
       if (role == AFTER || role == BEFORE) {
