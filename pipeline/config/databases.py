@@ -21,6 +21,8 @@ Either way the run ends, and the next one reads the table's topic from its start
 from __future__ import annotations
 
 import fnmatch
+import hashlib
+import json
 import re
 from collections.abc import Iterable, Sequence
 from typing import Annotated, Literal
@@ -106,6 +108,17 @@ class DatabaseConfig(Section):
         if self.format == "debezium":
             return f"{self.prefix}.*"
         return self.topic_of(f"{self.database}.*")
+
+    def identity(self) -> str:
+        """A short hash of what decides the topics it takes (not its registry's secrets).
+
+        Runs that list the same database's tables under the same identity take the same
+        topics: one a record of the run before does not cover was created since.
+        """
+        taken = self.model_dump(
+            mode="json", include={"format", "prefix", "transactions", "topics", "database"}
+        ) | {"include": sorted(self.include), "exclude": sorted(self.exclude)}
+        return hashlib.sha256(json.dumps(taken, sort_keys=True).encode()).hexdigest()[:16]
 
     def topic_of(self, collection: str) -> str:
         """The topic of a data collection (``<schema>.<table>``) of this database."""

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 
 from pipeline.config import parse_config, with_tables
+from pipeline.core.coordinator.start import created_since
 from pipeline.core.ledger import Checkpoint, Frontier, SourcePartition
 from pipeline.core.ledger.checkpoint import decode
 from pipeline.core.resolved import InStream, Listed, Resolver
@@ -187,3 +188,38 @@ def test_only_a_config_with_a_tidb_schema_lists_topics() -> None:
     frontier = Frontier([SourcePartition("t", 0)])
     assert Listed.around(inner, debezium, Cluster([]), frontier) is inner
     assert isinstance(Listed.around(inner, config(), Cluster([]), frontier), Listed)
+
+
+def test_a_run_killed_before_its_record_named_a_new_table_still_reads_it_from_its_start() -> None:
+    """The record names each database the run listed; a topic of one it lacks was created since.
+
+    The kill falls between the listing that met ``tidb_shop_later`` and the record that
+    would name it in ``appeared``: the last record covers ``tidb_shop_orders`` alone. The
+    next run's database is configured as that run's was, so the new topic is one created
+    since, read from its start above the record's high-water mark (its changes are all above
+    it: the listings held the mark below them), not an added table started now (with
+    ``initial_scan: no``, the changes it had before now would be lost).
+    """
+    run = with_tables(config(), ["tidb_shop_orders"])
+    frontier = Frontier([SourcePartition("tidb_shop_orders", 0)], start=T1)
+    listed = [d.identity() for d in run.databases]
+    record = Checkpoint.of("cf", frontier, topics=("tidb_shop_orders",), listed=listed)
+    restored = decode(record.encode(1_000_000))
+    assert restored.listed == tuple(listed)
+    assert json.loads(record.encode(1_000_000))["listed"] == listed
+    added = ("tidb_shop_later", "orders_by_hand")
+    assert created_since(config(), restored, added) == {"tidb_shop_later"}
+    # the negative controls: a record without the list (a run before it) knows nothing of the
+    # kind; a widened pattern's table may have existed all along (an added table, scanned)
+    older = decode(Checkpoint.of("cf", frontier, topics=("tidb_shop_orders",)).encode(10**6))
+    assert created_since(config(), older, added) == set()
+    assert created_since(config(include=["shop.*", "other.*"]), restored, added) == set()
+    # what decides the topics decides the identity, the registry's secrets do not
+    assert config().databases[0].identity() != config(exclude=["shop.x"]).databases[0].identity()
+    debezium = {"prefix": "pg", "transactions": "pg.transaction"}
+    registries = [{"url": "http://r", "basic_auth_user_info": a} for a in ("me:one", "me:two")]
+    secrets = [
+        parse_config(BASE | {"databases": [debezium | {"schema_registry": r}]}, env={}).databases[0]
+        for r in registries
+    ]
+    assert secrets[0].identity() == secrets[1].identity()

@@ -166,6 +166,22 @@ def _appeared(config: ChangefeedConfig, restored: Checkpoint) -> set[str]:
     return out
 
 
+def created_since(
+    config: ChangefeedConfig, restored: Checkpoint, added: tuple[str, ...]
+) -> set[str]:
+    """Of ``added``, the topics of whole databases the record's run listed as configured now.
+
+    That run took every topic of such a database there was; one it did not cover was created
+    after it listed them, so its changes lie above the record's high-water mark (Debezium's
+    END events and TiCDC's listings hold the mark below a table's first change until the
+    record names it, ``resolved/new_tables.py``, ``resolved/listed.py``). So a kill between
+    the run meeting a table and its next record loses none of the table's changes: the
+    record did not name it in ``appeared``, but this finds it.
+    """
+    same = [d for d in config.databases if d.identity() in restored.listed]
+    return {t for t in added if any(d.takes(t) for d in same)}
+
+
 def _with_added(
     config: ChangefeedConfig,
     opened: Opened,
@@ -175,10 +191,11 @@ def _with_added(
 ) -> Position:
     """Topics the record does not cover, each from where it starts.
 
-    A whole database's tables created while the run before ran: from their start, above the
-    record's high-water mark; the others are added tables (:func:`add_tables`).
+    A whole database's tables created since the run before listed its tables: from their
+    start, above the record's high-water mark; the others (a widened pattern, a source
+    added by hand) are added tables (:func:`add_tables`).
     """
-    appeared = _appeared(config, restored)
+    appeared = _appeared(config, restored) | created_since(config, restored, added)
     streamed = [sp for sp in opened.partitions if sp.topic in added and sp.topic in appeared]
     if streamed:
         position = _from_their_start(config, position, streamed, restored.high_water)

@@ -21,7 +21,9 @@ changes: a resume checks the config it runs with against it (``update.py``).
 ``config_fingerprint`` is its hash, for logs. A Debezium changefeed adds ``transactions``:
 per transaction topic, what its log needs to resume (``transactions.py``). A whole
 database's tables created while it ran are named by their topics in ``appeared`` until a run
-reads them (from their start, at the record's high-water mark: ``coordinator/start.py``).
+reads them (from their start, at the record's high-water mark: ``coordinator/start.py``);
+``listed`` names each whole database whose tables the run listed, as configured, so that one
+created after the run's last record (a kill before it named it) is known as created too.
 ``last_marker`` is the marker the record covers: it is broadcast only once the record is
 durable, and ``marker_sent`` is the last one known to have reached every output partition,
 so a resume re-sends a marker the last run checkpointed but may not have sent.
@@ -86,6 +88,9 @@ class Checkpoint:
     # the topics of a whole database's tables created while it ran, not read yet: the next
     # run reads them from their start (``coordinator/start.py``)
     appeared: tuple[str, ...] = ()
+    # each whole database the run listed the tables of, as it was configured: one of its topics
+    # the record does not cover was created since (``coordinator/start.py``)
+    listed: tuple[str, ...] = ()
 
     @classmethod
     def of(
@@ -101,6 +106,7 @@ class Checkpoint:
         topics: tuple[str, ...] | None = None,
         transactions: Mapping[str, Mapping[str, Any]] | None = None,
         appeared: Iterable[str] = (),
+        listed: Iterable[str] = (),
     ) -> Checkpoint:
         """The checkpoint of a frontier as it stands."""
         progress = frontier.progress()
@@ -118,6 +124,7 @@ class Checkpoint:
             transactions=transactions or {},
             positions={sp: p.position for sp, p in progress.items() if p.position is not None},
             appeared=tuple(sorted(appeared)),
+            listed=tuple(sorted(listed)),
         )
 
     def progress(self, partitions: Iterable[SourcePartition]) -> dict[SourcePartition, Progress]:
@@ -258,6 +265,7 @@ def from_record(record: CheckpointRecord) -> Checkpoint:
         },
         positions=positions,
         appeared=record.appeared,
+        listed=record.listed,
     )
 
 
@@ -301,6 +309,7 @@ def to_record(cp: Checkpoint, level: str) -> CheckpointRecord:
         topics=cp.topics,
         transactions=logs or None,
         appeared=cp.appeared,
+        listed=cp.listed,
         fallback=None if level == "full" else level,
         written_at=datetime.now(timezone.utc).isoformat(timespec="milliseconds"),
     )

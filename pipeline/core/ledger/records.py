@@ -219,6 +219,9 @@ class CheckpointRecord(Record):
     transactions: dict[str, TransactionLogRecord] | None = Field(None, exclude_if=_none)
     # the topics of a whole database's tables created while it ran, not read yet
     appeared: tuple[str, ...] = Field((), exclude_if=lambda v: not v)
+    # each whole database whose tables the run listed (``DatabaseConfig.identity``): a topic of
+    # one of them the record does not cover was created since (``start.py``)
+    listed: tuple[str, ...] = Field((), exclude_if=lambda v: not v)
     fallback: Literal["leading", "offsets", "high_water"] | None = None  # None: full
     written_at: str | None = None  # RFC 3339
 
