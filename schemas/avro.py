@@ -30,6 +30,7 @@ from typing import Any
 
 from fastavro.schema import fingerprint, to_parsing_canonical_form
 
+from . import source_block
 from .errors import SchemaError
 from .tables import TableSchema
 
@@ -90,23 +91,9 @@ def envelope_schema(table: TableSchema, options: Any) -> Schema:
     return {"type": "record", "name": f"{table.name}_envelope", "fields": fields}
 
 
-# The enriched envelope's source block (encoders/enriched.py), as CockroachDB's Avro has it:
-# every field a nullable union, null where the options or the source do not give it.
-SOURCE_FIELDS: tuple[tuple[str, Any], ...] = (
-    ("changefeed_sink", "string"),
-    ("db_position", {"type": "array", "items": "long"}),
-    ("job_id", "string"),
-    ("mvcc_timestamp", "string"),
-    ("origin", "string"),
-    ("primary_keys", {"type": "array", "items": "string"}),
-    ("source_offset", "long"),
-    ("source_partition", "int"),
-    ("source_topic", "string"),
-    ("table_name", "string"),
-    ("transaction_id", "string"),
-    ("ts_hlc", "string"),
-    ("ts_ns", "long"),
-)
+# The enriched envelope's source block, as CockroachDB's Avro has it: every field a nullable
+# union, null where the options or the source do not give it.
+SOURCE_FIELDS: tuple[tuple[str, Any], ...] = source_block.avro_fields()
 
 
 def _optional(name: str, avro_type: Any) -> dict[str, Any]:

@@ -33,6 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from . import source_block
 from .errors import SchemaError
 from .tables import TableSchema
 
@@ -59,23 +60,8 @@ _NAMED_TEXT = {  # logical types written as text, by the name CockroachDB gives 
     "local-timestamp-micros": "timestamp",
     "uuid": None,
 }
-# The enriched source block (encoders/enriched.py): each field's type, and whether it may be
-# null (an initial scan's row has no source record; a native source no database position).
-SOURCE: tuple[tuple[str, Node, bool], ...] = (
-    ("changefeed_sink", {"type": "string"}, False),
-    ("db_position", {"items": {"optional": False, "type": "int64"}, "type": "array"}, True),
-    ("job_id", {"type": "string"}, False),
-    ("mvcc_timestamp", {"type": "string"}, True),
-    ("origin", {"type": "string"}, False),
-    ("primary_keys", {"items": {"optional": False, "type": "string"}, "type": "array"}, False),
-    ("source_offset", {"type": "int64"}, True),
-    ("source_partition", {"type": "int32"}, True),
-    ("source_topic", {"type": "string"}, True),
-    ("table_name", {"type": "string"}, False),
-    ("transaction_id", {"type": "string"}, True),
-    ("ts_hlc", {"type": "string"}, True),
-    ("ts_ns", {"type": "int64"}, True),
-)
+# The enriched source block: each field's type, and whether it may be null.
+SOURCE: tuple[tuple[str, Node, bool], ...] = source_block.connect_fields()
 
 
 def _sorted(node: Node) -> Node:

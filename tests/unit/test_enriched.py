@@ -20,6 +20,7 @@ from encoders.base import ChangeRow, Context, Origin
 from encoders.enriched import EnrichedJsonEncoder, op_of
 from highwater_consumer.decoding import JsonDecoder
 from pipeline.config import EncoderConfig
+from schemas import source_block
 from schemas.errors import EncodingError
 from schemas.hlc import Hlc
 from tests.unit.test_batch import SRC, T, arrow, row, run
@@ -71,6 +72,8 @@ def test_the_value_has_cockroachdbs_members_and_highwaters_source() -> None:
         "ts_ns": TS.wall,
     }
     assert list(value["source"]) == sorted(value["source"])  # CockroachDB's order
+    # the block every schema of it describes (Avro's, Kafka Connect's): one table of fields
+    assert list(value["source"]) == [name for name, _, _ in source_block.FIELDS]
     assert encoder.key(row, CTX) == b'{"region":"eu","id":7}'
     # numbers as the source wrote them, as every envelope keeps them
     assert b'"n":1.50' in encoder.value(row._replace(after={"n": _number("1.50")}), CTX)
