@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -36,6 +37,8 @@ from pipeline.core.sources.canal import tso_time
 from sinks.admin import ensure_topics
 from tests.support.canal import canal, tso, watermark
 from tests.support.kafka import consume_all
+from tests.support.process import run as run_job
+from tests.support.process import run_killed_at, write_config
 from tests.support.validator import hlc_order
 from tests.support.whole_database import markers_never_passed_a_row, rows, slow_restart, wait_for
 
@@ -170,4 +173,75 @@ def test_a_table_created_while_the_changefeed_runs_is_followed(
     ids = [(a or {})["id"] for _, a in rows(outputs[old])]
     assert len(ids) == len(set(ids))  # each row once
     assert {1, 2, 3, 101} <= set(ids)
+    markers_never_passed_a_row(outputs)
+
+
+@pytest.mark.soak
+def test_a_run_killed_when_its_listing_met_a_table_loses_none_of_the_table(
+    kafka_bootstrap: str, tmp_path: Path
+) -> None:
+    """The test above with a real SIGKILL where it simulates one (make test holds it there).
+
+    ``highwater run`` is killed the moment a listing met the new table (crash point
+    ``table_listed``, before any record names it), then runs again to an end time: with
+    ``initial_scan: no`` the table's rows still come, once, at their times
+    (``start.created_since`` finds it from the record's ``listed``).
+    """
+    name = f"ticdc{uuid.uuid4().hex[:8]}"
+    ticdc = TiCDC(kafka_bootstrap, name)
+    ticdc.create("orders")
+    committed = {("orders", k): ticdc.insert("orders", k) for k in range(1, 4)}
+    ticdc.watermark()
+    raw = {
+        "changefeed_id": f"{name}-cf",
+        "kafka": {"bootstrap_servers": kafka_bootstrap},
+        "databases": [
+            {"format": "canal-json", "topics": f"{name}_{{schema}}_{{table}}", "database": "shop"}
+        ],
+        "cursor": "0.0000000000",
+        "initial_scan": "no",
+        "sink": {"topic_prefix": f"{name}-cf.", "partitions": 2},
+        "encoder": {"updated": True},
+        "resolved": {"interval": "0s"},
+        "checkpoint": {"min_checkpoint_frequency": "0s"},
+        "safepoints": {"enabled": False},
+        "spark": {"trigger": {"processing_time": "300ms"}},
+    }
+    config_file = write_config(tmp_path / "changefeed.yaml", raw)
+    log = tmp_path / "run.log"
+    writing = threading.Event()
+    old, new = f"{name}-cf.orders", f"{name}-cf.later"
+
+    def upstream() -> None:  # orders go on; once run 1 sent a marker, the new table
+        row_id, created = 100, False
+        while not writing.is_set():
+            row_id += 1
+            committed["orders", row_id] = ticdc.insert("orders", row_id)
+            ticdc.watermark()
+            if not created and any(m.key is None for m in consume_all(kafka_bootstrap, old)):
+                ticdc.create("later")
+                for k in range(1, 4):
+                    committed["later", k] = ticdc.insert("later", k)
+                created = True
+            time.sleep(0.2)
+
+    writer = threading.Thread(target=upstream)
+    writer.start()
+    try:
+        run_killed_at(config_file, log, "table_listed:1", timeout=240)
+    finally:
+        writing.set()
+        writer.join(30)
+    ticdc.watermark()
+    end = ticdc.next_ts()
+    ticdc.watermark()  # past the end time: the run ends there
+    write_config(config_file, raw | {"end_time": str(tso_time(end, "ts"))})
+    assert run_job(config_file, log, timeout=300) == 0, log.read_text(errors="replace")[-3000:]
+
+    later = rows(consume_all(kafka_bootstrap, new))
+    assert [(hlc_order(u), (a or {})["id"]) for u, a in later] == [
+        (hlc_order(str(tso_time(committed["later", k], "ts"))), k) for k in range(1, 4)
+    ]
+    assert "created since it started: read from the start" in log.read_text(errors="replace")
+    outputs = {t: consume_all(kafka_bootstrap, t) for t in (old, new)}
     markers_never_passed_a_row(outputs)

@@ -11,7 +11,9 @@ test can show where the kill landed; ``highwater run`` then exits with 137 (128 
 * ``before_marker``: a checkpoint covering a marker is durable, the marker not yet sent;
 * ``after_marker``: right after a resolved marker was broadcast;
 * ``after_chunk``: an initial-scan chunk was recorded as done (others are in flight);
-* ``chunk_written``: an initial-scan chunk's rows are acknowledged, not yet recorded.
+* ``chunk_written``: an initial-scan chunk's rows are acknowledged, not yet recorded;
+* ``table_listed``: a listing of a whole TiCDC schema's topics met a table created since
+  (``resolved/listed.py``), before any record names it.
 
 Under ``delivery: exactly_once`` two more are inside a task's write (its source partitions'
 rows of a batch, or a scan chunk, in one Kafka transaction with their progress records),
@@ -49,6 +51,7 @@ POINTS = (
     "after_marker",
     "after_chunk",
     "chunk_written",
+    "table_listed",
     *JVM_POINTS,
 )
 

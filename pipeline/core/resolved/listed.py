@@ -28,7 +28,7 @@ from pipeline.config import ChangefeedConfig
 from schemas.errors import SourceError
 from schemas.hlc import Hlc
 
-from ..batch import BatchPlan, BatchResult, Deferred
+from ..batch import BatchPlan, BatchResult, Deferred, faults
 from ..ledger import Frontier
 from .resolvers import Resolver
 
@@ -78,6 +78,7 @@ class Listed(Resolver):
             else:
                 if self._found:
                     log.info("table topic(s) %s created: held at %s", self._found, self._cleared)
+                    faults.reached("table_listed")
                 else:
                     self._cleared = high
         frontier.hold(self._cleared)
