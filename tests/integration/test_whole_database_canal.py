@@ -94,6 +94,25 @@ class TiCDC:
             self.producer.flush(30)
 
 
+def whole_schema(bootstrap: str, name: str) -> dict[str, Any]:
+    """The tests' changefeed of TiCDC schema ``shop``: every record read, no initial scan."""
+    return {
+        "changefeed_id": f"{name}-cf",
+        "kafka": {"bootstrap_servers": bootstrap},
+        "databases": [
+            {"format": "canal-json", "topics": f"{name}_{{schema}}_{{table}}", "database": "shop"}
+        ],
+        "cursor": "0.0000000000",
+        "initial_scan": "no",
+        "sink": {"topic_prefix": f"{name}-cf.", "partitions": 2},
+        "encoder": {"updated": True},
+        "resolved": {"interval": "0s"},
+        "checkpoint": {"min_checkpoint_frequency": "0s"},
+        "safepoints": {"enabled": False},
+        "spark": {"trigger": {"processing_time": "300ms"}},
+    }
+
+
 def test_a_table_created_while_the_changefeed_runs_is_followed(
     kafka_bootstrap: str, spark: Any, caplog: Any, monkeypatch: Any
 ) -> None:
@@ -113,21 +132,7 @@ def test_a_table_created_while_the_changefeed_runs_is_followed(
     for k in range(1, 4):
         committed["orders", k] = ticdc.insert("orders", k)
     ticdc.watermark()
-    raw = {
-        "changefeed_id": f"{name}-cf",
-        "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "databases": [
-            {"format": "canal-json", "topics": f"{name}_{{schema}}_{{table}}", "database": "shop"}
-        ],
-        "cursor": "0.0000000000",
-        "sink": {"topic_prefix": f"{name}-cf.", "partitions": 2},
-        "encoder": {"updated": True},
-        "resolved": {"interval": "0s"},
-        "checkpoint": {"min_checkpoint_frequency": "0s"},
-        "safepoints": {"enabled": False},
-        "initial_scan": "no",
-        "spark": {"trigger": {"processing_time": "300ms"}},
-    }
+    raw = whole_schema(kafka_bootstrap, name)
     config = parse_config(raw, env={})
     slow_restart(monkeypatch, 5.0)
     unnamed = Checkpoint.of  # every record as if the run was killed before naming the table
@@ -192,21 +197,7 @@ def test_a_run_killed_when_its_listing_met_a_table_loses_none_of_the_table(
     ticdc.create("orders")
     committed = {("orders", k): ticdc.insert("orders", k) for k in range(1, 4)}
     ticdc.watermark()
-    raw = {
-        "changefeed_id": f"{name}-cf",
-        "kafka": {"bootstrap_servers": kafka_bootstrap},
-        "databases": [
-            {"format": "canal-json", "topics": f"{name}_{{schema}}_{{table}}", "database": "shop"}
-        ],
-        "cursor": "0.0000000000",
-        "initial_scan": "no",
-        "sink": {"topic_prefix": f"{name}-cf.", "partitions": 2},
-        "encoder": {"updated": True},
-        "resolved": {"interval": "0s"},
-        "checkpoint": {"min_checkpoint_frequency": "0s"},
-        "safepoints": {"enabled": False},
-        "spark": {"trigger": {"processing_time": "300ms"}},
-    }
+    raw = whole_schema(kafka_bootstrap, name)
     config_file = write_config(tmp_path / "changefeed.yaml", raw)
     log = tmp_path / "run.log"
     writing = threading.Event()
