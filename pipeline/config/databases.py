@@ -25,6 +25,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
+from functools import cached_property
 from typing import Annotated, Literal
 
 from pydantic import Field, model_validator
@@ -109,6 +110,7 @@ class DatabaseConfig(Section):
             return f"{self.prefix}.*"
         return self.topic_of(f"{self.database}.*")
 
+    @cached_property
     def identity(self) -> str:
         """A short hash of what decides the topics it takes (not its registry's secrets).
 

@@ -202,7 +202,7 @@ def test_a_run_killed_before_its_record_named_a_new_table_still_reads_it_from_it
     """
     run = with_tables(config(), ["tidb_shop_orders"])
     frontier = Frontier([SourcePartition("tidb_shop_orders", 0)], start=T1)
-    listed = [d.identity() for d in run.databases]
+    listed = [d.identity for d in run.databases]
     record = Checkpoint.of("cf", frontier, topics=("tidb_shop_orders",), listed=listed)
     restored = decode(record.encode(1_000_000))
     assert restored.listed == tuple(listed)
@@ -215,11 +215,11 @@ def test_a_run_killed_before_its_record_named_a_new_table_still_reads_it_from_it
     assert created_since(config(), older, added) == set()
     assert created_since(config(include=["shop.*", "other.*"]), restored, added) == set()
     # what decides the topics decides the identity, the registry's secrets do not
-    assert config().databases[0].identity() != config(exclude=["shop.x"]).databases[0].identity()
+    assert config().databases[0].identity != config(exclude=["shop.x"]).databases[0].identity
     debezium = {"prefix": "pg", "transactions": "pg.transaction"}
     registries = [{"url": "http://r", "basic_auth_user_info": a} for a in ("me:one", "me:two")]
     secrets = [
         parse_config(BASE | {"databases": [debezium | {"schema_registry": r}]}, env={}).databases[0]
         for r in registries
     ]
-    assert secrets[0].identity() == secrets[1].identity()
+    assert secrets[0].identity == secrets[1].identity

@@ -178,7 +178,7 @@ def created_since(
     the run meeting a table and its next record loses none of the table's changes: the
     record did not name it in ``appeared``, but this finds it.
     """
-    same = [d for d in config.databases if d.identity() in restored.listed]
+    same = [d for d in config.databases if d.identity in restored.listed]
     return {t for t in added if any(d.takes(t) for d in same)}
 
 

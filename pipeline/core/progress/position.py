@@ -90,5 +90,5 @@ class Position:
             topics=tuple(config.routes),
             transactions=self.resolver.records(),
             appeared=self.resolver.appeared(),
-            listed=[database.identity() for database in config.databases],
+            listed=[database.identity for database in config.databases],
         )
