@@ -11,7 +11,9 @@ import java.util.Set;
  * through JSON would ({@link Connect}): a decimal from its bytes, a date, time or timestamp from
  * its int or long, the rest as {@link AvroJson} writes it. A column that can hold a map is
  * written as JSON and read again ({@link Canonical}: JSON refuses a name twice, which an Avro
- * map may hold).
+ * map may hold). The common columns (a string, int, long, boolean, bytes decimal or long
+ * timestamp, alone or in {@code [null, T]}) are compiled once into an op and their name's
+ * lead, read without walking their type ({@link #compiled}); the rest by {@link #cell}.
  */
 final class AvroImage {
   final boolean union;
@@ -32,12 +34,63 @@ final class AvroImage {
     final AvroJson.Node node;
     final byte[] quotedName;
     final boolean viaJson; // it may hold a map: written as JSON, then read as JSON is
+    // its reading compiled: one of the ops below for its type alone or in [null, T] (either
+    // order), the union's branches as their one-byte varints; GENERAL: by cell()
+    final int op;
+    final int nullByte; // the null branch's varint, or -1: not [null, T]
+    final int valueByte; // T's branch's varint
+    final byte[] lead; // what is written before its value: its name (after a comma, but first)
 
-    Cell(Connect.Column column, AvroJson.Node node, byte[] quotedName) {
+    Cell(Connect.Column column, AvroJson.Node node, byte[] quotedName, boolean first) {
       this.column = column;
       this.node = node;
       this.quotedName = quotedName;
       this.viaJson = column.kind == Connect.Kind.KEEP && hasMap(node, new HashSet<>());
+      int n = node.type == AvroJson.Type.UNION && node.children.length == 2
+          ? (node.children[0].type == AvroJson.Type.NULL ? 0 : 1) // the null branch, if any
+          : -1;
+      boolean nullable = n >= 0 && node.children[n].type == AvroJson.Type.NULL;
+      this.nullByte = nullable ? 2 * n : -1; // zig-zag: 0 -> 0, 1 -> 2
+      this.valueByte = nullable ? 2 * (1 - n) : -1;
+      AvroJson.Node value = nullable ? node.children[1 - n] : node;
+      this.op = viaJson || value.type == AvroJson.Type.UNION ? GENERAL : op(column.kind, value.type);
+      this.lead = new byte[quotedName.length + (first ? 1 : 2)];
+      lead[0] = ',';
+      System.arraycopy(quotedName, 0, lead, first ? 0 : 1, quotedName.length);
+      lead[lead.length - 1] = ':';
+    }
+  }
+
+  private static final int GENERAL = 0;
+  private static final int STRING = 1;
+  private static final int INT = 2;
+  private static final int LONG = 3;
+  private static final int BOOLEAN = 4;
+  private static final int DECIMAL = 5; // bytes
+  private static final int MOMENT = 6; // a TIMESTAMP or TIME of a long
+
+  private static int op(Connect.Kind kind, AvroJson.Type type) {
+    switch (kind) {
+      case KEEP:
+        switch (type) {
+          case STRING:
+            return STRING;
+          case INT:
+            return INT;
+          case LONG:
+            return LONG;
+          case BOOLEAN:
+            return BOOLEAN;
+          default:
+            return GENERAL;
+        }
+      case DECIMAL:
+        return type == AvroJson.Type.BYTES ? DECIMAL : GENERAL;
+      case TIMESTAMP:
+      case TIME:
+        return type == AvroJson.Type.LONG ? MOMENT : GENERAL;
+      default:
+        return GENERAL;
     }
   }
 
@@ -80,7 +133,7 @@ final class AvroImage {
           || !readable(columns[k].kind, record.children[k])) {
         return null;
       }
-      cells[k] = new Cell(columns[k], record.children[k], quoted);
+      cells[k] = new Cell(columns[k], record.children[k], quoted, k == 0);
     }
     return new AvroImage(union, nullBranch, cells);
   }
@@ -180,18 +233,70 @@ final class AvroImage {
       }
     }
     o.put('{');
-    for (int k = 0; k < cells.length; k++) {
-      if (k > 0) {
-        o.put(',');
-      }
-      o.put(cells[k].quotedName, 0, cells[k].quotedName.length);
-      o.put(':');
-      if (!cell(cells[k], depth, b, at, o, json)) {
+    for (Cell cell : cells) {
+      o.put(cell.lead, 0, cell.lead.length);
+      if (cell.op == GENERAL ? !cell(cell, depth, b, at, o, json) : !compiled(cell, b, at, o, json)) {
         return false;
       }
     }
     o.put('}');
     return true;
+  }
+
+  /** A column of a compiled op, written as {@link #cell} writes it. */
+  private boolean compiled(Cell cell, byte[] b, int[] at, Encoding.Buffer o, Encoding.Buffer json) {
+    int i = at[0];
+    if (cell.nullByte >= 0) {
+      if (i >= b.length) {
+        return false;
+      }
+      int branch = b[i++];
+      if (branch == cell.nullByte) {
+        at[0] = i;
+        o.put(Json.NULL, 0, Json.NULL.length);
+        return true;
+      }
+      if (branch != cell.valueByte) { // no such branch, or its number in more bytes
+        return cell(cell, depth, b, at, o, json);
+      }
+      at[0] = i;
+    }
+    switch (cell.op) {
+      case STRING:
+        return AvroJson.string(b, at, o);
+      case INT:
+      case LONG:
+        {
+          long v = AvroJson.varint(b, at);
+          if (at[0] < 0 || (cell.op == INT && v != (int) v)) {
+            return false;
+          }
+          AvroJson.digits(v, o);
+          return true;
+        }
+      case BOOLEAN:
+        if (at[0] >= b.length || (b[at[0]] & 0xfe) != 0) {
+          return false;
+        }
+        byte[] word = b[at[0]++] == 1 ? Json.TRUE : Json.FALSE;
+        o.put(word, 0, word.length);
+        return true;
+      case DECIMAL:
+        {
+          long length = AvroJson.varint(b, at);
+          if (at[0] < 0 || length <= 0 || length > b.length - at[0]) {
+            return false; // none, or no bytes: JSON's reading
+          }
+          Connect.decimal(b, at[0], (int) length, cell.column.per, o);
+          at[0] += (int) length;
+          return true;
+        }
+      default: // MOMENT
+        {
+          long v = AvroJson.varint(b, at);
+          return at[0] >= 0 && v != Long.MIN_VALUE && Connect.moment(v, cell.column, o);
+        }
+    }
   }
 
   /**

@@ -429,9 +429,8 @@ final class AvroJson {
     }
     int end = at[0] + length;
     if (out == null) {
-      for (int i = at[0]; i < end; ) {
-        int c = b[i] & 0xff;
-        i = c < 0x80 ? i + 1 : Json.utf8(b, i, c);
+      for (int i = Json.ascii(b, at[0], end); i < end; i = Json.ascii(b, i, end)) {
+        i = Json.utf8(b, i, b[i] & 0xff);
         if (i < 0 || i > end) {
           return false;
         }
@@ -471,6 +470,11 @@ final class AvroJson {
 
   /** A zig-zag varint at {@code b[at[0]]}; {@code at[0]} past it, or -1 if it runs out. */
   static long varint(byte[] b, int[] at) {
+    int first = at[0];
+    if (first < b.length && b[first] >= 0) { // one byte: a length, a branch, a small number
+      at[0] = first + 1;
+      return (b[first] >>> 1) ^ -(b[first] & 1);
+    }
     long n = 0;
     int shift = 0;
     int i = at[0];
@@ -491,7 +495,7 @@ final class AvroJson {
   }
 
   /** A long's decimal digits (Long.toString's, without the String). */
-  private static void digits(long v, Encoding.Buffer out) {
+  static void digits(long v, Encoding.Buffer out) {
     if (v == Long.MIN_VALUE) {
       ascii(Long.toString(v), out);
       return;
@@ -500,16 +504,7 @@ final class AvroJson {
       out.put('-');
       v = -v;
     }
-    int length = 1;
-    for (long rest = v / 10; rest > 0; rest /= 10) {
-      length++;
-    }
-    out.room(length);
-    for (int k = out.size + length - 1; k >= out.size; k--) {
-      out.bytes[k] = (byte) ('0' + v % 10);
-      v /= 10;
-    }
-    out.size += length;
+    Digits.put(out, v);
   }
 
   private static void ascii(String text, Encoding.Buffer out) {

@@ -144,19 +144,9 @@ final class AvroSource {
         }
         int[] content = {start};
         AvroJson.varint(b, content); // past its length
-        v.text(k, content[0], at[0], escapes(b, content[0], at[0]));
+        v.text(k, content[0], at[0], Json.escaped(b, content[0], at[0]));
         return true;
     }
   }
 
-  /** Whether JSON writes the text at {@code b[from, to)} with an escape (as AvroJson does). */
-  private static boolean escapes(byte[] b, int from, int to) {
-    for (int i = from; i < to; i++) {
-      int c = b[i] & 0xff;
-      if (c == '"' || c == '\\' || c < 0x20) {
-        return true;
-      }
-    }
-    return false;
-  }
 }

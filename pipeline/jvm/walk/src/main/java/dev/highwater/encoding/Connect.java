@@ -55,11 +55,13 @@ final class Connect {
     final byte[] name;
     final Kind kind;
     final long per; // DECIMAL: the scale; TIMESTAMP, TIME: units per second
+    final int places; // TIMESTAMP, TIME: a fraction's digits (per's zeros)
 
     Column(byte[] name, Kind kind, long per) {
       this.name = name;
       this.kind = kind;
       this.per = per;
+      this.places = per > 0 ? Digits.count(per) - 1 : 0;
     }
   }
 
@@ -165,29 +167,23 @@ final class Connect {
     if (unscaled < 0) {
       out.put('-');
     }
-    long v = Math.abs(unscaled);
-    int length = 1;
-    for (long rest = v / 10; rest > 0; rest /= 10) {
-      length++;
-    }
-    int s = (int) Math.max(scale, 0);
-    int width = Math.max(length, s + 1); // the digits written, zeros before the number's
-    int zeros = v != 0 && scale < 0 ? (int) -scale : 0; // after it
-    int dot = s > 0 ? 1 : 0;
-    out.room(width + dot + zeros);
-    int end = out.size + width + dot;
-    for (int k = end - 1; k >= out.size; k--) {
-      if (dot == 1 && k == end - 1 - s) {
-        out.bytes[k] = '.';
-        continue;
+    magnitude(Math.abs(unscaled), scale, out);
+  }
+
+  /** A decimal's magnitude (a long, at least 0) at a scale within {@code SHORT_SCALE}. */
+  private static void magnitude(long v, long scale, Encoding.Buffer out) {
+    if (scale <= 0) {
+      Digits.put(out, v);
+      for (long k = v == 0 ? 0 : scale; k < 0; k++) { // zeros after a number that is not 0
+        out.put('0');
       }
-      out.bytes[k] = (byte) ('0' + v % 10);
-      v /= 10;
+      return;
     }
-    out.size = end;
-    for (int k = 0; k < zeros; k++) {
-      out.bytes[out.size++] = '0';
-    }
+    int s = (int) scale;
+    boolean whole = s <= 18; // else 10^s is over any long: all of v is after the point
+    Digits.put(out, whole ? v / Digits.power(s) : 0); // at least one digit before the point
+    out.put('.');
+    Digits.put(out, whole ? v % Digits.power(s) : v, s);
   }
 
   /** A decimal's unscaled value and scale written as its number ({@code 12.30}, {@code -0.05}). */
@@ -221,25 +217,67 @@ final class Connect {
       lo = -lo;
       hi = ~hi + (lo == 0 ? 1 : 0);
     }
-    long[] limbs = {hi >>> 32, hi & 0xffffffffL, lo >>> 32, lo & 0xffffffffL};
-    byte[] digits = new byte[45]; // 2^127 has 39 digits; five chunks of nine
-    int at = digits.length;
-    while ((limbs[0] | limbs[1] | limbs[2] | limbs[3]) != 0) {
-      long rest = 0; // the limbs over 10^9, the remainder the chunk's digits
-      for (int k = 0; k < 4; k++) {
-        long part = (rest << 32) | limbs[k]; // rest < 10^9 < 2^30: no overflow
-        limbs[k] = part / 1_000_000_000L;
-        rest = part % 1_000_000_000L;
-      }
-      for (int k = 0; k < 9; k++) {
-        digits[--at] = (byte) ('0' + rest % 10);
-        rest /= 10;
-      }
+    // over 10^9 in 32-bit limbs until the rest fits a long; the chunks' nine digits each after
+    long l0 = hi >>> 32;
+    long l1 = hi & 0xffffffffL;
+    long l2 = lo >>> 32;
+    long l3 = lo & 0xffffffffL;
+    long[] chunks = new long[4]; // 2^127 < 10^39: at most four chunks below a long's rest
+    int n = 0;
+    while (l0 != 0 || l1 != 0 || (l2 & 0x80000000L) != 0) {
+      long part = l0;
+      l0 = part / 1_000_000_000L;
+      part = ((part % 1_000_000_000L) << 32) | l1; // the remainder < 10^9 < 2^30: no overflow
+      l1 = part / 1_000_000_000L;
+      part = ((part % 1_000_000_000L) << 32) | l2;
+      l2 = part / 1_000_000_000L;
+      part = ((part % 1_000_000_000L) << 32) | l3;
+      l3 = part / 1_000_000_000L;
+      chunks[n++] = part % 1_000_000_000L;
     }
-    while (digits[at] == '0') { // the last chunk's leading zeros (the value is not zero)
-      at++;
+    long rest = (l2 << 32) | l3; // what is left: a long, not zero (the value is over a long)
+    if (negative) {
+      out.put('-');
     }
-    decimal(digits, at, digits.length, negative, scale, out);
+    if (scale <= 0) {
+      Digits.put(out, rest);
+      for (int k = n - 1; k >= 0; k--) {
+        Digits.put(out, chunks[k], 9);
+      }
+      for (long k = scale; k < 0; k++) {
+        out.put('0');
+      }
+      return;
+    }
+    int mark = out.size;
+    Digits.put(out, rest);
+    for (int k = n - 1; k >= 0; k--) {
+      Digits.put(out, chunks[k], 9);
+    }
+    point(out, mark, (int) scale);
+  }
+
+  /**
+   * The point put into the digits written from {@code mark}, {@code scale} from their end (zeros
+   * before them, and one before the point, where they are fewer).
+   */
+  private static void point(Encoding.Buffer out, int mark, int scale) {
+    int digits = out.size - mark;
+    int whole = digits - scale;
+    if (whole > 0) {
+      out.room(1);
+      System.arraycopy(out.bytes, mark + whole, out.bytes, mark + whole + 1, scale);
+      out.bytes[mark + whole] = '.';
+      out.size++;
+      return;
+    }
+    int shift = 2 - whole; // "0." and the zeros
+    out.room(shift);
+    System.arraycopy(out.bytes, mark, out.bytes, mark + shift, digits);
+    out.bytes[mark] = '0';
+    out.bytes[mark + 1] = '.';
+    java.util.Arrays.fill(out.bytes, mark + 2, mark + shift, (byte) '0');
+    out.size += shift;
   }
 
   /** A decimal of the digits {@code [from, to)} of its magnitude, its sign and scale. */
@@ -393,13 +431,7 @@ final class Connect {
     }
     if (fraction != 0) { // its digits, as many as per's zeros (per: a power of ten)
       out.put('.');
-      long place = 1;
-      while (place * 10 <= c.per / 10) {
-        place *= 10;
-      }
-      for (; place > 0; place /= 10) {
-        out.put('0' + (int) (fraction / place % 10));
-      }
+      Digits.put(out, fraction, c.places);
     }
     out.put('"');
     return true;
@@ -416,8 +448,7 @@ final class Connect {
   }
 
   private static void two(Encoding.Buffer out, long n) {
-    out.put('0' + (int) (n / 10));
-    out.put('0' + (int) (n % 10));
+    Digits.put(out, n, 2);
   }
 
   private static void put(Encoding.Buffer out, String ascii) {

@@ -25,7 +25,16 @@ final class Envelope {
 
   /** The time, and the end. */
   static void updated(Encoding.Buffer o, long[] ts) {
-    updated(o, text(ts));
+    if (ts[0] < 0 || ts[1] < 0) {
+      updated(o, text(ts));
+      return;
+    }
+    o.put(UPDATED, 0, UPDATED.length); // the time's digits straight, as Hlc.text spells them
+    Digits.put(o, ts[0]);
+    o.put('.');
+    Digits.put(o, ts[1], Math.max(10, Digits.count(ts[1])));
+    o.put('"');
+    o.put('}');
   }
 
   /** The time as its {@link #text}, and the end. */
