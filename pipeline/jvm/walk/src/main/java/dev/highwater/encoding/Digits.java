@@ -52,8 +52,8 @@ final class Digits {
       b[--k] = PAIRS[pair + 1];
       b[--k] = PAIRS[pair];
     }
-    int u = (int) (v > Integer.MAX_VALUE ? v % 100 : v); // the rest in ints (at most a digit
-    // is left to write where the width ran out first)
+    // the rest in ints; where the width ran out first, at most one digit is left to write
+    int u = (int) (v > Integer.MAX_VALUE ? v % 100 : v);
     while (k - start >= 2) {
       int q = u / 100;
       int pair = (u - q * 100) * 2;

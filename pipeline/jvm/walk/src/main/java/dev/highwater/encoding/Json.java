@@ -1,5 +1,8 @@
 package dev.highwater.encoding;
 
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+import java.nio.ByteOrder;
 import java.nio.charset.StandardCharsets;
 
 /**
@@ -17,6 +20,12 @@ public final class Json {
 
   /** The bytes a string may hold as they are: printable ASCII but the quote and backslash. */
   static final boolean[] PLAIN = new boolean[256];
+
+  // a string's bytes read eight at a time, as a little-endian long
+  private static final VarHandle WORDS =
+      MethodHandles.byteArrayViewVarHandle(long[].class, ByteOrder.LITTLE_ENDIAN);
+  private static final long ONES = 0x0101010101010101L;
+  private static final long HIGHS = 0x8080808080808080L;
 
   static {
     for (int c = 0x20; c < 0x80; c++) {
@@ -69,12 +78,6 @@ public final class Json {
     }
     return i;
   }
-
-  private static final java.lang.invoke.VarHandle WORDS =
-      java.lang.invoke.MethodHandles.byteArrayViewVarHandle(
-          long[].class, java.nio.ByteOrder.LITTLE_ENDIAN);
-  private static final long ONES = 0x0101010101010101L;
-  private static final long HIGHS = 0x8080808080808080L;
 
   private static long word(byte[] b, int i) {
     return (long) WORDS.get(b, i);
