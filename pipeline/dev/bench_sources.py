@@ -22,7 +22,7 @@ from typing import Any
 
 from pipeline.config import parse_config
 
-from .bench import Run, cpu_seconds, cpu_since, plain_copy, raw_limit, timed
+from .bench import Run, cpu_seconds, cpu_since, plain_copy, raw_limit, task_seconds, timed
 from .bench_figures import megabytes_per_second, topic_bytes
 from .canal_feed import CanalFeed
 from .debezium_feed import DebeziumAvroFeed, DebeziumFeed, Feed, write_feed
@@ -103,7 +103,22 @@ def _config(  # noqa: PLR0917 - one changefeed of the part
 
 
 def _per_million(cpu: dict[str, float], changes: int) -> str:
-    return ", ".join(f"{k} {v * 1_000_000 / changes:.0f}" for k, v in cpu.items())
+    return ", ".join(f"{k} {v * 1_000_000 / changes:.1f}" for k, v in cpu.items())
+
+
+class _Cpu:
+    """CPU spent since it was made: by kind of process, and by the Spark JVM's task threads."""
+
+    def __init__(self, jvm: int) -> None:
+        self.jvm = jvm
+        self.processes = cpu_seconds()
+        self.tasks = task_seconds(jvm)
+
+    def per_million(self, rows: int) -> tuple[str, float]:
+        """The text printed for a run of ``rows``, and its task threads' seconds per million."""
+        tasks = (task_seconds(self.jvm) - self.tasks) * 1_000_000 / rows
+        text = _per_million(cpu_since(self.processes), rows)
+        return f"{text}; of the spark jvm, its task threads {tasks:.2f}", tasks
 
 
 PARTS = ("debezium", "debezium-avro", "canal-json")
@@ -175,17 +190,20 @@ def _part(  # noqa: PLR0917 - a part of the bench
     copies: list[float] = []
     seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
     ratios: dict[str, list[float]] = {kind: [] for kind in kinds}
+    tasks: dict[str, list[float]] = {kind: [] for kind in ("copy", *kinds)}
+    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
 
     def copy(n: int, after: str) -> float:
-        before = cpu_seconds()
+        cpu = _Cpu(jvm)
         done = plain_copy(
             spark, bootstrap, source, f"bench.{tag}.copy{n}.{len(copies)}", max_offsets
         )
         copies.append(done.seconds)
+        text, task = cpu.per_million(rows)
+        tasks["copy"].append(task)
         print(
             f"  copy ({after}): {rows / done.seconds:,.0f} records/s, "
-            f"{megabytes_per_second(size, done.seconds):.1f} MB/s read; cpu s per 1M: "
-            f"{_per_million(cpu_since(before), rows)}",
+            f"{megabytes_per_second(size, done.seconds):.1f} MB/s read; cpu s per 1M: {text}",
             flush=True,
         )
         return done.seconds
@@ -197,12 +215,13 @@ def _part(  # noqa: PLR0917 - a part of the bench
         print(f"round {n}:", flush=True)
         last = copy(n, "the round's first")
         for kind in order:
-            before = cpu_seconds()
+            meter = _Cpu(jvm)
             delivery, avro = kind.split()[-1], registry if kind.startswith("avro") else None
             name = f"bench-{tag}-{kind.replace('_', '-').replace(' ', '-')}{n}"
             config = _config(bootstrap, name, source, part, max_offsets, delivery, avro)
             run: Run = timed(spark, config)
-            cpu = _per_million(cpu_since(before), rows)
+            cpu, task = meter.per_million(rows)
+            tasks[kind].append(task)
             written = topic_bytes(bootstrap, f"{name}.orders")
             nearest = copy(n, f"after {kind}")
             ratio = (last + nearest) / 2 / run.seconds
@@ -227,6 +246,8 @@ def _part(  # noqa: PLR0917 - a part of the bench
     print(
         f"{fmt.upper()}: plain copy {copy_rate:,.0f} records/s | {text} "
         f"(ratios: each run to the mean of the copies either side, median of {rounds}; "
-        f"{rows} records, maxOffsetsPerTrigger {max_offsets})",
+        f"{rows} records, maxOffsetsPerTrigger {max_offsets}) | the Spark JVM's task threads, "
+        "cpu s per 1M (median): "
+        + ", ".join(f"{kind} {statistics.median(t):.2f}" for kind, t in tasks.items()),
         flush=True,
     )
