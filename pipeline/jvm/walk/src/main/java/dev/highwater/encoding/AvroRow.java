@@ -196,20 +196,29 @@ final class AvroRow {
             at[0] = start; // none, no bytes (not taken), more than two longs: through JSON
             return throughJson(cell, f, b, at, s, mark, out);
           }
-          long unscaled = b[at[0]]; // sign-extended, as BigInteger's two's complement
-          for (int k = 1; k < length && length <= 8; k++) {
-            unscaled = (unscaled << 8) | (b[at[0] + k] & 0xff);
-          }
-          // the nearest double to the digits' number, as float(text) of its JSON text: one
-          // division of two exact doubles where it can be, else in integers (Nearest)
-          boolean exact =
-              length <= 8 && unscaled >= -EXACT && unscaled <= EXACT && scale < POWERS.length;
-          double d =
-              exact ? unscaled / POWERS[(int) scale] : Nearest.of(b, at[0], length, (int) scale);
+          double d = nearest(b, at[0], length, (int) scale);
           at[0] += length;
           return real(d, f.type, o);
         }
     }
+  }
+
+  /**
+   * The nearest double to a decimal of {@code length} bytes of two's complement at {@code
+   * b[from]} and {@code scale}, as float(text) of its JSON text: one division of two exact
+   * doubles where it can be, else in integers ({@link Nearest}).
+   */
+  private static double nearest(byte[] b, int from, int length, int scale) {
+    if (length <= 8 && scale < POWERS.length) {
+      long unscaled = b[from]; // sign-extended, as BigInteger's two's complement
+      for (int k = 1; k < length; k++) {
+        unscaled = (unscaled << 8) | (b[from + k] & 0xff);
+      }
+      if (unscaled >= -EXACT && unscaled <= EXACT) {
+        return unscaled / POWERS[scale];
+      }
+    }
+    return Nearest.of(b, from, length, scale);
   }
 
   /**
