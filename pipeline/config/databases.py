@@ -25,10 +25,12 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from pydantic import Field, model_validator
+from typing_extensions import override
 
 from .fields import Name, Section, cockroachdb, combination
 from .sections import SchemaRegistryConfig, SourceConfig
@@ -104,11 +106,14 @@ class DatabaseConfig(Section):
                 )
         return self
 
+    @cached_property
+    def naming(self) -> TableTopics:
+        """How its format names its table topics."""
+        return DebeziumTopics(self) if self.format == "debezium" else TicdcTopics(self)
+
     def describe(self) -> str:
         """Its topics, as the CLI names them."""
-        if self.format == "debezium":
-            return f"{self.prefix}.*"
-        return self.topic_of(f"{self.database}.*")
+        return self.naming.describe()
 
     @cached_property
     def identity(self) -> str:
@@ -124,22 +129,7 @@ class DatabaseConfig(Section):
 
     def topic_of(self, collection: str) -> str:
         """The topic of a data collection (``<schema>.<table>``) of this database."""
-        if self.format == "debezium":
-            return f"{self.prefix}.{collection}"
-        schema, _, table = collection.partition(".")
-        return (self.topics or "").replace("{schema}", schema).replace("{table}", table)
-
-    def _collection(self, topic: str) -> str:
-        """The data collection a topic of this database's names, or "" if it names none."""
-        if self.format == "debezium":
-            head = f"{self.prefix}."
-            return topic[len(head) :] if topic.startswith(head) else ""
-        before, _, after = (
-            (self.topics or "").replace("{schema}", self.database).partition("{table}")
-        )
-        pattern = f"{re.escape(before)}({_TABLE_TEXT}){re.escape(after)}"
-        found = re.fullmatch(pattern, topic)
-        return f"{self.database}.{found.group(1)}" if found else ""
+        return self.naming.topic_of(collection)
 
     def follows(self, collection: str) -> bool:
         """Whether ``collection`` (``<schema>.<table>``) is one of this database's tables."""
@@ -151,31 +141,98 @@ class DatabaseConfig(Section):
 
     def takes(self, topic: str) -> bool:
         """Whether ``topic`` is the topic of one of this database's followed tables."""
-        return topic != self.transactions and self.follows(self._collection(topic))
+        return topic != self.transactions and self.follows(self.naming.collection(topic))
 
     def sources(self, topics: Iterable[str]) -> list[SourceConfig]:
         """A source for each of ``topics`` that is a followed table's, in name order."""
-        found = []
-        for topic in sorted(filter(self.takes, topics)):
-            collection = self._collection(topic)
-            schema, _, table = collection.partition(".")
-            if self.format == "canal-json":
-                source = SourceConfig(
-                    topic=topic, table=table, format="canal-json", database=self.database
-                )
-            else:
-                source = SourceConfig(
-                    topic=topic,
-                    table=table,
-                    format="debezium",
-                    transactions=self.transactions,
-                    collection=collection,
-                    schema_registry=self.schema_registry,
-                    database=self.database,
-                    schema_name=schema,
-                )
-            found.append(source)
-        return found
+        return [
+            self.naming.source(topic, self.naming.collection(topic))
+            for topic in sorted(filter(self.takes, topics))
+        ]
+
+
+class TableTopics(Protocol):
+    """How a database's format names its table topics."""
+
+    def describe(self) -> str:
+        """Its topics, as the CLI names them."""
+
+    def topic_of(self, collection: str) -> str:
+        """The topic of a data collection (``<schema>.<table>``)."""
+
+    def collection(self, topic: str) -> str:
+        """The data collection a topic names, or "" if it names none."""
+
+    def source(self, topic: str, collection: str) -> SourceConfig:
+        """The source of a followed table's topic."""
+
+
+@dataclass(frozen=True)
+class DebeziumTopics(TableTopics):
+    """Debezium's table topics: ``<prefix>.<schema>.<table>`` (the connector's ``topic.prefix``)."""
+
+    config: DatabaseConfig
+
+    @override
+    def describe(self) -> str:
+        return f"{self.config.prefix}.*"
+
+    @override
+    def topic_of(self, collection: str) -> str:
+        return f"{self.config.prefix}.{collection}"
+
+    @override
+    def collection(self, topic: str) -> str:
+        head = f"{self.config.prefix}."
+        return topic[len(head) :] if topic.startswith(head) else ""
+
+    @override
+    def source(self, topic: str, collection: str) -> SourceConfig:
+        schema, _, table = collection.partition(".")
+        return SourceConfig(
+            topic=topic,
+            table=table,
+            format="debezium",
+            transactions=self.config.transactions,
+            collection=collection,
+            schema_registry=self.config.schema_registry,
+            database=self.config.database,
+            schema_name=schema,
+        )
+
+
+@dataclass(frozen=True)
+class TicdcTopics(TableTopics):
+    """TiCDC's: its dispatcher rule's ``[prefix]{schema}[middle]{table}[suffix]``, one schema."""
+
+    config: DatabaseConfig
+
+    @override
+    def describe(self) -> str:
+        return self.topic_of(f"{self.config.database}.*")
+
+    @override
+    def topic_of(self, collection: str) -> str:
+        schema, _, table = collection.partition(".")
+        return (self.config.topics or "").replace("{schema}", schema).replace("{table}", table)
+
+    @cached_property
+    def _pattern(self) -> re.Pattern[str]:
+        expression = (self.config.topics or "").replace("{schema}", self.config.database)
+        before, _, after = expression.partition("{table}")
+        return re.compile(f"{re.escape(before)}({_TABLE_TEXT}){re.escape(after)}")
+
+    @override
+    def collection(self, topic: str) -> str:
+        found = self._pattern.fullmatch(topic)
+        return f"{self.config.database}.{found.group(1)}" if found else ""
+
+    @override
+    def source(self, topic: str, collection: str) -> SourceConfig:
+        _, _, table = collection.partition(".")
+        return SourceConfig(
+            topic=topic, table=table, format="canal-json", database=self.config.database
+        )
 
 
 def follows(databases: Sequence[DatabaseConfig], transactions: str, collection: str) -> bool:
