@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pipeline.config import parse_config
+from pipeline.core.batch.jvm import driver_pid
 
 from .bench import Run, cpu_seconds, cpu_since, plain_copy, raw_limit, task_seconds, timed
 from .bench_figures import megabytes_per_second, topic_bytes
@@ -191,7 +192,7 @@ def _part(  # noqa: PLR0917 - a part of the bench
     seconds: dict[str, list[float]] = {kind: [] for kind in kinds}
     ratios: dict[str, list[float]] = {kind: [] for kind in kinds}
     tasks: dict[str, list[float]] = {kind: [] for kind in ("copy", *kinds)}
-    jvm = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+    jvm = driver_pid(spark)
 
     def copy(n: int, after: str) -> float:
         cpu = _Cpu(jvm)

@@ -41,6 +41,11 @@ def _jvm(spark: SparkSession) -> Any:
     return jvm
 
 
+def driver_pid(spark: SparkSession) -> int:
+    """The process id of ``spark``'s driver JVM (in local mode, where its tasks run too)."""
+    return int(_jvm(spark).java.lang.ProcessHandle.current().pid())
+
+
 def _class(spark: SparkSession, name: str) -> Any:
     """One of our classes by its full name, in ``spark``'s JVM."""
     found = _jvm(spark)
