@@ -266,21 +266,9 @@ final class AvroImage {
         return AvroJson.string(b, at, o);
       case INT:
       case LONG:
-        {
-          long v = AvroJson.varint(b, at);
-          if (at[0] < 0 || (cell.op == INT && v != (int) v)) {
-            return false;
-          }
-          AvroJson.digits(v, o);
-          return true;
-        }
+        return AvroJson.integer(b, at, cell.op == INT, o);
       case BOOLEAN:
-        if (at[0] >= b.length || (b[at[0]] & 0xfe) != 0) {
-          return false;
-        }
-        byte[] word = b[at[0]++] == 1 ? Json.TRUE : Json.FALSE;
-        o.put(word, 0, word.length);
-        return true;
+        return AvroJson.bool(b, at, o);
       case DECIMAL:
         {
           long length = AvroJson.varint(b, at);

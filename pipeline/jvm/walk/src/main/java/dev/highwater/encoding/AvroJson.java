@@ -198,22 +198,10 @@ final class AvroJson {
         out.put(Json.NULL, 0, Json.NULL.length);
         return true;
       case BOOLEAN:
-        if (at[0] >= b.length || (b[at[0]] & 0xfe) != 0) {
-          return false;
-        }
-        byte[] word = b[at[0]++] == 1 ? Json.TRUE : Json.FALSE;
-        out.put(word, 0, word.length);
-        return true;
+        return bool(b, at, out);
       case INT:
       case LONG:
-        {
-          long v = varint(b, at);
-          if (at[0] < 0 || (n.type == Type.INT && v != (int) v)) {
-            return false;
-          }
-          digits(v, out);
-          return true;
-        }
+        return integer(b, at, n.type == Type.INT, out);
       case FLOAT:
       case DOUBLE:
         {
@@ -282,6 +270,26 @@ final class AvroJson {
       default: // ARRAY, MAP: blocks of items, a count of 0 last
         return blocks(n, b, at, out, depth);
     }
+  }
+
+  /** A boolean's datum at {@code b[at[0]]} as {@code true} or {@code false}. */
+  static boolean bool(byte[] b, int[] at, Encoding.Buffer out) {
+    if (at[0] >= b.length || (b[at[0]] & 0xfe) != 0) {
+      return false;
+    }
+    byte[] word = b[at[0]++] == 1 ? Json.TRUE : Json.FALSE;
+    out.put(word, 0, word.length);
+    return true;
+  }
+
+  /** A long's datum (an int's: within its range) at {@code b[at[0]]} as its digits. */
+  static boolean integer(byte[] b, int[] at, boolean isInt, Encoding.Buffer out) {
+    long v = varint(b, at);
+    if (at[0] < 0 || (isInt && v != (int) v)) {
+      return false;
+    }
+    digits(v, out);
+    return true;
   }
 
   /**
@@ -495,7 +503,7 @@ final class AvroJson {
   }
 
   /** A long's decimal digits (Long.toString's, without the String). */
-  static void digits(long v, Encoding.Buffer out) {
+  private static void digits(long v, Encoding.Buffer out) {
     if (v == Long.MIN_VALUE) {
       ascii(Long.toString(v), out);
       return;
