@@ -13,7 +13,6 @@ At least once (the negative control) the same kill leaves the batch's rows twice
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ from pipeline.dev.spark_cluster import SparkCluster
 from schemas import highwater_changefeed_pb2 as pb
 from schemas.protobuf import columns
 from sinks.admin import ensure_topics
+from tests.cluster.runs import assert_no_churn, on_workers, run_after_kill
 from tests.cluster.test_replicated import pytestmark  # noqa: F401 - make cluster-test's
 from tests.cluster.test_walk_columns_on_cluster import (
     KILLED,
@@ -37,8 +37,6 @@ from tests.cluster.test_walk_columns_on_cluster import (
 )
 from tests.integration.test_exactly_once import produce
 from tests.support.kafka import Message, consume_all
-from tests.support.process import run as run_to_exit
-from tests.support.process import run_killed_at, write_config
 
 
 def read_protobuf(topic: str, rows: list[Message]) -> set[tuple[str, int, bool]]:
@@ -121,18 +119,9 @@ def test_protobuf_and_enriched_on_the_cluster_with_the_driver_killed(  # noqa: P
         "delivery": delivery,
         "sink": {"topic_prefix": f"{name}."},
         "encoder": {"updated": True, "diff": True, **encoding},
-        "spark": {
-            "master": workers.master_url,
-            "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
-            "trigger": {"available_now": True},
-            "max_offsets_per_trigger": 600,
-        },
+        "spark": on_workers(workers),
     }
-    log = tmp_path / "run.log"
-    config = write_config(tmp_path / "cf.yaml", raw)
-    run_killed_at(config, log, KILLED, timeout=600)
-    restarted = log.stat().st_size
-    assert run_to_exit(config, log, timeout=600) == 0
+    text = run_after_kill(tmp_path, raw, KILLED)  # the log of the run after the kill
 
     topic = f"{name}.orders"
     records = consume_all(bootstrap, topic)  # read_committed
@@ -145,9 +134,4 @@ def test_protobuf_and_enriched_on_the_cluster_with_the_driver_killed(  # noqa: P
     seen = read_protobuf(topic, rows) if output == "protobuf" else read_enriched(rows, source)
     assert len(seen) == ORDERS
     assert {t for t, _, _ in seen} == {f"{T0 + n + 1}.0000000000" for n in range(ORDERS)}
-
-    text = log.read_bytes()[restarted:].decode(errors="replace")  # the run after the kill
-    assert text.count("Lost task") == 0
-    batches = re.findall(r"batch \d+: .* (\d+) transactions committed, (\d+) aborted", text)
-    assert len(batches) >= 3, text[-2000:]
-    assert sum(int(aborted) for _, aborted in batches) == 0
+    assert_no_churn(text, batches=3)

@@ -15,7 +15,6 @@ that batch's rows twice.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +26,10 @@ from confluent_kafka.serialization import MessageField, SerializationContext
 from pipeline.dev.cluster import KafkaCluster
 from pipeline.dev.spark_cluster import SparkCluster
 from sinks.admin import ensure_topics
+from tests.cluster.runs import assert_no_churn, on_workers, run_after_kill
 from tests.cluster.test_replicated import pytestmark  # noqa: F401 - make cluster-test's
 from tests.integration.test_exactly_once import produce
 from tests.support.kafka import consume_all
-from tests.support.process import run as run_to_exit
-from tests.support.process import run_killed_at, write_config
 
 T0 = 1_700_000_000_000_000_000
 PARTITIONS = 6
@@ -116,24 +114,14 @@ def test_key_column_and_headers_through_the_walk_on_the_cluster_exactly_once(  #
             "headers_json_column_name": "meta",
             **encoding,
         },
-        "spark": {
-            "master": workers.master_url,
-            "conf": {"spark.executor.memory": "512m", "spark.cores.max": "2"},
-            "trigger": {"available_now": True},
-            "max_offsets_per_trigger": 600,
-        },
+        "spark": on_workers(workers),
     }
 
     def apps(worker: int) -> set[Path]:
         return set((workers.directory / f"spark-worker-{worker}" / "work").glob("app-*"))
 
     before = {i: apps(i) for i in (1, 2)}
-    log = tmp_path / "run.log"
-    config = write_config(tmp_path / "cf.yaml", raw)
-    if kill is not None:
-        run_killed_at(config, log, kill, timeout=600)
-    restarted = log.stat().st_size if log.exists() else 0
-    assert run_to_exit(config, log, timeout=600) == 0
+    text = run_after_kill(tmp_path, raw, kill)  # the log of the run after any kill
     assert [i for i in (1, 2) if apps(i) - before[i]] == [1, 2], "an executor on each worker"
 
     topic = f"{name}.orders"
@@ -154,13 +142,8 @@ def test_key_column_and_headers_through_the_walk_on_the_cluster_exactly_once(  #
         assert key == ([image["customer"]] if output == "json" else {"customer": image["customer"]})
         seen.add((value["updated"], image["order_id"], value["after"] is None))
     assert len(seen) == ORDERS
-
-    text = log.read_bytes()[restarted:].decode(errors="replace")  # the run after any kill
     assert "the JVM walk left" not in text  # every change the walk's (WalkWriter's log line)
-    assert text.count("Lost task") == 0
-    batches = re.findall(r"batch \d+: .* (\d+) transactions committed, (\d+) aborted", text)
-    assert len(batches) >= (3 if kill else 5), text[-2000:]  # a restart resumes at its batch
-    assert sum(int(aborted) for _, aborted in batches) == 0
+    assert_no_churn(text, batches=3 if kill else 5)  # a restart resumes at its batch
 
 
 def reader(topic: str, registry: str | None) -> Any:
