@@ -33,6 +33,7 @@ from pipeline.core.operators import StopRequest
 from pipeline.dev.connect import EmbeddedConnect
 from pipeline.dev.postgres import EmbeddedPostgres
 from sinks.admin import cluster_metadata
+from tests.support.changefeed import every_batch
 from tests.support.kafka import consume_all
 from tests.support.whole_database import markers_never_passed_a_row, rows, slow_restart, wait_for
 
@@ -82,24 +83,19 @@ def test_a_table_created_while_the_changefeed_runs_is_followed(
         wait_for(
             "the snapshot", lambda: len(consume_all(kafka_bootstrap, f"{name}.public.orders")) >= 2
         )
-        raw = {
-            "changefeed_id": f"{name}-cf",
-            "kafka": {"bootstrap_servers": kafka_bootstrap},
-            "databases": [
+        raw = every_batch(
+            kafka_bootstrap,
+            f"{name}-cf",
+            databases=[
                 {
                     "prefix": name,
                     "transactions": info.transaction_topic,
                     "exclude": ["public.highwater_heartbeat"],
                 }
             ],
-            "initial_scan": "no",
-            "sink": {"topic_prefix": f"{name}-cf.", "partitions": 2},
-            "encoder": {"updated": True},
-            "resolved": {"interval": "0s"},
-            "checkpoint": {"min_checkpoint_frequency": "0s"},
-            "safepoints": {"enabled": False},
-            "spark": {"trigger": {"processing_time": "500ms"}},
-        }
+            sink={"topic_prefix": f"{name}-cf.", "partitions": 2},
+            spark={"trigger": {"processing_time": "500ms"}},
+        )
         config = parse_config(raw, env={})
         slow_restart(monkeypatch, 10.0)
         caplog.set_level("INFO", logger="pipeline.core.coordinator")

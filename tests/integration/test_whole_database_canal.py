@@ -36,6 +36,7 @@ from pipeline.core.operators import StopRequest
 from pipeline.core.sources.canal import tso_time
 from sinks.admin import ensure_topics
 from tests.support.canal import canal, tso, watermark
+from tests.support.changefeed import every_batch
 from tests.support.kafka import consume_all
 from tests.support.process import run as run_job
 from tests.support.process import run_killed_at, write_config
@@ -96,21 +97,16 @@ class TiCDC:
 
 def whole_schema(bootstrap: str, name: str) -> dict[str, Any]:
     """The tests' changefeed of TiCDC schema ``shop``: every record read, no initial scan."""
-    return {
-        "changefeed_id": f"{name}-cf",
-        "kafka": {"bootstrap_servers": bootstrap},
-        "databases": [
+    return every_batch(
+        bootstrap,
+        f"{name}-cf",
+        databases=[
             {"format": "canal-json", "topics": f"{name}_{{schema}}_{{table}}", "database": "shop"}
         ],
-        "cursor": "0.0000000000",
-        "initial_scan": "no",
-        "sink": {"topic_prefix": f"{name}-cf.", "partitions": 2},
-        "encoder": {"updated": True},
-        "resolved": {"interval": "0s"},
-        "checkpoint": {"min_checkpoint_frequency": "0s"},
-        "safepoints": {"enabled": False},
-        "spark": {"trigger": {"processing_time": "300ms"}},
-    }
+        cursor="0.0000000000",
+        sink={"topic_prefix": f"{name}-cf.", "partitions": 2},
+        spark={"trigger": {"processing_time": "300ms"}},
+    )
 
 
 def test_a_table_created_while_the_changefeed_runs_is_followed(

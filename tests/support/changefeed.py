@@ -12,18 +12,15 @@ from schemas.hlc import ZERO
 from tests.support.kafka import Message, consume_all
 
 
-def over_capture(
-    bootstrap: str, changefeed_id: str, sources: list[dict[str, Any]], **sections: Any
-) -> dict[str, Any]:
-    """The raw config of a changefeed over a Debezium capture's topics, from their start.
+def every_batch(bootstrap: str, changefeed_id: str, **sections: Any) -> dict[str, Any]:
+    """The raw config of a changefeed that marks and checkpoints at every batch.
 
-    Its own snapshot comes from Debezium (``initial_scan: no``), markers and checkpoints at
-    every batch, no safepoints; ``sections`` replace the defaults (``spark``, ``delivery``).
+    From its sources' start with no initial scan of its own (their snapshot is upstream's), no
+    safepoints, drained available now; ``sections`` add to and replace these.
     """
     return {
         "changefeed_id": changefeed_id,
         "kafka": {"bootstrap_servers": bootstrap},
-        "sources": sources,
         "initial_scan": "no",
         "sink": {"topic_prefix": f"{changefeed_id}.", "partitions": 3},
         "encoder": {"updated": True},
@@ -33,6 +30,18 @@ def over_capture(
         "spark": {"trigger": {"available_now": True}},
         **sections,
     }
+
+
+def over_capture(
+    bootstrap: str, changefeed_id: str, sources: list[dict[str, Any]], **sections: Any
+) -> dict[str, Any]:
+    """The raw config of a changefeed over a Debezium capture's topics, from their start.
+
+    Its own snapshot comes from Debezium (``initial_scan: no``), markers and checkpoints at
+    every batch, no safepoints (:func:`every_batch`); ``sections`` replace the defaults
+    (``spark``, ``delivery``).
+    """
+    return every_batch(bootstrap, changefeed_id, sources=sources, **sections)
 
 
 def changefeed_config(

@@ -28,11 +28,10 @@ final class AvroImage {
     this.depth = union ? 3 : 2;
   }
 
-  /** A column: its Connect reading, its Avro type, its name as written. */
+  /** A column: its Connect reading, its Avro type, its name as written (in its lead). */
   static final class Cell {
     final Connect.Column column;
     final AvroJson.Node node;
-    final byte[] quotedName;
     final boolean viaJson; // it may hold a map: written as JSON, then read as JSON is
     // its reading compiled: one of the ops below for its type alone or in [null, T] (either
     // order), the union's branches as their one-byte varints; GENERAL: by cell()
@@ -44,7 +43,6 @@ final class AvroImage {
     Cell(Connect.Column column, AvroJson.Node node, byte[] quotedName, boolean first) {
       this.column = column;
       this.node = node;
-      this.quotedName = quotedName;
       this.viaJson = column.kind == Connect.Kind.KEEP && hasMap(node, new HashSet<>());
       int n = node.type == AvroJson.Type.UNION && node.children.length == 2
           ? (node.children[0].type == AvroJson.Type.NULL ? 0 : 1) // the null branch, if any
