@@ -31,7 +31,7 @@ from pipeline.core.coordinator.changefeed import Changefeed
 from pipeline.runtime.session import build_session
 from sinks.admin import ensure_topics
 
-from .bench import cpu_seconds, cpu_since, read_topic
+from .bench import cpu_seconds, cpu_since, drop_topics, read_topic
 from .broker import EmbeddedKafka
 from .generator import GeneratorSpec, write
 
@@ -106,17 +106,8 @@ def history(bootstrap: str, spec: GeneratorSpec) -> int:
 
 def drop_outputs(bootstrap: str) -> None:
     """Delete the rounds' output topics, so every round meets the same broker."""
-    from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    ours = [
-        t
-        for t in admin.list_topics(timeout=30).topics
-        if t.startswith(("bench.copy", "bench-scan"))
-    ]
-    for future in admin.delete_topics(ours, operation_timeout=60).values() if ours else []:
-        future.result()
-    time.sleep(5 if ours else 0)  # let the broker remove the logs
+    if drop_topics(bootstrap, ("bench.copy", "bench-scan")):
+        time.sleep(5)  # let the broker remove the logs
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -23,7 +23,16 @@ from typing import Any
 from pipeline.config import parse_config
 from pipeline.core.batch.jvm import driver_pid
 
-from .bench import Run, cpu_seconds, cpu_since, plain_copy, raw_limit, task_seconds, timed
+from .bench import (
+    Run,
+    cpu_seconds,
+    cpu_since,
+    drop_topics,
+    plain_copy,
+    raw_limit,
+    task_seconds,
+    timed,
+)
 from .bench_figures import megabytes_per_second, topic_bytes
 from .canal_feed import CanalFeed
 from .debezium_feed import DebeziumAvroFeed, DebeziumFeed, Feed, write_feed
@@ -183,6 +192,9 @@ def _part(  # noqa: PLR0917 - a part of the bench
         for delivery in ("at_least_once", "exactly_once"):
             name = f"bench-{tag}-warmup-{delivery.replace('_', '-')}{'-avro' if avro else ''}"
             timed(spark, _config(bootstrap, name, source, part, max_offsets, delivery, avro))
+    # every run's output deleted once measured (here, the warm-ups'): each run meets the same
+    # broker, not one still writing back the runs before it (drop_topics)
+    drop_topics(bootstrap, (f"bench.{tag}.warmup", f"bench-{tag}-warmup"))
     # JSON, then Avro output (its schemas in the bench's registry), each in both deliveries;
     # every run between two copies of the topic, its ratio taken to their mean: across a run
     # the copy swings by up to 1.7x on this machine, between neighbours by a median 6-12 %
@@ -196,11 +208,11 @@ def _part(  # noqa: PLR0917 - a part of the bench
 
     def copy(n: int, after: str) -> float:
         cpu = _Cpu(jvm)
-        done = plain_copy(
-            spark, bootstrap, source, f"bench.{tag}.copy{n}.{len(copies)}", max_offsets
-        )
+        target = f"bench.{tag}.copy{n}.{len(copies)}"
+        done = plain_copy(spark, bootstrap, source, target, max_offsets)
         copies.append(done.seconds)
         text, task = cpu.per_million(rows)
+        drop_topics(bootstrap, (target,))
         tasks["copy"].append(task)
         print(
             f"  copy ({after}): {rows / done.seconds:,.0f} records/s, "
@@ -224,6 +236,7 @@ def _part(  # noqa: PLR0917 - a part of the bench
             cpu, task = meter.per_million(rows)
             tasks[kind].append(task)
             written = topic_bytes(bootstrap, f"{name}.orders")
+            drop_topics(bootstrap, (f"{name}.",))
             nearest = copy(n, f"after {kind}")
             ratio = (last + nearest) / 2 / run.seconds
             last = nearest
@@ -252,3 +265,4 @@ def _part(  # noqa: PLR0917 - a part of the bench
         + ", ".join(f"{kind} {statistics.median(t):.2f}" for kind, t in tasks.items()),
         flush=True,
     )
+    drop_topics(bootstrap, (f"bench.{tag}.",))  # its source: the next part meets a clean broker
